@@ -1,0 +1,20 @@
+# Multi-stage image for the demo apps. One image, two services: docker-compose.yml picks the entry point.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json nest-cli.json ./
+COPY libs ./libs
+COPY apps ./apps
+RUN npm run build
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY schemas ./schemas
+USER node
+# consumer-app by default; docker-compose.yml overrides the command for producer-app.
+CMD ["node", "dist/apps/consumer-app/apps/consumer-app/src/main.js"]

@@ -1,0 +1,37 @@
+/**
+ * Two projects: `unit` runs the pure-logic specs beside the library code; `integration` runs the suites in
+ * test/ against a real Kafka broker and a real PostgreSQL (global set-up starts the local broker if needed
+ * and creates a fresh database for the run).
+ */
+const transform = {
+  '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.json' }],
+};
+const moduleNameMapper = {
+  '^kafka-exactly-once$': '<rootDir>/libs/kafka-exactly-once/src',
+  '^kafka-exactly-once/(.*)$': '<rootDir>/libs/kafka-exactly-once/src/$1',
+};
+
+module.exports = {
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts'],
+      transform,
+      moduleNameMapper,
+    },
+    {
+      displayName: 'integration',
+      testEnvironment: 'node',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/test/**/*.int-spec.ts'],
+      transform,
+      moduleNameMapper,
+      globalSetup: '<rootDir>/test/setup/global-setup.ts',
+      globalTeardown: '<rootDir>/test/setup/global-teardown.ts',
+      testTimeout: 120000,
+      slowTestThreshold: 30,
+    },
+  ],
+};

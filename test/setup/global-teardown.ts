@@ -1,0 +1,26 @@
+import { spawnSync } from 'child_process';
+import { join } from 'path';
+import { Client } from 'pg';
+import { REPO_ROOT, adminDatabaseUrl } from '../support/environment';
+
+export default async function globalTeardown(): Promise<void> {
+  const state = globalThis as Record<string, unknown>;
+  const database = state.__KEO_TEST_DATABASE__ as string | undefined;
+  if (database && process.env.KEEP_TEST_DATABASE !== '1') {
+    const admin = new Client({ connectionString: adminDatabaseUrl() });
+    await admin.connect();
+    try {
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    } finally {
+      await admin.end();
+    }
+  }
+  const kafkaPort = state.__KEO_STARTED_KAFKA__ as string | undefined;
+  if (kafkaPort && process.env.KEEP_KAFKA !== '1') {
+    // Stop only the broker this run started (kafka.sh stops it by its pid file).
+    spawnSync('bash', [join(REPO_ROOT, 'scripts/kafka/kafka.sh'), 'stop'], {
+      stdio: 'inherit',
+      env: { ...process.env, KAFKA_PORT: kafkaPort },
+    });
+  }
+}

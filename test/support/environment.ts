@@ -1,0 +1,31 @@
+import { resolve } from 'path';
+
+/** Where the suites find Kafka and PostgreSQL; the same variables the apps read. */
+export const REPO_ROOT = resolve(__dirname, '..', '..');
+
+export function kafkaBrokers(): string[] {
+  return (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+}
+
+/** The server-level connection the harness uses to create and drop the run's database. */
+export function adminDatabaseUrl(): string {
+  return process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+}
+
+/** The fresh database of this test run, created by the global set-up. */
+export function testDatabaseUrl(): string {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) {
+    throw new Error('TEST_DATABASE_URL is not set: run the integration suites through jest (npm test), whose global set-up creates it');
+  }
+  return url;
+}
+
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}

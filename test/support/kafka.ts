@@ -1,0 +1,95 @@
+import { randomUUID } from 'crypto';
+import { Admin, Consumer, Kafka, KafkaMessage, logLevel } from 'kafkajs';
+import { kafkaBrokers } from './environment';
+
+/** A topic name no other suite or run uses. */
+export function uniqueTopic(label: string): string {
+  return `test.${label}.${Date.now().toString(36)}.${randomUUID().slice(0, 8)}`;
+}
+
+export function testKafka(clientId = 'kafka-exactly-once-tests'): Kafka {
+  return new Kafka({ clientId, brokers: kafkaBrokers(), logLevel: logLevel.NOTHING });
+}
+
+export async function withAdmin<T>(kafka: Kafka, work: (admin: Admin) => Promise<T>): Promise<T> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    return await work(admin);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function createTopics(kafka: Kafka, topics: string[], numPartitions = 1): Promise<void> {
+  await withAdmin(kafka, async (admin) => {
+    await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })) });
+  });
+}
+
+export interface ReadOptions {
+  /** Stop once this predicate holds for the records read so far. */
+  until: (records: ReadRecord[]) => boolean;
+  readUncommitted?: boolean;
+  timeoutMs?: number;
+}
+
+export interface ReadRecord {
+  partition: number;
+  offset: string;
+  key: string | null;
+  value: Buffer | null;
+  headers: Record<string, string>;
+}
+
+function toRecord(partition: number, message: KafkaMessage): ReadRecord {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? String(value[0]) : String(value);
+  }
+  return { partition, offset: message.offset, key: message.key?.toString() ?? null, value: message.value, headers };
+}
+
+/**
+ * Reads a topic from the beginning with a fresh consumer group (read committed unless asked otherwise) until
+ * `until` holds; rejects with what was read when the time runs out.
+ */
+export async function readTopic(kafka: Kafka, topic: string, options: ReadOptions): Promise<ReadRecord[]> {
+  const consumer: Consumer = kafka.consumer({
+    groupId: `reader-${randomUUID()}`,
+    readUncommitted: options.readUncommitted ?? false,
+    maxWaitTimeInMs: 200,
+  });
+  const records: ReadRecord[] = [];
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`read of ${topic} timed out after ${options.timeoutMs ?? 30000} ms with ${records.length} records`)),
+        options.timeoutMs ?? 30000,
+      );
+      const check = () => {
+        if (options.until(records)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      consumer
+        .run({
+          autoCommit: false,
+          eachMessage: async ({ partition, message }) => {
+            records.push(toRecord(partition, message));
+            check();
+          },
+        })
+        .catch((err) => {
+          clearTimeout(timer);
+          reject(err);
+        });
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return records;
+}
