@@ -1,2 +1,24 @@
-// The public API of kafka-exactly-once. Everything a user imports is exported here.
-export {};
+// The public API of kafka-exactly-once. Everything a user imports is exported here, and nothing else.
+export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
+export { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
+export * from './decorators';
+export * from './errors';
+export * from './health';
+export type {
+  KafkaExactlyOnceModuleOptions,
+  TopicOptions,
+  ConsumerOptions,
+  InboxOptions,
+  RetryOptions,
+  EventContext,
+  EmitOptions,
+  RecordInfo,
+  IdempotentHandlerMethod,
+} from './interfaces';
+export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
+export { encodeSingleObject, decodeSingleObject, validationErrors, readFingerprint } from './serde/single-object.codec';
+export { rabinFingerprint64 } from './serde/rabin-fingerprint';
+export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000 } from './inbox/migrations';
+export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE, FAULT_ENV } from './kafka-exactly-once.constants';
+export { FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
+export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';

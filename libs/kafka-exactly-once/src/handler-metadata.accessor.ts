@@ -1,0 +1,13 @@
+import { Injectable } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
+import { IDEMPOTENT_HANDLER_METADATA } from './kafka-exactly-once.constants';
+
+@Injectable()
+export class HandlerMetadataAccessor {
+  constructor(private readonly reflector: Reflector) {}
+
+  idempotentHandler(target: (...args: unknown[]) => unknown): IdempotentHandlerOptions | undefined {
+    return this.reflector.get<IdempotentHandlerOptions | undefined>(IDEMPOTENT_HANDLER_METADATA, target);
+  }
+}

@@ -1,0 +1,2 @@
+export * from './kafka.health-indicator';
+export * from './inbox.health-indicator';

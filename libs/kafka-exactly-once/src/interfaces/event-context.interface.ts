@@ -1,0 +1,38 @@
+import type { EntityManager } from 'typeorm';
+
+/** Where the record being handled came from. */
+export interface RecordInfo {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string | null;
+  headers: Record<string, string>;
+  /** The `message-id` header, or `topic/partition/offset` when the record has none. */
+  messageId: string;
+  /** Record timestamp, ms since the epoch, as a string (KafkaJS). */
+  timestamp: string;
+}
+
+export interface EmitOptions {
+  /** Record key; required unless the topic declares a key function in the module's `topics` option. */
+  key?: string;
+  headers?: Record<string, string>;
+}
+
+/** What a handler gets besides the decoded event. */
+export interface EventContext {
+  /** EntityManager of the same PostgreSQL transaction as the inbox claim: write through it. */
+  readonly manager: EntityManager;
+  readonly message: RecordInfo;
+  /** 1 on the first try, 2 on the first retry... */
+  readonly attempt: number;
+  /**
+   * Adds an event to the same Kafka transaction as this record's offset commit. It is validated and encoded
+   * with the topic's schema (module option `topics`) and gets a deterministic `message-id` and a
+   * `causation-id` naming this record. Nothing is sent if the handler fails.
+   */
+  emit(topic: string, event: unknown, options?: EmitOptions): void;
+}
+
+/** A method decorated with @IdempotentHandler. */
+export type IdempotentHandlerMethod<T = any> = (event: T, ctx: EventContext) => Promise<void> | void;

@@ -1,0 +1,2 @@
+export * from './kafka-exactly-once-options.interface';
+export * from './event-context.interface';

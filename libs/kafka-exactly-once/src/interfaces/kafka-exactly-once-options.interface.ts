@@ -1,0 +1,75 @@
+import type { KafkaConfig } from 'kafkajs';
+
+/** Options of KafkaExactlyOnceModule.forRoot / forRootAsync. */
+export interface KafkaExactlyOnceModuleOptions {
+  /** KafkaJS client settings; `ssl`, `sasl` and timeouts are passed through to KafkaJS. */
+  kafka: Pick<KafkaConfig, 'clientId' | 'brokers' | 'ssl' | 'sasl' | 'connectionTimeout' | 'requestTimeout' | 'retry'>;
+  /** Consumer group shared by every handler of this module. */
+  groupId: string;
+  /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`. */
+  transactionalIdPrefix: string;
+  schemas: {
+    /** Directory of .avsc files, resolved from the working directory. */
+    directory: string;
+    /** How Avro longs are decoded: `bigint` (default, exact) or `number`. */
+    longs?: 'bigint' | 'number';
+  };
+  /** Schemas of the topics the handlers emit to: `ctx.emit(topic, ...)` validates and encodes with it. */
+  topics?: Record<string, TopicOptions>;
+  /** Prefix prepended to every topic subscribed, emitted to or dead-lettered to (shared clusters, tests). */
+  topicPrefix?: string;
+  /** Name of the TypeORM DataSource to use (`TypeOrmModule.forRoot({ name })`); the default one if omitted. */
+  dataSourceName?: string;
+  consumer?: ConsumerOptions;
+  /** A unit of work is a chunk of consecutive records of one partition, capped by count and by time. */
+  chunk?: { maxRecords?: number; maxMillis?: number };
+  /** Kafka transaction timeout in ms (KafkaJS `transactionTimeout`), default 60000. */
+  transactionTimeoutMs?: number;
+  inbox?: InboxOptions;
+  /** Retries of a failing handler, in place, before the record is dead-lettered. */
+  retry?: RetryOptions;
+  /** Dead-letter topics are `<topic><suffix>`, default suffix `.dlq`. */
+  deadLetter?: { topicSuffix?: string };
+  /** Start consuming at application bootstrap (default true). */
+  autoStart?: boolean;
+}
+
+export interface TopicOptions {
+  /** Full name of the Avro record written to the topic. */
+  schema: string;
+  /** Derives the record key from the event, so callers cannot forget it. */
+  key?: (event: any) => string;
+}
+
+export interface ConsumerOptions {
+  sessionTimeout?: number;
+  heartbeatInterval?: number;
+  rebalanceTimeout?: number;
+  /** How many partitions are handled at once (each one stays strictly in order). Default 3. */
+  partitionsConsumedConcurrently?: number;
+  maxBytesPerPartition?: number;
+  maxWaitTimeInMs?: number;
+}
+
+export interface InboxOptions {
+  /** Apply the library's migrations at boot (default true). Set false to run them with your own TypeORM migrations. */
+  runMigrations?: boolean;
+  /** Processed rows older than this are deleted; a duplicate arriving later is no longer recognised. Default 7. */
+  retentionDays?: number;
+  /** How often the retention job runs, ms (default one hour; 0 disables it). */
+  retentionIntervalMs?: number;
+  /** Rows deleted per statement by the retention job (default 1000). */
+  retentionBatchSize?: number;
+  /** `lock_timeout` of the claim, ms: how long a claim waits for a stalled instance's row locks (default 5000). */
+  lockTimeoutMs?: number;
+  /** `idle_in_transaction_session_timeout` of unit-of-work sessions, ms; at most the transaction timeout (default 30000). */
+  idleInTransactionTimeoutMs?: number;
+}
+
+export interface RetryOptions {
+  /** Attempts in all, including the first (default 3). */
+  attempts?: number;
+  initialDelayMs?: number;
+  maxDelayMs?: number;
+  multiplier?: number;
+}

@@ -1,0 +1,38 @@
+/** Metadata key set by @IdempotentHandler. */
+export const IDEMPOTENT_HANDLER_METADATA = 'kafka-eo:idempotent-handler';
+
+/** Injection token of the validated options with defaults applied. */
+export const RESOLVED_OPTIONS = Symbol('kafka-eo:resolved-options');
+
+/** Injection token of the KafkaJS client the module shares between its consumer, producers and admin. */
+export const KAFKA_CLIENT = Symbol('kafka-eo:kafka-client');
+
+/** Record headers the library reads and writes. */
+export const HEADERS = {
+  messageId: 'message-id',
+  eventType: 'event-type',
+  causationId: 'causation-id',
+} as const;
+
+/** Headers stamped on dead letters (DESIGN §3). */
+export const DEAD_LETTER_HEADERS = {
+  originalTopic: 'dlq-original-topic',
+  originalPartition: 'dlq-original-partition',
+  originalOffset: 'dlq-original-offset',
+  consumerGroup: 'dlq-consumer-group',
+  errorClass: 'dlq-error-class',
+  errorMessage: 'dlq-error-message',
+  errorStack: 'dlq-error-stack',
+  attempts: 'dlq-attempts',
+  reason: 'dlq-reason',
+} as const;
+
+/** Name of the inbox table and of the table that records which of the library's migrations ran. */
+export const INBOX_TABLE = 'kafka_eo_inbox';
+export const MIGRATIONS_TABLE = 'kafka_eo_migrations';
+
+/**
+ * Fault injection, for the library's own crash tests only: `KAFKA_EO_FAULT=<point>:<n>` kills the process
+ * with SIGKILL the n-th time a unit of work reaches <point>. Never set it in production.
+ */
+export const FAULT_ENV = 'KAFKA_EO_FAULT';

@@ -1,0 +1,93 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
+import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
+import { HandlerRegistrationError } from './errors/handler-registration.error';
+import { HandlerMetadataAccessor } from './handler-metadata.accessor';
+import type { EventContext } from './interfaces/event-context.interface';
+import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
+import type { ResolvedOptions } from './options/resolved-options';
+import { LoadedSchema, SchemaRegistry } from './serde/schema-registry';
+
+/** A discovered @IdempotentHandler, ready to be called by the engine. */
+export interface HandlerDefinition {
+  /** `Class.method`, for logs and errors. */
+  name: string;
+  /** Topic as consumed (with the module's topicPrefix). */
+  topic: string;
+  schema: LoadedSchema;
+  retry: ResolvedOptions['retry'];
+  invoke(event: unknown, ctx: EventContext): Promise<void>;
+}
+
+/** Finds the @IdempotentHandler methods of the application's providers and checks them (fail fast at boot). */
+@Injectable()
+export class KafkaExactlyOnceExplorer {
+  private readonly logger = new Logger(KafkaExactlyOnceExplorer.name);
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly accessor: HandlerMetadataAccessor,
+    private readonly registry: SchemaRegistry,
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
+  ) {}
+
+  explore(): HandlerDefinition[] {
+    const handlers: HandlerDefinition[] = [];
+    for (const wrapper of this.discovery.getProviders()) {
+      const metatype = (wrapper.instance?.constructor ?? wrapper.metatype) as (new (...args: unknown[]) => unknown) | undefined;
+      if (!metatype || typeof metatype !== 'function' || !metatype.prototype) continue;
+      for (const methodName of this.scanner.getAllMethodNames(metatype.prototype)) {
+        const method = metatype.prototype[methodName as keyof typeof metatype.prototype] as (...args: unknown[]) => unknown;
+        const metadata = this.accessor.idempotentHandler(method);
+        if (metadata) handlers.push(this.define(wrapper, metatype.name, methodName, metadata));
+      }
+    }
+    this.checkUnique(handlers);
+    for (const handler of handlers) {
+      this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId})`);
+    }
+    return handlers;
+  }
+
+  private define(wrapper: InstanceWrapper, className: string, methodName: string, metadata: IdempotentHandlerOptions): HandlerDefinition {
+    const name = `${className}.${methodName}`;
+    if (!wrapper.isDependencyTreeStatic()) {
+      throw new HandlerRegistrationError(
+        name,
+        'request- or transient-scoped providers cannot be Kafka handlers (there is no request); make the provider a singleton',
+      );
+    }
+    if (!this.registry.has(metadata.schema)) {
+      throw new HandlerRegistrationError(
+        name,
+        `schema "${metadata.schema}" is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`,
+      );
+    }
+    const instance = wrapper.instance as Record<string, (event: unknown, ctx: EventContext) => unknown>;
+    return {
+      name,
+      topic: `${this.options.topicPrefix}${metadata.topic}`,
+      schema: this.registry.current(metadata.schema),
+      retry: { ...this.options.retry, ...metadata.retry },
+      invoke: async (event, ctx) => {
+        await instance[methodName](event, ctx);
+      },
+    };
+  }
+
+  private checkUnique(handlers: HandlerDefinition[]): void {
+    const byTopic = new Map<string, string>();
+    for (const handler of handlers) {
+      const other = byTopic.get(handler.topic);
+      if (other) {
+        throw new HandlerRegistrationError(
+          handler.name,
+          `topic "${handler.topic}" already has a handler in group "${this.options.groupId}" (${other}); one topic, one handler`,
+        );
+      }
+      byTopic.set(handler.topic, handler.name);
+    }
+  }
+}

@@ -1,0 +1,127 @@
+import {
+  BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import type { Admin, Kafka } from 'kafkajs';
+import type { DataSource } from 'typeorm';
+import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
+import { FaultInjector } from './engine/fault-injector';
+import { InvalidOptionsError } from './errors/invalid-options.error';
+import { InboxRetention } from './inbox/inbox-retention';
+import { runInboxMigrations } from './inbox/inbox-migrator';
+import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
+import { HandlerDefinition, KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
+import type { ResolvedOptions } from './options/resolved-options';
+import { SchemaRegistry } from './serde/schema-registry';
+
+/**
+ * Owns the module's runtime: discovers and checks the handlers at module init (fail fast), applies the inbox
+ * migrations and starts the consumer at application bootstrap, drains in-flight units of work before
+ * shutdown and disconnects at shutdown.
+ */
+@Injectable()
+export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  private readonly logger = new Logger('KafkaExactlyOnce');
+  private handlers: HandlerDefinition[] = [];
+  private admin?: Admin;
+  private consumer?: ExactlyOnceConsumer;
+  private retention?: InboxRetention;
+  private dataSource?: DataSource;
+
+  constructor(
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
+    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    private readonly explorer: KafkaExactlyOnceExplorer,
+    private readonly registry: SchemaRegistry,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  onModuleInit(): void {
+    this.handlers = this.explorer.explore();
+    for (const [topic, declared] of Object.entries(this.options.topics)) {
+      if (!this.registry.has(declared.schema)) {
+        throw new InvalidOptionsError(`topics["${topic}"].schema`, `names "${declared.schema}", which is not in the schemas directory (known: ${this.registry.names().join(', ')})`);
+      }
+    }
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.options.autoStart) return;
+    await this.start();
+  }
+
+  /** Starts consuming (called at bootstrap unless `autoStart: false`). */
+  async start(): Promise<void> {
+    const dataSource = this.getDataSource();
+    if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
+    this.retention = new InboxRetention(dataSource, this.options.inbox);
+    this.retention.start();
+    if (this.handlers.length === 0) {
+      this.logger.warn('no @IdempotentHandler found: nothing to consume');
+      return;
+    }
+    this.admin = this.kafka.admin();
+    await this.admin.connect();
+    await this.checkTopics(this.admin);
+    this.consumer = new ExactlyOnceConsumer(this.kafka, this.admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers);
+    await this.consumer.start();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.consumer?.stop();
+    await this.retention?.stop();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.consumer?.disconnect();
+    await this.admin?.disconnect().catch(() => undefined);
+  }
+
+  /** The consumer's state, for health checks. */
+  status(): ConsumerStatus | undefined {
+    return this.consumer?.getStatus();
+  }
+
+  getDataSource(): DataSource {
+    if (this.dataSource) return this.dataSource;
+    const token = getDataSourceToken(this.options.dataSourceName);
+    try {
+      this.dataSource = this.moduleRef.get<DataSource>(token, { strict: false });
+    } catch {
+      throw new InvalidOptionsError(
+        'dataSourceName',
+        `names a TypeORM DataSource (${String(this.options.dataSourceName ?? 'default')}) that is not registered: import TypeOrmModule.forRoot(...) in the application`,
+      );
+    }
+    return this.dataSource;
+  }
+
+  /**
+   * Input and declared output topics must exist (a typo would otherwise stop the line at runtime); each input
+   * topic's dead-letter topic is created with the same number of partitions when missing.
+   */
+  private async checkTopics(admin: Admin): Promise<void> {
+    const existing = new Set(await admin.listTopics());
+    const inputs = this.handlers.map((h) => h.topic);
+    const outputs = Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`);
+    const missing = [...new Set([...inputs, ...outputs])].filter((t) => !existing.has(t));
+    if (missing.length > 0) {
+      throw new Error(`Kafka topic(s) ${missing.join(', ')} do not exist: create them before starting (the library does not create input or output topics)`);
+    }
+    const { topics } = await admin.fetchTopicMetadata({ topics: inputs });
+    const deadLetters = topics
+      .map((t) => ({ topic: `${t.name}${this.options.deadLetter.topicSuffix}`, numPartitions: t.partitions.length }))
+      .filter((t) => !existing.has(t.topic));
+    if (deadLetters.length > 0) {
+      await admin.createTopics({ topics: deadLetters, waitForLeaders: true });
+      this.logger.log(`created dead-letter topic(s) ${deadLetters.map((t) => t.topic).join(', ')}`);
+    }
+  }
+}

@@ -1,0 +1,59 @@
+import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { TerminusModule } from '@nestjs/terminus';
+import { Kafka, logLevel } from 'kafkajs';
+import { InboxHealthIndicator } from './health/inbox.health-indicator';
+import { KafkaHealthIndicator } from './health/kafka.health-indicator';
+import { HandlerMetadataAccessor } from './handler-metadata.accessor';
+import type { KafkaExactlyOnceModuleOptions } from './interfaces/kafka-exactly-once-options.interface';
+import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
+import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
+import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
+import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
+import { nestLogCreator } from './kafka-logger';
+import { resolveOptions } from './options/resolve-options';
+import type { ResolvedOptions } from './options/resolved-options';
+import { SchemaRegistry } from './serde/schema-registry';
+
+/**
+ * Exactly-once, key-ordered Kafka consumption for the application's @IdempotentHandler methods, with the
+ * inbox in the application's TypeORM PostgreSQL DataSource.
+ *
+ * @example
+ * KafkaExactlyOnceModule.forRootAsync({
+ *   useFactory: (cfg: ConfigService) => ({
+ *     kafka: { clientId: 'consumer-app', brokers: cfg.get('KAFKA_BROKERS').split(',') },
+ *     groupId: 'consumer-app',
+ *     transactionalIdPrefix: 'consumer-app',
+ *     schemas: { directory: 'schemas' },
+ *   }),
+ *   inject: [ConfigService],
+ * })
+ */
+@Module({
+  imports: [DiscoveryModule, TerminusModule],
+  providers: [
+    {
+      provide: RESOLVED_OPTIONS,
+      useFactory: (options: KafkaExactlyOnceModuleOptions) => resolveOptions(options),
+      inject: [KAFKA_EXACTLY_ONCE_OPTIONS],
+    },
+    {
+      provide: SchemaRegistry,
+      useFactory: (options: ResolvedOptions) => SchemaRegistry.fromDirectory(options.schemas.directory, { longs: options.schemas.longs }),
+      inject: [RESOLVED_OPTIONS],
+    },
+    {
+      provide: KAFKA_CLIENT,
+      useFactory: (options: ResolvedOptions) => new Kafka({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator }),
+      inject: [RESOLVED_OPTIONS],
+    },
+    HandlerMetadataAccessor,
+    KafkaExactlyOnceExplorer,
+    KafkaExactlyOnceLifecycle,
+    KafkaHealthIndicator,
+    InboxHealthIndicator,
+  ],
+  exports: [KafkaHealthIndicator, InboxHealthIndicator, SchemaRegistry, KafkaExactlyOnceLifecycle],
+})
+export class KafkaExactlyOnceModule extends KafkaExactlyOnceConfigurableModule {}

@@ -1,0 +1,120 @@
+import { InvalidOptionsError } from '../errors/invalid-options.error';
+import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import type { ResolvedOptions } from './resolved-options';
+
+const TRANSACTIONAL_ID_PART = /^[A-Za-z0-9._-]+$/;
+
+function positiveInt(field: string, value: number | undefined, fallback: number, min = 1): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min) throw new InvalidOptionsError(field, `must be an integer >= ${min}, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function atLeastOne(field: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value >= 1)) throw new InvalidOptionsError(field, `must be a number >= 1, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function nonEmpty(field: string, value: unknown, hint: string): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new InvalidOptionsError(field, `is required: ${hint}`);
+  return value;
+}
+
+/**
+ * Merges defaults into the user's options and validates them; a bad option throws InvalidOptionsError naming
+ * the field and how to fix it.
+ */
+export function resolveOptions(options: KafkaExactlyOnceModuleOptions): ResolvedOptions {
+  if (!options || typeof options !== 'object') throw new InvalidOptionsError('(root)', 'must be an object');
+  const kafka = options.kafka;
+  if (!kafka || typeof kafka !== 'object') throw new InvalidOptionsError('kafka', 'is required: { clientId, brokers }');
+  nonEmpty('kafka.clientId', kafka.clientId, "name this application, e.g. 'consumer-app'");
+  if (typeof kafka.brokers !== 'function' && (!Array.isArray(kafka.brokers) || kafka.brokers.length === 0)) {
+    throw new InvalidOptionsError('kafka.brokers', "must list at least one broker, e.g. ['127.0.0.1:9092']");
+  }
+  const groupId = nonEmpty('groupId', options.groupId, 'the consumer group of this module');
+  const prefix = nonEmpty('transactionalIdPrefix', options.transactionalIdPrefix, 'unique per application, e.g. the app name');
+  if (!TRANSACTIONAL_ID_PART.test(prefix)) {
+    throw new InvalidOptionsError('transactionalIdPrefix', 'may only contain letters, digits, ".", "_" and "-"');
+  }
+  if (!options.schemas || typeof options.schemas !== 'object') {
+    throw new InvalidOptionsError('schemas', "is required: { directory: 'schemas' }");
+  }
+  const directory = nonEmpty('schemas.directory', options.schemas.directory, 'the directory of the .avsc files');
+  const longs = options.schemas.longs ?? 'bigint';
+  if (longs !== 'bigint' && longs !== 'number') throw new InvalidOptionsError('schemas.longs', "must be 'bigint' or 'number'");
+
+  const topics = options.topics ?? {};
+  for (const [topic, config] of Object.entries(topics)) {
+    nonEmpty(`topics["${topic}"].schema`, config?.schema, 'the full name of the Avro record written to this topic');
+    if (config.key !== undefined && typeof config.key !== 'function') {
+      throw new InvalidOptionsError(`topics["${topic}"].key`, 'must be a function (event) => key');
+    }
+  }
+
+  const consumer = options.consumer ?? {};
+  const sessionTimeout = positiveInt('consumer.sessionTimeout', consumer.sessionTimeout, 30000, 1000);
+  const heartbeatInterval = positiveInt('consumer.heartbeatInterval', consumer.heartbeatInterval, Math.min(3000, Math.floor(sessionTimeout / 3)));
+  if (heartbeatInterval >= sessionTimeout) {
+    throw new InvalidOptionsError('consumer.heartbeatInterval', `must be lower than consumer.sessionTimeout (${sessionTimeout}); a third of it is usual`);
+  }
+  const transactionTimeoutMs = positiveInt('transactionTimeoutMs', options.transactionTimeoutMs, 60000, 1000);
+  const inbox = options.inbox ?? {};
+  const idleInTransactionTimeoutMs = positiveInt(
+    'inbox.idleInTransactionTimeoutMs',
+    inbox.idleInTransactionTimeoutMs,
+    Math.min(30000, transactionTimeoutMs),
+    100,
+  );
+  if (idleInTransactionTimeoutMs > transactionTimeoutMs) {
+    throw new InvalidOptionsError(
+      'inbox.idleInTransactionTimeoutMs',
+      `must not exceed transactionTimeoutMs (${transactionTimeoutMs}): a stalled instance must lose its database transaction no later than its Kafka one`,
+    );
+  }
+  const retry = options.retry ?? {};
+  const topicPrefix = options.topicPrefix ?? '';
+  if (typeof topicPrefix !== 'string') throw new InvalidOptionsError('topicPrefix', 'must be a string');
+  const suffix = options.deadLetter?.topicSuffix ?? '.dlq';
+  if (typeof suffix !== 'string' || suffix === '') throw new InvalidOptionsError('deadLetter.topicSuffix', "must be a non-empty string such as '.dlq'");
+
+  return {
+    kafka,
+    groupId,
+    transactionalIdPrefix: prefix,
+    schemas: { directory, longs },
+    topics,
+    topicPrefix,
+    dataSourceName: options.dataSourceName,
+    consumer: {
+      sessionTimeout,
+      heartbeatInterval,
+      rebalanceTimeout: positiveInt('consumer.rebalanceTimeout', consumer.rebalanceTimeout, 60000, 1000),
+      partitionsConsumedConcurrently: positiveInt('consumer.partitionsConsumedConcurrently', consumer.partitionsConsumedConcurrently, 3),
+      maxBytesPerPartition: positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 1048576),
+      maxWaitTimeInMs: positiveInt('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 500),
+    },
+    chunk: {
+      maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 100),
+      maxMillis: positiveInt('chunk.maxMillis', options.chunk?.maxMillis, 1000),
+    },
+    transactionTimeoutMs,
+    inbox: {
+      runMigrations: inbox.runMigrations ?? true,
+      retentionDays: positiveInt('inbox.retentionDays', inbox.retentionDays, 7),
+      retentionIntervalMs: positiveInt('inbox.retentionIntervalMs', inbox.retentionIntervalMs, 3600000, 0),
+      retentionBatchSize: positiveInt('inbox.retentionBatchSize', inbox.retentionBatchSize, 1000),
+      lockTimeoutMs: positiveInt('inbox.lockTimeoutMs', inbox.lockTimeoutMs, 5000, 10),
+      idleInTransactionTimeoutMs,
+    },
+    retry: {
+      attempts: positiveInt('retry.attempts', retry.attempts, 3),
+      initialDelayMs: positiveInt('retry.initialDelayMs', retry.initialDelayMs, 100, 0),
+      maxDelayMs: positiveInt('retry.maxDelayMs', retry.maxDelayMs, 5000, 0),
+      multiplier: atLeastOne('retry.multiplier', retry.multiplier, 2),
+    },
+    deadLetter: { topicSuffix: suffix },
+    autoStart: options.autoStart ?? true,
+  };
+}

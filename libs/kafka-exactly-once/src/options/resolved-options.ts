@@ -1,0 +1,33 @@
+import type { KafkaExactlyOnceModuleOptions, TopicOptions } from '../interfaces/kafka-exactly-once-options.interface';
+
+/** The options with every default applied; what the engine reads. */
+export interface ResolvedOptions {
+  kafka: KafkaExactlyOnceModuleOptions['kafka'];
+  groupId: string;
+  transactionalIdPrefix: string;
+  schemas: { directory: string; longs: 'bigint' | 'number' };
+  topics: Record<string, TopicOptions>;
+  topicPrefix: string;
+  dataSourceName?: string;
+  consumer: {
+    sessionTimeout: number;
+    heartbeatInterval: number;
+    rebalanceTimeout: number;
+    partitionsConsumedConcurrently: number;
+    maxBytesPerPartition: number;
+    maxWaitTimeInMs: number;
+  };
+  chunk: { maxRecords: number; maxMillis: number };
+  transactionTimeoutMs: number;
+  inbox: {
+    runMigrations: boolean;
+    retentionDays: number;
+    retentionIntervalMs: number;
+    retentionBatchSize: number;
+    lockTimeoutMs: number;
+    idleInTransactionTimeoutMs: number;
+  };
+  retry: { attempts: number; initialDelayMs: number; maxDelayMs: number; multiplier: number };
+  deadLetter: { topicSuffix: string };
+  autoStart: boolean;
+}

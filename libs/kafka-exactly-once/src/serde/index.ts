@@ -1,0 +1,3 @@
+export * from './rabin-fingerprint';
+export * from './schema-registry';
+export * from './single-object.codec';

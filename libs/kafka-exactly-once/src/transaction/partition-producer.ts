@@ -1,0 +1,65 @@
+import { Logger } from '@nestjs/common';
+import { Kafka, Partitioners, Producer, Transaction } from 'kafkajs';
+
+/**
+ * The transactional producer of one input partition, `transactionalId = {prefix}.{groupId}.{topic}.{partition}`.
+ * KafkaJS's TxnOffsetCommit carries no group generation (no KIP-447), so this per-partition id is what fences
+ * a stalled previous owner: `start()` runs InitProducerId, which bumps the epoch and settles (aborts, or
+ * completes if already decided) any transaction the previous owner left open.
+ */
+export class PartitionProducer {
+  private readonly logger = new Logger(PartitionProducer.name);
+  private producer?: Producer;
+  private open?: Transaction;
+
+  constructor(
+    private readonly kafka: Kafka,
+    readonly transactionalId: string,
+    private readonly transactionTimeoutMs: number,
+  ) {}
+
+  /** Creates the producer and runs InitProducerId by opening the first transaction. */
+  async start(): Promise<void> {
+    await this.close();
+    const producer = this.kafka.producer({
+      transactionalId: this.transactionalId,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: this.transactionTimeoutMs,
+      createPartitioner: Partitioners.DefaultPartitioner,
+      allowAutoTopicCreation: false,
+    });
+    await producer.connect();
+    this.producer = producer;
+    this.open = await producer.transaction();
+  }
+
+  /** The open transaction, or a new one. One open transaction per producer at a time. */
+  async begin(): Promise<Transaction> {
+    if (!this.producer) throw new Error(`producer ${this.transactionalId} is not started`);
+    if (this.open?.isActive()) return this.open;
+    this.open = await this.producer.transaction();
+    return this.open;
+  }
+
+  /** Aborts the open transaction if there is one; resolves false when the outcome is unknown. */
+  async abortQuietly(): Promise<boolean> {
+    const txn = this.open;
+    if (!txn?.isActive()) return true;
+    try {
+      await txn.abort();
+      return true;
+    } catch (err) {
+      this.logger.warn(`abort of ${this.transactionalId} failed: ${(err as Error).message}`);
+      return false;
+    }
+  }
+
+  /** Disconnects without touching the open transaction: the broker or the next owner settles it. */
+  async close(): Promise<void> {
+    const producer = this.producer;
+    this.producer = undefined;
+    this.open = undefined;
+    if (producer) await producer.disconnect().catch((err) => this.logger.warn(`disconnect of ${this.transactionalId}: ${err.message}`));
+  }
+}
