@@ -12,6 +12,9 @@ const moduleNameMapper = {
 };
 
 module.exports = {
+  // Integration suites run real processes against a real broker; unit specs finish in milliseconds anyway.
+  testTimeout: 180000,
+  slowTestThreshold: 30,
   projects: [
     {
       displayName: 'unit',
@@ -30,8 +33,6 @@ module.exports = {
       moduleNameMapper,
       globalSetup: '<rootDir>/test/setup/global-setup.ts',
       globalTeardown: '<rootDir>/test/setup/global-teardown.ts',
-      testTimeout: 120000,
-      slowTestThreshold: 30,
     },
   ],
 };

@@ -50,7 +50,16 @@ async function createRunDatabase(): Promise<void> {
   (globalThis as Record<string, unknown>).__KEO_TEST_DATABASE__ = name;
 }
 
+/** The suites run the built apps as child processes (crash tests need real processes): build them first. */
+function buildApps(): void {
+  if (process.env.KEO_SKIP_BUILD === '1') return;
+  process.stdout.write('\nBuilding the library and the apps for the integration suites (npm run build)\n');
+  const built = spawnSync('npm', ['run', '-s', 'build'], { cwd: REPO_ROOT, stdio: 'inherit' });
+  if (built.status !== 0) throw new Error('npm run build failed: the integration suites need the built apps');
+}
+
 export default async function globalSetup(): Promise<void> {
   await createRunDatabase();
   await ensureKafka();
+  buildApps();
 }

@@ -10,7 +10,9 @@ export default async function globalTeardown(): Promise<void> {
     const admin = new Client({ connectionString: adminDatabaseUrl() });
     await admin.connect();
     try {
-      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      // The run's database and the per-suite databases named after it.
+      const { rows } = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname = $1 OR datname LIKE $2`, [database, `${database}\\_%`]);
+      for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
     } finally {
       await admin.end();
     }

@@ -32,6 +32,8 @@ export interface ReadOptions {
   until: (records: ReadRecord[]) => boolean;
   readUncommitted?: boolean;
   timeoutMs?: number;
+  /** Re-check `until` this often even when no record arrives (for conditions on quiet time). */
+  pollIdleMs?: number;
 }
 
 export interface ReadRecord {
@@ -65,16 +67,19 @@ export async function readTopic(kafka: Kafka, topic: string, options: ReadOption
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`read of ${topic} timed out after ${options.timeoutMs ?? 30000} ms with ${records.length} records`)),
-        options.timeoutMs ?? 30000,
-      );
+      let idle: NodeJS.Timeout | undefined;
+      const timer = setTimeout(() => {
+        if (idle) clearInterval(idle);
+        reject(new Error(`read of ${topic} timed out after ${options.timeoutMs ?? 30000} ms with ${records.length} records`));
+      }, options.timeoutMs ?? 30000);
       const check = () => {
         if (options.until(records)) {
           clearTimeout(timer);
+          if (idle) clearInterval(idle);
           resolve();
         }
       };
+      if (options.pollIdleMs) idle = setInterval(check, options.pollIdleMs);
       consumer
         .run({
           autoCommit: false,
@@ -85,6 +90,7 @@ export async function readTopic(kafka: Kafka, topic: string, options: ReadOption
         })
         .catch((err) => {
           clearTimeout(timer);
+          if (idle) clearInterval(idle);
           reject(err);
         });
     });

@@ -1,21 +1,37 @@
-/** consumer-app's settings, read from the environment (the names of DESIGN §7). */
+/** consumer-app's settings, read from the environment (the names of DESIGN §7, plus a few for tests). */
 export interface ConsumerAppConfig {
   kafkaBrokers: string[];
   databaseUrl: string;
   httpPort: number;
   /** Interface to listen on: 127.0.0.1 unless HTTP_HOST says otherwise (0.0.0.0 inside a container). */
   httpHost: string;
+  /** KAFKA_GROUP_ID, default consumer-app. */
+  groupId: string;
+  /** KAFKA_TOPIC_PREFIX, prepended to every demo topic (isolated test runs on a shared broker). */
+  topicPrefix: string;
+  /** KAFKA_SESSION_TIMEOUT_MS, default 30000. */
+  sessionTimeoutMs: number;
+  /** Partitions of the demo topics when this app creates them (DEMO_TOPIC_PARTITIONS, default 6). */
+  topicPartitions: number;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  return value;
 }
 
 export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): ConsumerAppConfig {
-  const httpPort = Number(env.HTTP_PORT ?? 3001);
-  if (!Number.isInteger(httpPort) || httpPort <= 0 || httpPort > 65535) {
-    throw new Error(`HTTP_PORT must be a TCP port number, got "${env.HTTP_PORT}"`);
-  }
   return {
     kafkaBrokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean),
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
-    httpPort,
+    httpPort: integer(env, 'HTTP_PORT', 3001, 0, 65535),
     httpHost: env.HTTP_HOST ?? '127.0.0.1',
+    groupId: env.KAFKA_GROUP_ID || 'consumer-app',
+    topicPrefix: env.KAFKA_TOPIC_PREFIX ?? '',
+    sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30000, 3000),
+    topicPartitions: integer(env, 'DEMO_TOPIC_PARTITIONS', 6, 1),
   };
 }

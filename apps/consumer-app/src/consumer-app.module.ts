@@ -1,16 +1,63 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { KafkaExactlyOnceModule } from 'kafka-exactly-once';
+import { join } from 'path';
 import { consumerAppConfig } from './consumer-app.config';
 import { HealthController } from './health/health.controller';
+import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create-demo-tables';
+import { Account } from './payments/account.entity';
+import { LedgerEntry } from './payments/ledger-entry.entity';
+import { PaymentsHandler } from './payments/payments.handler';
+import { DemoTopicsInitializer } from './topics/demo-topics.initializer';
+import { DEMO_TOPICS } from './topics/demo-topics';
+import { User } from './users/user.entity';
+import { UsersHandler } from './users/users.handler';
+
+/** The schemas directory: SCHEMAS_DIR, else schemas/ at the repository root (works from src and from dist). */
+export function schemasDirectory(): string {
+  if (process.env.SCHEMAS_DIR) return process.env.SCHEMAS_DIR;
+  let dir = __dirname;
+  for (let i = 0; i < 8; i++) {
+    if (require('fs').existsSync(join(dir, 'schemas', 'payment-requested.v1.avsc'))) return join(dir, 'schemas');
+    dir = join(dir, '..');
+  }
+  return 'schemas';
+}
 
 @Module({
   imports: [
     TypeOrmModule.forRootAsync({
-      useFactory: () => ({ type: 'postgres', url: consumerAppConfig().databaseUrl, synchronize: false }),
+      useFactory: () => ({
+        type: 'postgres',
+        url: consumerAppConfig().databaseUrl,
+        entities: [Account, LedgerEntry, User],
+        migrations: [CreateDemoTables1764400100000],
+        migrationsRun: true,
+        synchronize: false,
+        extra: { max: 20 },
+      }),
+    }),
+    KafkaExactlyOnceModule.forRootAsync({
+      useFactory: () => {
+        const config = consumerAppConfig();
+        return {
+          kafka: { clientId: 'consumer-app', brokers: config.kafkaBrokers },
+          groupId: config.groupId,
+          transactionalIdPrefix: 'consumer-app',
+          schemas: { directory: schemasDirectory() },
+          topicPrefix: config.topicPrefix,
+          topics: {
+            [DEMO_TOPICS.paymentsProcessed]: { schema: 'com.example.PaymentProcessed' },
+            [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
+          },
+          consumer: { sessionTimeout: config.sessionTimeoutMs },
+        };
+      },
     }),
     TerminusModule,
   ],
   controllers: [HealthController],
+  providers: [DemoTopicsInitializer, PaymentsHandler, UsersHandler],
 })
 export class ConsumerAppModule {}

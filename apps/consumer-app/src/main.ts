@@ -5,10 +5,15 @@ import { ConsumerAppModule } from './consumer-app.module';
 
 async function bootstrap(): Promise<void> {
   const config = consumerAppConfig();
-  const app = await NestFactory.create(ConsumerAppModule);
+  const app = await NestFactory.create(ConsumerAppModule, { logger: ['log', 'warn', 'error'] });
+  // SIGTERM: stop fetching, finish and commit the chunk in flight, disconnect.
   app.enableShutdownHooks();
   await app.listen(config.httpPort, config.httpHost);
-  new Logger('consumer-app').log(`listening on http://${config.httpHost}:${config.httpPort} (GET /health)`);
+  const address = app.getHttpServer().address();
+  new Logger('consumer-app').log(`listening on http://${config.httpHost}:${typeof address === 'object' && address ? address.port : config.httpPort} (GET /health)`);
 }
 
-void bootstrap();
+bootstrap().catch((err) => {
+  new Logger('consumer-app').error(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
+  process.exit(1);
+});

@@ -184,9 +184,9 @@ export class ExactlyOnceConsumer {
         index += outcome.count;
         failures = 0;
         const { handled, replayed, duplicates, deadLettered } = outcome.stats;
-        this.logger.debug(
-          `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed, ${duplicates} duplicates, ${deadLettered} dead-lettered`,
-        );
+        const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered`;
+        if (replayed > 0 || duplicates > 0 || deadLettered > 0) this.logger.log(summary);
+        else this.logger.debug(summary);
         await this.heartbeatBetweenChunks(heartbeat);
         continue;
       }

@@ -1,0 +1,30 @@
+import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { Kafka, logLevel } from 'kafkajs';
+import { consumerAppConfig } from '../consumer-app.config';
+import { DEMO_TOPICS } from './demo-topics';
+
+/** Creates the demo topics when they do not exist yet, before the consumer starts (module init precedes bootstrap). */
+@Injectable()
+export class DemoTopicsInitializer implements OnModuleInit {
+  private readonly logger = new Logger(DemoTopicsInitializer.name);
+
+  async onModuleInit(): Promise<void> {
+    const config = consumerAppConfig();
+    const admin = new Kafka({ clientId: 'consumer-app-topics', brokers: config.kafkaBrokers, logLevel: logLevel.WARN }).admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const missing = Object.values(DEMO_TOPICS)
+        .map((topic) => `${config.topicPrefix}${topic}`)
+        .filter((topic) => !existing.has(topic));
+      if (missing.length === 0) return;
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((topic) => ({ topic, numPartitions: config.topicPartitions, replicationFactor: 1 })),
+      });
+      this.logger.log(`created ${missing.join(', ')} (${config.topicPartitions} partitions)`);
+    } finally {
+      await admin.disconnect();
+    }
+  }
+}

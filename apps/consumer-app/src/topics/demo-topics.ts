@@ -1,0 +1,7 @@
+/** The demo's topics (DESIGN §7). */
+export const DEMO_TOPICS = {
+  usersSignedUp: 'users.signed-up',
+  paymentsRequested: 'payments.requested',
+  paymentsProcessed: 'payments.processed',
+  welcomeEmail: 'notifications.welcome-email',
+} as const;

@@ -1,0 +1,69 @@
+import { randomUUID } from 'crypto';
+import { Client } from 'pg';
+import { join } from 'path';
+import { REPO_ROOT, testDatabaseUrl, withDatabase } from './environment';
+import { AppProcess, ProcessGroup } from './processes';
+import { uniqueTopic } from './kafka';
+
+export const CONSUMER_APP_MAIN = 'dist/apps/consumer-app/apps/consumer-app/src/main.js';
+
+/** Everything one suite's consumer-app instances share: database, topic prefix, group. */
+export interface ConsumerAppScope {
+  label: string;
+  databaseUrl: string;
+  topicPrefix: string;
+  groupId: string;
+  topic(name: string): string;
+}
+
+/** A fresh database (dropped with the run) and fresh topic names and group for one suite. */
+export async function createConsumerAppScope(label: string): Promise<ConsumerAppScope> {
+  const base = new URL(testDatabaseUrl());
+  const database = `${base.pathname.slice(1)}_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomUUID().slice(0, 6)}`;
+  const admin = new Client({ connectionString: testDatabaseUrl() });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${database}`);
+  } finally {
+    await admin.end();
+  }
+  const topicPrefix = `${uniqueTopic(label)}.`;
+  return {
+    label,
+    databaseUrl: withDatabase(testDatabaseUrl(), database),
+    topicPrefix,
+    groupId: `consumer-app.${topicPrefix}`,
+    topic: (name: string) => `${topicPrefix}${name}`,
+  };
+}
+
+let instance = 0;
+
+/**
+ * Starts consumer-app in a child process (added to `group` at once, so afterAll stops it even if start-up
+ * fails) and waits until it consumes (its group assignment is logged). Sessions time out after 6 s, so that a
+ * killed member's partitions move on quickly.
+ */
+export async function startConsumerApp(
+  group: ProcessGroup,
+  scope: ConsumerAppScope,
+  env: Record<string, string> = {},
+  options: { waitForAssignment?: boolean } = {},
+): Promise<AppProcess> {
+  instance += 1;
+  const app = group.add(new AppProcess(
+    `consumer-app#${instance}`,
+    CONSUMER_APP_MAIN,
+    {
+      DATABASE_URL: scope.databaseUrl,
+      KAFKA_TOPIC_PREFIX: scope.topicPrefix,
+      KAFKA_GROUP_ID: scope.groupId,
+      HTTP_PORT: '0',
+      KAFKA_SESSION_TIMEOUT_MS: '6000',
+      ...env,
+    },
+    join(REPO_ROOT, '.test-logs', scope.label, `consumer-app-${instance}.log`),
+  ));
+  await app.waitForLog(options.waitForAssignment === false ? /listening on/ : /assigned .*payments\.requested\[/);
+  return app;
+}

@@ -1,0 +1,107 @@
+import { ChildProcess, spawn } from 'child_process';
+import { createWriteStream, mkdirSync, readFileSync } from 'fs';
+import { join } from 'path';
+import { REPO_ROOT } from './environment';
+
+/** A demo app running as a child process of the test, with its output in a log file. */
+export class AppProcess {
+  private exited?: Promise<number | null>;
+  private readonly child: ChildProcess;
+
+  constructor(
+    readonly name: string,
+    script: string,
+    env: Record<string, string>,
+    readonly logFile: string,
+  ) {
+    mkdirSync(join(logFile, '..'), { recursive: true });
+    const log = createWriteStream(logFile, { flags: 'a' });
+    this.child = spawn(process.execPath, [join(REPO_ROOT, script)], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child.stdout?.pipe(log);
+    this.child.stderr?.pipe(log);
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  get pid(): number {
+    return this.child.pid as number;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  logs(): string {
+    try {
+      return readFileSync(this.logFile, 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  /** Waits until the log matches `pattern` (counting from `from` characters in), or the process exits. */
+  async waitForLog(pattern: RegExp, timeoutMs = 60000, from = 0): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (pattern.test(this.logs().slice(from))) return;
+      if (!this.running) throw new Error(`${this.name} exited before logging ${pattern}; log ${this.logFile}:\n${this.logs().slice(-3000)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`${this.name} did not log ${pattern} within ${timeoutMs} ms; log ${this.logFile}:\n${this.logs().slice(-3000)}`);
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    if (this.running) process.kill(this.pid, signal);
+  }
+
+  /** Resolves with the exit code (null when killed by a signal). */
+  async waitForExit(timeoutMs = 60000): Promise<number | null> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        this.exited as Promise<number | null>,
+        new Promise<number | null>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`${this.name} (pid ${this.pid}) did not exit within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** SIGKILL, and wait until it is gone. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    this.signal('SIGKILL');
+    await this.waitForExit(10000);
+  }
+
+  /** SIGTERM (graceful), SIGKILL if it does not exit in time. */
+  async stop(timeoutMs = 30000): Promise<number | null> {
+    if (!this.running) return this.child.exitCode;
+    this.signal('SIGTERM');
+    try {
+      return await this.waitForExit(timeoutMs);
+    } catch {
+      await this.kill();
+      return null;
+    }
+  }
+}
+
+/** Processes a suite started, stopped together in afterAll even if a test failed half-way. */
+export class ProcessGroup {
+  private readonly processes: AppProcess[] = [];
+
+  add<T extends AppProcess>(process: T): T {
+    this.processes.push(process);
+    return process;
+  }
+
+  async killAll(): Promise<void> {
+    await Promise.all(this.processes.map((p) => (p.running ? p.kill() : undefined)));
+  }
+}
