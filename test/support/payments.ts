@@ -92,26 +92,32 @@ export async function republish(
   }
 }
 
-/** Waits until the group has committed offsets up to the end of every partition of `topic`. */
-export async function waitForGroupCaughtUp(kafka: Kafka, groupId: string, topic: string, timeoutMs = 120000): Promise<void> {
+/** Records of `topic` the group has not committed yet. */
+export async function groupLag(kafka: Kafka, groupId: string, topic: string): Promise<bigint> {
   const admin = kafka.admin();
   await admin.connect();
-  const deadline = Date.now() + timeoutMs;
-  let lag = -1n;
   try {
-    while (Date.now() < deadline) {
-      const ends = await admin.fetchTopicOffsets(topic);
-      const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-      lag = 0n;
-      for (const end of ends) {
-        const done = committed.partitions.find((p) => p.partition === end.partition)?.offset ?? '-1';
-        lag += BigInt(end.high) - (BigInt(done) < 0n ? 0n : BigInt(done));
-      }
-      if (lag === 0n) return;
-      await new Promise((r) => setTimeout(r, 500));
+    const ends = await admin.fetchTopicOffsets(topic);
+    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    let lag = 0n;
+    for (const end of ends) {
+      const done = BigInt(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? '-1');
+      lag += BigInt(end.high) - (done < 0n ? 0n : done);
     }
+    return lag;
   } finally {
     await admin.disconnect();
+  }
+}
+
+/** Waits until the group has committed offsets up to the end of every partition of `topic`. */
+export async function waitForGroupCaughtUp(kafka: Kafka, groupId: string, topic: string, timeoutMs = 120000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lag = -1n;
+  while (Date.now() < deadline) {
+    lag = await groupLag(kafka, groupId, topic);
+    if (lag === 0n) return;
+    await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error(`group ${groupId} still lags ${lag} records behind ${topic} after ${timeoutMs} ms`);
 }

@@ -13,6 +13,8 @@ export interface ConsumerAppConfig {
   sessionTimeoutMs: number;
   /** Partitions of the demo topics when this app creates them (DEMO_TOPIC_PARTITIONS, default 6). */
   topicPartitions: number;
+  /** INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS: how soon PostgreSQL ends a stalled instance's transaction (default 30000). */
+  idleInTransactionTimeoutMs: number;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -33,5 +35,6 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     topicPrefix: env.KAFKA_TOPIC_PREFIX ?? '',
     sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30000, 3000),
     topicPartitions: integer(env, 'DEMO_TOPIC_PARTITIONS', 6, 1),
+    idleInTransactionTimeoutMs: integer(env, 'INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS', 30000, 1000),
   };
 }

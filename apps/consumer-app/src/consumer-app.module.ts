@@ -52,6 +52,7 @@ export function schemasDirectory(): string {
             [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
           },
           consumer: { sessionTimeout: config.sessionTimeoutMs },
+          inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs },
         };
       },
     }),

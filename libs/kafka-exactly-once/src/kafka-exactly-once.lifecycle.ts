@@ -74,14 +74,19 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     await this.consumer.start();
   }
 
-  async beforeApplicationShutdown(): Promise<void> {
-    await this.consumer?.stop();
+  async beforeApplicationShutdown(signal?: string): Promise<void> {
+    if (this.consumer) {
+      this.logger.log(`shutting down${signal ? ` (${signal})` : ''}: no more fetches, finishing the unit of work in flight`);
+      await this.consumer.stop();
+      this.logger.log('consumer stopped: in-flight work committed or rolled back');
+    }
     await this.retention?.stop();
   }
 
   async onApplicationShutdown(): Promise<void> {
     await this.consumer?.disconnect();
     await this.admin?.disconnect().catch(() => undefined);
+    if (this.consumer) this.logger.log('disconnected from Kafka');
   }
 
   /** The consumer's state, for health checks. */

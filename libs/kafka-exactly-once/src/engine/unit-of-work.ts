@@ -135,6 +135,10 @@ export class UnitOfWork {
           // Claimed before: by an earlier delivery of this very record whose Kafka transaction did not commit
           // (same coordinates: re-send what it emitted), or it is a duplicate publish (other coordinates: skip).
           const row = existing.get(record.messageId);
+          if (row && row.status === 'claimed') {
+            // A claim committed without its handling can only come from a bug; never treat it as done.
+            throw new Error(`inbox row of message ${record.messageId} is claimed but was never handled`);
+          }
           if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
             outputs.push(...row.outputs);
             this.stats.replayed++;
@@ -145,6 +149,12 @@ export class UnitOfWork {
         count = index + 1;
         if (index === middle) faults.reach('mid-chunk');
         if (Date.now() - started >= options.chunk.maxMillis) break; // time cap: the rest goes to the next chunk
+      }
+      if (count < this.records.length) {
+        // Cut by the time cap: release the claims of the records left for the next chunk, which would
+        // otherwise commit as claimed-but-never-handled and be taken for replays.
+        const released = this.records.slice(count).filter((r) => claimed.get(r.messageId) === r.offset);
+        await inbox.release(runner, group, released.map((r) => r.messageId));
       }
       await inbox.complete(runner, group, completions);
 

@@ -67,6 +67,12 @@ export class InboxRepository {
     );
   }
 
+  /** Deletes claims this transaction made but will not handle (the chunk was cut short). */
+  async release(runner: QueryRunner, group: string, messageIds: string[]): Promise<void> {
+    if (messageIds.length === 0) return;
+    await runner.query(`DELETE FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND message_id = ANY($2::text[]) AND status = 'claimed'`, [group, messageIds]);
+  }
+
   /** Records how each claimed message ended and what it emitted. */
   async complete(runner: QueryRunner, group: string, completions: InboxCompletion[]): Promise<void> {
     if (completions.length === 0) return;

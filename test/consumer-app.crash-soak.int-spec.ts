@@ -1,0 +1,63 @@
+import { Kafka } from 'kafkajs';
+import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
+import { testKafka } from './support/kafka';
+import { ProcessGroup } from './support/processes';
+import { checkPaymentInvariants, generatePayments, groupLag, prng, publishPayments, waitForGroupCaughtUp } from './support/payments';
+
+/**
+ * 10,000 payments over 200 accounts while consumer-app is killed with SIGKILL again and again: every payment
+ * must still have exactly one ledger row and one PaymentProcessed, balances must equal the in-order fold, and
+ * each account's outputs must come in input order.
+ */
+async function waitUntil(condition: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('consumer-app: SIGKILL soak', () => {
+  const processes = new ProcessGroup();
+  let kafka: Kafka;
+
+  beforeAll(() => {
+    kafka = testKafka();
+  });
+
+  afterAll(async () => {
+    await processes.killAll();
+  });
+
+  it('keeps exactly-once effects and per-account order across repeated SIGKILLs', async () => {
+    const scope = await createConsumerAppScope('soak');
+    const topic = scope.topic('payments.requested');
+    let app = await startConsumerApp(processes, scope);
+    const published = await publishPayments(kafka, topic, generatePayments(10000, 200, 3));
+
+    const random = prng(99);
+    const lagAtKill: bigint[] = [];
+    let previous = BigInt(published.length);
+    for (let kill = 0; kill < 5; kill++) {
+      // Kill only once the restarted consumer is committing again (>= 400 records since the last kill), at a
+      // random moment, so that each kill lands in the middle of the work rather than during start-up.
+      await waitUntil(async () => (await groupLag(kafka, scope.groupId, topic)) <= previous - 400n, 120000);
+      await new Promise((r) => setTimeout(r, Math.floor(random() * 300)));
+      await app.kill();
+      previous = await groupLag(kafka, scope.groupId, topic);
+      lagAtKill.push(previous);
+      app = await startConsumerApp(processes, scope);
+    }
+    // Every kill hit a consumer with work left to do and after progress since the previous one.
+    expect(lagAtKill).toHaveLength(5);
+    expect(lagAtKill.every((lag) => lag > 0n)).toBe(true);
+    expect([...lagAtKill].sort((a, b) => (a > b ? -1 : a < b ? 1 : 0))).toEqual(lagAtKill);
+
+    await waitForGroupCaughtUp(kafka, scope.groupId, topic, 300000);
+    const summary = await checkPaymentInvariants(kafka, scope.databaseUrl, scope.topic('payments.processed'), published);
+    expect(summary).toMatchObject({ ledgerRows: 10000, outputs: 10000 });
+    expect(summary.accepted).toBeGreaterThan(0);
+    expect(summary.rejected).toBeGreaterThan(0);
+    process.stdout.write(`soak: lag at each kill ${lagAtKill.join(', ')}; ${summary.accepted} accepted, ${summary.rejected} rejected\n`);
+  }, 600000);
+});
