@@ -1,7 +1,6 @@
-import { randomUUID } from 'crypto';
-import { Client } from 'pg';
 import { join } from 'path';
-import { REPO_ROOT, testDatabaseUrl, withDatabase } from './environment';
+import { createSuiteDatabase } from './database';
+import { REPO_ROOT, testDatabaseUrl } from './environment';
 import { AppProcess, ProcessGroup } from './processes';
 import { uniqueTopic } from './kafka';
 
@@ -18,19 +17,10 @@ export interface ConsumerAppScope {
 
 /** A fresh database (dropped with the run) and fresh topic names and group for one suite. */
 export async function createConsumerAppScope(label: string): Promise<ConsumerAppScope> {
-  const base = new URL(testDatabaseUrl());
-  const database = `${base.pathname.slice(1)}_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomUUID().slice(0, 6)}`;
-  const admin = new Client({ connectionString: testDatabaseUrl() });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${database}`);
-  } finally {
-    await admin.end();
-  }
   const topicPrefix = `${uniqueTopic(label)}.`;
   return {
     label,
-    databaseUrl: withDatabase(testDatabaseUrl(), database),
+    databaseUrl: await createSuiteDatabase(label),
     topicPrefix,
     groupId: `consumer-app.${topicPrefix}`,
     topic: (name: string) => `${topicPrefix}${name}`,
@@ -38,6 +28,11 @@ export async function createConsumerAppScope(label: string): Promise<ConsumerApp
 }
 
 let instance = 0;
+
+/** Logs of one test run go to .test-logs/<run>/, so that no run reads another's. */
+function runId(): string {
+  return new URL(testDatabaseUrl()).pathname.slice(1);
+}
 
 /**
  * Starts consumer-app in a child process (added to `group` at once, so afterAll stops it even if start-up
@@ -62,7 +57,7 @@ export async function startConsumerApp(
       KAFKA_SESSION_TIMEOUT_MS: '6000',
       ...env,
     },
-    join(REPO_ROOT, '.test-logs', scope.label, `consumer-app-${instance}.log`),
+    join(REPO_ROOT, '.test-logs', runId(), scope.label, `consumer-app-${instance}.log`),
   ));
   await app.waitForLog(options.waitForAssignment === false ? /listening on/ : /assigned .*payments\.requested\[/);
   return app;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'crypto';
 import { DataSource, DataSourceOptions } from 'typeorm';
-import { testDatabaseUrl } from './environment';
+import { Client } from 'pg';
+import { testDatabaseUrl, withDatabase } from './environment';
 
 /** A schema name no other suite uses, inside the run's fresh database. */
 export function uniqueSchema(label: string): string {
@@ -31,4 +32,18 @@ export async function createTestDataSource(options: {
     synchronize: options.synchronize ?? false,
   });
   return dataSource.initialize();
+}
+
+/** A fresh database for one suite, named after the run's database (the global teardown drops it). */
+export async function createSuiteDatabase(label: string): Promise<string> {
+  const base = new URL(testDatabaseUrl());
+  const database = `${base.pathname.slice(1)}_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomUUID().slice(0, 6)}`.slice(0, 63);
+  const admin = new Client({ connectionString: testDatabaseUrl() });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${database}`);
+  } finally {
+    await admin.end();
+  }
+  return withDatabase(testDatabaseUrl(), database);
 }

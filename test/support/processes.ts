@@ -15,7 +15,7 @@ export class AppProcess {
     readonly logFile: string,
   ) {
     mkdirSync(join(logFile, '..'), { recursive: true });
-    const log = createWriteStream(logFile, { flags: 'a' });
+    const log = createWriteStream(logFile, { flags: 'w' });
     this.child = spawn(process.execPath, [join(REPO_ROOT, script)], {
       cwd: REPO_ROOT,
       env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...env },

@@ -135,11 +135,13 @@ export class UnitOfWork {
           // Claimed before: by an earlier delivery of this very record whose Kafka transaction did not commit
           // (same coordinates: re-send what it emitted), or it is a duplicate publish (other coordinates: skip).
           const row = existing.get(record.messageId);
-          if (row && row.status === 'claimed') {
+          if (claimed.has(record.messageId)) {
+            // The same message id earlier in this very chunk: a duplicate publish.
+            this.stats.duplicates++;
+          } else if (row && row.status === 'claimed') {
             // A claim committed without its handling can only come from a bug; never treat it as done.
             throw new Error(`inbox row of message ${record.messageId} is claimed but was never handled`);
-          }
-          if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
+          } else if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
             outputs.push(...row.outputs);
             this.stats.replayed++;
           } else {

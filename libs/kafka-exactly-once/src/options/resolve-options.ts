@@ -1,5 +1,6 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import { totalRetryDelay } from '../engine/retry-policy';
 import type { ResolvedOptions } from './resolved-options';
 
 const TRANSACTIONAL_ID_PART = /^[A-Za-z0-9._-]+$/;
@@ -79,6 +80,20 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   const suffix = options.deadLetter?.topicSuffix ?? '.dlq';
   if (typeof suffix !== 'string' || suffix === '') throw new InvalidOptionsError('deadLetter.topicSuffix', "must be a non-empty string such as '.dlq'");
 
+  const resolvedRetry = {
+    attempts: positiveInt('retry.attempts', retry.attempts, 3),
+    initialDelayMs: positiveInt('retry.initialDelayMs', retry.initialDelayMs, 100, 0),
+    maxDelayMs: positiveInt('retry.maxDelayMs', retry.maxDelayMs, 5000, 0),
+    multiplier: atLeastOne('retry.multiplier', retry.multiplier, 2),
+  };
+  // Retries wait inside the unit of work's database transaction: they must end before PostgreSQL gives up on it.
+  if (totalRetryDelay(resolvedRetry) >= idleInTransactionTimeoutMs) {
+    throw new InvalidOptionsError(
+      'retry',
+      `waits ${totalRetryDelay(resolvedRetry)} ms in all between attempts, which must stay below inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs}); lower attempts or delays`,
+    );
+  }
+
   return {
     kafka,
     groupId,
@@ -108,12 +123,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       lockTimeoutMs: positiveInt('inbox.lockTimeoutMs', inbox.lockTimeoutMs, 5000, 10),
       idleInTransactionTimeoutMs,
     },
-    retry: {
-      attempts: positiveInt('retry.attempts', retry.attempts, 3),
-      initialDelayMs: positiveInt('retry.initialDelayMs', retry.initialDelayMs, 100, 0),
-      maxDelayMs: positiveInt('retry.maxDelayMs', retry.maxDelayMs, 5000, 0),
-      multiplier: atLeastOne('retry.multiplier', retry.multiplier, 2),
-    },
+    retry: resolvedRetry,
     deadLetter: { topicSuffix: suffix },
     autoStart: options.autoStart ?? true,
   };

@@ -1,0 +1,91 @@
+import { Injectable, Scope } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { mkdtempSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { IdempotentHandler } from './decorators/idempotent-handler.decorator';
+import { HandlerRegistrationError } from './errors/handler-registration.error';
+import { InvalidOptionsError } from './errors/invalid-options.error';
+import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
+import { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
+
+const schemas = mkdtempSync(join(tmpdir(), 'keo-explorer-'));
+writeFileSync(join(schemas, 'ping.avsc'), JSON.stringify({ type: 'record', name: 'Ping', namespace: 't', fields: [{ name: 'n', type: 'int' }] }));
+
+@Injectable()
+class PingHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retry: { attempts: 5 } })
+  onPing() {}
+}
+
+@Injectable()
+class OtherPingHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping' })
+  alsoPing() {}
+}
+
+@Injectable()
+class UnknownSchemaHandler {
+  @IdempotentHandler({ topic: 'pongs', schema: 't.Pong' })
+  onPong() {}
+}
+
+@Injectable({ scope: Scope.REQUEST })
+class RequestScopedHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping' })
+  onPing() {}
+}
+
+function moduleWith(providers: unknown[], extra: object = {}) {
+  return Test.createTestingModule({
+    imports: [
+      KafkaExactlyOnceModule.forRoot({
+        kafka: { clientId: 't', brokers: ['127.0.0.1:1'] },
+        groupId: 'g',
+        transactionalIdPrefix: 't',
+        schemas: { directory: schemas },
+        topicPrefix: 'env.',
+        autoStart: false,
+        ...extra,
+      }),
+    ],
+    providers: providers as never[],
+  }).compile();
+}
+
+describe('KafkaExactlyOnceExplorer', () => {
+  it('finds decorated methods, with the topic prefix and the merged retry policy', async () => {
+    const moduleRef = await moduleWith([PingHandler]);
+    const [handler, ...rest] = moduleRef.get(KafkaExactlyOnceExplorer).explore();
+    expect(rest).toEqual([]);
+    expect(handler).toMatchObject({ name: 'PingHandler.onPing', topic: 'env.pings', retry: { attempts: 5, initialDelayMs: 100 } });
+    expect(handler.schema.name).toBe('t.Ping');
+  });
+
+  it('refuses two handlers for one topic at boot', async () => {
+    const moduleRef = await moduleWith([PingHandler, OtherPingHandler]);
+    await expect(moduleRef.init()).rejects.toThrow(HandlerRegistrationError);
+    await expect(moduleWith([PingHandler, OtherPingHandler]).then((m) => m.init())).rejects.toThrow(/topic "env.pings" already has a handler in group "g"/);
+  });
+
+  it('refuses a handler whose schema is not in the schemas directory', async () => {
+    await expect(moduleWith([UnknownSchemaHandler]).then((m) => m.init())).rejects.toThrow(/schema "t.Pong" is not in the schemas directory/);
+  });
+
+  it('refuses request-scoped handlers', async () => {
+    await expect(moduleWith([RequestScopedHandler]).then((m) => m.init())).rejects.toThrow(/request- or transient-scoped/);
+  });
+
+  it('refuses an output topic whose schema is unknown', async () => {
+    await expect(moduleWith([PingHandler], { topics: { out: { schema: 't.Nope' } } }).then((m) => m.init())).rejects.toThrow(InvalidOptionsError);
+  });
+
+  it('refuses bad options at boot, naming the field', async () => {
+    await expect(moduleWith([PingHandler], { groupId: '' })).rejects.toThrow(/option "groupId" is required/);
+  });
+
+  it('checks decorator arguments when applied', () => {
+    expect(() => IdempotentHandler({ topic: '', schema: 't.Ping' })).toThrow(/needs a topic/);
+    expect(() => IdempotentHandler({ topic: 'x', schema: '' })).toThrow(/full name of its Avro schema/);
+  });
+});

@@ -1,0 +1,66 @@
+import { InvalidOptionsError } from '../errors/invalid-options.error';
+import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import { resolveOptions } from './resolve-options';
+
+const valid: KafkaExactlyOnceModuleOptions = {
+  kafka: { clientId: 'app', brokers: ['127.0.0.1:9092'] },
+  groupId: 'app',
+  transactionalIdPrefix: 'app',
+  schemas: { directory: 'schemas' },
+};
+
+function fieldOf(options: unknown): string | undefined {
+  try {
+    resolveOptions(options as KafkaExactlyOnceModuleOptions);
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidOptionsError);
+    return (err as InvalidOptionsError).field;
+  }
+  return undefined;
+}
+
+describe('resolveOptions', () => {
+  it('applies the defaults', () => {
+    const resolved = resolveOptions(valid);
+    expect(resolved.consumer).toEqual({
+      sessionTimeout: 30000,
+      heartbeatInterval: 3000,
+      rebalanceTimeout: 60000,
+      partitionsConsumedConcurrently: 3,
+      maxBytesPerPartition: 1048576,
+      maxWaitTimeInMs: 500,
+    });
+    expect(resolved.chunk).toEqual({ maxRecords: 100, maxMillis: 1000 });
+    expect(resolved.inbox).toMatchObject({ retentionDays: 7, lockTimeoutMs: 5000, idleInTransactionTimeoutMs: 30000, runMigrations: true });
+    expect(resolved.retry).toEqual({ attempts: 3, initialDelayMs: 100, maxDelayMs: 5000, multiplier: 2 });
+    expect(resolved.deadLetter.topicSuffix).toBe('.dlq');
+    expect(resolved.topicPrefix).toBe('');
+  });
+
+  it.each([
+    [{ ...valid, kafka: undefined }, 'kafka'],
+    [{ ...valid, kafka: { clientId: 'a', brokers: [] } }, 'kafka.brokers'],
+    [{ ...valid, kafka: { clientId: '', brokers: ['b:1'] } }, 'kafka.clientId'],
+    [{ ...valid, groupId: ' ' }, 'groupId'],
+    [{ ...valid, transactionalIdPrefix: 'has space' }, 'transactionalIdPrefix'],
+    [{ ...valid, schemas: undefined }, 'schemas'],
+    [{ ...valid, schemas: { directory: 'x', longs: 'float' } }, 'schemas.longs'],
+    [{ ...valid, topics: { out: { schema: '' } } }, 'topics["out"].schema'],
+    [{ ...valid, consumer: { sessionTimeout: 500 } }, 'consumer.sessionTimeout'],
+    [{ ...valid, consumer: { sessionTimeout: 6000, heartbeatInterval: 6000 } }, 'consumer.heartbeatInterval'],
+    [{ ...valid, chunk: { maxRecords: 0 } }, 'chunk.maxRecords'],
+    [{ ...valid, inbox: { idleInTransactionTimeoutMs: 90000 } }, 'inbox.idleInTransactionTimeoutMs'],
+    [{ ...valid, retry: { attempts: 1.5 } }, 'retry.attempts'],
+    [{ ...valid, retry: { multiplier: 0.5 } }, 'retry.multiplier'],
+    [{ ...valid, retry: { attempts: 10, initialDelayMs: 5000, maxDelayMs: 5000 } }, 'retry'],
+    [{ ...valid, deadLetter: { topicSuffix: '' } }, 'deadLetter.topicSuffix'],
+  ])('names the bad field (%#)', (options, field) => {
+    expect(fieldOf(options)).toBe(field);
+  });
+
+  it('says how to fix it', () => {
+    expect(() => resolveOptions({ ...valid, inbox: { idleInTransactionTimeoutMs: 90000 } })).toThrow(
+      /"inbox.idleInTransactionTimeoutMs" must not exceed transactionTimeoutMs \(60000\)/,
+    );
+  });
+});
