@@ -21,10 +21,21 @@ export async function withAdmin<T>(kafka: Kafka, work: (admin: Admin) => Promise
   }
 }
 
+/** Creates topics, retrying while a just-restarted broker is not ready to answer yet. */
 export async function createTopics(kafka: Kafka, topics: string[], numPartitions = 1): Promise<void> {
-  await withAdmin(kafka, async (admin) => {
-    await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })) });
-  });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await withAdmin(kafka, async (admin) => {
+        await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })) });
+        const metadata = await admin.fetchTopicMetadata({ topics });
+        if (metadata.topics.some((t) => t.partitions.length !== numPartitions)) throw new Error('topics not ready');
+      });
+      return;
+    } catch (err) {
+      if (attempt >= 10) throw err;
+      await new Promise((r) => setTimeout(r, 500 * attempt));
+    }
+  }
 }
 
 export interface ReadOptions {

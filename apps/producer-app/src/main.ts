@@ -5,10 +5,21 @@ import { ProducerAppModule } from './producer-app.module';
 
 async function bootstrap(): Promise<void> {
   const config = producerAppConfig();
-  const app = await NestFactory.create(ProducerAppModule);
+  const app = await NestFactory.create(ProducerAppModule, { logger: ['log', 'warn', 'error'] });
+  // SIGTERM: finish the publishes in flight, stop the drainer, close the spool.
   app.enableShutdownHooks();
+  // Keep idle client connections longer than common load balancers and HTTP clients do, so that a client
+  // never reuses a connection at the moment the server closes it.
+  const server = app.getHttpServer();
+  server.keepAliveTimeout = 65000;
+  server.headersTimeout = 66000;
   await app.listen(config.httpPort, config.httpHost);
-  new Logger('producer-app').log(`listening on http://${config.httpHost}:${config.httpPort} (GET /health)`);
+  const address = app.getHttpServer().address();
+  const port = typeof address === 'object' && address ? address.port : config.httpPort;
+  new Logger('producer-app').log(`listening on http://${config.httpHost}:${port} (POST /users/signups, POST /payments, GET /health)`);
 }
 
-void bootstrap();
+bootstrap().catch((err) => {
+  new Logger('producer-app').error(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
+  process.exit(1);
+});

@@ -4,16 +4,27 @@ export interface ProducerAppConfig {
   httpPort: number;
   /** Interface to listen on: 127.0.0.1 unless HTTP_HOST says otherwise (0.0.0.0 inside a container). */
   httpHost: string;
+  /** KAFKA_TOPIC_PREFIX, prepended to every demo topic (isolated test runs on a shared broker). */
+  topicPrefix: string;
+  /** SPOOL_DIR: where events wait on disk while Kafka is unreachable (default .spool/producer-app). */
+  spoolDirectory: string;
+  /** PUBLISH_TIMEOUT_MS: a send not acknowledged by then is spooled (default 5000). */
+  sendTimeoutMs: number;
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
   const httpPort = Number(env.HTTP_PORT ?? 3000);
-  if (!Number.isInteger(httpPort) || httpPort <= 0 || httpPort > 65535) {
+  if (!Number.isInteger(httpPort) || httpPort < 0 || httpPort > 65535) {
     throw new Error(`HTTP_PORT must be a TCP port number, got "${env.HTTP_PORT}"`);
   }
+  const sendTimeoutMs = Number(env.PUBLISH_TIMEOUT_MS ?? 5000);
+  if (!Number.isInteger(sendTimeoutMs) || sendTimeoutMs < 100) throw new Error(`PUBLISH_TIMEOUT_MS must be an integer >= 100, got "${env.PUBLISH_TIMEOUT_MS}"`);
   return {
     kafkaBrokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean),
     httpPort,
     httpHost: env.HTTP_HOST ?? '127.0.0.1',
+    topicPrefix: env.KAFKA_TOPIC_PREFIX ?? '',
+    spoolDirectory: env.SPOOL_DIR ?? '.spool/producer-app',
+    sendTimeoutMs,
   };
 }

@@ -1,9 +1,41 @@
 import { Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
 import { TerminusModule } from '@nestjs/terminus';
+import { KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { HealthController } from './health/health.controller';
+import { EventsController } from './http/events.controller';
+import { PublishErrorsFilter } from './http/publish-errors.filter';
+import { producerAppConfig } from './producer-app.config';
+import { PaymentRequested, TOPICS, UserSignedUp } from './demo-events';
+import { schemasDirectory } from './schemas-directory';
+
+/** The publishing side: the library's EventPublisher with the demo topics, their schemas and key functions. */
+export const publisherModule = () =>
+  KafkaExactlyOnceModule.forRootAsync({
+    useFactory: () => {
+      const config = producerAppConfig();
+      return {
+        kafka: { clientId: 'producer-app', brokers: config.kafkaBrokers },
+        transactionalIdPrefix: 'producer-app',
+        schemas: { directory: schemasDirectory() },
+        topicPrefix: config.topicPrefix,
+        topics: {
+          // One key per user and per account: each entity's events stay in order, load spreads over partitions.
+          [TOPICS.usersSignedUp]: { schema: 'com.example.UserSignedUp', key: (e: UserSignedUp) => `user-${e.userId}` },
+          [TOPICS.paymentsRequested]: { schema: 'com.example.PaymentRequested', key: (e: PaymentRequested) => e.accountId },
+        },
+        publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs },
+      };
+    },
+  });
 
 @Module({
-  imports: [TerminusModule],
-  controllers: [HealthController],
+  imports: [publisherModule(), TerminusModule],
+  controllers: [EventsController, HealthController],
+  providers: [{ provide: APP_FILTER, useClass: PublishErrorsFilter }],
 })
 export class ProducerAppModule {}
+
+/** The same publisher without HTTP, for the load command. */
+@Module({ imports: [publisherModule()] })
+export class ProducerCliModule {}

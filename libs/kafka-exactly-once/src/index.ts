@@ -4,12 +4,15 @@ export { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 export * from './decorators';
 export * from './errors';
 export * from './health';
+export { EventPublisher } from './publishing/event-publisher';
+export type { PublishOptions, PublishResult, PublishAllItem, PublisherStatus } from './publishing/publish.interfaces';
 export type {
   KafkaExactlyOnceModuleOptions,
   TopicOptions,
   ConsumerOptions,
   InboxOptions,
   RetryOptions,
+  PublisherOptions,
   EventContext,
   EmitOptions,
   RecordInfo,

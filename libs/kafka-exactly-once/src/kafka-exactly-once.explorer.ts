@@ -45,6 +45,9 @@ export class KafkaExactlyOnceExplorer {
       }
     }
     this.checkUnique(handlers);
+    if (handlers.length > 0 && !this.options.groupId) {
+      throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
+    }
     for (const handler of handlers) {
       this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId})`);
     }

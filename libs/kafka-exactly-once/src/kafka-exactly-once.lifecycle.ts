@@ -59,14 +59,15 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
 
   /** Starts consuming (called at bootstrap unless `autoStart: false`). */
   async start(): Promise<void> {
+    if (this.handlers.length === 0) {
+      // A publish-only application needs neither the inbox nor a consumer.
+      if (!this.options.publisher) this.logger.warn('no @IdempotentHandler found and no publisher configured: this module does nothing');
+      return;
+    }
     const dataSource = this.getDataSource();
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
     this.retention = new InboxRetention(dataSource, this.options.inbox);
     this.retention.start();
-    if (this.handlers.length === 0) {
-      this.logger.warn('no @IdempotentHandler found: nothing to consume');
-      return;
-    }
     this.admin = this.kafka.admin();
     await this.admin.connect();
     await this.checkTopics(this.admin);

@@ -3,6 +3,8 @@ import { DiscoveryModule } from '@nestjs/core';
 import { TerminusModule } from '@nestjs/terminus';
 import { Kafka, logLevel } from 'kafkajs';
 import { InboxHealthIndicator } from './health/inbox.health-indicator';
+import { PublisherHealthIndicator } from './health/publisher.health-indicator';
+import { EventPublisher } from './publishing/event-publisher';
 import { KafkaHealthIndicator } from './health/kafka.health-indicator';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import type { KafkaExactlyOnceModuleOptions } from './interfaces/kafka-exactly-once-options.interface';
@@ -53,7 +55,9 @@ import { SchemaRegistry } from './serde/schema-registry';
     KafkaExactlyOnceLifecycle,
     KafkaHealthIndicator,
     InboxHealthIndicator,
+    EventPublisher,
+    PublisherHealthIndicator,
   ],
-  exports: [KafkaHealthIndicator, InboxHealthIndicator, SchemaRegistry, KafkaExactlyOnceLifecycle],
+  exports: [KafkaHealthIndicator, InboxHealthIndicator, PublisherHealthIndicator, EventPublisher, SchemaRegistry, KafkaExactlyOnceLifecycle],
 })
 export class KafkaExactlyOnceModule extends KafkaExactlyOnceConfigurableModule {}

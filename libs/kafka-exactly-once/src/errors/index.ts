@@ -8,3 +8,5 @@ export * from './event-validation.error';
 export * from './non-retriable-handler.error';
 export * from './missing-key.error';
 export * from './undeclared-topic.error';
+export * from './spool-full.error';
+export * from './publish.error';

@@ -1,2 +1,3 @@
 export * from './kafka.health-indicator';
 export * from './inbox.health-indicator';
+export * from './publisher.health-indicator';

@@ -4,8 +4,8 @@ import type { KafkaConfig } from 'kafkajs';
 export interface KafkaExactlyOnceModuleOptions {
   /** KafkaJS client settings; `ssl`, `sasl` and timeouts are passed through to KafkaJS. */
   kafka: Pick<KafkaConfig, 'clientId' | 'brokers' | 'ssl' | 'sasl' | 'connectionTimeout' | 'requestTimeout' | 'retry'>;
-  /** Consumer group shared by every handler of this module. */
-  groupId: string;
+  /** Consumer group shared by every handler of this module (required when there are handlers). */
+  groupId?: string;
   /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`. */
   transactionalIdPrefix: string;
   schemas: {
@@ -32,6 +32,34 @@ export interface KafkaExactlyOnceModuleOptions {
   deadLetter?: { topicSuffix?: string };
   /** Start consuming at application bootstrap (default true). */
   autoStart?: boolean;
+  /** Enables the EventPublisher: idempotent sends, circuit breaker, durable local spool. */
+  publisher?: PublisherOptions;
+}
+
+export interface PublisherOptions {
+  /** A send still unacknowledged after this long is spooled (KafkaJS would retry it forever). Default 5000. */
+  sendTimeoutMs?: number;
+  spool?: {
+    /** Directory of the spool files, resolved from the working directory. Default `.spool`. */
+    directory?: string;
+    /** Backlog in bytes past which publish() rejects with SpoolFullError. Default 256 MiB. */
+    maxBytes?: number;
+    /** Size of one spool segment file. Default 16 MiB. */
+    segmentBytes?: number;
+  };
+  breaker?: {
+    /** Consecutive failed sends that open the breaker. Default 3. */
+    consecutiveFailures?: number;
+    /** How long the breaker stays open before it lets one send through to test Kafka. Default 2000. */
+    halfOpenAfterMs?: number;
+  };
+  /** The publisher reports down when the oldest spooled record is older than this. Default 300000 (5 min). */
+  unhealthyBacklogAgeMs?: number;
+  /**
+   * KafkaJS producer settings. Ordering and idempotence are enforced: `idempotent: false`,
+   * `maxInFlightRequests` other than 1 or `acks` other than -1 (all) is a boot error.
+   */
+  producer?: { idempotent?: boolean; maxInFlightRequests?: number; acks?: number };
 }
 
 export interface TopicOptions {

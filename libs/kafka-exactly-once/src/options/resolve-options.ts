@@ -34,7 +34,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (typeof kafka.brokers !== 'function' && (!Array.isArray(kafka.brokers) || kafka.brokers.length === 0)) {
     throw new InvalidOptionsError('kafka.brokers', "must list at least one broker, e.g. ['127.0.0.1:9092']");
   }
-  const groupId = nonEmpty('groupId', options.groupId, 'the consumer group of this module');
+  const groupId = options.groupId === undefined ? '' : nonEmpty('groupId', options.groupId, 'the consumer group of this module');
   const prefix = nonEmpty('transactionalIdPrefix', options.transactionalIdPrefix, 'unique per application, e.g. the app name');
   if (!TRANSACTIONAL_ID_PART.test(prefix)) {
     throw new InvalidOptionsError('transactionalIdPrefix', 'may only contain letters, digits, ".", "_" and "-"');
@@ -126,5 +126,32 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     retry: resolvedRetry,
     deadLetter: { topicSuffix: suffix },
     autoStart: options.autoStart ?? true,
+    publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),
+  };
+}
+
+function resolvePublisher(publisher: NonNullable<KafkaExactlyOnceModuleOptions['publisher']>): NonNullable<ResolvedOptions['publisher']> {
+  const producer = publisher.producer ?? {};
+  if (producer.idempotent === false) {
+    throw new InvalidOptionsError('publisher.producer.idempotent', 'cannot be false: without idempotence a retried send can write a record twice or out of order');
+  }
+  if (producer.maxInFlightRequests !== undefined && producer.maxInFlightRequests !== 1) {
+    throw new InvalidOptionsError('publisher.producer.maxInFlightRequests', 'must be 1: more requests in flight let a retried batch overtake a later one and break per-key order');
+  }
+  if (producer.acks !== undefined && producer.acks !== -1) {
+    throw new InvalidOptionsError('publisher.producer.acks', 'must be -1 (all replicas): with fewer, an acknowledged publish can be lost when a broker fails');
+  }
+  return {
+    sendTimeoutMs: positiveInt('publisher.sendTimeoutMs', publisher.sendTimeoutMs, 5000, 100),
+    spool: {
+      directory: publisher.spool?.directory ?? '.spool',
+      maxBytes: positiveInt('publisher.spool.maxBytes', publisher.spool?.maxBytes, 256 * 1024 * 1024, 1024),
+      segmentBytes: positiveInt('publisher.spool.segmentBytes', publisher.spool?.segmentBytes, 16 * 1024 * 1024, 1024),
+    },
+    breaker: {
+      consecutiveFailures: positiveInt('publisher.breaker.consecutiveFailures', publisher.breaker?.consecutiveFailures, 3),
+      halfOpenAfterMs: positiveInt('publisher.breaker.halfOpenAfterMs', publisher.breaker?.halfOpenAfterMs, 2000, 10),
+    },
+    unhealthyBacklogAgeMs: positiveInt('publisher.unhealthyBacklogAgeMs', publisher.unhealthyBacklogAgeMs, 300000, 1000),
   };
 }

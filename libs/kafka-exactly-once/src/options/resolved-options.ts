@@ -3,6 +3,7 @@ import type { KafkaExactlyOnceModuleOptions, TopicOptions } from '../interfaces/
 /** The options with every default applied; what the engine reads. */
 export interface ResolvedOptions {
   kafka: KafkaExactlyOnceModuleOptions['kafka'];
+  /** Empty when the module only publishes. */
   groupId: string;
   transactionalIdPrefix: string;
   schemas: { directory: string; longs: 'bigint' | 'number' };
@@ -30,4 +31,10 @@ export interface ResolvedOptions {
   retry: { attempts: number; initialDelayMs: number; maxDelayMs: number; multiplier: number };
   deadLetter: { topicSuffix: string };
   autoStart: boolean;
+  publisher?: {
+    sendTimeoutMs: number;
+    spool: { directory: string; maxBytes: number; segmentBytes: number };
+    breaker: { consecutiveFailures: number; halfOpenAfterMs: number };
+    unhealthyBacklogAgeMs: number;
+  };
 }

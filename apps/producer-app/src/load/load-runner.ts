@@ -1,0 +1,95 @@
+import { randomUUID } from 'crypto';
+import { EventPublisher } from 'kafka-exactly-once';
+import { PaymentRequested, TOPICS, UserSignedUp } from '../demo-events';
+import type { LoadOptions } from './load-options';
+
+export interface LoadSummary {
+  kind: LoadOptions['kind'];
+  topic: string;
+  /** distinct events */
+  events: number;
+  /** publishes that repeated an earlier event's message id */
+  duplicatePublishes: number;
+  sent: number;
+  spooled: number;
+  elapsedMs: number;
+}
+
+/** mulberry32: a seeded PRNG, so that a run can be repeated. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Publish {
+  topic: string;
+  event: UserSignedUp | PaymentRequested;
+  messageId: string;
+}
+
+/** Generates the workload and publishes it with at most `concurrency` publishes in flight, paced by `rate`. */
+export async function runLoad(publisher: EventPublisher, options: LoadOptions, onProgress: (done: number, total: number) => void): Promise<LoadSummary> {
+  const random = prng(options.seed);
+  const recent: Publish[] = [];
+  const plan: Publish[] = [];
+  for (let i = 0; i < options.count; i++) {
+    const publish: Publish =
+      options.kind === 'payments'
+        ? {
+            topic: TOPICS.paymentsRequested,
+            messageId: randomUUID(),
+            event: {
+              paymentId: randomUUID(),
+              accountId: `${options.accountPrefix}${Math.floor(random() * options.accounts)}`,
+              amountCents: BigInt(Math.floor(random() * 5000) + 100) * (random() < 0.6 ? 1n : -1n),
+              requestedAt: new Date().toISOString(),
+            },
+          }
+        : {
+            topic: TOPICS.usersSignedUp,
+            messageId: randomUUID(),
+            event: { userId: options.userIdStart + i, userEmail: `user${options.userIdStart + i}@example.com`, timestamp: new Date().toISOString() },
+          };
+    plan.push(publish);
+    recent.push(publish);
+    if (recent.length > 100) recent.shift();
+    if (random() < options.duplicates) plan.push(recent[Math.floor(random() * recent.length)]);
+  }
+
+  const started = Date.now();
+  let sent = 0;
+  let spooled = 0;
+  let done = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < plan.length) {
+      const index = next++;
+      if (options.rate > 0) {
+        const due = started + (index * 1000) / options.rate;
+        if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
+      }
+      const { topic, event, messageId } = plan[index];
+      const result = await publisher.publish(topic, event, { messageId });
+      if (result.status === 'sent') sent++;
+      else spooled++;
+      done++;
+      onProgress(done, plan.length);
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  return {
+    kind: options.kind,
+    topic: plan[0]?.topic ?? '',
+    events: options.count,
+    duplicatePublishes: plan.length - options.count,
+    sent,
+    spooled,
+    elapsedMs: Date.now() - started,
+  };
+}

@@ -1,0 +1,30 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { HealthIndicatorService } from '@nestjs/terminus';
+import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { EventPublisher } from '../publishing/event-publisher';
+
+/**
+ * The publisher's health: circuit breaker state and spool backlog (records, bytes, age of the oldest). Down
+ * when the oldest spooled record is older than `publisher.unhealthyBacklogAgeMs`: Kafka has been unreachable
+ * for too long, although nothing is lost.
+ */
+@Injectable()
+export class PublisherHealthIndicator {
+  constructor(
+    private readonly indicators: HealthIndicatorService,
+    private readonly publisher: EventPublisher,
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
+  ) {}
+
+  isHealthy<const Key extends string>(key: Key) {
+    const indicator = this.indicators.check(key);
+    const status = this.publisher.status();
+    const limit = this.options.publisher?.unhealthyBacklogAgeMs ?? Infinity;
+    const details = { breaker: status.breaker, spool: status.spool, sent: status.sent, spooled: status.spooled, drained: status.drained };
+    if (status.spool.oldestAgeMs > limit) {
+      return indicator.down({ ...details, message: `spooled events have waited ${Math.round(status.spool.oldestAgeMs / 1000)} s for Kafka` });
+    }
+    return indicator.up(details);
+  }
+}

@@ -1,0 +1,276 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleAll } from 'cockatiel';
+import { randomUUID } from 'crypto';
+import { Kafka, Message, Partitioners, Producer } from 'kafkajs';
+import { sleep } from '../engine/sleep';
+import { uuidv7 } from '../engine/message-ids';
+import { MissingKeyError } from '../errors/missing-key.error';
+import { PublishError } from '../errors/publish.error';
+import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
+import { HEADERS, KAFKA_CLIENT, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { SchemaRegistry } from '../serde/schema-registry';
+import { encodeSingleObject } from '../serde/single-object.codec';
+import { Spool } from '../spool/spool';
+import type { SpooledRecord } from '../spool/spool-record';
+import type { PublishAllItem, PublishOptions, PublishResult, PublisherStatus } from './publish.interfaces';
+
+class DeadlineExceeded extends Error {
+  constructor(ms: number) {
+    super(`Kafka did not acknowledge within ${ms} ms`);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new DeadlineExceeded(ms)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
+const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
+  [CircuitState.Closed]: 'closed',
+  [CircuitState.Open]: 'open',
+  [CircuitState.HalfOpen]: 'half-open',
+  [CircuitState.Isolated]: 'isolated',
+};
+
+/**
+ * Publishes events so that none is ever lost and each key keeps its order: validates against the topic's Avro
+ * schema, encodes with single-object encoding, stamps `message-id` and `event-type`, and sends with an
+ * idempotent producer (acks all, one request in flight). When Kafka fails, the send passes its deadline or the
+ * circuit breaker is open, the record is appended to a durable local spool (fsync before `publish` resolves
+ * `spooled`), and a drainer replays the spool in order when Kafka is back. While a key has records in the
+ * spool, its new records queue behind them.
+ *
+ * @example
+ * const { messageId, status } = await publisher.publish('payments.requested', payment, { key: payment.accountId });
+ */
+@Injectable()
+export class EventPublisher implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+  private readonly logger = new Logger(EventPublisher.name);
+  private producer?: Producer;
+  private transactional?: Producer;
+  private transactionalQueue: Promise<unknown> = Promise.resolve();
+  private spool?: Spool;
+  private breaker?: CircuitBreakerPolicy;
+  private readonly chains = new Map<string, Promise<unknown>>();
+  private draining = false;
+  private drainer?: Promise<void>;
+  private readonly counters = { sent: 0, spooled: 0, drained: 0 };
+
+  constructor(
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
+    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    private readonly registry: SchemaRegistry,
+  ) {}
+
+  private get config() {
+    const config = this.options.publisher;
+    if (!config) throw new Error('EventPublisher is not enabled: add the "publisher" option to KafkaExactlyOnceModule.forRoot');
+    return config;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.options.publisher) return;
+    const config = this.config;
+    this.spool = new Spool(config.spool);
+    this.breaker = circuitBreaker(handleAll, {
+      halfOpenAfter: config.breaker.halfOpenAfterMs,
+      breaker: new ConsecutiveBreaker(config.breaker.consecutiveFailures),
+    });
+    this.breaker.onStateChange((state) => this.logger.warn(`Kafka circuit breaker is ${BREAKER_STATES[state]}`));
+    this.producer = this.kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    // Kafka may be down at boot: the publisher starts anyway and spools until it is back.
+    await this.producer.connect().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
+    this.draining = true;
+    this.drainer = this.drainLoop();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.draining = false;
+    await this.drainer;
+    await Promise.all([...this.chains.values()].map((chain) => chain.catch(() => undefined)));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.spool?.close();
+    await this.producer?.disconnect().catch(() => undefined);
+    await this.transactional?.disconnect().catch(() => undefined);
+  }
+
+  /** Validates, encodes and sends one event, or spools it; resolves only when it is in Kafka or on disk. */
+  async publish(topic: string, event: unknown, options: PublishOptions = {}): Promise<PublishResult> {
+    this.config;
+    const record = this.prepare(topic, event, options);
+    const chainKey = `${record.topic}\u0000${keyString(record)}`;
+    const previous = this.chains.get(chainKey) ?? Promise.resolve();
+    const result = previous.catch(() => undefined).then(() => this.deliver(record));
+    this.chains.set(chainKey, result);
+    void result.finally(() => {
+      if (this.chains.get(chainKey) === result) this.chains.delete(chainKey);
+    }).catch(() => undefined);
+    return result;
+  }
+
+  /**
+   * Sends several events atomically in one Kafka transaction: all become visible to read-committed consumers,
+   * or none. Throws PublishError (nothing visible) when Kafka fails; these are not spooled.
+   */
+  async publishAll(items: PublishAllItem[]): Promise<Array<Required<Pick<PublishResult, 'messageId'>>>> {
+    this.config;
+    const records = items.map((item) => this.prepare(item.topic, item.event, item));
+    for (const record of records) {
+      if (this.spool?.hasKey(record.topic, keyString(record))) {
+        throw new PublishError(
+          `publishAll: key "${keyString(record)}" of ${record.topic} has events waiting in the spool; sending now would overtake them. Retry once the spool has drained.`,
+        );
+      }
+    }
+    const run = this.transactionalQueue.catch(() => undefined).then(async () => {
+      this.transactional ??= await this.connectTransactional();
+      const txn = await this.transactional.transaction();
+      try {
+        await txn.sendBatch({ topicMessages: groupByTopic(records), acks: -1 });
+        await txn.commit();
+      } catch (err) {
+        await txn.abort().catch(() => undefined);
+        throw new PublishError(`publishAll of ${records.length} events failed and was aborted, none is visible: ${(err as Error).message}`, { cause: err });
+      }
+      this.counters.sent += records.length;
+      return records.map((r) => ({ messageId: r.messageId }));
+    });
+    this.transactionalQueue = run;
+    return run;
+  }
+
+  status(): PublisherStatus {
+    return {
+      breaker: this.breaker ? BREAKER_STATES[this.breaker.state] : 'closed',
+      spool: this.spool?.backlog() ?? { records: 0, bytes: 0, oldestAgeMs: 0 },
+      ...this.counters,
+    };
+  }
+
+  /** Resolves when the spool is empty (e.g. before a short-lived publisher exits), or rejects after `timeoutMs`. */
+  async flush(timeoutMs = 60000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    await Promise.all([...this.chains.values()].map((chain) => chain.catch(() => undefined)));
+    while (this.spool && !this.spool.isEmpty) {
+      if (Date.now() > deadline) throw new Error(`the spool still holds ${this.spool.backlog().records} records after ${timeoutMs} ms`);
+      await sleep(100);
+    }
+  }
+
+  private prepare(topic: string, event: unknown, options: PublishOptions): SpooledRecord {
+    const declared = this.options.topics[topic];
+    if (!declared) throw new UndeclaredTopicError(topic);
+    const key = options.key ?? declared.key?.(event);
+    if (typeof key !== 'string' || key === '') throw new MissingKeyError(topic);
+    const schema = this.registry.current(declared.schema);
+    const value = encodeSingleObject(schema, event); // throws EventValidationError: nothing sent or spooled
+    const messageId = options.messageId ?? uuidv7();
+    return {
+      topic: `${this.options.topicPrefix}${topic}`,
+      key: Buffer.from(key).toString('base64'),
+      value: value.toString('base64'),
+      headers: { ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: schema.name },
+      messageId,
+      spooledAt: 0,
+    };
+  }
+
+  private async deliver(record: SpooledRecord): Promise<PublishResult> {
+    const spool = this.spool as Spool;
+    const breaker = this.breaker as CircuitBreakerPolicy;
+    if (spool.hasKey(record.topic, keyString(record)) || breaker.state === CircuitState.Open) return this.toSpool(record);
+    try {
+      const [meta] = await breaker.execute(() =>
+        withDeadline((this.producer as Producer).send({ topic: record.topic, messages: [toMessage(record)], acks: -1 }), this.config.sendTimeoutMs),
+      );
+      this.counters.sent++;
+      return { messageId: record.messageId, status: 'sent', partition: meta?.partition, offset: meta?.baseOffset };
+    } catch (err) {
+      // Failed, past its deadline, or the breaker is open. A send past its deadline may still land later
+      // (KafkaJS retries it): that copy is a duplicate the consumers absorb by message id.
+      this.logger.debug(`send to ${record.topic} failed (${(err as Error).message}); spooling ${record.messageId}`);
+      return this.toSpool(record);
+    }
+  }
+
+  private async toSpool(record: SpooledRecord): Promise<PublishResult> {
+    await (this.spool as Spool).append({ ...record, spooledAt: Date.now() });
+    this.counters.spooled++;
+    return { messageId: record.messageId, status: 'spooled' };
+  }
+
+  /** Replays the spool in order whenever the breaker lets calls through. */
+  private async drainLoop(): Promise<void> {
+    const spool = this.spool as Spool;
+    const breaker = this.breaker as CircuitBreakerPolicy;
+    let failures = 0;
+    while (this.draining) {
+      if (spool.isEmpty) {
+        await sleep(100);
+        continue;
+      }
+      // No check of the breaker's state here: an open breaker only turns half-open when a call is attempted
+      // after halfOpenAfter, and while it is open execute() fails at once without touching Kafka.
+      const batch = await spool.peek(500);
+      if (batch.length === 0) {
+        await sleep(20);
+        continue;
+      }
+      try {
+        await breaker.execute(() =>
+          withDeadline((this.producer as Producer).sendBatch({ topicMessages: groupByTopic(batch), acks: -1 }), this.config.sendTimeoutMs * 2),
+        );
+        spool.acknowledge(batch.length);
+        this.counters.drained += batch.length;
+        failures = 0;
+        if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
+      } catch (err) {
+        failures++;
+        this.logger.debug(`spool drain failed (${(err as Error).message})`);
+        await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
+      }
+    }
+  }
+
+  private async connectTransactional(): Promise<Producer> {
+    const producer = this.kafka.producer({
+      transactionalId: `${this.options.transactionalIdPrefix}.publisher.${randomUUID()}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+      retry: { retries: 3 },
+    });
+    await producer.connect();
+    return producer;
+  }
+}
+
+function keyString(record: SpooledRecord): string {
+  return record.key === null ? '' : Buffer.from(record.key, 'base64').toString('utf8');
+}
+
+function toMessage(record: SpooledRecord): Message {
+  return {
+    key: record.key === null ? null : Buffer.from(record.key, 'base64'),
+    value: Buffer.from(record.value, 'base64'),
+    headers: record.headers,
+  };
+}
+
+function groupByTopic(records: SpooledRecord[]): Array<{ topic: string; messages: Message[] }> {
+  const byTopic = new Map<string, Message[]>();
+  for (const record of records) byTopic.set(record.topic, [...(byTopic.get(record.topic) ?? []), toMessage(record)]);
+  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+}

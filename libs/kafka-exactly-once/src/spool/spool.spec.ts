@@ -1,0 +1,102 @@
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, statSync, truncateSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { SpoolFullError } from '../errors/spool-full.error';
+import { crc32c } from './crc32c';
+import { Spool } from './spool';
+import { SpooledRecord } from './spool-record';
+
+const record = (n: number, key = `k${n % 3}`): SpooledRecord => ({
+  topic: 't',
+  key: Buffer.from(key).toString('base64'),
+  value: Buffer.from(`value-${n}`).toString('base64'),
+  headers: { 'message-id': `m-${n}` },
+  messageId: `m-${n}`,
+  spooledAt: 1000 + n,
+});
+
+const open = (directory: string, maxBytes = 1 << 20) => new Spool({ directory, maxBytes, segmentBytes: 600 });
+
+describe('CRC-32C', () => {
+  it('matches the standard check value', () => {
+    expect(crc32c(Buffer.from('123456789'))).toBe(0xe3069283);
+    expect(crc32c(Buffer.alloc(32))).toBe(0x8a9136aa);
+  });
+});
+
+describe('Spool', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'keo-spool-'));
+    jest.spyOn(console, 'error').mockImplementation(() => undefined);
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it('keeps records across a reopen, in order, and forgets what Kafka acknowledged', async () => {
+    const spool = open(dir);
+    await Promise.all([1, 2, 3, 4, 5, 6, 7, 8].map((n) => spool.append(record(n))));
+    expect(readdirSync(dir).filter((f) => f.startsWith('segment-')).length).toBeGreaterThan(1); // rotated at 600 bytes
+    spool.acknowledge(3);
+    await spool.close();
+
+    const reopened = open(dir);
+    expect((await reopened.peek(100)).map((r) => r.messageId)).toEqual(['m-4', 'm-5', 'm-6', 'm-7', 'm-8']);
+    expect(reopened.backlog(2000)).toMatchObject({ records: 5, oldestAgeMs: 996 });
+    reopened.acknowledge(5);
+    expect(reopened.isEmpty).toBe(true);
+    await reopened.close();
+    expect(await open(dir).peek(100)).toEqual([]);
+  });
+
+  it('tracks which keys wait, so later records of a key queue behind them', async () => {
+    const spool = open(dir);
+    await spool.append(record(1, 'acc-1'));
+    await spool.append(record(2, 'acc-1'));
+    expect(spool.hasKey('t', 'acc-1')).toBe(true);
+    expect(spool.hasKey('t', 'acc-2')).toBe(false);
+    spool.acknowledge(1);
+    expect(spool.hasKey('t', 'acc-1')).toBe(true);
+    spool.acknowledge(1);
+    expect(spool.hasKey('t', 'acc-1')).toBe(false);
+  });
+
+  it('quarantines a torn tail and delivers the records before it', async () => {
+    const spool = open(dir, 1 << 20);
+    await spool.append(record(1));
+    await spool.append(record(2));
+    await spool.close();
+    const segment = join(dir, readdirSync(dir).find((f) => f.startsWith('segment-')) as string);
+    const size = statSync(segment).size;
+    truncateSync(segment, size - 5); // a crash in the middle of the second write
+
+    const reopened = open(dir);
+    expect((await reopened.peek(10)).map((r) => r.messageId)).toEqual(['m-1']);
+    const quarantined = readdirSync(dir).filter((f) => f.startsWith('quarantine-'));
+    expect(quarantined).toHaveLength(1);
+    expect(statSync(join(dir, quarantined[0])).size).toBeGreaterThan(0);
+    // The spool goes on: new records append after the last good one.
+    await reopened.append(record(3));
+    await reopened.close();
+    expect((await open(dir).peek(10)).map((r) => r.messageId)).toEqual(['m-1', 'm-3']);
+  });
+
+  it('quarantines a corrupt record (bad checksum) instead of crashing', async () => {
+    const spool = open(dir);
+    await spool.append(record(1));
+    await spool.close();
+    const segment = join(dir, readdirSync(dir).find((f) => f.startsWith('segment-')) as string);
+    appendFileSync(segment, Buffer.from([0, 0, 0, 4, 1, 2, 3, 4, 0x7b, 0x7d, 0x7b, 0x7d]));
+    const reopened = open(dir);
+    expect((await reopened.peek(10)).map((r) => r.messageId)).toEqual(['m-1']);
+    const [quarantine] = readdirSync(dir).filter((f) => f.startsWith('quarantine-'));
+    expect(readFileSync(join(dir, quarantine))).toEqual(Buffer.from([0, 0, 0, 4, 1, 2, 3, 4, 0x7b, 0x7d, 0x7b, 0x7d]));
+  });
+
+  it('refuses appends past its size limit and drops nothing', async () => {
+    const spool = open(dir, 300);
+    await spool.append(record(1));
+    await expect(spool.append(record(2))).resolves.toBeUndefined();
+    await expect(spool.append(record(3))).rejects.toThrow(SpoolFullError);
+    expect((await spool.peek(10)).map((r) => r.messageId)).toEqual(['m-1', 'm-2']);
+  });
+});

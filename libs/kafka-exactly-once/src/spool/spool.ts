@@ -1,0 +1,242 @@
+import { Logger } from '@nestjs/common';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
+import { join, resolve } from 'path';
+import { SpoolFullError } from '../errors/spool-full.error';
+import { encodeFrame, readFrame, SpooledRecord } from './spool-record';
+
+export interface SpoolOptions {
+  directory: string;
+  /** Backlog (unacknowledged bytes) above which appends are refused with SpoolFullError. */
+  maxBytes: number;
+  /** A segment file is closed and a new one started past this size. */
+  segmentBytes: number;
+}
+
+export interface SpoolBacklog {
+  records: number;
+  bytes: number;
+  /** ms since the oldest record waiting was spooled; 0 when empty */
+  oldestAgeMs: number;
+}
+
+interface Entry {
+  record: SpooledRecord;
+  segment: number;
+  /** byte offset just after this record in its segment */
+  end: number;
+  bytes: number;
+}
+
+const SEGMENT = /^segment-(\d{12})\.log$/;
+const CURSOR = 'cursor.json';
+
+function fsyncDirectory(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * A durable, append-only local spool: records framed with length and CRC-32C in numbered segment files, each
+ * append fsynced before it is acknowledged (appends that arrive while an fsync runs share the next one: group
+ * commit). A cursor file records how far Kafka has acknowledged; fully acknowledged segments are deleted. At
+ * open, a torn or corrupt tail is moved to a quarantine file and the rest is kept.
+ */
+export class Spool {
+  private readonly logger = new Logger(Spool.name);
+  private readonly dir: string;
+  private readonly queue: Entry[] = [];
+  private readonly keys = new Map<string, number>();
+  private backlogBytes = 0;
+  private segment = 0;
+  private fd?: number;
+  private size = 0;
+  private cursor = { segment: 0, offset: 0 };
+  private pending: Array<{ frame: Buffer; entry: Entry; resolve: () => void; reject: (err: Error) => void }> = [];
+  private flushing?: Promise<void>;
+
+  constructor(private readonly options: SpoolOptions) {
+    this.dir = resolve(options.directory);
+    mkdirSync(this.dir, { recursive: true });
+    this.recover();
+  }
+
+  private segmentPath(n: number): string {
+    return join(this.dir, `segment-${String(n).padStart(12, '0')}.log`);
+  }
+
+  /** Rebuilds the queue from the segments after the cursor, quarantining any torn or corrupt tail. */
+  private recover(): void {
+    const cursorFile = join(this.dir, CURSOR);
+    if (existsSync(cursorFile)) this.cursor = JSON.parse(readFileSync(cursorFile, 'utf8'));
+    const segments = readdirSync(this.dir)
+      .map((name) => SEGMENT.exec(name))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b);
+    for (const n of segments) {
+      const path = this.segmentPath(n);
+      if (n < this.cursor.segment) {
+        unlinkSync(path);
+        continue;
+      }
+      const buf = readFileSync(path);
+      let offset = 0;
+      for (;;) {
+        const frame = readFrame(buf, offset);
+        if (frame.kind === 'end') break;
+        if (frame.kind === 'corrupt') {
+          const quarantine = join(this.dir, `quarantine-${String(n).padStart(12, '0')}-${offset}-${Date.now()}.bin`);
+          writeFileSync(quarantine, buf.subarray(offset));
+          truncateSync(path, offset);
+          this.logger.error(
+            `spool segment ${path}: ${frame.reason} at byte ${offset}; moved ${buf.length - offset} bytes to ${quarantine}, kept the ${this.queue.length} records before it`,
+          );
+          break;
+        }
+        if (n > this.cursor.segment || frame.next > this.cursor.offset) this.enqueue({ record: frame.record, segment: n, end: frame.next, bytes: frame.next - offset });
+        offset = frame.next;
+      }
+    }
+    this.segment = segments.length > 0 ? segments[segments.length - 1] : Math.max(1, this.cursor.segment);
+    this.openSegment(this.segment);
+    if (this.queue.length > 0) this.logger.warn(`spool ${this.dir}: ${this.queue.length} records waiting for Kafka from a previous run`);
+  }
+
+  private openSegment(n: number): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.segment = n;
+    const path = this.segmentPath(n);
+    this.fd = openSync(path, 'a');
+    this.size = statSync(path).size;
+    fsyncDirectory(this.dir);
+  }
+
+  private enqueue(entry: Entry): void {
+    this.queue.push(entry);
+    this.backlogBytes += entry.bytes;
+    const key = keyOf(entry.record);
+    this.keys.set(key, (this.keys.get(key) ?? 0) + 1);
+  }
+
+  /** Whether records of this topic and key are waiting: new ones must queue behind them to keep their order. */
+  hasKey(topic: string, key: string | null): boolean {
+    return this.keys.has(`${topic}\u0000${key ?? ''}`);
+  }
+
+  get isEmpty(): boolean {
+    return this.queue.length === 0;
+  }
+
+  backlog(now = Date.now()): SpoolBacklog {
+    return {
+      records: this.queue.length,
+      bytes: this.backlogBytes,
+      oldestAgeMs: this.queue.length > 0 ? Math.max(0, now - this.queue[0].record.spooledAt) : 0,
+    };
+  }
+
+  /** Appends a record; resolves once it is on disk (fsync). Throws SpoolFullError past `maxBytes`. */
+  append(record: SpooledRecord): Promise<void> {
+    const frame = encodeFrame(record);
+    if (this.backlogBytes + frame.length > this.options.maxBytes) {
+      return Promise.reject(new SpoolFullError(this.dir, this.backlogBytes, this.options.maxBytes));
+    }
+    // Counted at once, so that a publish of the same key right after queues behind this one.
+    const entry: Entry = { record, segment: 0, end: 0, bytes: frame.length };
+    this.enqueue(entry);
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ frame, entry, resolve, reject });
+      void this.flush();
+    });
+  }
+
+  private flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    this.flushing = (async () => {
+      try {
+        while (this.pending.length > 0) {
+          await Promise.resolve(); // let appends issued in the same tick join this fsync
+          const batch = this.pending;
+          this.pending = [];
+          try {
+            for (const item of batch) {
+              if (this.size > 0 && this.size + item.frame.length > this.options.segmentBytes) this.openSegment(this.segment + 1);
+              writeSync(this.fd as number, item.frame);
+              this.size += item.frame.length;
+              item.entry.segment = this.segment;
+              item.entry.end = this.size;
+            }
+            fsyncSync(this.fd as number);
+            batch.forEach((item) => item.resolve());
+          } catch (err) {
+            for (const item of batch) this.drop(item.entry);
+            batch.forEach((item) => item.reject(err as Error));
+          }
+        }
+      } finally {
+        // Cleared in the same turn as the last waiters are released, so that their next append starts a new flush.
+        this.flushing = undefined;
+      }
+    })();
+    return this.flushing;
+  }
+
+  private drop(entry: Entry): void {
+    const index = this.queue.indexOf(entry);
+    if (index >= 0) this.queue.splice(index, 1);
+    this.forget(entry);
+  }
+
+  private forget(entry: Entry): void {
+    this.backlogBytes -= entry.bytes;
+    const key = keyOf(entry.record);
+    const left = (this.keys.get(key) ?? 1) - 1;
+    if (left > 0) this.keys.set(key, left);
+    else this.keys.delete(key);
+  }
+
+  /** The oldest `max` records that are on disk, in order, for the drainer. */
+  async peek(max: number): Promise<SpooledRecord[]> {
+    await this.flushing;
+    const out: SpooledRecord[] = [];
+    for (const entry of this.queue) {
+      if (out.length >= max || entry.end === 0) break;
+      out.push(entry.record);
+    }
+    return out;
+  }
+
+  /** Kafka acknowledged the oldest `count` records: move the cursor past them and delete drained segments. */
+  acknowledge(count: number): void {
+    if (count <= 0) return;
+    const done = this.queue.splice(0, count);
+    done.forEach((entry) => this.forget(entry));
+    const last = done[done.length - 1];
+    this.cursor = { segment: last.segment, offset: last.end };
+    const tmp = join(this.dir, `${CURSOR}.tmp`);
+    writeFileSync(tmp, JSON.stringify(this.cursor));
+    const fd = openSync(tmp, 'r+');
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, join(this.dir, CURSOR));
+    for (const name of readdirSync(this.dir)) {
+      const m = SEGMENT.exec(name);
+      if (m && Number(m[1]) < this.cursor.segment) unlinkSync(join(this.dir, name));
+    }
+    if (this.queue.length === 0 && this.size > this.options.segmentBytes / 2) this.openSegment(this.segment + 1);
+  }
+
+  async close(): Promise<void> {
+    await this.flushing;
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
+function keyOf(record: SpooledRecord): string {
+  return `${record.topic}\u0000${record.key === null ? '' : Buffer.from(record.key, 'base64').toString('utf8')}`;
+}
