@@ -59,6 +59,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private draining = false;
   private drainer?: Promise<void>;
   private readonly counters = { sent: 0, spooled: 0, drained: 0 };
+  /** One transactional id per publisher instance, so that a replacement producer settles what a broken one left open. */
+  private readonly instanceId = randomUUID();
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -141,6 +143,13 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
         await txn.commit();
       } catch (err) {
         await txn.abort().catch(() => undefined);
+        // NOTE: when a batch fails part-way (one partition accepted, another refused), KafkaJS may not know that
+        // the accepted partition joined the transaction, and its abort() then stays local while the broker
+        // keeps the transaction open, holding back every read-committed consumer. Replace the producer: the
+        // next one, with the same transactional id, runs InitProducerId, which makes the broker abort it.
+        const broken = this.transactional;
+        this.transactional = undefined;
+        await broken?.disconnect().catch(() => undefined);
         throw new PublishError(`publishAll of ${records.length} events failed and was aborted, none is visible: ${(err as Error).message}`, { cause: err });
       }
       this.counters.sent += records.length;
@@ -245,7 +254,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 
   private async connectTransactional(): Promise<Producer> {
     const producer = this.kafka.producer({
-      transactionalId: `${this.options.transactionalIdPrefix}.publisher.${randomUUID()}`,
+      transactionalId: `${this.options.transactionalIdPrefix}.publisher.${this.instanceId}`,
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
