@@ -1,9 +1,17 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * `npm run demo`: starts the local Kafka broker if nothing answers on KAFKA_BROKERS, checks PostgreSQL,
- * builds, starts consumer-app and producer-app, waits until both report healthy on GET /health, prints
- * their health, and stops everything it started (pass --keep to leave the apps running until Ctrl-C).
+ * `npm run demo`: the whole product in one command, with the faults it is built for.
+ *
+ * Starts the local Kafka broker if none answers, checks PostgreSQL, builds, starts consumer-app and
+ * producer-app, publishes a workload of payments with duplicate publishes through the EventPublisher (the load
+ * command), kills consumer-app with SIGKILL mid-run and restarts it, stops Kafka for a few seconds mid-run so
+ * that the publisher spools, waits until everything is delivered and applied, then checks the result
+ * independently: one ledger row and one PaymentProcessed per payment, balances equal to an in-order fold of the
+ * input topic, outputs of each account in input order. Exits 0 only if exactly-once and order held. Stops what
+ * it started.
+ *
+ * Options: --count N (20000) --accounts K (200) --duplicates P (0.05) --rate R (800/s) --outage-seconds S (5) --keep
  */
 const { spawn, spawnSync } = require('child_process');
 const { join } = require('path');
@@ -11,20 +19,41 @@ const http = require('http');
 
 const ROOT = join(__dirname, '..');
 const KAFKA = join(ROOT, 'scripts/kafka/kafka.sh');
-const brokers = process.env.KAFKA_BROKERS || '127.0.0.1:9092';
-const keep = process.argv.includes('--keep');
-const started = { kafka: false, apps: [] };
+const BROKERS = (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',');
+const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+const CONSUMER_PORT = Number(process.env.CONSUMER_HTTP_PORT || 3001);
+const PRODUCER_PORT = Number(process.env.PRODUCER_HTTP_PORT || 3000);
+const GROUP = 'consumer-app';
+// A killed member's partitions move on after its session times out: 10 s keeps the demo short.
+const CONSUMER_ENV = { KAFKA_SESSION_TIMEOUT_MS: process.env.KAFKA_SESSION_TIMEOUT_MS || '10000' };
 
-function log(message) {
-  process.stdout.write(`demo: ${message}\n`);
+function flag(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1] : fallback;
+}
+const COUNT = Number(flag('count', 20000));
+const ACCOUNTS = Number(flag('accounts', 200));
+const DUPLICATES = Number(flag('duplicates', 0.05));
+const OUTAGE_SECONDS = Number(flag('outage-seconds', 5));
+// Paced so that both faults land while the load is still publishing.
+const RATE = Number(flag('rate', 800));
+const KEEP = process.argv.includes('--keep');
+
+const started = { kafka: false, apps: new Map() };
+const t0 = Date.now();
+const log = (message) => process.stdout.write(`demo [${((Date.now() - t0) / 1000).toFixed(0).padStart(3)}s] ${message}\n`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function kafkaScript(command) {
+  return spawnSync('bash', [KAFKA, command], { encoding: 'utf8' });
 }
 
-function kafkaAnswers() {
-  return spawnSync(process.execPath, [join(ROOT, 'scripts/kafka/probe.js'), brokers.split(',')[0], '3000']).status === 0;
+function brokerAnswers() {
+  return spawnSync(process.execPath, [join(ROOT, 'scripts/kafka/probe.js'), BROKERS[0], '3000']).status === 0;
 }
 
-function ensureKafka() {
-  if (kafkaAnswers()) return log(`Kafka answers on ${brokers}`);
+async function ensureKafka() {
+  if (brokerAnswers()) return log(`Kafka answers on ${BROKERS.join(',')}`);
   const result = spawnSync('bash', [KAFKA, 'start'], { stdio: 'inherit' });
   if (result.status !== 0) throw new Error('the local Kafka broker could not be started (see the kafka: line above)');
   started.kafka = true;
@@ -32,32 +61,37 @@ function ensureKafka() {
 
 async function ensurePostgres() {
   const { Client } = require('pg');
-  const url = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
-  const client = new Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  const client = new Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
     await client.query('SELECT 1');
-    log('PostgreSQL answers');
   } catch (err) {
     throw new Error(`PostgreSQL is not reachable at DATABASE_URL (${err.message}): start it or set DATABASE_URL`);
   } finally {
     await client.end().catch(() => undefined);
   }
+  log('PostgreSQL answers');
 }
 
 function build() {
   log('building the library and both apps (npm run build)');
-  const result = spawnSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: 'inherit' });
+  const result = spawnSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
   if (result.status !== 0) throw new Error('npm run build failed');
 }
 
-function startApp(name, port) {
+function startApp(name, port, env = {}) {
   const child = spawn(process.execPath, [join(ROOT, `dist/apps/${name}/apps/${name}/src/main.js`)], {
     cwd: ROOT,
-    env: { ...process.env, HTTP_PORT: String(port) },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, HTTP_PORT: String(port), DATABASE_URL, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  started.apps.push({ name, child });
+  // The apps' own logs go to files; the demo prints its story.
+  const fs = require('fs');
+  fs.mkdirSync(join(ROOT, '.demo-logs'), { recursive: true });
+  const out = fs.createWriteStream(join(ROOT, '.demo-logs', `${name}.log`), { flags: 'a' });
+  child.stdout.pipe(out);
+  child.stderr.pipe(out);
+  started.apps.set(name, child);
   return child;
 }
 
@@ -66,55 +100,276 @@ function getJson(port, path) {
     const req = http.get({ host: '127.0.0.1', port, path, timeout: 3000 }, (res) => {
       let body = '';
       res.on('data', (c) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode, body }));
+      res.on('end', () => resolve({ status: res.statusCode, body: body ? JSON.parse(body) : undefined }));
     });
     req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error('timeout')));
   });
 }
 
-async function waitHealthy(name, port, child, timeoutMs = 60000) {
+function postJson(port, path, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = http.request({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode, body: text ? JSON.parse(text) : undefined }));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+async function waitHealthy(name, port, timeoutMs = 90000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} during start-up`);
+    const child = started.apps.get(name);
+    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} during start-up (log: .demo-logs/${name}.log)`);
     const answer = await getJson(port, '/health').catch(() => null);
-    if (answer && answer.status === 200) return answer.body;
-    await new Promise((r) => setTimeout(r, 500));
+    if (answer && answer.status === 200 && (name !== 'consumer-app' || answer.body.details.kafka.consumer === 'running')) return answer.body;
+    await sleep(500);
   }
-  throw new Error(`${name} did not report healthy on http://127.0.0.1:${port}/health within ${timeoutMs / 1000}s`);
+  throw new Error(`${name} did not report healthy on http://127.0.0.1:${port}/health within ${timeoutMs / 1000}s (log: .demo-logs/${name}.log)`);
+}
+
+async function stopApp(name, signal = 'SIGTERM') {
+  const child = started.apps.get(name);
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill(signal);
+  await Promise.race([exited, sleep(30000).then(() => child.kill('SIGKILL'))]);
+  await exited;
 }
 
 async function stopAll() {
-  for (const { name, child } of started.apps.reverse()) {
-    if (child.exitCode !== null) continue;
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    log(`stopped ${name}`);
-  }
+  for (const name of [...started.apps.keys()].reverse()) await stopApp(name);
   if (started.kafka) spawnSync('bash', [KAFKA, 'stop'], { stdio: 'inherit' });
 }
 
-async function main() {
-  ensureKafka();
-  await ensurePostgres();
-  build();
-  const consumerPort = Number(process.env.CONSUMER_HTTP_PORT || 3001);
-  const producerPort = Number(process.env.PRODUCER_HTTP_PORT || 3000);
-  const consumer = startApp('consumer-app', consumerPort);
-  const producer = startApp('producer-app', producerPort);
-  log(`consumer-app health: ${await waitHealthy('consumer-app', consumerPort, consumer)}`);
-  log(`producer-app health: ${await waitHealthy('producer-app', producerPort, producer)}`);
-  if (keep) {
-    log('running; press Ctrl-C to stop');
-    await new Promise((r) => process.once('SIGINT', r));
+async function waitFor(condition, timeoutMs = 300000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting after ${timeoutMs / 1000}s`);
+    await sleep(200);
   }
 }
 
+async function ledgerRows(db, prefix) {
+  const { rows } = await db.query('SELECT count(*)::int AS n FROM ledger_entries WHERE account_id LIKE $1', [`${prefix}%`]);
+  return rows[0].n;
+}
+
+async function groupLag(admin, topic) {
+  const ends = await admin.fetchTopicOffsets(topic);
+  const [committed] = await admin.fetchOffsets({ groupId: GROUP, topics: [topic] });
+  let lag = 0;
+  for (const end of ends) {
+    const done = Number(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? -1);
+    lag += Number(end.high) - Math.max(0, done);
+  }
+  return lag;
+}
+
+/** Reads a topic from the beginning (read committed) until `enough(records)` and then 2 s without new records. */
+async function readAll(kafka, topic, enough, timeoutMs = 180000) {
+  const { randomUUID } = require('crypto');
+  const consumer = kafka.consumer({ groupId: `demo-reader-${randomUUID()}`, maxWaitTimeInMs: 200, readUncommitted: false });
+  const records = [];
+  let lastGrowth = Date.now();
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      records.push({ partition, offset: BigInt(message.offset), value: message.value, headers: message.headers });
+      lastGrowth = Date.now();
+    },
+  });
+  const deadline = Date.now() + timeoutMs;
+  while (!(enough(records) && Date.now() - lastGrowth > 2000)) {
+    if (Date.now() > deadline) break;
+    await sleep(250);
+  }
+  await consumer.disconnect();
+  return records.sort((a, b) => a.partition - b.partition || (a.offset < b.offset ? -1 : 1));
+}
+
+async function main() {
+  await ensureKafka();
+  await ensurePostgres();
+  build();
+  const { Kafka, logLevel } = require('kafkajs');
+  const { Client } = require('pg');
+  const lib = require(join(ROOT, 'dist/libs/kafka-exactly-once'));
+  const kafka = new Kafka({ clientId: 'demo', brokers: BROKERS, logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  const db = new Client({ connectionString: DATABASE_URL });
+  await db.connect();
+  const canStopBroker = kafkaScript('status').status === 0;
+
+  const run = Date.now().toString(36);
+  const prefix = `acc-${run}-`;
+  log(`run ${run}: ${COUNT} payments over ${ACCOUNTS} accounts (${prefix}0..${ACCOUNTS - 1}), ${DUPLICATES * 100}% duplicate publishes`);
+
+  startApp('consumer-app', CONSUMER_PORT, CONSUMER_ENV);
+  await waitHealthy('consumer-app', CONSUMER_PORT);
+  log(`consumer-app is consuming (http://127.0.0.1:${CONSUMER_PORT}/health)`);
+  startApp('producer-app', PRODUCER_PORT, { SPOOL_DIR: join(ROOT, '.spool', 'producer-app') });
+  await waitHealthy('producer-app', PRODUCER_PORT);
+  log(`producer-app is up (http://127.0.0.1:${PRODUCER_PORT})`);
+  const signup = await postJson(PRODUCER_PORT, '/users/signups', { userId: Number.parseInt(run.slice(-6), 36) % 2000000000, userEmail: `demo-${run}@example.com` });
+  const invalid = await postJson(PRODUCER_PORT, '/payments', { paymentId: 'not-a-uuid', accountId: `${prefix}0`, amountCents: 'ten' });
+  log(`POST /users/signups -> ${signup.status} ${JSON.stringify(signup.body)}; an invalid POST /payments -> ${invalid.status} ${invalid.body.message}`);
+
+  // The workload, through the library's EventPublisher (its own spool), as the load command runs it.
+  const load = spawn(
+    process.execPath,
+    [join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js'), 'payments', '--count', String(COUNT), '--accounts', String(ACCOUNTS), '--duplicates', String(DUPLICATES), '--account-prefix', prefix, '--rate', String(RATE)],
+    { cwd: ROOT, env: { ...process.env, SPOOL_DIR: join(ROOT, '.spool', `demo-load-${run}`), PUBLISH_TIMEOUT_MS: '2000' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let loadOut = '';
+  let loadErr = '';
+  load.stdout.on('data', (c) => (loadOut += c));
+  load.stderr.on('data', (c) => (loadErr += c));
+  const loadDone = new Promise((resolve) => load.once('exit', resolve));
+  log('load command publishing payments (npm run produce -- payments ...)');
+
+  // Fault 1: Kafka goes away for a few seconds while the load command publishes: the publisher spools to disk,
+  // consumer-app's transactions fail and are recovered.
+  let outage = 'skipped: the broker was not started by scripts/kafka, so the demo does not stop it';
+  await waitFor(async () => (await ledgerRows(db, prefix)) >= Math.min(1500, COUNT / 10) || load.exitCode !== null);
+  if (!canStopBroker) {
+    log(`Kafka outage ${outage}`);
+  } else if (load.exitCode !== null) {
+    outage = 'skipped: the load finished before it could start';
+  } else {
+    kafkaScript('stop');
+    log(`Kafka stopped for ${OUTAGE_SECONDS}s while the load command publishes (the publisher spools to disk)`);
+    await sleep(OUTAGE_SECONDS * 1000);
+    const restart = kafkaScript('start');
+    if (restart.status !== 0) throw new Error(`Kafka did not come back: ${restart.stdout}${restart.stderr}`);
+    outage = `${OUTAGE_SECONDS}s`;
+    log('Kafka is back');
+  }
+
+  // Fault 2: once consumer-app is applying payments again, kill it with SIGKILL and restart it.
+  const before = await ledgerRows(db, prefix);
+  await waitFor(async () => (await ledgerRows(db, prefix)) >= Math.min(COUNT / 2, before + 1000) || load.exitCode !== null);
+  const appliedAtKill = await ledgerRows(db, prefix);
+  await stopApp('consumer-app', 'SIGKILL');
+  log(`consumer-app killed with SIGKILL after ${appliedAtKill} payments applied; restarting it`);
+  startApp('consumer-app', CONSUMER_PORT, CONSUMER_ENV);
+  await waitHealthy('consumer-app', CONSUMER_PORT);
+  log('consumer-app restarted and consuming');
+
+  const code = await loadDone;
+  if (code !== 0) throw new Error(`the load command failed (exit ${code}):\n${loadErr.slice(-2000)}`);
+  const summaryLine = loadOut.split('\n').find((l) => l.startsWith('SUMMARY '));
+  const summary = JSON.parse(summaryLine.slice('SUMMARY '.length));
+  log(loadOut.split('\n').find((l) => l.startsWith('published ')) ?? 'load command finished');
+
+  log('waiting for consumer-app to catch up');
+  const topic = 'payments.requested';
+  const catchUpDeadline = Date.now() + 5 * 60 * 1000;
+  while ((await groupLag(admin, topic)) > 0) {
+    if (Date.now() > catchUpDeadline) throw new Error('consumer-app did not catch up within 5 minutes (log: .demo-logs/consumer-app.log)');
+    await sleep(500);
+  }
+
+  // Independent check: the input topic, decoded and folded in partition order.
+  const registry = lib.SchemaRegistry.fromDirectory(join(ROOT, 'schemas'));
+  const requested = registry.current('com.example.PaymentRequested');
+  const processed = registry.current('com.example.PaymentProcessed');
+  const header = (r, name) => (r.headers[name] === undefined ? undefined : r.headers[name].toString());
+  const inputs = (await readAll(kafka, topic, (rs) => rs.length > 0))
+    .map((r) => ({ messageId: header(r, 'message-id'), event: lib.decodeSingleObject(registry, requested, r.value) }))
+    .filter((r) => r.event.accountId.startsWith(prefix));
+  const seen = new Set();
+  const unique = [];
+  for (const input of inputs) {
+    if (seen.has(input.messageId)) continue;
+    seen.add(input.messageId);
+    unique.push(input.event);
+  }
+  const expected = new Map();
+  const balances = new Map();
+  const orderByAccount = new Map();
+  for (const p of unique) {
+    const balance = balances.get(p.accountId) ?? 0n;
+    const accepted = balance + p.amountCents >= 0n;
+    const after = accepted ? balance + p.amountCents : balance;
+    balances.set(p.accountId, after);
+    expected.set(p.paymentId, { status: accepted ? 'ACCEPTED' : 'REJECTED_INSUFFICIENT_FUNDS', after });
+    orderByAccount.set(p.accountId, [...(orderByAccount.get(p.accountId) ?? []), p.paymentId]);
+  }
+
+  const ledger = (await db.query('SELECT payment_id, status, balance_after_cents::text AS after FROM ledger_entries WHERE account_id LIKE $1', [`${prefix}%`])).rows;
+  const accounts = (await db.query('SELECT account_id, balance_cents::text AS balance FROM accounts WHERE account_id LIKE $1', [`${prefix}%`])).rows;
+  const wrongOutcomes = ledger.filter((row) => {
+    const want = expected.get(row.payment_id);
+    return !want || want.status !== row.status || want.after !== BigInt(row.after);
+  }).length;
+  const wrongBalances = [...balances].filter(([id, balance]) => accounts.find((a) => a.account_id === id)?.balance !== balance.toString()).length;
+
+  const outputs = (await readAll(kafka, 'payments.processed', (rs) => rs.length > 0))
+    .map((r) => lib.decodeSingleObject(registry, processed, r.value))
+    .filter((e) => e.accountId.startsWith(prefix));
+  const perPayment = new Map();
+  for (const o of outputs) perPayment.set(o.paymentId, (perPayment.get(o.paymentId) ?? 0) + 1);
+  const duplicatedOutputs = [...perPayment.values()].filter((n) => n > 1).length;
+  const missingOutputs = unique.filter((p) => !perPayment.has(p.paymentId)).length;
+  const outputOrder = new Map();
+  for (const o of outputs) outputOrder.set(o.accountId, [...(outputOrder.get(o.accountId) ?? []), o.paymentId]);
+  let orderViolations = 0;
+  for (const [account, ids] of orderByAccount) {
+    const got = (outputOrder.get(account) ?? []).filter((id, i, all) => all.indexOf(id) === i);
+    ids.forEach((id, i) => {
+      if (got[i] !== id) orderViolations++;
+    });
+  }
+  const accepted = ledger.filter((r) => r.status === 'ACCEPTED').length;
+
+  const ok =
+    unique.length === COUNT &&
+    ledger.length === unique.length &&
+    wrongOutcomes === 0 &&
+    wrongBalances === 0 &&
+    outputs.length === unique.length &&
+    duplicatedOutputs === 0 &&
+    missingOutputs === 0 &&
+    orderViolations === 0;
+  const lines = [
+    '',
+    '==================== kafka-exactly-once demo report ====================',
+    `published            ${summary.events} payments + ${summary.duplicatePublishes} duplicate publishes (${inputs.length} records on ${topic})`,
+    `spooled              ${summary.spooled} while Kafka was unreachable (outage: ${outage}), all delivered`,
+    `consumer crashes     1 SIGKILL after ${appliedAtKill} payments applied`,
+    `duplicates absorbed  ${inputs.length - unique.length} (same message id, applied once)`,
+    `ledger rows          ${ledger.length} for ${unique.length} distinct payments (${accepted} accepted, ${ledger.length - accepted} rejected)`,
+    `outputs              ${outputs.length} PaymentProcessed (read committed), ${duplicatedOutputs} duplicated, ${missingOutputs} missing`,
+    `balances             ${balances.size - wrongBalances}/${balances.size} accounts equal the in-order fold; ${wrongOutcomes} wrong outcomes`,
+    `order violations     ${orderViolations}`,
+    `result               ${ok ? 'EXACTLY ONCE, IN ORDER' : 'FAILED'}`,
+    '=========================================================================',
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  await db.end();
+  await admin.disconnect();
+  if (KEEP) {
+    log('apps still running (--keep); press Ctrl-C to stop');
+    await new Promise((r) => process.once('SIGINT', r));
+  }
+  return ok;
+}
+
 main()
-  .then(stopAll)
-  .then(() => log('done'))
+  .then(async (ok) => {
+    await stopAll();
+    process.exit(ok ? 0 : 1);
+  })
   .catch(async (err) => {
-    process.stderr.write(`demo: FAILED: ${err.message}\n`);
+    process.stderr.write(`demo: FAILED: ${err.stack || err.message}\n`);
     await stopAll();
     process.exit(1);
   });
