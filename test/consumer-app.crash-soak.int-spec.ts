@@ -1,32 +1,19 @@
 import { Kafka } from 'kafkajs';
 import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
-import { testKafka } from './support/kafka';
-import { ProcessGroup } from './support/processes';
-import { checkPaymentInvariants, generatePayments, groupLag, prng, publishPayments, waitForGroupCaughtUp } from './support/payments';
+import { processSuite } from './support/suite';
+import { checkPaymentInvariants, generatePayments, groupLag, prng, publishPayments, waitForGroupCaughtUp, waitUntil } from './support/payments';
 
 /**
  * 10,000 payments over 200 accounts while consumer-app is killed with SIGKILL again and again: every payment
  * must still have exactly one ledger row and one PaymentProcessed, balances must equal the in-order fold, and
  * each account's outputs must come in input order.
  */
-async function waitUntil(condition: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('consumer-app: SIGKILL soak', () => {
-  const processes = new ProcessGroup();
+  const { processes, kafka: client } = processSuite();
   let kafka: Kafka;
 
   beforeAll(() => {
-    kafka = testKafka();
-  });
-
-  afterAll(async () => {
-    await processes.killAll();
+    kafka = client();
   });
 
   it('keeps exactly-once effects and per-account order across repeated SIGKILLs', async () => {

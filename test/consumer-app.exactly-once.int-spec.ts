@@ -2,8 +2,7 @@ import { Kafka } from 'kafkajs';
 import { Client } from 'pg';
 import { FAULT_POINTS } from 'kafka-exactly-once';
 import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
-import { testKafka } from './support/kafka';
-import { ProcessGroup } from './support/processes';
+import { processSuite } from './support/suite';
 import { checkPaymentInvariants, generatePayments, publishPayments, republish, waitForGroupCaughtUp } from './support/payments';
 
 /**
@@ -11,15 +10,11 @@ import { checkPaymentInvariants, generatePayments, publishPayments, republish, w
  * each commit point of the unit of work (DESIGN §2) must leave exactly one effect per payment.
  */
 describe('consumer-app: exactly-once effects', () => {
-  const processes = new ProcessGroup();
+  const { processes, kafka: client } = processSuite();
   let kafka: Kafka;
 
   beforeAll(() => {
-    kafka = testKafka();
-  });
-
-  afterAll(async () => {
-    await processes.killAll();
+    kafka = client();
   });
 
   it('handles a message id published 3 times once: one ledger row and one PaymentProcessed', async () => {

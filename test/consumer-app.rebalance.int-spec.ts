@@ -1,30 +1,22 @@
 import { Kafka } from 'kafkajs';
 import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
-import { testKafka } from './support/kafka';
-import { ProcessGroup } from './support/processes';
-import { checkPaymentInvariants, generatePayments, groupLag, publishPayments, waitForGroupCaughtUp } from './support/payments';
+import { processSuite } from './support/suite';
+import { checkPaymentInvariants, generatePayments, groupLag, publishPayments, waitForGroupCaughtUp, waitUntil } from './support/payments';
 
+/** Waits until the group's lag is at most `below`, and returns it. */
 async function waitForProgress(kafka: Kafka, groupId: string, topic: string, below: bigint): Promise<bigint> {
-  const deadline = Date.now() + 120000;
-  for (;;) {
-    const lag = await groupLag(kafka, groupId, topic);
-    if (lag <= below) return lag;
-    if (Date.now() > deadline) throw new Error(`lag stayed at ${lag}, above ${below}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let lag = 0n;
+  await waitUntil(async () => (lag = await groupLag(kafka, groupId, topic)) <= below, 120000, `lag <= ${below}`);
+  return lag;
 }
 
 /** Scaling consumer-app 1 → 3 → 1 during a run moves partitions twice; nothing may be lost, doubled or reordered. */
 describe('consumer-app: rebalance', () => {
-  const processes = new ProcessGroup();
+  const { processes, kafka: client } = processSuite();
   let kafka: Kafka;
 
   beforeAll(() => {
-    kafka = testKafka();
-  });
-
-  afterAll(async () => {
-    await processes.killAll();
+    kafka = client();
   });
 
   it('keeps the invariants while scaling 1 → 3 → 1, with a graceful stop and a crash', async () => {

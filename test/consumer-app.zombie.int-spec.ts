@@ -1,7 +1,6 @@
 import { Kafka } from 'kafkajs';
 import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
-import { testKafka } from './support/kafka';
-import { ProcessGroup } from './support/processes';
+import { processSuite } from './support/suite';
 import { checkPaymentInvariants, generatePayments, publishPayments, waitForGroupCaughtUp } from './support/payments';
 
 /**
@@ -11,15 +10,11 @@ import { checkPaymentInvariants, generatePayments, publishPayments, waitForGroup
  * have blocked the new owner for good, and every invariant must hold.
  */
 describe('consumer-app: stalled zombie', () => {
-  const processes = new ProcessGroup();
+  const { processes, kafka: client } = processSuite();
   let kafka: Kafka;
 
   beforeAll(() => {
-    kafka = testKafka();
-  });
-
-  afterAll(async () => {
-    await processes.killAll();
+    kafka = client();
   });
 
   it('fences the late commit of a member frozen after its PostgreSQL commit', async () => {

@@ -3,8 +3,8 @@ import { appendFileSync, readdirSync } from 'fs';
 import { join } from 'path';
 import { Kafka } from 'kafkajs';
 import { kafkaControl } from './support/broker';
-import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { ProcessGroup } from './support/processes';
+import { createTopics, readTopic, uniqueTopic } from './support/kafka';
+import { processSuite } from './support/suite';
 import { getJson, newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
 
 interface Sent {
@@ -66,16 +66,15 @@ async function expectDeliveredInOrder(kafka: Kafka, topic: string, sent: Sent[])
  * survive a SIGKILL and a torn spool tail, and reach Kafka in per-key order when the broker is back.
  */
 describe('publisher: Kafka outages', () => {
-  const processes = new ProcessGroup();
+  const { processes, kafka: client } = processSuite();
   let kafka: Kafka;
 
   beforeAll(() => {
-    kafka = testKafka();
+    kafka = client();
   });
 
   afterAll(async () => {
     kafkaControl('start'); // never leave the broker down for the next suite
-    await processes.killAll();
   });
 
   it('spools while Kafka is stopped and delivers everything, in per-key order, when it is back', async () => {

@@ -5,6 +5,9 @@ import { SchemaRegistry, encodeSingleObject, decodeSingleObject } from 'kafka-ex
 import { join } from 'path';
 import { REPO_ROOT } from './environment';
 import { ReadRecord, readTopic } from './kafka';
+import { prng } from '../../apps/producer-app/src/load/prng';
+
+export { prng };
 
 export const demoSchemas = (): SchemaRegistry => SchemaRegistry.fromDirectory(join(REPO_ROOT, 'schemas'));
 
@@ -13,18 +16,6 @@ export interface Payment {
   accountId: string;
   amountCents: bigint;
   requestedAt: string;
-}
-
-/** A small deterministic PRNG (mulberry32), so a failing workload can be replayed from its seed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** `count` payments over `accounts` accounts: about 60% deposits, 40% withdrawals, some of them too large. */
@@ -107,6 +98,15 @@ export async function groupLag(kafka: Kafka, groupId: string, topic: string): Pr
     return lag;
   } finally {
     await admin.disconnect();
+  }
+}
+
+/** Polls `condition` until it holds; rejects after `timeoutMs`. */
+export async function waitUntil(condition: () => Promise<boolean>, timeoutMs: number, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'crypto';
 import { EventPublisher } from 'kafka-exactly-once';
 import { PaymentRequested, TOPICS, UserSignedUp } from '../demo-events';
 import type { LoadOptions } from './load-options';
+import { prng } from './prng';
 
 export interface LoadSummary {
   kind: LoadOptions['kind'];
@@ -13,18 +14,6 @@ export interface LoadSummary {
   sent: number;
   spooled: number;
   elapsedMs: number;
-}
-
-/** mulberry32: a seeded PRNG, so that a run can be repeated. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface Publish {
