@@ -19,7 +19,14 @@ describe('consumer-app: exactly-once effects', () => {
 
   it('handles a message id published 3 times once: one ledger row and one PaymentProcessed', async () => {
     const scope = await createConsumerAppScope('dup');
-    await startConsumerApp(processes, scope);
+    const app = await startConsumerApp(processes, scope);
+    const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.logs())?.[1];
+    const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as { details: { kafka: { assignment: Record<string, number[]> } } };
+    expect(health).toMatchObject({
+      status: 'ok',
+      details: { kafka: { status: 'up', consumer: 'running', brokers: 1 }, database: { status: 'up' } },
+    });
+    expect(health.details.kafka.assignment[scope.topic('payments.requested')]).toEqual([0, 1, 2, 3, 4, 5]);
     const topic = scope.topic('payments.requested');
     // Adjacent copies (same chunk) of every payment, then the whole list again twice (later chunks).
     const published = await publishPayments(kafka, topic, generatePayments(40, 8, 1), { duplicates: (i) => (i % 4 === 0 ? 2 : 0) });
