@@ -343,7 +343,7 @@ async function main() {
     '',
     '==================== kafka-exactly-once demo report ====================',
     `published            ${summary.events} payments + ${summary.duplicatePublishes} duplicate publishes (${inputs.length} records on ${topic})`,
-    `spooled              ${summary.spooled} while Kafka was unreachable (outage: ${outage}), all delivered`,
+    `spooled              ${summary.spooled} during the Kafka outage (${outage}) or queued behind their account's spooled events, all delivered`,
     `consumer crashes     1 SIGKILL after ${appliedAtKill} payments applied`,
     `duplicates absorbed  ${inputs.length - unique.length} (same message id, applied once)`,
     `ledger rows          ${ledger.length} for ${unique.length} distinct payments (${accepted} accepted, ${ledger.length - accepted} rejected)`,
