@@ -101,7 +101,7 @@ describe('publisher: Kafka outages', () => {
     expect(app.logs()).toMatch(/spool drained/);
   });
 
-  it('survives a SIGKILL during an outage and a torn spool tail: the restarted app quarantines the tail and delivers the rest', async () => {
+  it('survives a SIGKILL during an outage, a torn spool tail and a restart while Kafka is still down: the tail is quarantined, everything else delivered', async () => {
     const prefix = `${uniqueTopic('outage-kill')}.`;
     const topic = `${prefix}payments.requested`;
     await createTopics(kafka, [topic], 6);
@@ -109,6 +109,7 @@ describe('publisher: Kafka outages', () => {
     const first = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'outage-kill' });
     const accounts = ['acc-a', 'acc-b', 'acc-c'];
     const sent: Sent[] = [];
+    let second: Awaited<ReturnType<typeof startProducerApp>>;
 
     kafkaControl('stop');
     try {
@@ -117,10 +118,12 @@ describe('publisher: Kafka outages', () => {
       // A write cut short by the crash: half a frame at the end of the newest segment.
       const segments = readdirSync(spoolDir).filter((f) => f.startsWith('segment-')).sort();
       appendFileSync(join(spoolDir, segments[segments.length - 1]), Buffer.from([0, 0, 1, 0, 0xde, 0xad, 0xbe, 0xef, 0x7b]));
+      // Restarted before Kafka is back: it must start, keep spooling, and connect once Kafka answers.
+      second = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'outage-kill' });
+      expect(new Set(await postPayments(second.baseUrl, accounts, 15, sent))).toEqual(new Set(['spooled']));
     } finally {
       kafkaControl('start');
     }
-    const second = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'outage-kill' });
     await waitForEmptySpool(second.baseUrl);
     await expectDeliveredInOrder(kafka, topic, sent);
     expect(second.app.logs()).toMatch(/torn record .* moved 9 bytes to .*quarantine-/);

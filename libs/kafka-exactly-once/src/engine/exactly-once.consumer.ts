@@ -8,7 +8,7 @@ import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
 import type { FaultInjector } from './fault-injector';
 import { PartitionSession } from './partition-session';
-import { pauseWithHeartbeats, sleep } from './sleep';
+import { sleep } from './sleep';
 import { ChunkRecord, messageIdOf, UnitOfWork } from './unit-of-work';
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
@@ -143,7 +143,11 @@ export class ExactlyOnceConsumer {
     const handler = this.handlers.get(topic);
     if (!handler) return;
     const session = this.session(topic, partition);
-    if (session.fenced) return;
+    if (session.fenced) {
+      // Until this member is assigned the partition again; no hot loop of fetches meanwhile.
+      await sleep(this.options.consumer.maxWaitTimeInMs);
+      return;
+    }
     const generation = session.generation;
     try {
       if (!session.ready) await session.start(() => this.committedOffset(topic, partition));
@@ -200,24 +204,40 @@ export class ExactlyOnceConsumer {
       }
       failures++;
       const delay = Math.min(30000, 100 * 2 ** Math.min(failures, 9));
-      if (outcome.kind === 'outcome-unknown') {
-        // The transaction may have committed: settle it with a fresh InitProducerId, then resume from the
-        // group's committed offset, not from the chunk's start (replaying a committed chunk would duplicate).
-        this.logger.warn(`${topic}[${partition}]: Kafka outcome unknown (${reason}); recreating the producer and resuming from the committed offset`);
-        await sleep(delay);
-        try {
-          await session.start(() => this.committedOffset(topic, partition));
-        } catch (err) {
-          this.logger.warn(`${topic}[${partition}]: cannot recreate the producer yet: ${(err as Error).message}`);
-          return; // nothing resolved: the next fetch redelivers from the last committed chunk
-        }
-        records = this.pending(records.slice(index), session, resolveOffset);
-        index = 0;
-        continue;
+      this.logger.warn(
+        outcome.kind === 'outcome-unknown'
+          ? `${topic}[${partition}]: Kafka outcome unknown (${reason}); recreating the producer and resuming from the committed offset`
+          : `${topic}[${partition}]: unit of work rolled back (${reason}); retrying in ${delay} ms`,
+      );
+      // Heartbeats keep this member in the group while it waits; a rebalance ends the batch here.
+      if (!(await this.pause(delay, heartbeat)) || !isRunning() || isStale() || session.generation !== generation) return;
+      // Whatever failed, start over with a fresh producer: its InitProducerId settles the previous transaction
+      // (completes a decided commit, aborts the rest), and a new epoch never reuses the sequence numbers of a
+      // send whose outcome KafkaJS could not know. Then resume from the group's committed offset, not from the
+      // chunk's start: a commit whose reply was lost may have succeeded, and replaying it would duplicate it.
+      try {
+        await session.start(() => this.committedOffset(topic, partition));
+      } catch (err) {
+        this.logger.warn(`${topic}[${partition}]: cannot recreate the producer yet: ${(err as Error).message}`);
+        return; // nothing resolved: the next fetch redelivers from the last committed chunk
       }
-      this.logger.warn(`${topic}[${partition}]: unit of work rolled back (${reason}); retrying in ${delay} ms`);
-      await pauseWithHeartbeats(delay, this.options.consumer.heartbeatInterval, heartbeat);
+      records = this.pending(records.slice(index), session, resolveOffset);
+      index = 0;
     }
+  }
+
+  /** Sleeps `ms` with heartbeats; false when a heartbeat says the group is rebalancing (the batch must end). */
+  private async pause(ms: number, heartbeat: () => Promise<void>): Promise<boolean> {
+    const step = Math.max(50, Math.floor(this.options.consumer.heartbeatInterval / 2));
+    for (let waited = 0; waited < ms; waited += step) {
+      await sleep(Math.min(step, ms - waited));
+      try {
+        await heartbeat();
+      } catch (err) {
+        if (REBALANCE_ERRORS.has((err as { type?: string }).type ?? '')) return false;
+      }
+    }
+    return true;
   }
 
   /** Drops the records below the session's committed floor (already done) and moves the fetch position past them. */

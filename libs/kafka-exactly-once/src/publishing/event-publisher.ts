@@ -61,6 +61,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private readonly counters = { sent: 0, spooled: 0, drained: 0 };
   /** One transactional id per publisher instance, so that a replacement producer settles what a broken one left open. */
   private readonly instanceId = randomUUID();
+  private isConnected = false;
+  private connecting?: Promise<Producer>;
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -89,8 +91,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       allowAutoTopicCreation: false,
       createPartitioner: Partitioners.DefaultPartitioner,
     });
-    // Kafka may be down at boot: the publisher starts anyway and spools until it is back.
-    await this.producer.connect().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
+    // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back.
+    void this.connected().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
     this.draining = true;
     this.drainer = this.drainLoop();
   }
@@ -128,34 +130,60 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   async publishAll(items: PublishAllItem[]): Promise<Array<Required<Pick<PublishResult, 'messageId'>>>> {
     this.config;
     const records = items.map((item) => this.prepare(item.topic, item.event, item));
-    for (const record of records) {
-      if (this.spool?.hasKey(record.topic, keyString(record))) {
-        throw new PublishError(
-          `publishAll: key "${keyString(record)}" of ${record.topic} has events waiting in the spool; sending now would overtake them. Retry once the spool has drained.`,
-        );
+    const messageIds = records.map((r) => r.messageId);
+    // Queue behind every earlier publish of the same keys, and make later ones queue behind this batch.
+    const chainKeys = [...new Set(records.map((r) => `${r.topic}\u0000${keyString(r)}`))];
+    const previous = Promise.all(chainKeys.map((k) => (this.chains.get(k) ?? Promise.resolve()).catch(() => undefined)));
+    const run = Promise.all([previous, this.transactionalQueue.catch(() => undefined)]).then(async () => {
+      for (const record of records) {
+        if (this.spool?.hasKey(record.topic, keyString(record))) {
+          throw new PublishError(
+            `publishAll: key "${keyString(record)}" of ${record.topic} has events waiting in the spool; sending now would overtake them. Retry once the spool has drained.`,
+            { messageIds, outcome: 'not-sent' },
+          );
+        }
       }
-    }
-    const run = this.transactionalQueue.catch(() => undefined).then(async () => {
       this.transactional ??= await this.connectTransactional();
       const txn = await this.transactional.transaction();
+      let committing = false;
       try {
         await txn.sendBatch({ topicMessages: groupByTopic(records), acks: -1 });
+        committing = true;
         await txn.commit();
       } catch (err) {
         await txn.abort().catch(() => undefined);
         // NOTE: when a batch fails part-way (one partition accepted, another refused), KafkaJS may not know that
         // the accepted partition joined the transaction, and its abort() then stays local while the broker
         // keeps the transaction open, holding back every read-committed consumer. Replace the producer: the
-        // next one, with the same transactional id, runs InitProducerId, which makes the broker abort it.
+        // next one, with the same transactional id, runs InitProducerId, which makes the broker abort it (or
+        // complete it, if the commit had been decided).
         const broken = this.transactional;
         this.transactional = undefined;
         await broken?.disconnect().catch(() => undefined);
-        throw new PublishError(`publishAll of ${records.length} events failed and was aborted, none is visible: ${(err as Error).message}`, { cause: err });
+        const reason = (err as Error).message;
+        throw committing
+          ? new PublishError(
+              `publishAll: the commit of ${records.length} events failed (${reason}); they may or may not be visible. Retry with the same message ids so that consumers deduplicate.`,
+              { messageIds, outcome: 'unknown', cause: err },
+            )
+          : new PublishError(`publishAll of ${records.length} events failed and was aborted, none is visible: ${reason}`, {
+              messageIds,
+              outcome: 'aborted',
+              cause: err,
+            });
       }
       this.counters.sent += records.length;
       return records.map((r) => ({ messageId: r.messageId }));
     });
     this.transactionalQueue = run;
+    for (const key of chainKeys) {
+      this.chains.set(key, run);
+      void run
+        .finally(() => {
+          if (this.chains.get(key) === run) this.chains.delete(key);
+        })
+        .catch(() => undefined);
+    }
     return run;
   }
 
@@ -195,13 +223,33 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     };
   }
 
+  /**
+   * The producer, connected. KafkaJS reconnects a connected producer by itself after a broker restart, but a
+   * producer whose first connect() failed stays disconnected: connect it again (one attempt at a time).
+   */
+  private connected(): Promise<Producer> {
+    const producer = this.producer as Producer;
+    if (this.isConnected) return Promise.resolve(producer);
+    this.connecting ??= producer
+      .connect()
+      .then(() => {
+        this.isConnected = true;
+        return producer;
+      })
+      .finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
   private async deliver(record: SpooledRecord): Promise<PublishResult> {
     const spool = this.spool as Spool;
     const breaker = this.breaker as CircuitBreakerPolicy;
     if (spool.hasKey(record.topic, keyString(record)) || breaker.state === CircuitState.Open) return this.toSpool(record);
     try {
       const [meta] = await breaker.execute(() =>
-        withDeadline((this.producer as Producer).send({ topic: record.topic, messages: [toMessage(record)], acks: -1 }), this.config.sendTimeoutMs),
+        withDeadline(
+          this.connected().then((producer) => producer.send({ topic: record.topic, messages: [toMessage(record)], acks: -1 })),
+          this.config.sendTimeoutMs,
+        ),
       );
       this.counters.sent++;
       return { messageId: record.messageId, status: 'sent', partition: meta?.partition, offset: meta?.baseOffset };
@@ -238,7 +286,10 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       }
       try {
         await breaker.execute(() =>
-          withDeadline((this.producer as Producer).sendBatch({ topicMessages: groupByTopic(batch), acks: -1 }), this.config.sendTimeoutMs * 2),
+          withDeadline(
+            this.connected().then((producer) => producer.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 })),
+            this.config.sendTimeoutMs * 2,
+          ),
         );
         spool.acknowledge(batch.length);
         this.counters.drained += batch.length;

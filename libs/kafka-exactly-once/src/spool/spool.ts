@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
+import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
 import { join, resolve } from 'path';
 import { SpoolFullError } from '../errors/spool-full.error';
 import { encodeFrame, readFrame, SpooledRecord } from './spool-record';
@@ -162,10 +162,11 @@ export class Spool {
           await Promise.resolve(); // let appends issued in the same tick join this fsync
           const batch = this.pending;
           this.pending = [];
+          const start = { segment: this.segment, size: this.size };
           try {
             for (const item of batch) {
               if (this.size > 0 && this.size + item.frame.length > this.options.segmentBytes) this.openSegment(this.segment + 1);
-              writeSync(this.fd as number, item.frame);
+              writeFully(this.fd as number, item.frame);
               this.size += item.frame.length;
               item.entry.segment = this.segment;
               item.entry.end = this.size;
@@ -173,6 +174,9 @@ export class Spool {
             fsyncSync(this.fd as number);
             batch.forEach((item) => item.resolve());
           } catch (err) {
+            // The callers hear "not spooled": take the batch's bytes off the disk too, so that a restart cannot
+            // resurrect records whose publish failed, nor find a torn frame in front of later good ones.
+            this.rollBack(start);
             for (const item of batch) this.drop(item.entry);
             batch.forEach((item) => item.reject(err as Error));
           }
@@ -183,6 +187,18 @@ export class Spool {
       }
     })();
     return this.flushing;
+  }
+
+  private rollBack(start: { segment: number; size: number }): void {
+    try {
+      for (let n = this.segment; n > start.segment; n--) unlinkSync(this.segmentPath(n));
+      if (this.segment !== start.segment) this.openSegment(start.segment);
+      ftruncateSync(this.fd as number, start.size);
+      fsyncSync(this.fd as number);
+      this.size = start.size;
+    } catch (err) {
+      this.logger.error(`spool ${this.dir}: could not roll back a failed write (${(err as Error).message}); a restart will quarantine what is left of it`);
+    }
   }
 
   private drop(entry: Entry): void {
@@ -234,6 +250,15 @@ export class Spool {
     await this.flushing;
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
+  }
+}
+
+/** writeSync may write less than asked (e.g. a full disk): write the rest, or throw. */
+function writeFully(fd: number, buf: Buffer): void {
+  for (let written = 0; written < buf.length; ) {
+    const n = writeSync(fd, buf, written, buf.length - written);
+    if (n <= 0) throw new Error('spool write made no progress');
+    written += n;
   }
 }
 
