@@ -121,6 +121,8 @@ describe('publisher: Kafka outages', () => {
       // Restarted before Kafka is back: it must start, keep spooling, and connect once Kafka answers.
       second = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'outage-kill' });
       expect(new Set(await postPayments(second.baseUrl, accounts, 15, sent))).toEqual(new Set(['spooled']));
+      // Long enough for the app's first connect() to give up (KafkaJS retries for about 10 s).
+      await new Promise((r) => setTimeout(r, 12000));
     } finally {
       kafkaControl('start');
     }

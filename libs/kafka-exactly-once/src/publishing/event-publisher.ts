@@ -85,12 +85,6 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       breaker: new ConsecutiveBreaker(config.breaker.consecutiveFailures),
     });
     this.breaker.onStateChange((state) => this.logger.warn(`Kafka circuit breaker is ${BREAKER_STATES[state]}`));
-    this.producer = this.kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
-    });
     // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back.
     void this.connected().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
     this.draining = true;
@@ -225,19 +219,34 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 
   /**
    * The producer, connected. KafkaJS reconnects a connected producer by itself after a broker restart, but a
-   * producer whose first connect() failed stays disconnected: connect it again (one attempt at a time).
+   * producer whose first connect() failed is not reliably usable again: connect a new one instead (one attempt
+   * at a time; publishes meanwhile hit their deadline and spool).
    */
   private connected(): Promise<Producer> {
-    const producer = this.producer as Producer;
-    if (this.isConnected) return Promise.resolve(producer);
-    this.connecting ??= producer
-      .connect()
-      .then(() => {
-        this.isConnected = true;
-        return producer;
-      })
-      .finally(() => (this.connecting = undefined));
+    if (this.isConnected && this.producer) return Promise.resolve(this.producer);
+    this.connecting ??= (async () => {
+      const producer = this.producer ?? this.createProducer();
+      this.producer = producer;
+      try {
+        await producer.connect();
+      } catch (err) {
+        this.producer = undefined;
+        await producer.disconnect().catch(() => undefined);
+        throw err;
+      }
+      this.isConnected = true;
+      return producer;
+    })().finally(() => (this.connecting = undefined));
     return this.connecting;
+  }
+
+  private createProducer(): Producer {
+    return this.kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
   }
 
   private async deliver(record: SpooledRecord): Promise<PublishResult> {
