@@ -8,7 +8,7 @@ import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
 import type { FaultInjector } from './fault-injector';
 import { PartitionSession } from './partition-session';
-import { sleep } from './sleep';
+import { isRebalanceError, pauseWithHeartbeats, sleep } from './sleep';
 import { ChunkRecord, messageIdOf, UnitOfWork } from './unit-of-work';
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
@@ -19,8 +19,6 @@ export interface ConsumerStatus {
   assignment: Record<string, number[]>;
   lastError?: string;
 }
-
-const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR']);
 
 /**
  * One KafkaJS consumer for all the handlers of a group, running the units of work of each assigned partition
@@ -53,7 +51,7 @@ export class ExactlyOnceConsumer {
   }
 
   async start(): Promise<void> {
-    const { consumer: c, groupId } = { consumer: this.options.consumer, groupId: this.options.groupId };
+    const { consumer: c, groupId } = this.options;
     this.status.state = 'starting';
     const consumer = this.kafka.consumer({
       groupId,
@@ -210,7 +208,8 @@ export class ExactlyOnceConsumer {
           : `${topic}[${partition}]: unit of work rolled back (${reason}); retrying in ${delay} ms`,
       );
       // Heartbeats keep this member in the group while it waits; a rebalance ends the batch here.
-      if (!(await this.pause(delay, heartbeat)) || !isRunning() || isStale() || session.generation !== generation) return;
+      const stillMember = await pauseWithHeartbeats(delay, this.options.consumer.heartbeatInterval, heartbeat);
+      if (!stillMember || !isRunning() || isStale() || session.generation !== generation) return;
       // Whatever failed, start over with a fresh producer: its InitProducerId settles the previous transaction
       // (completes a decided commit, aborts the rest), and a new epoch never reuses the sequence numbers of a
       // send whose outcome KafkaJS could not know. Then resume from the group's committed offset, not from the
@@ -226,28 +225,12 @@ export class ExactlyOnceConsumer {
     }
   }
 
-  /** Sleeps `ms` with heartbeats; false when a heartbeat says the group is rebalancing (the batch must end). */
-  private async pause(ms: number, heartbeat: () => Promise<void>): Promise<boolean> {
-    const step = Math.max(50, Math.floor(this.options.consumer.heartbeatInterval / 2));
-    for (let waited = 0; waited < ms; waited += step) {
-      await sleep(Math.min(step, ms - waited));
-      try {
-        await heartbeat();
-      } catch (err) {
-        if (REBALANCE_ERRORS.has((err as { type?: string }).type ?? '')) return false;
-      }
-    }
-    return true;
-  }
-
   /** Drops the records below the session's committed floor (already done) and moves the fetch position past them. */
   private pending<T extends { offset: string }>(messages: T[], session: PartitionSession, resolveOffset: (offset: string) => void): T[] {
-    const pending = messages.filter((m) => BigInt(m.offset) >= session.floor);
-    if (pending.length < messages.length) {
-      const skipped = messages.filter((m) => BigInt(m.offset) < session.floor);
-      resolveOffset(skipped[skipped.length - 1].offset);
-    }
-    return pending;
+    const first = messages.findIndex((m) => BigInt(m.offset) >= session.floor);
+    const skipped = first < 0 ? messages.length : first; // offsets ascend: the done records are a prefix
+    if (skipped > 0) resolveOffset(messages[skipped - 1].offset);
+    return messages.slice(skipped);
   }
 
   /** Between chunks a rebalance error must reach KafkaJS so it rejoins; nothing is in flight then. */
@@ -255,9 +238,8 @@ export class ExactlyOnceConsumer {
     try {
       await heartbeat();
     } catch (err) {
-      if (REBALANCE_ERRORS.has((err as { type?: string }).type ?? '')) throw err;
+      if (isRebalanceError(err)) throw err;
       this.logger.warn(`heartbeat failed: ${(err as Error).message}`);
     }
   }
-
 }

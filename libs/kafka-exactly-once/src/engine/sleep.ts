@@ -1,13 +1,26 @@
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR']);
+
+/** A KafkaJS heartbeat error that means the group is rebalancing and this member must rejoin. */
+export function isRebalanceError(err: unknown): boolean {
+  return REBALANCE_ERRORS.has((err as { type?: string } | undefined)?.type ?? '');
+}
+
 /**
  * Waits `ms`, calling `heartbeat` every half heartbeat interval so the group does not think this member died.
- * Heartbeat errors are ignored here: the caller finds out at its next step.
+ * Resolves false as soon as a heartbeat says the group is rebalancing (other heartbeat errors are ignored: the
+ * caller finds out at its next step), true otherwise.
  */
-export async function pauseWithHeartbeats(ms: number, heartbeatInterval: number, heartbeat: () => Promise<void>): Promise<void> {
+export async function pauseWithHeartbeats(ms: number, heartbeatInterval: number, heartbeat: () => Promise<void>): Promise<boolean> {
   const step = Math.max(50, Math.floor(heartbeatInterval / 2));
   for (let waited = 0; waited < ms; waited += step) {
     await sleep(Math.min(step, ms - waited));
-    await heartbeat().catch(() => undefined);
+    try {
+      await heartbeat();
+    } catch (err) {
+      if (isRebalanceError(err)) return false;
+    }
   }
+  return true;
 }

@@ -1,7 +1,7 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleAll } from 'cockatiel';
 import { randomUUID } from 'crypto';
-import { Kafka, Message, Partitioners, Producer } from 'kafkajs';
+import { Kafka, Message, Partitioners, Producer, ProducerConfig } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { uuidv7 } from '../engine/message-ids';
 import { MissingKeyError } from '../errors/missing-key.error';
@@ -70,7 +70,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     private readonly registry: SchemaRegistry,
   ) {}
 
-  private get config() {
+  private config() {
     const config = this.options.publisher;
     if (!config) throw new Error('EventPublisher is not enabled: add the "publisher" option to KafkaExactlyOnceModule.forRoot');
     return config;
@@ -78,7 +78,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.options.publisher) return;
-    const config = this.config;
+    const config = this.config();
     this.spool = new Spool(config.spool);
     this.breaker = circuitBreaker(handleAll, {
       halfOpenAfter: config.breaker.halfOpenAfterMs,
@@ -105,30 +105,42 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 
   /** Validates, encodes and sends one event, or spools it; resolves only when it is in Kafka or on disk. */
   async publish(topic: string, event: unknown, options: PublishOptions = {}): Promise<PublishResult> {
-    this.config;
+    this.config();
     const record = this.prepare(topic, event, options);
-    const chainKey = `${record.topic}\u0000${keyString(record)}`;
-    const previous = this.chains.get(chainKey) ?? Promise.resolve();
-    const result = previous.catch(() => undefined).then(() => this.deliver(record));
-    this.chains.set(chainKey, result);
-    void result.finally(() => {
-      if (this.chains.get(chainKey) === result) this.chains.delete(chainKey);
-    }).catch(() => undefined);
+    return this.inKeyOrder([record], () => this.deliver(record));
+  }
+
+  /**
+   * Runs `task` after every earlier publish of the records' keys has settled, and makes later publishes of
+   * those keys wait for it: one chain per topic and key keeps each key's events in order inside this process.
+   */
+  private inKeyOrder<T>(records: SpooledRecord[], task: () => Promise<T>): Promise<T> {
+    const keys = [...new Set(records.map((r) => `${r.topic}\u0000${keyString(r)}`))];
+    const previous = Promise.all(keys.map((k) => (this.chains.get(k) ?? Promise.resolve()).catch(() => undefined)));
+    const result = previous.then(task);
+    for (const key of keys) {
+      this.chains.set(key, result);
+      void result
+        .finally(() => {
+          if (this.chains.get(key) === result) this.chains.delete(key);
+        })
+        .catch(() => undefined);
+    }
     return result;
   }
 
   /**
    * Sends several events atomically in one Kafka transaction: all become visible to read-committed consumers,
-   * or none. Throws PublishError (nothing visible) when Kafka fails; these are not spooled.
+   * or none. These are not spooled. On failure throws PublishError, whose `outcome` says whether the events may
+   * be visible (`unknown`: retry with the same `messageIds`) or are not (`not-sent`, `aborted`).
    */
   async publishAll(items: PublishAllItem[]): Promise<Array<Required<Pick<PublishResult, 'messageId'>>>> {
-    this.config;
+    this.config();
     const records = items.map((item) => this.prepare(item.topic, item.event, item));
     const messageIds = records.map((r) => r.messageId);
-    // Queue behind every earlier publish of the same keys, and make later ones queue behind this batch.
-    const chainKeys = [...new Set(records.map((r) => `${r.topic}\u0000${keyString(r)}`))];
-    const previous = Promise.all(chainKeys.map((k) => (this.chains.get(k) ?? Promise.resolve()).catch(() => undefined)));
-    const run = Promise.all([previous, this.transactionalQueue.catch(() => undefined)]).then(async () => {
+    const transactions = this.transactionalQueue.catch(() => undefined);
+    const run = this.inKeyOrder(records, async () => {
+      await transactions; // one open transaction at a time
       for (const record of records) {
         if (this.spool?.hasKey(record.topic, keyString(record))) {
           throw new PublishError(
@@ -170,14 +182,6 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       return records.map((r) => ({ messageId: r.messageId }));
     });
     this.transactionalQueue = run;
-    for (const key of chainKeys) {
-      this.chains.set(key, run);
-      void run
-        .finally(() => {
-          if (this.chains.get(key) === run) this.chains.delete(key);
-        })
-        .catch(() => undefined);
-    }
     return run;
   }
 
@@ -240,12 +244,14 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     return this.connecting;
   }
 
-  private createProducer(): Producer {
+  /** The enforced settings: idempotent, one request in flight (order), no topic auto-creation. */
+  private createProducer(extra: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests'> = {}): Producer {
     return this.kafka.producer({
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
       createPartitioner: Partitioners.DefaultPartitioner,
+      ...extra,
     });
   }
 
@@ -257,7 +263,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       const [meta] = await breaker.execute(() =>
         withDeadline(
           this.connected().then((producer) => producer.send({ topic: record.topic, messages: [toMessage(record)], acks: -1 })),
-          this.config.sendTimeoutMs,
+          this.config().sendTimeoutMs,
         ),
       );
       this.counters.sent++;
@@ -297,7 +303,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
         await breaker.execute(() =>
           withDeadline(
             this.connected().then((producer) => producer.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 })),
-            this.config.sendTimeoutMs * 2,
+            this.config().sendTimeoutMs * 2,
           ),
         );
         spool.acknowledge(batch.length);
@@ -313,12 +319,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   }
 
   private async connectTransactional(): Promise<Producer> {
-    const producer = this.kafka.producer({
+    const producer = this.createProducer({
       transactionalId: `${this.options.transactionalIdPrefix}.publisher.${this.instanceId}`,
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
       retry: { retries: 3 },
     });
     await producer.connect();
