@@ -1,9 +1,12 @@
 import { DataSource } from 'typeorm';
 import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
+import { CreateKafkaEoInbox1764400000000 } from 'kafka-exactly-once';
+import { identify } from 'kafka-exactly-once/engine/record-identity';
+import { InboxRepository } from 'kafka-exactly-once/inbox/inbox.repository';
 import { createSuiteDatabase } from './support/database';
 
-/** The inbox table from the library's own migration, and the retention job that keeps it small. */
+/** The inbox table from the library's own migrations, and the retention job that keeps it small. */
 describe('library: inbox migrations and retention', () => {
   let dataSource: DataSource;
 
@@ -18,25 +21,69 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
+      'scope', 'id_digest', 'failures', 'last_error',
     ]);
+    const key = await dataSource.query(
+      `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+       WHERE i.indrelid = 'kafka_eo_inbox'::regclass AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,
+    );
+    expect(key.map((k: { attname: string }) => k.attname)).toEqual(['consumer_group', 'scope', 'id_digest']);
   });
 
   it('deletes processed rows older than the window, batch by batch, and keeps the rest', async () => {
     await runInboxMigrations(dataSource);
     await dataSource.query(
-      `INSERT INTO kafka_eo_inbox (consumer_group, message_id, topic, partition, "offset", status, processed_at)
-       SELECT 'g', 'old-' || n, 't', 0, n, 'processed', now() - interval '8 days' FROM generate_series(1, 25) n
+      `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, processed_at)
+       SELECT 'g', 't', sha256(convert_to('old-' || n, 'UTF8')), 'old-' || n, 't', 0, n, 'processed', now() - interval '8 days' FROM generate_series(1, 25) n
        UNION ALL
-       SELECT 'g', 'new-' || n, 't', 0, 100 + n, 'processed', now() - interval '6 days' FROM generate_series(1, 5) n`,
+       SELECT 'g', 't', sha256(convert_to('new-' || n, 'UTF8')), 'new-' || n, 't', 0, 100 + n, 'processed', now() - interval '6 days' FROM generate_series(1, 5) n`,
     );
     const retention = new InboxRetention(dataSource, { retentionDays: 7, retentionIntervalMs: 0, retentionBatchSize: 10 });
     expect(await retention.runOnce()).toBe(25);
     const left = await dataSource.query(`SELECT message_id FROM kafka_eo_inbox ORDER BY "offset"`);
     expect(left.map((r: { message_id: string }) => r.message_id)).toEqual(['new-1', 'new-2', 'new-3', 'new-4', 'new-5']);
     expect(await retention.runOnce()).toBe(0);
+  });
+});
+
+/** An inbox written by 0.1 (keyed by message id text) keeps deduplicating after the digest migration. */
+describe('library: inbox migration from text message ids', () => {
+  it('keys existing rows by the digest of their id, scoped by their topic', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url: await createSuiteDatabase('inbox_upgrade') }).initialize();
+    try {
+      const runner = dataSource.createQueryRunner();
+      await new CreateKafkaEoInbox1764400000000().up(runner);
+      await runner.query(`CREATE TABLE kafka_eo_migrations (name text PRIMARY KEY, run_at timestamptz NOT NULL DEFAULT now())`);
+      await runner.query(`INSERT INTO kafka_eo_migrations (name) VALUES ('CreateKafkaEoInbox1764400000000')`);
+      await runner.query(
+        `INSERT INTO kafka_eo_inbox (consumer_group, message_id, topic, partition, "offset", status, outputs)
+         VALUES ('g', 'm-1', 'payments', 0, 5, 'processed', '[{"topic":"out","key":null,"value":null,"headers":{"message-id":"o-1"}}]')`,
+      );
+      await runner.release();
+      await runInboxMigrations(dataSource);
+      const inbox = new InboxRepository();
+      const claimRunner = dataSource.createQueryRunner();
+      await claimRunner.connect();
+      try {
+        const id = identify('payments', 0, { offset: '9', headers: { 'message-id': Buffer.from('m-1') } }, 'topic');
+        const claimed = await inbox.claim(claimRunner, 'g', 'payments', 0, [{ ...id, offset: '9' }]);
+        expect(claimed.size).toBe(0); // a duplicate of the migrated row
+        const rows = await inbox.find(claimRunner, 'g', [id]);
+        expect([...rows.values()]).toEqual([
+          { topic: 'payments', partition: 0, offset: '5', status: 'processed', outputs: [{ topic: 'out', key: null, value: null, headers: { 'message-id': 'o-1' } }] },
+        ]);
+        // The same id on another topic is another message.
+        const other = identify('orders', 0, { offset: '9', headers: { 'message-id': Buffer.from('m-1') } }, 'topic');
+        expect((await inbox.claim(claimRunner, 'g', 'orders', 0, [{ ...other, offset: '9' }])).size).toBe(1);
+      } finally {
+        await claimRunner.release();
+      }
+    } finally {
+      await dataSource.destroy();
+    }
   });
 });

@@ -9,9 +9,11 @@ import {
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
-import type { Admin, Kafka } from 'kafkajs';
+import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
+import { isConnectionFault } from './engine/error-classification';
+import { sleep } from './engine/sleep';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
@@ -71,8 +73,47 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     this.admin = this.kafka.admin();
     await this.admin.connect();
     await this.checkTopics(this.admin);
-    this.consumer = new ExactlyOnceConsumer(this.kafka, this.admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers);
-    await this.consumer.start();
+    const limits = await this.topicLimits(this.admin);
+    this.consumer = new ExactlyOnceConsumer(this.kafka, this.admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers, limits);
+    await this.startConsumer(this.consumer);
+  }
+
+  /**
+   * Topics created a moment ago may not be served by their leaders yet ("This server does not host this
+   * topic-partition"): retry the start for retriable broker errors instead of failing the application.
+   */
+  private async startConsumer(consumer: ExactlyOnceConsumer): Promise<void> {
+    const deadline = Date.now() + 60000;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await consumer.start();
+        return;
+      } catch (err) {
+        if (!isConnectionFault(err) || Date.now() > deadline) throw err;
+        this.logger.warn(`consumer start failed (${(err as Error).message}); retrying (attempt ${attempt})`);
+        await consumer.stop().catch(() => undefined);
+        await consumer.disconnect().catch(() => undefined);
+        await sleep(Math.min(5000, 250 * 2 ** attempt));
+      }
+    }
+  }
+
+  /** `max.message.bytes` of every topic the handlers write to (outputs and dead letters). */
+  private async topicLimits(admin: Admin): Promise<Map<string, number>> {
+    const outputs = Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`);
+    const deadLetters = this.handlers.map((h) => `${h.topic}${this.options.deadLetter.topicSuffix}`);
+    const names = [...new Set([...outputs, ...deadLetters])];
+    const limits = new Map<string, number>();
+    if (names.length === 0) return limits;
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] })),
+    });
+    for (const resource of resources) {
+      const value = Number(resource.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+      if (Number.isInteger(value) && value > 0) limits.set(resource.resourceName, value);
+    }
+    return limits;
   }
 
   async beforeApplicationShutdown(signal?: string): Promise<void> {
@@ -91,8 +132,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   /** The consumer's state, for health checks. */
-  status(): ConsumerStatus | undefined {
-    return this.consumer?.getStatus();
+  status(stallAfterMs?: number): ConsumerStatus | undefined {
+    return this.consumer?.getStatus(stallAfterMs);
   }
 
   getDataSource(): DataSource {
@@ -122,12 +163,45 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       throw new Error(`Kafka topic(s) ${missing.join(', ')} do not exist: create them before starting (the library does not create input or output topics)`);
     }
     const { topics } = await admin.fetchTopicMetadata({ topics: inputs });
+    const inputLimits = await this.inputLimits(admin, inputs);
     const deadLetters = topics
-      .map((t) => ({ topic: `${t.name}${this.options.deadLetter.topicSuffix}`, numPartitions: t.partitions.length }))
+      .map((t) => ({
+        topic: `${t.name}${this.options.deadLetter.topicSuffix}`,
+        numPartitions: t.partitions.length,
+        // Room for the dead-letter headers on top of the largest record the input topic accepts.
+        configEntries: [{ name: 'max.message.bytes', value: String((inputLimits.get(t.name) ?? 1048588) + 65536) }],
+      }))
       .filter((t) => !existing.has(t.topic));
     if (deadLetters.length > 0) {
       await admin.createTopics({ topics: deadLetters, waitForLeaders: true });
+      await waitForMetadata(admin, deadLetters.map((t) => t.topic));
       this.logger.log(`created dead-letter topic(s) ${deadLetters.map((t) => t.topic).join(', ')}`);
     }
+  }
+
+  private async inputLimits(admin: Admin, inputs: string[]): Promise<Map<string, number>> {
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: inputs.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] })),
+    });
+    return new Map(resources.map((r) => [r.resourceName, Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue)]));
+  }
+}
+
+/**
+ * Waits until every partition of the topics has a leader in the metadata: a topic that was just created may
+ * not be served yet, and a consumer or producer using it at once fails.
+ */
+export async function waitForMetadata(admin: Admin, topics: string[], timeoutMs = 30000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const metadata = await admin.fetchTopicMetadata({ topics });
+      if (metadata.topics.length === topics.length && metadata.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+    }
+    if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after ${timeoutMs} ms`);
+    await sleep(200);
   }
 }

@@ -1,25 +1,44 @@
-import { isFencedError, isInfrastructureError, isRetriableHandlerError } from './error-classification';
+import { isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
 describe('error classification', () => {
   const pgError = (code: string) => Object.assign(new Error(`pg ${code}`), { name: 'QueryFailedError', driverError: { code } });
+  const kafkaError = (type: string, retriable: boolean) => Object.assign(new Error(type), { name: 'KafkaJSProtocolError', type, retriable });
 
-  it('treats PostgreSQL connection, rollback, lock and idle timeouts as infrastructure (never dead-lettered)', () => {
-    for (const code of ['08006', '40001', '40P01', '53300', '57P01', '55P03', '25P03']) expect(isInfrastructureError(pgError(code))).toBe(true);
-    expect(isInfrastructureError(new Error('Connection terminated unexpectedly'))).toBe(true);
+  it('treats connection, server and lock-wait faults of PostgreSQL as infrastructure (retried, never dead-lettered)', () => {
+    for (const code of ['08006', '08003', '53300', '53100', '57P01', '57P03', '55P03', '25P03', '58030']) expect(isConnectionFault(pgError(code))).toBe(true);
+    expect(isConnectionFault(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isConnectionFault(Object.assign(new Error('pg'), { code: '57P01', severity: 'FATAL' }))).toBe(true);
   });
 
-  it("leaves handler errors to the retry policy, even when they carry codes like the database's", () => {
-    expect(isInfrastructureError(pgError('23505'))).toBe(false); // unique violation: the handler's data
-    expect(isInfrastructureError(pgError('57014'))).toBe(false); // statement timeout
-    expect(isInfrastructureError(Object.assign(new Error('upstream timed out'), { code: 'ETIMEDOUT' }))).toBe(false);
-    expect(isInfrastructureError(Object.assign(new Error('conflict'), { code: '409' }))).toBe(false);
-    expect(isInfrastructureError(Object.assign(new Error('pg'), { code: '40001', severity: 'ERROR' }))).toBe(true);
+  it('leaves everything that data can cause to isolation: constraint, encoding, serialization, deadlock, statement timeout', () => {
+    for (const code of ['23505', '23503', '22021', '22P02', '25P02', '40001', '40P01', '57014', '42P01']) expect(isConnectionFault(pgError(code))).toBe(false);
+  });
+
+  it("does not take a handler's own error codes for the database's", () => {
+    expect(isConnectionFault(Object.assign(new Error('upstream timed out'), { code: 'ETIMEDOUT' }))).toBe(false);
+    expect(isConnectionFault(Object.assign(new Error('upstream reset'), { code: 'ECONNRESET' }))).toBe(false);
+    expect(isConnectionFault(Object.assign(new Error('conflict'), { code: '409' }))).toBe(false);
+    expect(isConnectionFault(new Error('boom'))).toBe(false);
+  });
+
+  it('treats Kafka connection loss and retriable broker errors as infrastructure, refusals for good as record-level', () => {
+    expect(isConnectionFault(Object.assign(new Error('Connection error'), { name: 'KafkaJSConnectionError' }))).toBe(true);
+    expect(isConnectionFault(kafkaError('NOT_ENOUGH_REPLICAS', true))).toBe(true);
+    expect(isConnectionFault({ name: 'KafkaJSNumberOfRetriesExceeded', originalError: kafkaError('REQUEST_TIMED_OUT', true) })).toBe(true);
+    expect(isConnectionFault(kafkaError('MESSAGE_TOO_LARGE', false))).toBe(false);
+    expect(isConnectionFault(kafkaError('INVALID_RECORD', false))).toBe(false);
   });
 
   it('recognises fencing, also when wrapped', () => {
     expect(isFencedError({ type: 'INVALID_PRODUCER_EPOCH' })).toBe(true);
     expect(isFencedError({ name: 'KafkaJSNumberOfRetriesExceeded', originalError: { type: 'PRODUCER_FENCED' } })).toBe(true);
     expect(isFencedError({ type: 'REQUEST_TIMED_OUT' })).toBe(false);
+  });
+
+  it('recognises an output the broker refuses for its size', () => {
+    expect(isOutputTooLarge(kafkaError('MESSAGE_TOO_LARGE', false))).toBe(true);
+    expect(isOutputTooLarge({ name: 'KafkaJSNonRetriableError', cause: kafkaError('RECORD_LIST_TOO_LARGE', false) })).toBe(true);
+    expect(isOutputTooLarge(kafkaError('INVALID_RECORD', false))).toBe(false);
   });
 
   it('retries handler errors unless they say they are not retriable', () => {

@@ -1,31 +1,90 @@
 /**
- * Failures of the database or of the connection to it, as opposed to a handler's own failure: the whole unit
- * of work is rolled back and tried again later, and the record is never dead-lettered for them (that would
- * put an infrastructure hiccup on a customer's payment and break per-key order).
+ * What a failed unit of work tells the engine, decided by evidence (DESIGN §1.4): only faults of the
+ * infrastructure itself are retried without end; anything else may have been caused by one of the records,
+ * so the chunk is re-run record by record and the record that fails alone is counted and, in the end,
+ * dead-lettered.
  */
-export function isInfrastructureError(err: unknown): boolean {
-  const e = err as { code?: unknown; driverError?: { code?: unknown }; message?: unknown; severity?: unknown; name?: unknown } | undefined;
-  if (!e) return false;
-  // Only errors that come from PostgreSQL or its driver: a handler's own HTTP client may also say ETIMEDOUT or
-  // carry a `code`, and retrying those forever would stop the line instead of dead-lettering the record.
-  const fromDatabase = e.name === 'QueryFailedError' || e.driverError !== undefined || typeof e.severity === 'string';
-  const message = String(e.message ?? '');
-  if (/Connection terminated|Client has encountered a connection error|terminating connection|Query runner already released/i.test(message)) return true;
-  if (!fromDatabase) return false;
-  const code = String(e.driverError?.code ?? e.code ?? '');
-  if (code === '57014') return false; // statement timeout: the handler's own query was too slow, retry then dead-letter
-  if (/^(08|40|53|57)/.test(code)) return true; // connection, rollback (serialization, deadlock), resources, operator intervention
-  if (code === '55P03' || code === '25P03') return true; // lock timeout, idle-in-transaction timeout
-  return ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT'].includes(code);
+
+interface ErrorLike {
+  name?: unknown;
+  code?: unknown;
+  type?: unknown;
+  message?: unknown;
+  severity?: unknown;
+  retriable?: unknown;
+  driverError?: ErrorLike;
+  originalError?: unknown;
+  cause?: unknown;
 }
 
-/** KafkaJS error types that mean another producer with our transactional id took over. */
+/** The error and what it wraps (KafkaJS `originalError`, standard `cause`, TypeORM `driverError`). */
+function* chain(err: unknown): Generator<ErrorLike> {
+  let e = err as ErrorLike | undefined;
+  for (let depth = 0; e && typeof e === 'object' && depth < 6; depth++) {
+    yield e;
+    e = (e.originalError ?? e.cause ?? e.driverError) as ErrorLike | undefined;
+  }
+}
+
+const CONNECTION_MESSAGES =
+  /Connection terminated|Client has encountered a connection error|terminating connection|Query runner already released|timeout exceeded when trying to connect|Connection refused|the database system is (starting up|shutting down|in recovery)/i;
+
+/** PostgreSQL SQLSTATEs that say nothing about the data: the server, the connection, or another session. */
+function isPostgresInfrastructureCode(code: string): boolean {
+  if (/^(08|53|58)/.test(code)) return true; // connection, insufficient resources, system error (I/O)
+  if (/^57P0[1-5]$/.test(code)) return true; // admin/crash shutdown, cannot connect now, database dropped, idle session timeout
+  // lock_timeout (another session holds the rows: a stalled instance, an operator) and
+  // idle_in_transaction_session_timeout (the server ended this session's transaction).
+  return code === '55P03' || code === '25P03';
+}
+
+const KAFKA_CONNECTION_ERRORS = new Set([
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+  'KafkaJSBrokerNotFound',
+  'KafkaJSMetadataNotLoaded',
+  'KafkaJSTopicMetadataNotLoaded',
+  'KafkaJSStaleTopicMetadataAssignment',
+  'KafkaJSLockTimeout',
+]);
+
+/**
+ * Whether the error is a fault of the infrastructure (PostgreSQL or Kafka unreachable, connection lost,
+ * server shutting down, out of resources, another session holding locks, not enough replicas): the unit of
+ * work is retried as a whole, without end and with capped backoff, and no record is blamed for it.
+ */
+export function isConnectionFault(err: unknown): boolean {
+  for (const e of chain(err)) {
+    const name = String(e.name ?? '');
+    const message = String(e.message ?? '');
+    if (CONNECTION_MESSAGES.test(message)) return true;
+    // A handler's own HTTP client may also say ETIMEDOUT or carry a `code`: only database errors count here.
+    const fromDatabase = name === 'QueryFailedError' || typeof e.severity === 'string';
+    const code = String(e.driverError?.code ?? e.code ?? '');
+    if (fromDatabase && isPostgresInfrastructureCode(code)) return true;
+    if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EHOSTUNREACH'].includes(code) && (fromDatabase || /postgres|kafka|broker/i.test(message))) return true;
+    if (KAFKA_CONNECTION_ERRORS.has(name)) return true;
+    // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
+    // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE).
+    if (typeof e.type === 'string' && name === 'KafkaJSProtocolError') return e.retriable === true;
+  }
+  return false;
+}
+
+/** KafkaJS error types that mean another producer with our transactional id took over (or the broker bumped the epoch). */
 const FENCED_TYPES = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED']);
 
 export function isFencedError(err: unknown): boolean {
-  for (let e = err as { type?: string; cause?: unknown; originalError?: unknown } | undefined, depth = 0; e && depth < 5; depth++) {
-    if (e.type && FENCED_TYPES.has(e.type)) return true;
-    e = (e.originalError ?? e.cause) as typeof e;
+  for (const e of chain(err)) if (typeof e.type === 'string' && FENCED_TYPES.has(e.type)) return true;
+  return false;
+}
+
+/** The broker refuses an output for its size: its input is dead-lettered with reason `output-too-large`. */
+export function isOutputTooLarge(err: unknown): boolean {
+  for (const e of chain(err)) {
+    if (e.name === 'OutputTooLargeError') return true;
+    if (e.type === 'MESSAGE_TOO_LARGE' || e.type === 'RECORD_LIST_TOO_LARGE') return true;
   }
   return false;
 }

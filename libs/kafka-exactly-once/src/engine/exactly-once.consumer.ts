@@ -6,10 +6,14 @@ import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
+import { releaseClean } from './clean-release';
+import { isConnectionFault } from './error-classification';
 import type { FaultInjector } from './fault-injector';
+import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
-import { isRebalanceError, pauseWithHeartbeats, sleep } from './sleep';
-import { ChunkRecord, messageIdOf, UnitOfWork } from './unit-of-work';
+import { identify } from './record-identity';
+import { isRebalanceError, sleep } from './sleep';
+import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork } from './unit-of-work';
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
 
@@ -18,12 +22,22 @@ export interface ConsumerStatus {
   groupId: string;
   assignment: Record<string, number[]>;
   lastError?: string;
+  /** Each assigned partition that has been fetched from, with its progress. */
+  partitions: PartitionHealth[];
 }
+
+type Payload = Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale' | 'pause'>;
 
 /**
  * One KafkaJS consumer for all the handlers of a group, running the units of work of each assigned partition
  * in order (DESIGN §2). Offsets are committed only inside Kafka transactions (autoCommit off), and the fetch
  * position advances (resolveOffset) only after a unit of work committed.
+ *
+ * Failures are handled per partition, so that no partition waits behind another: a partition that must wait
+ * (infrastructure fault, a record failing alone) is paused and resumed by a timer while the others go on. A
+ * chunk that fails for any reason but an infrastructure fault is re-run one record per unit of work, so that
+ * the record that fails alone is found; after `isolation.maxFailures` such failures (counted in the inbox, so
+ * the count survives restarts) it is dead-lettered.
  */
 export class ExactlyOnceConsumer {
   private readonly logger = new Logger(ExactlyOnceConsumer.name);
@@ -31,7 +45,7 @@ export class ExactlyOnceConsumer {
   private readonly sessions = new Map<string, PartitionSession>();
   private readonly handlers: Map<string, HandlerDefinition>;
   private consumer?: Consumer;
-  private status: ConsumerStatus;
+  private status: Omit<ConsumerStatus, 'partitions'>;
 
   constructor(
     private readonly kafka: Kafka,
@@ -41,13 +55,19 @@ export class ExactlyOnceConsumer {
     private readonly options: ResolvedOptions,
     private readonly faults: FaultInjector,
     handlers: HandlerDefinition[],
+    private readonly topicLimits: ReadonlyMap<string, number> = new Map(),
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.status = { state: 'idle', groupId: options.groupId, assignment: {} };
   }
 
-  getStatus(): ConsumerStatus {
-    return { ...this.status, assignment: { ...this.status.assignment } };
+  getStatus(stallAfterMs = this.options.consumer.stallAfterMs): ConsumerStatus {
+    const now = Date.now();
+    return {
+      ...this.status,
+      assignment: { ...this.status.assignment },
+      partitions: [...this.sessions.values()].map((s) => s.progress.snapshot(stallAfterMs, now)),
+    };
   }
 
   async start(): Promise<void> {
@@ -91,6 +111,7 @@ export class ExactlyOnceConsumer {
   async stop(): Promise<void> {
     if (!this.consumer) return;
     this.status.state = 'stopping';
+    for (const session of this.sessions.values()) session.cancelResume();
     await this.consumer.stop();
     this.status.state = 'stopped';
   }
@@ -98,6 +119,7 @@ export class ExactlyOnceConsumer {
   async disconnect(): Promise<void> {
     await this.consumer?.disconnect().catch((err) => this.logger.warn(`consumer disconnect: ${err.message}`));
     this.consumer = undefined;
+    for (const session of this.sessions.values()) session.cancelResume();
     await Promise.all([...this.sessions.values()].map((s) => s.producer.close()));
     this.sessions.clear();
   }
@@ -109,6 +131,7 @@ export class ExactlyOnceConsumer {
       if (assignment[session.topic]?.includes(session.partition)) {
         session.reassigned();
       } else {
+        session.cancelResume();
         this.sessions.delete(key);
         void session.producer.close();
       }
@@ -143,27 +166,29 @@ export class ExactlyOnceConsumer {
     const session = this.session(topic, partition);
     if (session.fenced) {
       // Until this member is assigned the partition again; no hot loop of fetches meanwhile.
+      session.progress.activity = 'fenced';
       await sleep(this.options.consumer.maxWaitTimeInMs);
       return;
     }
+    session.progress.fetched(batch.highWatermark);
     const generation = session.generation;
     try {
       if (!session.ready) await session.start(() => this.committedOffset(topic, partition));
     } catch (err) {
-      this.logger.warn(`cannot start ${topic}[${partition}]: ${(err as Error).message}; retrying on the next fetch`);
-      await sleep(1000);
+      this.backOff(session, payload, err, `cannot start the partition's transactional producer`);
       return;
     }
 
     let records = this.pending(batch.messages, session, resolveOffset);
-    let failures = 0;
     let index = 0;
     while (index < records.length) {
       if (!isRunning() || isStale() || session.generation !== generation || session.fenced) return;
-      const chunk: ChunkRecord[] = records.slice(index, index + this.options.chunk.maxRecords).map((message) => ({
+      const isolating = BigInt(records[index].offset) <= session.isolateThrough;
+      session.progress.activity = isolating ? 'isolating' : 'working';
+      const chunk: ChunkRecord[] = records.slice(index, index + (isolating ? 1 : this.options.chunk.maxRecords)).map((message) => ({
         message,
         offset: message.offset,
-        messageId: messageIdOf(topic, partition, message),
+        id: identify(topic, partition, message, this.options.inbox.deduplicationScope),
       }));
       const unit = new UnitOfWork(
         {
@@ -176,7 +201,9 @@ export class ExactlyOnceConsumer {
           faults: this.faults,
           topic,
           partition,
+          topicLimits: this.topicLimits,
           heartbeat,
+          onDeadLetter: (record, reason, error) => this.logDeadLetter(topic, partition, record, reason, error.message),
         },
         chunk,
       );
@@ -184,7 +211,8 @@ export class ExactlyOnceConsumer {
       if (outcome.kind === 'committed') {
         resolveOffset(outcome.lastOffset);
         index += outcome.count;
-        failures = 0;
+        session.infrastructureFailures = 0;
+        session.progress.committedUpTo(BigInt(outcome.lastOffset) + 1n);
         const { handled, replayed, duplicates, deadLettered } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered`;
         if (replayed > 0 || duplicates > 0 || deadLettered > 0) this.logger.log(summary);
@@ -192,37 +220,141 @@ export class ExactlyOnceConsumer {
         await this.heartbeatBetweenChunks(heartbeat);
         continue;
       }
-      const reason = (outcome.error as Error)?.message ?? String(outcome.error);
+
+      const error = outcome.error;
+      const reason = (error as Error)?.message ?? String(error);
       if (outcome.kind === 'fenced') {
-        // Another member owns the partition now. Re-initialising the producer would fence that owner.
-        this.logger.warn(`${topic}[${partition}]: producer fenced, another member owns the partition; abandoning the chunk (${reason})`);
-        session.fenced = true;
-        await session.producer.close();
+        if (!(await this.stillOwner(payload, session, generation))) {
+          // Another member owns the partition now. Re-initialising the producer would fence that owner.
+          this.logger.warn(`${topic}[${partition}]: producer fenced, another member owns the partition; abandoning the chunk (${reason})`);
+          session.progress.failed(error, 'fenced');
+          session.progress.activity = 'fenced';
+          session.fenced = true;
+          await session.producer.close();
+          return;
+        }
+        // Still the owner of the current generation: the broker aborted the transaction itself (transaction
+        // timeout) and bumped the epoch. Recover like an unknown outcome: new producer, committed offset.
+        this.backOff(session, payload, error, 'the broker aborted the Kafka transaction (transaction timeout?); recreating the producer and resuming from the committed offset', 'transaction-aborted');
         return;
       }
-      failures++;
-      const delay = Math.min(30000, 100 * 2 ** Math.min(failures, 9));
-      this.logger.warn(
-        outcome.kind === 'outcome-unknown'
-          ? `${topic}[${partition}]: Kafka outcome unknown (${reason}); recreating the producer and resuming from the committed offset`
-          : `${topic}[${partition}]: unit of work rolled back (${reason}); retrying in ${delay} ms`,
-      );
-      // Heartbeats keep this member in the group while it waits; a rebalance ends the batch here.
-      const stillMember = await pauseWithHeartbeats(delay, this.options.consumer.heartbeatInterval, heartbeat);
-      if (!stillMember || !isRunning() || isStale() || session.generation !== generation) return;
-      // Whatever failed, start over with a fresh producer: its InitProducerId settles the previous transaction
-      // (completes a decided commit, aborts the rest), and a new epoch never reuses the sequence numbers of a
-      // send whose outcome KafkaJS could not know. Then resume from the group's committed offset, not from the
-      // chunk's start: a commit whose reply was lost may have succeeded, and replaying it would duplicate it.
+      if (outcome.kind === 'outcome-unknown' || isConnectionFault(error)) {
+        this.backOff(
+          session,
+          payload,
+          error,
+          outcome.kind === 'outcome-unknown' ? 'Kafka outcome unknown; recreating the producer and resuming from the committed offset' : 'infrastructure fault; unit of work rolled back',
+        );
+        return;
+      }
+
+      // Anything else may have been caused by a record: find out which one by running them one by one.
+      session.progress.failed(error, 'record');
+      if (chunk.length > 1) {
+        session.isolateThrough = BigInt(chunk[chunk.length - 1].offset);
+        this.logger.warn(
+          `${topic}[${partition}]: unit of work of offsets ${chunk[0].offset}..${chunk[chunk.length - 1].offset} failed (${reason}); re-running them one per unit of work to find the record that fails`,
+        );
+      } else {
+        const [record] = chunk;
+        let failures: number;
+        try {
+          failures = await this.recordFailure(topic, partition, record, error);
+        } catch (err) {
+          this.backOff(session, payload, err, 'cannot record the failure of a record in the inbox');
+          return;
+        }
+        if (failures === 0) {
+          // The record was handled before (a replay of its recorded outputs failed): not the record's fault.
+          this.backOff(session, payload, error, 'replaying recorded outputs failed');
+          return;
+        }
+        const max = this.options.isolation.maxFailures;
+        this.logger.warn(
+          `${topic}[${partition}]@${record.offset} (message ${record.id.displayId}) failed alone (${failures}/${max}): ${reason}${failures >= max ? '; dead-lettering it' : ''}`,
+        );
+        if (failures < max) {
+          this.pauseFor(session, payload, Math.min(this.options.consumer.maxRetryDelayMs, this.options.isolation.retryDelayMs * 2 ** (failures - 1)));
+          session.ready = false;
+          return;
+        }
+      }
+      // A failed unit may have left the producer's sequence numbers unsure: start over with a fresh producer
+      // and from the committed offset, at once (the failing record is now known or about to be).
       try {
         await session.start(() => this.committedOffset(topic, partition));
       } catch (err) {
-        this.logger.warn(`${topic}[${partition}]: cannot recreate the producer yet: ${(err as Error).message}`);
-        return; // nothing resolved: the next fetch redelivers from the last committed chunk
+        this.backOff(session, payload, err, 'cannot recreate the producer');
+        return;
       }
       records = this.pending(records.slice(index), session, resolveOffset);
       index = 0;
     }
+    if (isRunning() && !isStale() && session.generation === generation) session.progress.caughtUp();
+  }
+
+  /**
+   * An infrastructure fault (or an unknown Kafka outcome): pause this partition with capped exponential backoff,
+   * and on resume start over with a fresh producer (its InitProducerId settles the previous transaction) from
+   * the group's committed offset, not from the chunk's start (a commit whose reply was lost may have succeeded).
+   */
+  private backOff(session: PartitionSession, payload: Payload, error: unknown, what: string, kind = 'infrastructure'): void {
+    session.infrastructureFailures++;
+    session.progress.failed(error, kind);
+    session.ready = false;
+    const delay = Math.min(this.options.consumer.maxRetryDelayMs, 100 * 2 ** Math.min(session.infrastructureFailures, 16));
+    this.logger.warn(`${session.topic}[${session.partition}]: ${what} (${(error as Error)?.message ?? error}); partition paused for ${delay} ms, other partitions go on (failure ${session.infrastructureFailures} in a row)`);
+    this.pauseFor(session, payload, delay);
+  }
+
+  /** Pauses this partition's fetches for `ms` while the other partitions go on; the batch must return now. */
+  private pauseFor(session: PartitionSession, payload: Payload, ms: number): void {
+    session.cancelResume();
+    const resume = payload.pause();
+    session.progress.activity = 'backing-off';
+    session.resumeTimer = setTimeout(() => {
+      session.resumeTimer = undefined;
+      resume();
+    }, ms);
+    session.resumeTimer.unref?.();
+  }
+
+  /**
+   * After a fenced commit: whether this member still owns the partition in the current generation (its
+   * heartbeat is accepted). If it is, nobody else can have fenced it: the broker aborted the transaction.
+   */
+  private async stillOwner(payload: Payload, session: PartitionSession, generation: number): Promise<boolean> {
+    try {
+      await payload.heartbeat();
+    } catch {
+      return false;
+    }
+    return payload.isRunning() && !payload.isStale() && session.generation === generation;
+  }
+
+  /** Counts a failure of a record run alone, in a short transaction of its own. */
+  private async recordFailure(topic: string, partition: number, record: ChunkRecord, error: unknown): Promise<number> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      await runner.connect();
+      await runner.startTransaction();
+      await runner.query(`SET LOCAL lock_timeout = '${this.options.inbox.lockTimeoutMs}ms'`);
+      const failures = await this.inbox.recordFailure(
+        runner,
+        this.options.groupId,
+        { ...record.id, offset: record.offset, topic, partition },
+        describeFailure(error, reasonOf(error)),
+      );
+      await runner.commitTransaction();
+      return failures;
+    } finally {
+      await releaseClean(runner);
+    }
+  }
+
+  /** One structured warn line per dead letter. */
+  private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string): void {
+    this.logger.warn(`dead letter ${JSON.stringify({ topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) })}`);
   }
 
   /** Drops the records below the session's committed floor (already done) and moves the fetch position past them. */
@@ -243,3 +375,4 @@ export class ExactlyOnceConsumer {
     }
   }
 }
+

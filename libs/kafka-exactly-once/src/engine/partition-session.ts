@@ -1,8 +1,10 @@
 import { PartitionProducer } from '../transaction/partition-producer';
+import { PartitionProgress } from './partition-progress';
 
 /**
- * What this member knows about one assigned input partition: its transactional producer and the group's
- * committed offset as read right after that producer fenced any previous owner.
+ * What this member knows about one assigned input partition: its transactional producer, the group's
+ * committed offset as read right after that producer fenced any previous owner, how far records must run one
+ * per unit of work (isolation), and its progress for health checks.
  */
 export class PartitionSession {
   /** Records below this offset are already committed (read after InitProducerId, so it is current). */
@@ -12,18 +14,28 @@ export class PartitionSession {
   fenced = false;
   /** Bumped at every assignment, so a batch running across a rebalance notices and stops. */
   generation = 0;
+  /** Records up to this offset run one per unit of work: a chunk that contained them failed. */
+  isolateThrough = -1n;
+  /** Failed units of work in a row that were not blamed on one record (infrastructure), for the backoff. */
+  infrastructureFailures = 0;
+  /** The timer that resumes the partition after a backoff. */
+  resumeTimer?: NodeJS.Timeout;
+  readonly progress: PartitionProgress;
 
   constructor(
     readonly topic: string,
     readonly partition: number,
     readonly producer: PartitionProducer,
-  ) {}
+  ) {
+    this.progress = new PartitionProgress(topic, partition);
+  }
 
   /** Fences a previous owner (InitProducerId), then reads where the group really stands. */
   async start(readCommitted: () => Promise<bigint>): Promise<void> {
     this.ready = false;
     await this.producer.start();
     this.floor = await readCommitted();
+    this.progress.startedAt(this.floor);
     this.ready = true;
   }
 
@@ -31,5 +43,11 @@ export class PartitionSession {
     this.generation++;
     this.ready = false;
     this.fenced = false;
+    this.isolateThrough = -1n;
+  }
+
+  cancelResume(): void {
+    if (this.resumeTimer) clearTimeout(this.resumeTimer);
+    this.resumeTimer = undefined;
   }
 }

@@ -1,10 +1,12 @@
 import { Logger } from '@nestjs/common';
-import type { IHeaders, KafkaMessage, Message, Transaction } from 'kafkajs';
+import type { KafkaMessage, Transaction } from 'kafkajs';
 import type { DataSource, QueryRunner } from 'typeorm';
+import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { MissingKeyError } from '../errors/missing-key.error';
+import { OutputTooLargeError } from '../errors/output-too-large.error';
 import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
-import { InboxCompletion, InboxRepository, InboxStatus, RecordedOutput } from '../inbox/inbox.repository';
+import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
 import { DEAD_LETTER_HEADERS, HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
@@ -12,22 +14,25 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { decodeSingleObject, encodeSingleObject } from '../serde/single-object.codec';
 import type { PartitionProducer } from '../transaction/partition-producer';
-import { isFencedError, isInfrastructureError, isRetriableHandlerError } from './error-classification';
+import { releaseClean } from './clean-release';
+import { isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { outputMessageId } from './message-ids';
+import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
+import { RecordIdentity, storableText } from './record-identity';
 import { retryDelay } from './retry-policy';
 import { pauseWithHeartbeats } from './sleep';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
 
-/** A record of the chunk with the message id the inbox knows it by. */
+/** A record of the chunk with the identity the inbox knows it by. */
 export interface ChunkRecord {
   message: KafkaMessage;
   offset: string;
-  /** The `message-id` header, or `topic/partition/offset` when there is none. */
-  messageId: string;
+  id: RecordIdentity;
 }
 
-export type DeadLetterReason = 'decode-failed' | 'handler-failed' | 'validation-failed';
+/** Why a record went to the dead-letter topic (header `dlq-reason`). */
+export type DeadLetterReason = 'decode-failed' | 'unknown-schema' | 'handler-failed' | 'validation-failed' | 'output-too-large';
 
 export interface UnitOfWorkStats {
   handled: number;
@@ -50,49 +55,54 @@ export interface UnitOfWorkDeps {
   faults: FaultInjector;
   topic: string;
   partition: number;
+  /** `max.message.bytes` of the topics outputs and dead letters go to, when known. */
+  topicLimits: ReadonlyMap<string, number>;
   /** Keeps the group membership alive during long retries (errors are ignored here). */
   heartbeat: () => Promise<void>;
+  /** Called once per dead letter, after its unit of work committed. */
+  onDeadLetter?: (record: ChunkRecord, reason: DeadLetterReason, error: RecordedFailure) => void;
 }
 
 interface HandledRecord {
   status: InboxStatus;
   attempts: number;
   outputs: RecordedOutput[];
+  deadLetter?: { reason: DeadLetterReason; error: RecordedFailure };
 }
 
 const SAVEPOINT = 'kafka_eo_record';
 
-/** The message id of a record: its `message-id` header, else its coordinates. */
-export function messageIdOf(topic: string, partition: number, message: KafkaMessage): string {
-  const header = headerString(message.headers?.[HEADERS.messageId]);
-  return header && header.length > 0 ? header : `${topic}/${partition}/${message.offset}`;
+/** An error as recorded on the inbox and in dead-letter headers: text that PostgreSQL and Kafka can hold. */
+export function describeFailure(error: unknown, reason: string): RecordedFailure {
+  const err = error instanceof Error ? error : new Error(String(error));
+  return {
+    name: storableText(err.name || err.constructor?.name || 'Error', 200),
+    message: storableText(err.message ?? '', 2000),
+    stack: storableText(err.stack ?? '', 4000),
+    reason,
+  };
 }
 
-function headerString(value: IHeaders[string]): string | undefined {
-  if (value === undefined) return undefined;
-  const first = Array.isArray(value) ? value[0] : value;
-  return first === undefined ? undefined : first.toString();
-}
-
-function headersOf(message: KafkaMessage): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(message.headers ?? {})) {
-    const text = headerString(value);
-    if (text !== undefined) headers[name] = text;
-  }
-  return headers;
+/** The dead-letter reason an error stands for. */
+export function reasonOf(error: unknown): DeadLetterReason {
+  if (error instanceof DecodeError) return error.kind === 'unknown-schema' ? 'unknown-schema' : 'decode-failed';
+  if (error instanceof EventValidationError) return 'validation-failed';
+  if (isOutputTooLarge(error)) return 'output-too-large';
+  return 'handler-failed';
 }
 
 /**
  * One chunk of consecutive records of one partition, processed by the protocol of DESIGN §2: claim all
- * message ids in one statement, handle each newly claimed record in offset order (a SAVEPOINT isolates a
- * failing record), replay the recorded outputs of a record whose earlier Kafka transaction did not commit,
- * skip duplicates, then commit PostgreSQL first and the Kafka transaction (outputs + offsets) second.
+ * records in one statement, handle each newly claimed record in offset order (a SAVEPOINT isolates a failing
+ * attempt), replay the recorded outputs of a record whose earlier Kafka transaction did not commit, skip
+ * duplicates, then commit PostgreSQL first and the Kafka transaction (outputs + offsets) second. A record
+ * that has already failed `isolation.maxFailures` units of work alone is dead-lettered without its handler.
  */
 export class UnitOfWork {
   private readonly logger = new Logger(UnitOfWork.name);
   private readonly sm = new UnitOfWorkStateMachine();
   private readonly stats: UnitOfWorkStats = { handled: 0, replayed: 0, duplicates: 0, deadLettered: 0 };
+  private readonly deadLetters: Array<{ record: ChunkRecord; reason: DeadLetterReason; error: RecordedFailure }> = [];
 
   constructor(
     private readonly deps: UnitOfWorkDeps,
@@ -114,8 +124,10 @@ export class UnitOfWork {
       await runner.startTransaction();
       await runner.query(`SET LOCAL lock_timeout = '${options.inbox.lockTimeoutMs}ms'`);
       await runner.query(`SET LOCAL idle_in_transaction_session_timeout = '${options.inbox.idleInTransactionTimeoutMs}ms'`);
-      const claimed = await inbox.claim(runner, group, topic, partition, this.records);
-      const unclaimed = [...new Set(this.records.filter((r) => claimed.get(r.messageId) !== r.offset).map((r) => r.messageId))];
+      const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
+      const claimed = await inbox.claim(runner, group, topic, partition, requests);
+      const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
+      const unclaimed = this.records.filter((r) => !claimedHere(r)).map((r) => r.id);
       const existing = await inbox.find(runner, group, unclaimed);
 
       this.sm.transitionTo('handling');
@@ -123,24 +135,30 @@ export class UnitOfWork {
       const completions: InboxCompletion[] = [];
       const started = Date.now();
       const middle = Math.floor((this.records.length - 1) / 2);
+      const done = new Set<string>();
       let count = 0;
       for (const [index, record] of this.records.entries()) {
-        if (claimed.get(record.messageId) === record.offset) {
-          const handled = await this.handleClaimed(runner, record);
-          completions.push({ messageId: record.messageId, ...handled });
+        const key = keyOf(record.id);
+        const claim = claimed.get(key);
+        if (claim && claim.offset === record.offset && !done.has(key)) {
+          done.add(key);
+          const handled = await this.handleClaimed(runner, record, claim);
+          completions.push({ scope: record.id.scope, digest: record.id.digest, status: handled.status, attempts: handled.attempts, outputs: handled.outputs });
           outputs.push(...handled.outputs);
-          if (handled.status === 'dead-lettered') this.stats.deadLettered++;
-          else this.stats.handled++;
+          if (handled.deadLetter) {
+            this.stats.deadLettered++;
+            this.deadLetters.push({ record, ...handled.deadLetter });
+          } else this.stats.handled++;
         } else {
           // Claimed before: by an earlier delivery of this very record whose Kafka transaction did not commit
           // (same coordinates: re-send what it emitted), or it is a duplicate publish (other coordinates: skip).
-          const row = existing.get(record.messageId);
-          if (claimed.has(record.messageId)) {
+          const row = existing.get(key);
+          if (claim) {
             // The same message id earlier in this very chunk: a duplicate publish.
             this.stats.duplicates++;
           } else if (row && row.status === 'claimed') {
             // A claim committed without its handling can only come from a bug; never treat it as done.
-            throw new Error(`inbox row of message ${record.messageId} is claimed but was never handled`);
+            throw new Error(`inbox row of message ${record.id.displayId} is claimed but was never handled`);
           } else if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
             outputs.push(...row.outputs);
             this.stats.replayed++;
@@ -153,16 +171,17 @@ export class UnitOfWork {
         if (Date.now() - started >= options.chunk.maxMillis) break; // time cap: the rest goes to the next chunk
       }
       if (count < this.records.length) {
-        // Cut by the time cap: release the claims of the records left for the next chunk, which would
+        // Cut by the time cap: give back the claims of the records left for the next chunk, which would
         // otherwise commit as claimed-but-never-handled and be taken for replays.
-        const released = this.records.slice(count).filter((r) => claimed.get(r.messageId) === r.offset);
-        await inbox.release(runner, group, released.map((r) => r.messageId));
+        const released = this.records.slice(count).filter((r) => claimedHere(r) && !done.has(keyOf(r.id)));
+        await inbox.release(runner, group, released.map((r) => r.id));
       }
       await inbox.complete(runner, group, completions);
 
       this.sm.transitionTo('producing');
       const txn: Transaction = await producer.begin();
-      if (outputs.length > 0) await txn.sendBatch({ topicMessages: toTopicMessages(outputs), acks: -1 });
+      // Several requests of one transaction when the outputs are larger than one produce request.
+      for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes)) await txn.sendBatch({ topicMessages: request, acks: -1 });
 
       this.sm.transitionTo('committing-db');
       await runner.commitTransaction();
@@ -176,22 +195,23 @@ export class UnitOfWork {
       faults.reach('before-kafka-commit');
       await txn.commit();
       this.sm.transitionTo('committed');
+      for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error);
       return { kind: 'committed', lastOffset, count, stats: this.stats };
     } catch (err) {
-      return this.fail(err, runner);
+      return this.fail(err);
     } finally {
-      await runner?.release().catch(() => undefined);
+      // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.
+      if (runner) await releaseClean(runner);
     }
   }
 
-  private async fail(error: unknown, runner: QueryRunner | undefined): Promise<UnitOfWorkOutcome> {
+  private async fail(error: unknown): Promise<UnitOfWorkOutcome> {
     if (this.sm.databaseMayHaveCommitted) {
       // PostgreSQL holds the work; the Kafka transaction may or may not have committed.
       const kind = isFencedError(error) ? 'fenced' : 'outcome-unknown';
       this.sm.transitionTo(kind);
       return { kind, error };
     }
-    if (runner?.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
     this.sm.transitionTo('aborting');
     if (isFencedError(error)) {
       this.sm.transitionTo('fenced');
@@ -202,13 +222,18 @@ export class UnitOfWork {
     return { kind: aborted ? 'aborted' : 'outcome-unknown', error };
   }
 
-  private async handleClaimed(runner: QueryRunner, record: ChunkRecord): Promise<HandledRecord> {
-    const { handler, registry } = this.deps;
+  private async handleClaimed(runner: QueryRunner, record: ChunkRecord, claim: Claim): Promise<HandledRecord> {
+    const { handler, registry, options } = this.deps;
+    if (claim.failures >= options.isolation.maxFailures) {
+      // Its units of work failed this often with the record alone: the record is the cause.
+      const failure = claim.lastError ?? describeFailure(new Error('unit of work failed with this record alone'), 'handler-failed');
+      return this.deadLetter(record, failure, claim.failures);
+    }
     let event: unknown;
     try {
       event = decodeSingleObject(registry, handler.schema, record.message.value);
     } catch (err) {
-      return this.deadLetter(record, err, 'decode-failed', 1);
+      return this.deadLetter(record, describeFailure(err, reasonOf(err)), 1);
     }
     for (let attempt = 1; ; attempt++) {
       await runner.query(`SAVEPOINT ${SAVEPOINT}`);
@@ -220,25 +245,23 @@ export class UnitOfWork {
       } catch (err) {
         // If the connection is gone this throws, and the whole unit of work is rolled back and retried.
         await runner.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-        if (isInfrastructureError(err)) throw err;
-        if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) {
-          return this.deadLetter(record, err, err instanceof EventValidationError ? 'validation-failed' : 'handler-failed', attempt);
-        }
+        if (isConnectionFault(err)) throw err;
+        if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) return this.deadLetter(record, describeFailure(err, reasonOf(err)), attempt);
         this.logger.warn(`${handler.name} failed on ${this.where(record)} (attempt ${attempt}/${handler.retry.attempts}): ${(err as Error)?.message}`);
-        await pauseWithHeartbeats(retryDelay(handler.retry, attempt), this.deps.options.consumer.heartbeatInterval, this.deps.heartbeat);
+        await pauseWithHeartbeats(retryDelay(handler.retry, attempt), options.consumer.heartbeatInterval, this.deps.heartbeat);
       }
     }
   }
 
   private context(runner: QueryRunner, record: ChunkRecord, attempt: number, emitted: RecordedOutput[]): EventContext {
-    const { options, registry, topic, partition } = this.deps;
+    const { options, registry, topic, partition, topicLimits } = this.deps;
     const message: RecordInfo = {
       topic,
       partition,
       offset: record.offset,
       key: record.message.key?.toString() ?? null,
-      headers: headersOf(record.message),
-      messageId: record.messageId,
+      headers: textHeaders(record.message),
+      messageId: record.id.displayId,
       timestamp: record.message.timestamp,
     };
     return {
@@ -252,67 +275,59 @@ export class UnitOfWork {
         if (typeof key !== 'string' || key === '') throw new MissingKeyError(target);
         const schema = registry.current(declared.schema);
         const value = encodeSingleObject(schema, event);
-        emitted.push({
+        const output: RecordedOutput = {
           topic: `${options.topicPrefix}${target}`,
           key: Buffer.from(key).toString('base64'),
           value: value.toString('base64'),
-          headers: {
+          h: textHeaderPairs({
             ...emitOptions.headers,
-            [HEADERS.messageId]: outputMessageId(options.groupId, record.messageId, emitted.length),
+            [HEADERS.messageId]: outputMessageId(options.groupId, record.id.displayId, emitted.length),
             [HEADERS.eventType]: schema.name,
-            [HEADERS.causationId]: record.messageId,
-          },
-        });
+            [HEADERS.causationId]: record.id.raw,
+          }),
+        };
+        const limit = topicLimits.get(output.topic);
+        const size = outputSize(output);
+        if (limit !== undefined && size > limit) throw new OutputTooLargeError(output.topic, size, limit);
+        emitted.push(output);
       },
     };
   }
 
-  private deadLetter(record: ChunkRecord, error: unknown, reason: DeadLetterReason, attempts: number): HandledRecord {
-    const { options, topic, partition, handler } = this.deps;
-    const err = error instanceof Error ? error : new Error(String(error));
-    this.logger.error(`${handler.name}: dead-lettering ${this.where(record)} (${reason} after ${attempts} attempt(s)): ${err.message}`);
-    const headers: Record<string, string> = {
-      ...headersOf(record.message),
-      [HEADERS.messageId]: record.messageId,
-      [DEAD_LETTER_HEADERS.originalTopic]: topic,
-      [DEAD_LETTER_HEADERS.originalPartition]: String(partition),
-      [DEAD_LETTER_HEADERS.originalOffset]: record.offset,
-      [DEAD_LETTER_HEADERS.consumerGroup]: options.groupId,
-      [DEAD_LETTER_HEADERS.errorClass]: err.name || err.constructor?.name || 'Error',
-      [DEAD_LETTER_HEADERS.errorMessage]: err.message.slice(0, 2000),
-      [DEAD_LETTER_HEADERS.errorStack]: (err.stack ?? '').slice(0, 4000),
-      [DEAD_LETTER_HEADERS.attempts]: String(attempts),
-      [DEAD_LETTER_HEADERS.reason]: reason,
-    };
+  private deadLetter(record: ChunkRecord, failure: RecordedFailure, attempts: number): HandledRecord {
+    const { options, topic, partition } = this.deps;
+    const reason = failure.reason as DeadLetterReason;
+    const headers = [
+      ...headerPairs(record.message.headers),
+      ...textHeaderPairs({
+        [DEAD_LETTER_HEADERS.originalTopic]: topic,
+        [DEAD_LETTER_HEADERS.originalPartition]: String(partition),
+        [DEAD_LETTER_HEADERS.originalOffset]: record.offset,
+        [DEAD_LETTER_HEADERS.consumerGroup]: options.groupId,
+        [DEAD_LETTER_HEADERS.errorClass]: failure.name,
+        [DEAD_LETTER_HEADERS.errorMessage]: failure.message,
+        [DEAD_LETTER_HEADERS.errorStack]: failure.stack,
+        [DEAD_LETTER_HEADERS.attempts]: String(attempts),
+        [DEAD_LETTER_HEADERS.reason]: reason,
+      }),
+    ];
     return {
-      status: 'dead-lettered',
+      // A record of a schema deployed later can be republished and handled then; any other dead letter is final.
+      status: reason === 'unknown-schema' ? 'deferred' : 'dead-lettered',
       attempts,
+      deadLetter: { reason, error: failure },
       outputs: [
         {
           topic: `${topic}${options.deadLetter.topicSuffix}`,
           key: record.message.key ? record.message.key.toString('base64') : null,
           value: record.message.value ? record.message.value.toString('base64') : null,
-          headers,
+          h: headers,
         },
       ],
     };
   }
 
   private where(record: ChunkRecord): string {
-    return `${this.deps.topic}[${this.deps.partition}]@${record.offset} (message ${record.messageId})`;
+    return `${this.deps.topic}[${this.deps.partition}]@${record.offset} (message ${record.id.displayId})`;
   }
-}
-
-function toTopicMessages(outputs: RecordedOutput[]): Array<{ topic: string; messages: Message[] }> {
-  const byTopic = new Map<string, Message[]>();
-  for (const output of outputs) {
-    const messages = byTopic.get(output.topic) ?? [];
-    messages.push({
-      key: output.key === null ? null : Buffer.from(output.key, 'base64'),
-      value: output.value === null ? null : Buffer.from(output.value, 'base64'),
-      headers: output.headers,
-    });
-    byTopic.set(output.topic, messages);
-  }
-  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
 }

@@ -1,19 +1,58 @@
 import type { QueryRunner } from 'typeorm';
 import { INBOX_TABLE } from '../kafka-exactly-once.constants';
 
-/** An event recorded on an inbox row: exactly the bytes sent, so a replay re-sends the same record. */
+/**
+ * An event recorded on an inbox row: exactly the bytes sent, so that a replay re-sends the same record. Every
+ * byte string is base64 (header names and values too): jsonb cannot hold a NUL, and headers are bytes.
+ */
 export interface RecordedOutput {
   topic: string;
+  /** base64, or null */
   key: string | null;
-  /** base64 */
+  /** base64, or null */
   value: string | null;
-  headers: Record<string, string>;
+  /** [name, value] pairs, both base64 (value null for a null header), in order (a name may repeat). */
+  h?: Array<[string, string | null]>;
+  /** Rows written before 0.2: text headers. Read for replays, never written. */
+  headers?: Record<string, string>;
 }
 
-export type InboxStatus = 'processed' | 'dead-lettered';
+/**
+ * `processed` and `dead-lettered` are final. `deferred`: dead-lettered because the writer's schema is unknown
+ * here; the same message id delivered again later (republished from the dead-letter topic after a deploy) is
+ * handled. `failing`: the record's units of work failed `failures` times in isolation and nothing committed.
+ */
+export type InboxStatus = 'processed' | 'dead-lettered' | 'deferred';
+
+/** How a record is known to the inbox (see RecordIdentity). */
+export interface InboxKey {
+  scope: string;
+  /** SHA-256 of the raw message id, hex */
+  digest: string;
+}
+
+export interface ClaimRequest extends InboxKey {
+  displayId: string;
+  offset: string;
+}
+
+/** What the claim learned about a record it claimed now. */
+export interface Claim {
+  offset: string;
+  /** Failed units of work of this record in isolation so far. */
+  failures: number;
+  /** The last of those failures, as recorded. */
+  lastError: RecordedFailure | null;
+}
+
+export interface RecordedFailure {
+  name: string;
+  message: string;
+  stack: string;
+  reason: string;
+}
 
 export interface InboxRow {
-  messageId: string;
   topic: string;
   partition: number;
   offset: string;
@@ -21,73 +60,105 @@ export interface InboxRow {
   outputs: RecordedOutput[];
 }
 
-export interface InboxCompletion {
-  messageId: string;
+export interface InboxCompletion extends InboxKey {
   status: InboxStatus;
   attempts: number;
   outputs: RecordedOutput[];
 }
 
-/** The inbox's SQL. Every method runs on the unit of work's query runner, inside its transaction. */
+export const keyOf = (k: InboxKey) => `${k.scope}\u0000${k.digest}`;
+
+/** The inbox's SQL. Every method runs on the caller's query runner (inside its transaction when it has one). */
 export class InboxRepository {
   /**
-   * Claims the message ids of a chunk with one multi-row INSERT ... ON CONFLICT DO NOTHING. Returns the
-   * offsets that this call inserted, keyed by message id. A row being inserted by another open transaction
-   * (a stalled instance) makes this wait on its lock, bounded by the session's lock_timeout.
+   * Claims the records of a chunk with one multi-row INSERT ... ON CONFLICT. A new message id inserts a row; a
+   * row left `failing` by earlier failed attempts, or `deferred` and now delivered from other coordinates, is
+   * taken over. Returns what this call claimed, by inbox key. A row being written by another open transaction
+   * (a stalled instance) makes this wait on its lock, bounded by the session's lock_timeout. Ids repeated
+   * within the chunk are claimed once (the first occurrence).
    */
-  async claim(
-    runner: QueryRunner,
-    group: string,
-    topic: string,
-    partition: number,
-    records: Array<{ messageId: string; offset: string }>,
-  ): Promise<Map<string, string>> {
-    const rows: Array<{ message_id: string; offset: string }> = await runner.query(
-      `INSERT INTO ${INBOX_TABLE} (consumer_group, message_id, topic, partition, "offset")
-       SELECT $1, m.id, $2, $3, m.off FROM unnest($4::text[], $5::bigint[]) WITH ORDINALITY AS m(id, off, ord)
+  async claim(runner: QueryRunner, group: string, topic: string, partition: number, records: ClaimRequest[]): Promise<Map<string, Claim>> {
+    const seen = new Set<string>();
+    const unique = records.filter((r) => !seen.has(keyOf(r)) && seen.add(keyOf(r)));
+    const rows: Array<{ scope: string; digest: string; offset: string; failures: number; last_error: RecordedFailure | null }> = await runner.query(
+      `INSERT INTO ${INBOX_TABLE} AS i (consumer_group, scope, id_digest, message_id, topic, partition, "offset")
+       SELECT $1, m.scope, decode(m.digest, 'hex'), m.id, $2, $3, m.off
+       FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS m(scope, digest, id, off, ord)
        ORDER BY m.ord
-       ON CONFLICT (consumer_group, message_id) DO NOTHING
-       RETURNING message_id, "offset"::text AS "offset"`,
-      [group, topic, partition, records.map((r) => r.messageId), records.map((r) => r.offset)],
+       ON CONFLICT (consumer_group, scope, id_digest) DO UPDATE
+         SET topic = EXCLUDED.topic, partition = EXCLUDED.partition, "offset" = EXCLUDED."offset",
+             status = 'claimed', outputs = '[]'::jsonb, claimed_at = now(), processed_at = NULL
+         WHERE i.status = 'failing'
+            OR (i.status = 'deferred' AND (i.topic, i.partition, i."offset") IS DISTINCT FROM (EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset"))
+       RETURNING scope, encode(id_digest, 'hex') AS digest, "offset"::text AS "offset", failures, last_error`,
+      [group, topic, partition, unique.map((r) => r.scope), unique.map((r) => r.digest), unique.map((r) => r.displayId), unique.map((r) => r.offset)],
     );
-    return new Map(rows.map((r) => [r.message_id, r.offset]));
+    return new Map(rows.map((r) => [keyOf(r), { offset: r.offset, failures: r.failures, lastError: r.last_error }]));
   }
 
-  /** The committed rows of these message ids (those a claim did not insert). */
-  async find(runner: QueryRunner, group: string, messageIds: string[]): Promise<Map<string, InboxRow>> {
-    if (messageIds.length === 0) return new Map();
-    const rows: Array<{ message_id: string; topic: string; partition: number; offset: string; status: string; outputs: RecordedOutput[] }> =
+  /** The committed rows of these records (those a claim did not take). */
+  async find(runner: QueryRunner, group: string, keys: InboxKey[]): Promise<Map<string, InboxRow>> {
+    if (keys.length === 0) return new Map();
+    const rows: Array<{ scope: string; digest: string; topic: string; partition: number; offset: string; status: string; outputs: RecordedOutput[] }> =
       await runner.query(
-        `SELECT message_id, topic, partition, "offset"::text AS "offset", status, outputs
-         FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND message_id = ANY($2::text[])`,
-        [group, messageIds],
+        `SELECT i.scope, encode(i.id_digest, 'hex') AS digest, i.topic, i.partition, i."offset"::text AS "offset", i.status, i.outputs
+         FROM unnest($2::text[], $3::text[]) AS k(scope, digest)
+         JOIN ${INBOX_TABLE} i ON i.consumer_group = $1 AND i.scope = k.scope AND i.id_digest = decode(k.digest, 'hex')`,
+        [group, keys.map((k) => k.scope), keys.map((k) => k.digest)],
       );
-    return new Map(
-      rows.map((r) => [r.message_id, { messageId: r.message_id, topic: r.topic, partition: r.partition, offset: r.offset, status: r.status, outputs: r.outputs }]),
-    );
+    return new Map(rows.map((r) => [keyOf(r), { topic: r.topic, partition: r.partition, offset: r.offset, status: r.status, outputs: r.outputs }]));
   }
 
-  /** Deletes claims this transaction made but will not handle (the chunk was cut short). */
-  async release(runner: QueryRunner, group: string, messageIds: string[]): Promise<void> {
-    if (messageIds.length === 0) return;
-    await runner.query(`DELETE FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND message_id = ANY($2::text[]) AND status = 'claimed'`, [group, messageIds]);
+  /**
+   * Gives back claims this transaction made but will not handle (the chunk was cut short): a row that had
+   * failures before goes back to `failing` (its count is kept), a new one is deleted.
+   */
+  async release(runner: QueryRunner, group: string, keys: InboxKey[]): Promise<void> {
+    if (keys.length === 0) return;
+    const params = [group, keys.map((k) => k.scope), keys.map((k) => k.digest)];
+    const match = `i.consumer_group = $1 AND i.status = 'claimed' AND (i.scope, i.id_digest) IN (SELECT k.scope, decode(k.digest, 'hex') FROM unnest($2::text[], $3::text[]) AS k(scope, digest))`;
+    await runner.query(`UPDATE ${INBOX_TABLE} i SET status = 'failing' WHERE ${match} AND i.failures > 0`, params);
+    await runner.query(`DELETE FROM ${INBOX_TABLE} i WHERE ${match}`, params);
   }
 
-  /** Records how each claimed message ended and what it emitted. */
+  /** Records how each claimed record ended and what it emitted. */
   async complete(runner: QueryRunner, group: string, completions: InboxCompletion[]): Promise<void> {
     if (completions.length === 0) return;
     await runner.query(
       `UPDATE ${INBOX_TABLE} AS i
        SET status = c.status, attempts = c.attempts, outputs = c.outputs, processed_at = now()
-       FROM unnest($2::text[], $3::text[], $4::int[], $5::jsonb[]) AS c(message_id, status, attempts, outputs)
-       WHERE i.consumer_group = $1 AND i.message_id = c.message_id`,
+       FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[]) AS c(scope, digest, status, attempts, outputs)
+       WHERE i.consumer_group = $1 AND i.scope = c.scope AND i.id_digest = decode(c.digest, 'hex')`,
       [
         group,
-        completions.map((c) => c.messageId),
+        completions.map((c) => c.scope),
+        completions.map((c) => c.digest),
         completions.map((c) => c.status),
         completions.map((c) => c.attempts),
         completions.map((c) => JSON.stringify(c.outputs)),
       ],
     );
+  }
+
+  /**
+   * Counts one failed unit of work of a record run alone, in its own short transaction (the unit's was rolled
+   * back), so that the count survives restarts. Returns the new count, or 0 when the record is done already.
+   */
+  async recordFailure(
+    runner: QueryRunner,
+    group: string,
+    record: ClaimRequest & { topic: string; partition: number },
+    failure: RecordedFailure,
+  ): Promise<number> {
+    const rows: Array<{ failures: number }> = await runner.query(
+      `INSERT INTO ${INBOX_TABLE} AS i (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, failures, last_error)
+       VALUES ($1, $2, decode($3, 'hex'), $4, $5, $6, $7, 'failing', 1, $8::jsonb)
+       ON CONFLICT (consumer_group, scope, id_digest) DO UPDATE
+         SET failures = i.failures + 1, last_error = EXCLUDED.last_error
+         WHERE i.status IN ('failing', 'claimed')
+       RETURNING failures`,
+      [group, record.scope, record.digest, record.displayId, record.topic, record.partition, record.offset, JSON.stringify(failure)],
+    );
+    return rows[0]?.failures ?? 0;
   }
 }

@@ -28,6 +28,17 @@ export interface KafkaExactlyOnceModuleOptions {
   inbox?: InboxOptions;
   /** Retries of a failing handler, in place, before the record is dead-lettered. */
   retry?: RetryOptions;
+  /**
+   * A chunk whose unit of work fails for anything but an infrastructure fault is re-run one record per unit of
+   * work; a record whose unit fails alone `maxFailures` times (counted in the inbox, across restarts) is
+   * dead-lettered.
+   */
+  isolation?: IsolationOptions;
+  /** The events a unit of work emits. */
+  outputs?: {
+    /** A transaction's outputs are sent in produce requests of at most this many bytes each. Default 524288. */
+    maxRequestBytes?: number;
+  };
   /** Dead-letter topics are `<topic><suffix>`, default suffix `.dlq`. */
   deadLetter?: { topicSuffix?: string };
   /** Start consuming at application bootstrap (default true). */
@@ -77,6 +88,20 @@ export interface ConsumerOptions {
   partitionsConsumedConcurrently?: number;
   maxBytesPerPartition?: number;
   maxWaitTimeInMs?: number;
+  /**
+   * A partition whose fetched records have waited this long without a commit is stalled: KafkaHealthIndicator
+   * turns down and names it with its last error. Default 60000.
+   */
+  stallAfterMs?: number;
+  /** Cap of the backoff of a partition retrying an infrastructure fault (it retries without end). Default 10000. */
+  maxRetryDelayMs?: number;
+}
+
+export interface IsolationOptions {
+  /** Failed units of work of a record run alone before it is dead-lettered. Default 3. */
+  maxFailures?: number;
+  /** Wait before the first re-run of a record that failed alone, doubled after each failure. Default 500. */
+  retryDelayMs?: number;
 }
 
 export interface InboxOptions {
@@ -92,6 +117,11 @@ export interface InboxOptions {
   lockTimeoutMs?: number;
   /** `idle_in_transaction_session_timeout` of unit-of-work sessions, ms; at most the transaction timeout (default 30000). */
   idleInTransactionTimeoutMs?: number;
+  /**
+   * `topic` (default): a message id is unique within its topic, so two topics may reuse one. `group`: unique
+   * across every topic the group consumes (one event published to two topics is handled once).
+   */
+  deduplicationScope?: 'topic' | 'group';
 }
 
 export interface RetryOptions {

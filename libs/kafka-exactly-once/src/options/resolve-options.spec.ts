@@ -29,7 +29,12 @@ describe('resolveOptions', () => {
       partitionsConsumedConcurrently: 3,
       maxBytesPerPartition: 1048576,
       maxWaitTimeInMs: 500,
+      stallAfterMs: 60000,
+      maxRetryDelayMs: 10000,
     });
+    expect(resolved.isolation).toEqual({ maxFailures: 3, retryDelayMs: 500 });
+    expect(resolved.outputs).toEqual({ maxRequestBytes: 524288 });
+    expect(resolved.inbox.deduplicationScope).toBe('topic');
     expect(resolved.chunk).toEqual({ maxRecords: 100, maxMillis: 1000 });
     expect(resolved.inbox).toMatchObject({ retentionDays: 7, lockTimeoutMs: 5000, idleInTransactionTimeoutMs: 30000, runMigrations: true });
     expect(resolved.retry).toEqual({ attempts: 3, initialDelayMs: 100, maxDelayMs: 5000, multiplier: 2 });
@@ -57,8 +62,22 @@ describe('resolveOptions', () => {
     [{ ...valid, retry: { multiplier: 0.5 } }, 'retry.multiplier'],
     [{ ...valid, retry: { attempts: 10, initialDelayMs: 5000, maxDelayMs: 5000 } }, 'retry'],
     [{ ...valid, deadLetter: { topicSuffix: '' } }, 'deadLetter.topicSuffix'],
+    // Timeouts that must nest.
+    [{ ...valid, consumer: { sessionTimeout: 45000, rebalanceTimeout: 30000 } }, 'consumer.rebalanceTimeout'],
+    [{ ...valid, inbox: { lockTimeoutMs: 30000 } }, 'inbox.lockTimeoutMs'],
+    [{ ...valid, consumer: { stallAfterMs: 5000 } }, 'consumer.stallAfterMs'],
+    [{ ...valid, consumer: { stallAfterMs: 20000, maxRetryDelayMs: 30000 } }, 'consumer.stallAfterMs'],
+    [{ ...valid, inbox: { deduplicationScope: 'cluster' } }, 'inbox.deduplicationScope'],
+    [{ ...valid, isolation: { maxFailures: 0 } }, 'isolation.maxFailures'],
+    [{ ...valid, outputs: { maxRequestBytes: 10 } }, 'outputs.maxRequestBytes'],
   ])('names the bad field (%#)', (options, field) => {
     expect(fieldOf(options)).toBe(field);
+  });
+
+  it('says which of two nested timeouts is wrong and why', () => {
+    expect(() => resolveOptions({ ...valid, inbox: { lockTimeoutMs: 30000 } })).toThrow(
+      /"inbox.lockTimeoutMs" must be lower than inbox.idleInTransactionTimeoutMs \(30000\)/,
+    );
   });
 
   it('says how to fix it', () => {

@@ -74,6 +74,27 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       `must not exceed transactionTimeoutMs (${transactionTimeoutMs}): a stalled instance must lose its database transaction no later than its Kafka one`,
     );
   }
+  const lockTimeoutMs = positiveInt('inbox.lockTimeoutMs', inbox.lockTimeoutMs, 5000, 10);
+  if (lockTimeoutMs >= idleInTransactionTimeoutMs) {
+    throw new InvalidOptionsError(
+      'inbox.lockTimeoutMs',
+      `must be lower than inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs}): a claim must give up waiting for a stalled instance's locks before PostgreSQL ends that instance's transaction`,
+    );
+  }
+  const scope = inbox.deduplicationScope ?? 'topic';
+  if (scope !== 'topic' && scope !== 'group') throw new InvalidOptionsError('inbox.deduplicationScope', "must be 'topic' or 'group'");
+  const rebalanceTimeout = positiveInt('consumer.rebalanceTimeout', consumer.rebalanceTimeout, 60000, 1000);
+  if (rebalanceTimeout < sessionTimeout) {
+    throw new InvalidOptionsError('consumer.rebalanceTimeout', `must be at least consumer.sessionTimeout (${sessionTimeout}): members need that long to rejoin`);
+  }
+  const maxRetryDelayMs = positiveInt('consumer.maxRetryDelayMs', consumer.maxRetryDelayMs, 10000, 100);
+  const stallAfterMs = positiveInt('consumer.stallAfterMs', consumer.stallAfterMs, 60000, 1000);
+  if (stallAfterMs <= Math.max(maxRetryDelayMs, lockTimeoutMs)) {
+    throw new InvalidOptionsError(
+      'consumer.stallAfterMs',
+      `must be greater than consumer.maxRetryDelayMs (${maxRetryDelayMs}) and inbox.lockTimeoutMs (${lockTimeoutMs}): one ordinary retry must not count as a stall`,
+    );
+  }
   const retry = options.retry ?? {};
   const topicPrefix = options.topicPrefix ?? '';
   if (typeof topicPrefix !== 'string') throw new InvalidOptionsError('topicPrefix', 'must be a string');
@@ -105,10 +126,12 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     consumer: {
       sessionTimeout,
       heartbeatInterval,
-      rebalanceTimeout: positiveInt('consumer.rebalanceTimeout', consumer.rebalanceTimeout, 60000, 1000),
+      rebalanceTimeout,
       partitionsConsumedConcurrently: positiveInt('consumer.partitionsConsumedConcurrently', consumer.partitionsConsumedConcurrently, 3),
       maxBytesPerPartition: positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 1048576),
       maxWaitTimeInMs: positiveInt('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 500),
+      stallAfterMs,
+      maxRetryDelayMs,
     },
     chunk: {
       maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 100),
@@ -120,9 +143,15 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       retentionDays: positiveInt('inbox.retentionDays', inbox.retentionDays, 7),
       retentionIntervalMs: positiveInt('inbox.retentionIntervalMs', inbox.retentionIntervalMs, 3600000, 0),
       retentionBatchSize: positiveInt('inbox.retentionBatchSize', inbox.retentionBatchSize, 1000),
-      lockTimeoutMs: positiveInt('inbox.lockTimeoutMs', inbox.lockTimeoutMs, 5000, 10),
+      lockTimeoutMs,
       idleInTransactionTimeoutMs,
+      deduplicationScope: scope,
     },
+    isolation: {
+      maxFailures: positiveInt('isolation.maxFailures', options.isolation?.maxFailures, 3),
+      retryDelayMs: positiveInt('isolation.retryDelayMs', options.isolation?.retryDelayMs, 500, 0),
+    },
+    outputs: { maxRequestBytes: positiveInt('outputs.maxRequestBytes', options.outputs?.maxRequestBytes, 524288, 1024) },
     retry: resolvedRetry,
     deadLetter: { topicSuffix: suffix },
     autoStart: options.autoStart ?? true,

@@ -17,6 +17,8 @@ export interface ResolvedOptions {
     partitionsConsumedConcurrently: number;
     maxBytesPerPartition: number;
     maxWaitTimeInMs: number;
+    stallAfterMs: number;
+    maxRetryDelayMs: number;
   };
   chunk: { maxRecords: number; maxMillis: number };
   transactionTimeoutMs: number;
@@ -27,7 +29,10 @@ export interface ResolvedOptions {
     retentionBatchSize: number;
     lockTimeoutMs: number;
     idleInTransactionTimeoutMs: number;
+    deduplicationScope: 'topic' | 'group';
   };
+  isolation: { maxFailures: number; retryDelayMs: number };
+  outputs: { maxRequestBytes: number };
   retry: { attempts: number; initialDelayMs: number; maxDelayMs: number; multiplier: number };
   deadLetter: { topicSuffix: string };
   autoStart: boolean;

@@ -51,7 +51,8 @@ export function decodeSingleObject(registry: SchemaRegistry, reader: LoadedSchem
   const writer = registry.byFingerprintOf(fingerprint);
   if (!writer) {
     throw new DecodeError(
-      `value was written with an unknown schema (fingerprint ${fingerprintBytes(fingerprint).toString('hex')}); add that schema version to the schemas directory`,
+      `value was written with a schema this instance does not know (fingerprint ${fingerprintBytes(fingerprint).toString('hex')}); deploy that schema version to the schemas directory, then republish the dead letter`,
+      { kind: 'unknown-schema' },
     );
   }
   const body = (bytes as Buffer).subarray(HEADER_LENGTH);

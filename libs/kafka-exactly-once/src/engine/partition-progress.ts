@@ -1,0 +1,95 @@
+/** What a partition's worker is doing, for health checks. */
+export type PartitionActivity = 'idle' | 'working' | 'isolating' | 'backing-off' | 'fenced';
+
+/** One assigned partition as health checks report it. */
+export interface PartitionHealth {
+  topic: string;
+  partition: number;
+  activity: PartitionActivity;
+  /** The next offset to handle, as committed by this member (null until known). */
+  committedOffset: string | null;
+  /** The partition's high watermark at the last fetch. */
+  highWatermark: string | null;
+  /** Records between the committed offset and the high watermark (transaction markers count too). */
+  lag: number | null;
+  lastCommitAt: string | null;
+  /** How long fetched work has waited without a commit; null when there is none. */
+  waitingMs: number | null;
+  consecutiveFailures: number;
+  lastError: { message: string; kind: string; at: string } | null;
+  /** Work has waited longer than `stallAfterMs` without a commit. */
+  stalled: boolean;
+}
+
+/**
+ * The progress of one assigned partition. Work is "waiting" from the moment records are fetched until they
+ * are all committed; every commit restarts the clock. A partition whose work waits longer than
+ * `stallAfterMs` is stalled: health turns down and names it with its last error.
+ */
+export class PartitionProgress {
+  activity: PartitionActivity = 'idle';
+  private committed?: bigint;
+  private highWatermark?: bigint;
+  private lastCommitAt?: number;
+  private waitingSince?: number;
+  private failures = 0;
+  private lastError?: { message: string; kind: string; at: number };
+
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+  ) {}
+
+  fetched(highWatermark: string, now = Date.now()): void {
+    this.highWatermark = BigInt(highWatermark);
+    this.waitingSince ??= now;
+    if (this.activity === 'idle') this.activity = 'working';
+  }
+
+  /** The group's committed offset, as read when the worker (re)started. */
+  startedAt(nextOffset: bigint): void {
+    if (nextOffset >= 0n) this.committed = nextOffset;
+  }
+
+  committedUpTo(nextOffset: bigint, now = Date.now()): void {
+    this.committed = nextOffset;
+    this.lastCommitAt = now;
+    this.failures = 0;
+    if (this.waitingSince !== undefined) this.waitingSince = now;
+    if (this.activity === 'backing-off') this.activity = 'working';
+  }
+
+  /** Every fetched record is done. */
+  caughtUp(): void {
+    this.waitingSince = undefined;
+    this.activity = 'idle';
+  }
+
+  failed(error: unknown, kind: string, now = Date.now()): void {
+    this.failures++;
+    const message = error instanceof Error ? error.message : String(error);
+    this.lastError = { message: message.slice(0, 500), kind, at: now };
+  }
+
+  get consecutiveFailures(): number {
+    return this.failures;
+  }
+
+  snapshot(stallAfterMs: number, now = Date.now()): PartitionHealth {
+    const waitingMs = this.waitingSince === undefined ? null : now - this.waitingSince;
+    const lag = this.committed !== undefined && this.highWatermark !== undefined ? Number(this.highWatermark > this.committed ? this.highWatermark - this.committed : 0n) : null;
+    return {
+      topic: this.topic,
+      partition: this.partition,
+      activity: this.activity,
+      committedOffset: this.committed?.toString() ?? null,
+      highWatermark: this.highWatermark?.toString() ?? null,
+      lag,
+      lastCommitAt: this.lastCommitAt ? new Date(this.lastCommitAt).toISOString() : null,
+      waitingMs,
+      consecutiveFailures: this.failures,
+      lastError: this.lastError ? { message: this.lastError.message, kind: this.lastError.kind, at: new Date(this.lastError.at).toISOString() } : null,
+      stalled: waitingMs !== null && waitingMs > stallAfterMs,
+    };
+  }
+}

@@ -1,0 +1,92 @@
+import type { IHeaders, KafkaMessage, Message } from 'kafkajs';
+import type { RecordedOutput } from '../inbox/inbox.repository';
+
+/** A header as recorded on the inbox: name and value as base64 (value null for a null header). */
+export type HeaderPair = [string, string | null];
+
+const b64 = (bytes: Buffer | string) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'utf8')).toString('base64');
+
+/** Every header of a record, in order, byte for byte (a repeated name gives several pairs). */
+export function headerPairs(headers: IHeaders | undefined): HeaderPair[] {
+  const pairs: HeaderPair[] = [];
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    for (const one of Array.isArray(value) ? value : [value]) {
+      if (one === undefined) continue;
+      pairs.push([b64(name), one === null ? null : b64(one as Buffer | string)]);
+    }
+  }
+  return pairs;
+}
+
+/** Text headers (added by the library or given to ctx.emit) as pairs. */
+export function textHeaderPairs(headers: Record<string, string | Buffer>): HeaderPair[] {
+  return Object.entries(headers).map(([name, value]) => [b64(name), b64(value)]);
+}
+
+/** The headers of a record as text, for handlers that read them (`ctx.message.headers`): lossy for non-UTF-8 bytes. */
+export function textHeaders(message: KafkaMessage): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    const first = Array.isArray(value) ? value[0] : value;
+    if (first !== undefined && first !== null) headers[name] = first.toString();
+  }
+  return headers;
+}
+
+/** KafkaJS headers from recorded pairs (also reads the text headers of rows written before 0.2). */
+export function toKafkaHeaders(output: RecordedOutput): IHeaders {
+  const headers: IHeaders = {};
+  if (!output.h) {
+    for (const [name, value] of Object.entries(output.headers ?? {})) headers[name] = value;
+    return headers;
+  }
+  for (const [name64, value64] of output.h) {
+    const name = Buffer.from(name64, 'base64').toString('utf8');
+    const value = value64 === null ? (null as unknown as Buffer) : Buffer.from(value64, 'base64');
+    const existing = headers[name];
+    headers[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing as Buffer, value];
+  }
+  return headers;
+}
+
+export function toKafkaMessage(output: RecordedOutput): Message {
+  return {
+    key: output.key === null ? null : Buffer.from(output.key, 'base64'),
+    value: output.value === null ? null : Buffer.from(output.value, 'base64'),
+    headers: toKafkaHeaders(output),
+  };
+}
+
+/** Bytes a recorded output takes in a record batch, framing included (an upper estimate). */
+export function outputSize(output: RecordedOutput): number {
+  const len = (s: string | null | undefined) => (s ? Math.ceil((s.length * 3) / 4) : 0);
+  let size = 64 + len(output.key) + len(output.value);
+  for (const [name, value] of output.h ?? []) size += 10 + len(name) + len(value);
+  for (const [name, value] of Object.entries(output.headers ?? {})) size += 10 + Buffer.byteLength(name) + Buffer.byteLength(value);
+  return size;
+}
+
+/**
+ * Outputs grouped per topic for one KafkaJS sendBatch, cut into several requests of at most `maxBytes` each
+ * (a transaction's outputs may be larger than one produce request). Order within a topic is kept.
+ */
+export function toProduceRequests(outputs: RecordedOutput[], maxBytes: number): Array<Array<{ topic: string; messages: Message[] }>> {
+  const requests: Array<Array<{ topic: string; messages: Message[] }>> = [];
+  let current = new Map<string, Message[]>();
+  let bytes = 0;
+  const flush = () => {
+    if (current.size > 0) requests.push([...current].map(([topic, messages]) => ({ topic, messages })));
+    current = new Map();
+    bytes = 0;
+  };
+  for (const output of outputs) {
+    const size = outputSize(output);
+    if (bytes > 0 && bytes + size > maxBytes) flush();
+    const messages = current.get(output.topic) ?? [];
+    messages.push(toKafkaMessage(output));
+    current.set(output.topic, messages);
+    bytes += size;
+  }
+  flush();
+  return requests;
+}

@@ -1,0 +1,66 @@
+import { createHash } from 'crypto';
+import type { IHeaders, KafkaMessage } from 'kafkajs';
+import { HEADERS } from '../kafka-exactly-once.constants';
+
+/** How far deduplication reaches: message ids are unique per topic (default), or across the whole group. */
+export type DeduplicationScope = 'topic' | 'group';
+
+/**
+ * How the inbox knows a record. A message id may be any bytes of any length (NUL, invalid UTF-8, a megabyte):
+ * the inbox is keyed by the SHA-256 of its raw bytes, so PostgreSQL never has to store or index it as text;
+ * `displayId` is a text form safe to store, log and put in headers.
+ */
+export interface RecordIdentity {
+  /** The raw `message-id` header bytes, or the UTF-8 of `topic/partition/offset` when there is none. */
+  raw: Buffer;
+  /** SHA-256 of `raw`, hex. */
+  digest: string;
+  /** `''` for a group-wide scope, else the topic. Part of the inbox key. */
+  scope: string;
+  /** `raw` as text when it is plain UTF-8 without NUL and at most 200 characters; else a `sha256:` form. */
+  displayId: string;
+}
+
+const MAX_DISPLAY_CHARS = 200;
+
+/** The first value of a header (KafkaJS gives an array when a record repeats a header name). */
+export function firstHeader(value: IHeaders[string]): Buffer | undefined {
+  if (value === undefined || value === null) return undefined;
+  const first = Array.isArray(value) ? value[0] : value;
+  if (first === undefined || first === null) return undefined;
+  return Buffer.isBuffer(first) ? first : Buffer.from(String(first));
+}
+
+/** Whether `bytes` is valid UTF-8 with no NUL (what a PostgreSQL text column and a JSON string can hold). */
+export function isPlainText(bytes: Buffer): boolean {
+  if (bytes.includes(0)) return false;
+  return Buffer.from(bytes.toString('utf8'), 'utf8').equals(bytes);
+}
+
+/** A text form of a message id that can be stored and logged as is. */
+export function displayMessageId(raw: Buffer, digest = sha256Hex(raw)): string {
+  if (isPlainText(raw)) {
+    const text = raw.toString('utf8');
+    if (text.length <= MAX_DISPLAY_CHARS) return text;
+  }
+  return `sha256:${digest} (${raw.length} bytes${isPlainText(raw) ? `, starts "${raw.toString('utf8').slice(0, 40)}"` : ''})`;
+}
+
+export function sha256Hex(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** Identifies a record: its `message-id` header bytes, else its coordinates (deduplicates redelivery only). */
+export function identify(topic: string, partition: number, message: Pick<KafkaMessage, 'headers' | 'offset'>, scope: DeduplicationScope): RecordIdentity {
+  const header = firstHeader(message.headers?.[HEADERS.messageId]);
+  const raw = header && header.length > 0 ? header : Buffer.from(`${topic}/${partition}/${message.offset}`, 'utf8');
+  const digest = sha256Hex(raw);
+  return { raw, digest, scope: scope === 'group' ? '' : topic, displayId: displayMessageId(raw, digest) };
+}
+
+/** Text that PostgreSQL text and jsonb accept: no NUL, at most `max` characters. */
+export function storableText(text: string, max = 4000): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/\u0000/g, '\\0');
+  return clean.length > max ? `${clean.slice(0, max)}…` : clean;
+}
