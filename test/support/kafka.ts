@@ -1,5 +1,5 @@
 import { randomUUID } from 'crypto';
-import { Admin, Consumer, Kafka, KafkaMessage, logLevel } from 'kafkajs';
+import { Admin, Consumer, IHeaders, Kafka, KafkaMessage, logLevel } from 'kafkajs';
 import { kafkaBrokers } from './environment';
 
 /** A topic name no other suite or run uses. */
@@ -51,8 +51,13 @@ export interface ReadRecord {
   partition: number;
   offset: string;
   key: string | null;
+  /** The key's bytes. */
+  rawKey: Buffer | null;
   value: Buffer | null;
+  /** The first value of each header, as text (lossy for bytes that are not UTF-8). */
   headers: Record<string, string>;
+  /** Every header as KafkaJS read it: bytes, repeated names as arrays. */
+  rawHeaders: IHeaders;
 }
 
 function toRecord(partition: number, message: KafkaMessage): ReadRecord {
@@ -60,7 +65,7 @@ function toRecord(partition: number, message: KafkaMessage): ReadRecord {
   for (const [name, value] of Object.entries(message.headers ?? {})) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? String(value[0]) : String(value);
   }
-  return { partition, offset: message.offset, key: message.key?.toString() ?? null, value: message.value, headers };
+  return { partition, offset: message.offset, key: message.key?.toString() ?? null, rawKey: message.key, value: message.value, headers, rawHeaders: message.headers ?? {} };
 }
 
 /**

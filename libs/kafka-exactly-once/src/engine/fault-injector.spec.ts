@@ -34,7 +34,15 @@ describe('FaultInjector', () => {
     expect(kill).toHaveBeenCalledWith(process.pid, 'SIGSTOP');
   });
 
-  it.each(['nowhere:1', 'mid-chunk:0', 'mid-chunk:x', 'mid-chunk:1:explode'])('refuses the malformed spec %s', (spec) => {
+  it('blocks the process for the given time when asked to delay, without a signal', () => {
+    const faults = new FaultInjector('after-db-commit:1:delay=50');
+    const started = Date.now();
+    faults.reach('after-db-commit');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+    expect(kill).not.toHaveBeenCalled();
+  });
+
+  it.each(['nowhere:1', 'mid-chunk:0', 'mid-chunk:x', 'mid-chunk:1:explode', 'mid-chunk:1:delay=x'])('refuses the malformed spec %s', (spec) => {
     expect(() => new FaultInjector(spec)).toThrow(/KAFKA_EO_FAULT/);
   });
 });

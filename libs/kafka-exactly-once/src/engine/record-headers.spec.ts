@@ -41,6 +41,10 @@ describe('record headers and produce requests', () => {
       expect(order).toEqual([...order].sort((x, y) => x - y));
     }
     expect(toProduceRequests(outputs, 1)).toHaveLength(10); // one output never splits
+    // A topic's own limit (max.message.bytes of one record batch) cuts its outputs apart too.
+    const limited = toProduceRequests(outputs, 100000, (topic) => (topic === 'a' ? 2500 : undefined));
+    for (const request of limited) expect(request.find((t) => t.topic === 'a')?.messages.length ?? 0).toBeLessThanOrEqual(2);
+    expect(limited.flatMap((r) => r.flatMap((t) => t.messages))).toHaveLength(10);
     expect(toProduceRequests([], 1000)).toEqual([]);
   });
 });

@@ -67,24 +67,33 @@ export function outputSize(output: RecordedOutput): number {
 }
 
 /**
- * Outputs grouped per topic for one KafkaJS sendBatch, cut into several requests of at most `maxBytes` each
- * (a transaction's outputs may be larger than one produce request). Order within a topic is kept.
+ * Outputs grouped per topic for KafkaJS sendBatch calls, cut into several requests (a transaction's outputs may
+ * be larger than one produce request): each request holds at most `maxBytes`, and at most `topicLimit(topic)`
+ * bytes for any one topic, since the broker refuses a record batch over the topic's `max.message.bytes`.
+ * Order within a topic is kept.
  */
-export function toProduceRequests(outputs: RecordedOutput[], maxBytes: number): Array<Array<{ topic: string; messages: Message[] }>> {
+export function toProduceRequests(
+  outputs: RecordedOutput[],
+  maxBytes: number,
+  topicLimit: (topic: string) => number | undefined = () => undefined,
+): Array<Array<{ topic: string; messages: Message[] }>> {
   const requests: Array<Array<{ topic: string; messages: Message[] }>> = [];
-  let current = new Map<string, Message[]>();
+  let current = new Map<string, { messages: Message[]; bytes: number }>();
   let bytes = 0;
   const flush = () => {
-    if (current.size > 0) requests.push([...current].map(([topic, messages]) => ({ topic, messages })));
+    if (current.size > 0) requests.push([...current].map(([topic, { messages }]) => ({ topic, messages })));
     current = new Map();
     bytes = 0;
   };
   for (const output of outputs) {
     const size = outputSize(output);
-    if (bytes > 0 && bytes + size > maxBytes) flush();
-    const messages = current.get(output.topic) ?? [];
-    messages.push(toKafkaMessage(output));
-    current.set(output.topic, messages);
+    const limit = Math.min(maxBytes, topicLimit(output.topic) ?? maxBytes);
+    const forTopic = current.get(output.topic)?.bytes ?? 0;
+    if (bytes > 0 && (bytes + size > maxBytes || (forTopic > 0 && forTopic + size > limit))) flush();
+    const entry = current.get(output.topic) ?? { messages: [], bytes: 0 };
+    entry.messages.push(toKafkaMessage(output));
+    entry.bytes += size;
+    current.set(output.topic, entry);
     bytes += size;
   }
   flush();

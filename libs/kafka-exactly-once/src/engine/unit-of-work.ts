@@ -83,6 +83,14 @@ export function describeFailure(error: unknown, reason: string): RecordedFailure
   };
 }
 
+/**
+ * The `causation-id` of an output: the input's message id byte for byte, unless it is longer than 256 bytes
+ * (every output would carry it), then its `sha256:` display form.
+ */
+export function causationId(id: RecordIdentity): Buffer {
+  return id.raw.length <= 256 ? id.raw : Buffer.from(id.displayId, 'utf8');
+}
+
 /** The dead-letter reason an error stands for. */
 export function reasonOf(error: unknown): DeadLetterReason {
   if (error instanceof DecodeError) return error.kind === 'unknown-schema' ? 'unknown-schema' : 'decode-failed';
@@ -181,7 +189,7 @@ export class UnitOfWork {
       this.sm.transitionTo('producing');
       const txn: Transaction = await producer.begin();
       // Several requests of one transaction when the outputs are larger than one produce request.
-      for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes)) await txn.sendBatch({ topicMessages: request, acks: -1 });
+      for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes, (t) => this.deps.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
 
       this.sm.transitionTo('committing-db');
       await runner.commitTransaction();
@@ -283,7 +291,7 @@ export class UnitOfWork {
             ...emitOptions.headers,
             [HEADERS.messageId]: outputMessageId(options.groupId, record.id.displayId, emitted.length),
             [HEADERS.eventType]: schema.name,
-            [HEADERS.causationId]: record.id.raw,
+            [HEADERS.causationId]: causationId(record.id),
           }),
         };
         const limit = topicLimits.get(output.topic);

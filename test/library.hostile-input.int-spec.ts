@@ -1,0 +1,292 @@
+import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { mkdtempSync, writeFileSync } from 'fs';
+import { ConfigResourceTypes, IHeaders, Kafka, Message, Partitioners } from 'kafkajs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { Client } from 'pg';
+import {
+  DEAD_LETTER_HEADERS,
+  EventContext,
+  IdempotentHandler,
+  KafkaExactlyOnceLifecycle,
+  KafkaExactlyOnceModule,
+  SchemaRegistry,
+  encodeSingleObject,
+} from 'kafka-exactly-once';
+import { createSuiteDatabase } from './support/database';
+import { ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
+import { kafkaBrokers } from './support/environment';
+import { waitUntil } from './support/payments';
+
+const COMMAND = {
+  type: 'record',
+  name: 'Command',
+  namespace: 'test.hostile',
+  fields: [
+    { name: 'id', type: 'string' },
+    { name: 'behaviour', type: 'string' },
+    { name: 'size', type: 'int', default: 0 },
+  ],
+};
+const DONE = { type: 'record', name: 'Done', namespace: 'test.hostile', fields: [{ name: 'id', type: 'string' }, { name: 'padding', type: 'string' }] };
+/** The output topic's max.message.bytes: an emitted event over it is refused before it reaches Kafka. */
+const OUTPUT_LIMIT = 20000;
+
+/** A handler whose failure each command chooses: every way a record's handling can fail in PostgreSQL or Kafka. */
+@Injectable()
+class CommandsHandler {
+  readonly calls: string[] = [];
+
+  @IdempotentHandler({ topic: 'commands', schema: 'test.hostile.Command', retry: { attempts: 2, initialDelayMs: 10 } })
+  async onCommand(event: { id: string; behaviour: string; size: number }, ctx: EventContext): Promise<void> {
+    this.calls.push(event.id);
+    const q = (sql: string, params: unknown[] = []) => ctx.manager.query(sql, params);
+    switch (event.behaviour) {
+      case 'ok':
+        await q('INSERT INTO seen (id) VALUES ($1)', [event.id]);
+        ctx.emit('done', { id: event.id, padding: 'x'.repeat(event.size) }, { key: event.id });
+        return;
+      case 'many': // outputs larger in all than one produce request
+        await q('INSERT INTO seen (id) VALUES ($1)', [event.id]);
+        for (let i = 0; i < 12; i++) ctx.emit('done', { id: `${event.id}#${i}`, padding: 'm'.repeat(15000) }, { key: event.id });
+        return;
+      case 'deferred': // violates a deferred foreign key: fails at COMMIT, outside any handler call
+        await q('INSERT INTO seen (id) VALUES ($1)', [event.id]);
+        await q('INSERT INTO deferred_child (id, parent) VALUES ($1, 999)', [event.id]);
+        return;
+      case 'swallow': // hides a database error: the transaction is left aborted
+        await q('INSERT INTO seen (id) VALUES ($1)', [event.id]);
+        await q('SELECT 1 / 0').catch(() => undefined);
+        return;
+      case 'unique':
+        await q('INSERT INTO seen (id) VALUES ($1)', ['taken']);
+        return;
+      case 'serialization':
+        await q(`DO $$ BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`);
+        return;
+      case 'nul-text': // PostgreSQL text cannot hold NUL
+        await q('INSERT INTO seen (id) VALUES ($1)', [`${event.id}\u0000`]);
+        return;
+      case 'oversized':
+        ctx.emit('done', { id: event.id, padding: 'o'.repeat(OUTPUT_LIMIT + 1000) }, { key: event.id });
+        return;
+      default:
+        throw new Error(`broken: ${event.behaviour}`);
+    }
+  }
+}
+
+interface Sent {
+  message: Message;
+  messageId: Buffer;
+  /** What must become of it: handled, or dead-lettered with this reason. */
+  expect: 'handled' | 'duplicate' | string;
+}
+
+function headerBytes(headers: IHeaders | undefined, name: string): Buffer[] {
+  const value = headers?.[name];
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : [value]).map((v) => (Buffer.isBuffer(v) ? v : Buffer.from(String(v))));
+}
+
+/**
+ * The library in-process on the real broker and PostgreSQL, fed records that carry every kind of hostile bytes
+ * and handlers that fail in every place a unit of work can fail. Each bad record ends dead-lettered with its
+ * original bytes and a reason; every other record of the same partition is handled; no connection goes back
+ * to the pool inside a transaction.
+ */
+describe('library: hostile input never stops the line', () => {
+  let kafka: Kafka;
+  let moduleRef: TestingModule;
+  let databaseUrl: string;
+  const prefix = `${uniqueTopic('hostile')}.`;
+  const topic = `${prefix}commands`;
+  const dir = mkdtempSync(join(tmpdir(), 'keo-hostile-schemas-'));
+  writeFileSync(join(dir, 'command.avsc'), JSON.stringify(COMMAND));
+  writeFileSync(join(dir, 'done.avsc'), JSON.stringify(DONE));
+  const schemas = SchemaRegistry.fromDirectory(dir);
+  const command = (id: string, behaviour: string, size = 0) => encodeSingleObject(schemas.current('test.hostile.Command'), { id, behaviour, size });
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase('hostile');
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    await db.query(`CREATE TABLE seen (id text PRIMARY KEY)`);
+    await db.query(`INSERT INTO seen (id) VALUES ('taken')`);
+    await db.query(`CREATE TABLE deferred_parent (id int PRIMARY KEY)`);
+    await db.query(`CREATE TABLE deferred_child (id text PRIMARY KEY, parent int REFERENCES deferred_parent (id) DEFERRABLE INITIALLY DEFERRED)`);
+    await db.end();
+    await withAdmin(kafka, (admin) =>
+      admin.createTopics({
+        waitForLeaders: true,
+        topics: [
+          { topic, numPartitions: 1, replicationFactor: 1 },
+          { topic: `${prefix}done`, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: String(OUTPUT_LIMIT) }] },
+        ],
+      }),
+    );
+
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 4 } }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'hostile-test', brokers: kafkaBrokers() },
+          groupId: `${prefix}group`,
+          transactionalIdPrefix: 'hostile-test',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { done: { schema: 'test.hostile.Done' } },
+          consumer: { sessionTimeout: 6000 },
+          isolation: { maxFailures: 2, retryDelayMs: 50 },
+          outputs: { maxRequestBytes: 64 * 1024 },
+        }),
+      ],
+      providers: [CommandsHandler],
+    })
+    class HostileModule {}
+
+    moduleRef = await Test.createTestingModule({ imports: [HostileModule] })
+      .setLogger(new ConsoleLogger({ logLevels: ['warn', 'error'] }))
+      .compile();
+    moduleRef.enableShutdownHooks();
+    await moduleRef.init();
+  });
+
+  afterAll(async () => {
+    await moduleRef?.close();
+  });
+
+  async function publish(sent: Sent[]): Promise<void> {
+    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    try {
+      await producer.send({ topic, acks: -1, messages: sent.map((s) => s.message) });
+    } finally {
+      await producer.disconnect();
+    }
+  }
+
+  const deadLetters = (until: (r: ReadRecord[]) => boolean) => readTopic(kafka, `${topic}.dlq`, { until, timeoutMs: 90000 });
+
+  it('dead-letters each bad record with its bytes and a reason, and handles every good one around it', async () => {
+    const id = (text: string | Buffer) => (Buffer.isBuffer(text) ? text : Buffer.from(text));
+    const rec = (messageId: string | Buffer, value: Buffer | null, expect: Sent['expect'], extra: IHeaders = {}): Sent => ({
+      messageId: id(messageId),
+      expect,
+      message: { key: 'k', value, headers: { 'message-id': id(messageId), ...extra } },
+    });
+    const unknownSchema = Buffer.concat([Buffer.from([0xc3, 0x01]), Buffer.alloc(8, 0x5a), Buffer.from([0x02, 0x61])]);
+    const nulId = Buffer.from('nul\u0000id');
+    const invalidUtf8Id = Buffer.from([0x69, 0x64, 0xff, 0xfe, 0x00]);
+    const hugeId = Buffer.alloc(100_000, 0x68);
+    const hostileHeaders: IHeaders = { trace: Buffer.from([0x00, 0xff, 0xc3, 0x28]), repeated: [Buffer.from('a'), Buffer.from([0x00])] };
+    const sent: Sent[] = [
+      rec('ok-1', command('ok-1', 'ok'), 'handled'),
+      rec(nulId, command('ok-nul-id', 'ok'), 'handled'),
+      rec(invalidUtf8Id, command('ok-invalid-id', 'ok'), 'handled'),
+      rec(hugeId, command('ok-huge-id', 'ok'), 'handled'),
+      rec('ok-hostile-headers', command('ok-hostile-headers', 'ok'), 'handled', hostileHeaders),
+      rec(nulId, command('dup-of-nul-id', 'ok'), 'duplicate'),
+      rec('null-value', null, 'decode-failed', hostileHeaders),
+      rec('not-avro', Buffer.from('{"id":"json"}'), 'decode-failed'),
+      rec('truncated', command('truncated', 'ok').subarray(0, 12), 'decode-failed'),
+      rec('unknown-schema', unknownSchema, 'unknown-schema'),
+      rec('deferred', command('deferred', 'deferred'), 'handler-failed'),
+      rec('swallow', command('swallow', 'swallow'), 'handler-failed'),
+      rec('unique', command('unique', 'unique'), 'handler-failed'),
+      rec('serialization', command('serialization', 'serialization'), 'handler-failed'),
+      rec('nul-text', command('nul-text', 'nul-text'), 'handler-failed'),
+      rec('oversized', command('oversized', 'oversized'), 'output-too-large'),
+      rec('broken-with-headers', command('broken-with-headers', 'broken'), 'handler-failed', hostileHeaders),
+      rec('many', command('many', 'many'), 'handled'),
+      rec('ok-last', command('ok-last', 'ok', 500), 'handled'),
+    ];
+    await publish(sent);
+    const bad = sent.filter((s) => !['handled', 'duplicate'].includes(s.expect));
+    const dlq = await deadLetters((r) => r.length >= bad.length);
+    const done = await readTopic(kafka, `${prefix}done`, { until: (r) => r.length >= 6 + 12, timeoutMs: 60000 });
+
+    // Every bad record once on the dead-letter topic, in order, with its reason and its original bytes.
+    expect(dlq.map((r) => r.headers[DEAD_LETTER_HEADERS.reason])).toEqual(bad.map((s) => s.expect));
+    for (const [i, s] of bad.entries()) {
+      const letter = dlq[i];
+      expect(letter.rawKey?.equals(Buffer.from('k'))).toBe(true);
+      expect(letter.value === null ? null : letter.value.toString('hex')).toEqual(s.message.value === null ? null : (s.message.value as Buffer).toString('hex'));
+      for (const name of Object.keys(s.message.headers ?? {})) {
+        expect(headerBytes(letter.rawHeaders, name).map((b) => b.toString('hex'))).toEqual(headerBytes(s.message.headers, name).map((b) => b.toString('hex')));
+      }
+      expect(letter.headers[DEAD_LETTER_HEADERS.originalTopic]).toBe(topic);
+    }
+    const byReason = (messageId: string) => dlq.find((r) => r.headers['message-id'] === messageId)?.headers;
+    expect(byReason('deferred')?.[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/foreign key/);
+    expect(byReason('serialization')?.[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/could not serialize/);
+    expect(byReason('oversized')?.[DEAD_LETTER_HEADERS.errorClass]).toBe('OutputTooLargeError');
+
+    // Every good record handled once, outputs included (the 12 large ones went in several requests).
+    const outputs = done.map((r) => r.key);
+    expect(outputs.filter((k) => k === 'many')).toHaveLength(12);
+    expect(new Set(outputs)).toEqual(new Set(['ok-1', 'ok-nul-id', 'ok-invalid-id', 'ok-huge-id', 'ok-hostile-headers', 'many', 'ok-last']));
+    expect(done).toHaveLength(6 + 12);
+    // The causation id of an output is the input's message id, byte for byte.
+    const causation = (key: string) => headerBytes(done.find((r) => r.key === key)?.rawHeaders, 'causation-id')[0];
+    expect(causation('ok-nul-id').equals(nulId)).toBe(true);
+    expect(causation('ok-invalid-id').equals(invalidUtf8Id)).toBe(true);
+    expect(causation('ok-huge-id').toString()).toMatch(/^sha256:[0-9a-f]{64} \(100000 bytes/); // not 100 KB on every output
+
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      const seen = (await db.query(`SELECT id FROM seen WHERE id <> 'taken' ORDER BY id`)).rows.map((r) => r.id);
+      expect(seen).toEqual(['many', 'ok-1', 'ok-hostile-headers', 'ok-huge-id', 'ok-invalid-id', 'ok-last', 'ok-nul-id']);
+      const inbox = await db.query(`SELECT message_id, status FROM kafka_eo_inbox ORDER BY "offset"`);
+      expect(inbox.rows.find((r) => r.status === 'deferred')?.message_id).toBe('unknown-schema');
+      expect(inbox.rows.filter((r) => r.message_id.startsWith('sha256:'))).toHaveLength(3); // the NUL, invalid-UTF-8 and huge ids
+      // No connection of this database was handed back inside a transaction.
+      const states = await db.query(`SELECT state FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+      expect(states.rows.filter((r) => /in transaction/.test(r.state ?? ''))).toEqual([]);
+    } finally {
+      await db.end();
+    }
+
+    // The partition did not stay stuck: health sees it caught up, with the last isolated failure reported.
+    const status = moduleRef.get(KafkaExactlyOnceLifecycle).status();
+    const partition = status?.partitions.find((p) => p.topic === topic);
+    expect(partition).toMatchObject({ stalled: false, lag: 0 });
+  });
+
+  it('handles a deferred (unknown-schema) message id again when it is republished readable', async () => {
+    await publish([{ messageId: Buffer.from('unknown-schema'), expect: 'handled', message: { key: 'k', value: command('republished', 'ok'), headers: { 'message-id': 'unknown-schema' } } }]);
+    await waitUntil(async () => {
+      const db = new Client({ connectionString: databaseUrl });
+      await db.connect();
+      try {
+        return (await db.query(`SELECT 1 FROM seen WHERE id = 'republished'`)).rowCount === 1;
+      } finally {
+        await db.end();
+      }
+    }, 60000, 'the republished record to be handled');
+    const handler = moduleRef.get(CommandsHandler);
+    expect(handler.calls.filter((c) => c === 'republished')).toHaveLength(1);
+  });
+
+  it('dead-letters the input of an output the broker refuses (its limit lowered behind the consumer), and goes on', async () => {
+    await withAdmin(kafka, (admin) =>
+      admin.alterConfigs({
+        validateOnly: false,
+        resources: [{ type: ConfigResourceTypes.TOPIC, name: `${prefix}done`, configEntries: [{ name: 'max.message.bytes', value: '4000' }] }],
+      }),
+    );
+    const before = await deadLetters((r) => r.length >= 11);
+    await publish([
+      { messageId: Buffer.from('refused'), expect: 'output-too-large', message: { key: 'k', value: command('refused', 'ok', 8000), headers: { 'message-id': 'refused' } } },
+      { messageId: Buffer.from('after-refused'), expect: 'handled', message: { key: 'k', value: command('after-refused', 'ok', 10), headers: { 'message-id': 'after-refused' } } },
+    ]);
+    const dlq = await deadLetters((r) => r.length >= before.length + 1);
+    const refused = dlq.find((r) => r.headers['message-id'] === 'refused');
+    expect(refused?.headers).toMatchObject({ [DEAD_LETTER_HEADERS.reason]: 'output-too-large', [DEAD_LETTER_HEADERS.attempts]: '2' });
+    await readTopic(kafka, `${prefix}done`, { until: (r) => r.some((x) => x.key === 'after-refused'), timeoutMs: 60000 });
+  });
+});
