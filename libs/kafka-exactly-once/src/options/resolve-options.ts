@@ -74,7 +74,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       `must not exceed transactionTimeoutMs (${transactionTimeoutMs}): a stalled instance must lose its database transaction no later than its Kafka one`,
     );
   }
-  const lockTimeoutMs = positiveInt('inbox.lockTimeoutMs', inbox.lockTimeoutMs, 5000, 10);
+  const lockTimeoutMs = positiveInt('inbox.lockTimeoutMs', inbox.lockTimeoutMs, Math.min(5000, Math.floor(idleInTransactionTimeoutMs / 2)), 10);
   if (lockTimeoutMs >= idleInTransactionTimeoutMs) {
     throw new InvalidOptionsError(
       'inbox.lockTimeoutMs',
@@ -87,8 +87,8 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (rebalanceTimeout < sessionTimeout) {
     throw new InvalidOptionsError('consumer.rebalanceTimeout', `must be at least consumer.sessionTimeout (${sessionTimeout}): members need that long to rejoin`);
   }
-  const maxRetryDelayMs = positiveInt('consumer.maxRetryDelayMs', consumer.maxRetryDelayMs, 10000, 100);
   const stallAfterMs = positiveInt('consumer.stallAfterMs', consumer.stallAfterMs, 60000, 1000);
+  const maxRetryDelayMs = positiveInt('consumer.maxRetryDelayMs', consumer.maxRetryDelayMs, Math.min(10000, Math.floor(stallAfterMs / 2)), 100);
   if (stallAfterMs <= Math.max(maxRetryDelayMs, lockTimeoutMs)) {
     throw new InvalidOptionsError(
       'consumer.stallAfterMs',
