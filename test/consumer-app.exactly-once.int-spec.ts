@@ -1,7 +1,7 @@
 import { Kafka } from 'kafkajs';
 import { Client } from 'pg';
 import { FAULT_POINTS } from 'kafka-exactly-once';
-import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
+import { consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
 import { processSuite } from './support/suite';
 import { checkPaymentInvariants, generatePayments, publishPayments, republish, waitForGroupCaughtUp } from './support/payments';
 
@@ -20,7 +20,7 @@ describe('consumer-app: exactly-once effects', () => {
   it('handles a message id published 3 times once: one ledger row and one PaymentProcessed', async () => {
     const scope = await createConsumerAppScope('dup');
     const app = await startConsumerApp(processes, scope);
-    const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.logs())?.[1];
+    const port = consumerAppPort(app);
     const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as { details: { kafka: { assignment: Record<string, number[]> } } };
     expect(health).toMatchObject({
       status: 'ok',

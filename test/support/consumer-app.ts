@@ -59,6 +59,15 @@ export async function startConsumerApp(
     },
     join(REPO_ROOT, '.test-logs', runId(), scope.label, `consumer-app-${instance}.log`),
   ));
-  await app.waitForLog(options.waitForAssignment === false ? /listening on/ : /assigned .*payments\.requested\[/);
+  // Both: the assignment may be logged before or after the HTTP server listens, and tests read the port.
+  await app.waitForLog(/listening on http:\/\/127\.0\.0\.1:\d+/);
+  if (options.waitForAssignment !== false) await app.waitForLog(/assigned .*payments\.requested\[/);
   return app;
+}
+
+/** The HTTP port a started consumer-app listens on (from its log). */
+export function consumerAppPort(app: AppProcess): number {
+  const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.logs())?.[1];
+  if (!port) throw new Error(`${app.name} has not logged its port yet`);
+  return Number(port);
 }

@@ -15,6 +15,10 @@ export interface ConsumerAppConfig {
   topicPartitions: number;
   /** INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS: how soon PostgreSQL ends a stalled instance's transaction (default 30000). */
   idleInTransactionTimeoutMs: number;
+  /** INBOX_LOCK_TIMEOUT_MS: how long a unit of work waits for a row lock held by another session (library default). */
+  lockTimeoutMs?: number;
+  /** KAFKA_STALL_AFTER_MS: /health reports a partition whose records wait this long without a commit (default 60000). */
+  stallAfterMs?: number;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -36,5 +40,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30000, 3000),
     topicPartitions: integer(env, 'DEMO_TOPIC_PARTITIONS', 6, 1),
     idleInTransactionTimeoutMs: integer(env, 'INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS', 30000, 1000),
+    lockTimeoutMs: env.INBOX_LOCK_TIMEOUT_MS ? integer(env, 'INBOX_LOCK_TIMEOUT_MS', 5000, 10) : undefined,
+    stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,
   };
 }

@@ -51,8 +51,8 @@ export function schemasDirectory(): string {
             [DEMO_TOPICS.paymentsProcessed]: { schema: 'com.example.PaymentProcessed' },
             [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
           },
-          consumer: { sessionTimeout: config.sessionTimeoutMs },
-          inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs },
+          consumer: { sessionTimeout: config.sessionTimeoutMs, stallAfterMs: config.stallAfterMs },
+          inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },
         };
       },
     }),

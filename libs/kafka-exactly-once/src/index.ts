@@ -1,6 +1,6 @@
 // The public API of kafka-exactly-once. Everything a user imports is exported here, and nothing else.
 export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
-export { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
+export { KafkaExactlyOnceLifecycle, waitForTopicLeaders } from './kafka-exactly-once.lifecycle';
 export * from './decorators';
 export * from './errors';
 export * from './health';

@@ -174,7 +174,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       .filter((t) => !existing.has(t.topic));
     if (deadLetters.length > 0) {
       await admin.createTopics({ topics: deadLetters, waitForLeaders: true });
-      await waitForMetadata(admin, deadLetters.map((t) => t.topic));
+      await waitForTopicLeaders(admin, deadLetters.map((t) => t.topic));
       this.logger.log(`created dead-letter topic(s) ${deadLetters.map((t) => t.topic).join(', ')}`);
     }
   }
@@ -192,7 +192,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
  * Waits until every partition of the topics has a leader in the metadata: a topic that was just created may
  * not be served yet, and a consumer or producer using it at once fails.
  */
-export async function waitForMetadata(admin: Admin, topics: string[], timeoutMs = 30000): Promise<void> {
+export async function waitForTopicLeaders(admin: Admin, topics: string[], timeoutMs = 30000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

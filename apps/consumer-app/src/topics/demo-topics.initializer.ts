@@ -1,5 +1,6 @@
 import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { Kafka, logLevel } from 'kafkajs';
+import { waitForTopicLeaders } from 'kafka-exactly-once';
 import { consumerAppConfig } from '../consumer-app.config';
 import { DEMO_TOPICS } from './demo-topics';
 
@@ -17,12 +18,16 @@ export class DemoTopicsInitializer implements OnModuleInit {
       const missing = Object.values(DEMO_TOPICS)
         .map((topic) => `${config.topicPrefix}${topic}`)
         .filter((topic) => !existing.has(topic));
-      if (missing.length === 0) return;
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: missing.map((topic) => ({ topic, numPartitions: config.topicPartitions, replicationFactor: 1 })),
-      });
-      this.logger.log(`created ${missing.join(', ')} (${config.topicPartitions} partitions)`);
+      if (missing.length > 0) {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: missing.map((topic) => ({ topic, numPartitions: config.topicPartitions, replicationFactor: 1 })),
+        });
+        this.logger.log(`created ${missing.join(', ')} (${config.topicPartitions} partitions)`);
+      }
+      // Topics created a moment ago (here or by another instance starting at the same time) may not be served
+      // by their leaders yet: wait, rather than fail the consumer's start with "does not host this topic-partition".
+      await waitForTopicLeaders(admin, Object.values(DEMO_TOPICS).map((topic) => `${config.topicPrefix}${topic}`));
     } finally {
       await admin.disconnect();
     }
