@@ -131,7 +131,9 @@ export class ExactlyOnceConsumer {
       if (assignment[session.topic]?.includes(session.partition)) {
         session.reassigned();
       } else {
-        session.cancelResume();
+        // KafkaJS keeps a partition paused across rebalances: resume it now, or it would stay paused for good
+        // when it comes back to this member later.
+        session.cancelResume(true);
         this.sessions.delete(key);
         void session.producer.close();
       }
@@ -309,13 +311,10 @@ export class ExactlyOnceConsumer {
 
   /** Pauses this partition's fetches for `ms` while the other partitions go on; the batch must return now. */
   private pauseFor(session: PartitionSession, payload: Payload, ms: number): void {
-    session.cancelResume();
-    const resume = payload.pause();
+    session.cancelResume(true);
+    session.resume = payload.pause();
     session.progress.activity = 'backing-off';
-    session.resumeTimer = setTimeout(() => {
-      session.resumeTimer = undefined;
-      resume();
-    }, ms);
+    session.resumeTimer = setTimeout(() => session.cancelResume(true), ms);
     session.resumeTimer.unref?.();
   }
 

@@ -18,8 +18,9 @@ export class PartitionSession {
   isolateThrough = -1n;
   /** Failed units of work in a row that were not blamed on one record (infrastructure), for the backoff. */
   infrastructureFailures = 0;
-  /** The timer that resumes the partition after a backoff. */
+  /** The timer that resumes the partition after a backoff, and what it calls. */
   resumeTimer?: NodeJS.Timeout;
+  resume?: () => void;
   readonly progress: PartitionProgress;
 
   constructor(
@@ -44,10 +45,16 @@ export class PartitionSession {
     this.ready = false;
     this.fenced = false;
     this.isolateThrough = -1n;
+    // Whatever was fetched before the rebalance is fetched again if it is still pending.
+    this.progress.caughtUp();
   }
 
-  cancelResume(): void {
+  /** Drops a pending resume; with `resumeNow`, resumes the partition at once instead. */
+  cancelResume(resumeNow = false): void {
     if (this.resumeTimer) clearTimeout(this.resumeTimer);
     this.resumeTimer = undefined;
+    const resume = this.resume;
+    this.resume = undefined;
+    if (resumeNow) resume?.();
   }
 }
