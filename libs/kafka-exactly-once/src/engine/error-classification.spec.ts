@@ -27,6 +27,8 @@ describe('error classification', () => {
     expect(isConnectionFault({ name: 'KafkaJSNumberOfRetriesExceeded', originalError: kafkaError('REQUEST_TIMED_OUT', true) })).toBe(true);
     expect(isConnectionFault(kafkaError('MESSAGE_TOO_LARGE', false))).toBe(false);
     expect(isConnectionFault(kafkaError('INVALID_RECORD', false))).toBe(false);
+    expect(isConnectionFault({ name: 'KafkaJSNonRetriableError', message: 'x', cause: kafkaError('MESSAGE_TOO_LARGE', false) })).toBe(false);
+    expect(isConnectionFault(Object.assign(new Error('Transaction state exception'), { name: 'KafkaJSNonRetriableError' }))).toBe(true);
   });
 
   it('recognises fencing, also when wrapped', () => {

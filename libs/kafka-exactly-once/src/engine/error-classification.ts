@@ -55,7 +55,13 @@ const KAFKA_CONNECTION_ERRORS = new Set([
  * work is retried as a whole, without end and with capped backoff, and no record is blamed for it.
  */
 export function isConnectionFault(err: unknown): boolean {
-  for (const e of chain(err)) {
+  const errors = [...chain(err)];
+  // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
+  // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE,
+  // INVALID_RECORD): the innermost one decides, whatever wraps it.
+  const protocol = errors.filter((e) => e.name === 'KafkaJSProtocolError' && typeof e.type === 'string').pop();
+  if (protocol) return protocol.retriable === true;
+  for (const e of errors) {
     const name = String(e.name ?? '');
     const message = String(e.message ?? '');
     if (CONNECTION_MESSAGES.test(message)) return true;
@@ -64,10 +70,9 @@ export function isConnectionFault(err: unknown): boolean {
     const code = String(e.driverError?.code ?? e.code ?? '');
     if (fromDatabase && isPostgresInfrastructureCode(code)) return true;
     if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EHOSTUNREACH'].includes(code) && (fromDatabase || /postgres|kafka|broker/i.test(message))) return true;
-    if (KAFKA_CONNECTION_ERRORS.has(name)) return true;
-    // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
-    // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE).
-    if (typeof e.type === 'string' && name === 'KafkaJSProtocolError') return e.retriable === true;
+    // Any other KafkaJS error without a broker refusal inside (connection, request timeout, a producer or
+    // transaction state that a fresh producer clears) is the client's or the cluster's, not the record's.
+    if (KAFKA_CONNECTION_ERRORS.has(name) || name.startsWith('KafkaJS')) return true;
   }
   return false;
 }
