@@ -1,6 +1,7 @@
 import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
+import type { DataSource } from 'typeorm';
 import { mkdtempSync, writeFileSync } from 'fs';
 import { ConfigResourceTypes, IHeaders, Kafka, Message, Partitioners } from 'kafkajs';
 import { tmpdir } from 'os';
@@ -250,6 +251,10 @@ describe('library: hostile input never stops the line', () => {
     } finally {
       await db.end();
     }
+
+    // Every pooled connection of the application's DataSource is usable (none was handed back aborted).
+    const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+    expect(await Promise.all(Array.from({ length: 8 }, (_, i) => dataSource.query('SELECT $1::int AS n', [i])))).toEqual(Array.from({ length: 8 }, (_, i) => [{ n: i }]));
 
     // The partition did not stay stuck: health sees it caught up, with the last isolated failure reported.
     const status = moduleRef.get(KafkaExactlyOnceLifecycle).status();
