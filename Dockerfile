@@ -15,6 +15,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY schemas ./schemas
+# producer-app's spool must outlive the container and be writable by the runtime user: docker-compose mounts a
+# named volume here, which Docker fills from this directory (ownership included) the first time.
+RUN mkdir -p /app/.spool && chown node:node /app/.spool
 USER node
 # consumer-app by default; docker-compose.yml overrides the command for producer-app.
 CMD ["node", "dist/apps/consumer-app/apps/consumer-app/src/main.js"]
