@@ -1,5 +1,5 @@
-import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
-import { Test, TestingModule } from '@nestjs/testing';
+import { Injectable, Module } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { mkdtempSync, writeFileSync } from 'fs';
 import { Kafka, Partitioners } from 'kafkajs';
@@ -16,6 +16,7 @@ import {
   encodeSingleObject,
 } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
+import { startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { kafkaBrokers } from './support/environment';
 
@@ -90,11 +91,7 @@ describe('library: retries and dead letters', () => {
     })
     class OrdersModule {}
 
-    moduleRef = await Test.createTestingModule({ imports: [OrdersModule] })
-      .setLogger(new ConsoleLogger({ logLevels: ['warn', 'error'] }))
-      .compile();
-    moduleRef.enableShutdownHooks();
-    await moduleRef.init();
+    moduleRef = await startLibraryModule(OrdersModule);
   });
 
   afterAll(async () => {

@@ -1,11 +1,8 @@
-import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
-import { Test, TestingModule } from '@nestjs/testing';
+import { Injectable, Module } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { mkdtempSync, writeFileSync } from 'fs';
-import { ConfigResourceTypes, IHeaders, Kafka, Message, Partitioners } from 'kafkajs';
-import { tmpdir } from 'os';
-import { join } from 'path';
+import { ConfigResourceTypes, IHeaders, Kafka, Message } from 'kafkajs';
 import { Client } from 'pg';
 import {
   DEAD_LETTER_HEADERS,
@@ -17,6 +14,7 @@ import {
   encodeSingleObject,
 } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
+import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { kafkaBrokers } from './support/environment';
 import { waitUntil } from './support/payments';
@@ -104,22 +102,20 @@ describe('library: hostile input never stops the line', () => {
   let databaseUrl: string;
   const prefix = `${uniqueTopic('hostile')}.`;
   const topic = `${prefix}commands`;
-  const dir = mkdtempSync(join(tmpdir(), 'keo-hostile-schemas-'));
-  writeFileSync(join(dir, 'command.avsc'), JSON.stringify(COMMAND));
-  writeFileSync(join(dir, 'done.avsc'), JSON.stringify(DONE));
+  const dir = schemasDirectory('hostile', { 'command.avsc': COMMAND, 'done.avsc': DONE });
   const schemas = SchemaRegistry.fromDirectory(dir);
   const command = (id: string, behaviour: string, size = 0) => encodeSingleObject(schemas.current('test.hostile.Command'), { id, behaviour, size });
 
   beforeAll(async () => {
     kafka = testKafka();
     databaseUrl = await createSuiteDatabase('hostile');
-    const db = new Client({ connectionString: databaseUrl });
-    await db.connect();
-    await db.query(`CREATE TABLE seen (id text PRIMARY KEY)`);
-    await db.query(`INSERT INTO seen (id) VALUES ('taken')`);
-    await db.query(`CREATE TABLE deferred_parent (id int PRIMARY KEY)`);
-    await db.query(`CREATE TABLE deferred_child (id text PRIMARY KEY, parent int REFERENCES deferred_parent (id) DEFERRABLE INITIALLY DEFERRED)`);
-    await db.end();
+    await queryDatabase(
+      databaseUrl,
+      `CREATE TABLE seen (id text PRIMARY KEY);
+       INSERT INTO seen (id) VALUES ('taken');
+       CREATE TABLE deferred_parent (id int PRIMARY KEY);
+       CREATE TABLE deferred_child (id text PRIMARY KEY, parent int REFERENCES deferred_parent (id) DEFERRABLE INITIALLY DEFERRED);`,
+    );
     await withAdmin(kafka, (admin) =>
       admin.createTopics({
         waitForLeaders: true,
@@ -149,26 +145,14 @@ describe('library: hostile input never stops the line', () => {
     })
     class HostileModule {}
 
-    moduleRef = await Test.createTestingModule({ imports: [HostileModule] })
-      .setLogger(new ConsoleLogger({ logLevels: ['warn', 'error'] }))
-      .compile();
-    moduleRef.enableShutdownHooks();
-    await moduleRef.init();
+    moduleRef = await startLibraryModule(HostileModule);
   });
 
   afterAll(async () => {
     await moduleRef?.close();
   });
 
-  async function publish(sent: Sent[]): Promise<void> {
-    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
-    try {
-      await producer.send({ topic, acks: -1, messages: sent.map((s) => s.message) });
-    } finally {
-      await producer.disconnect();
-    }
-  }
+  const publish = (sent: Sent[]) => sendRaw(kafka, topic, sent.map((s) => s.message));
 
   const deadLetters = (until: (r: ReadRecord[]) => boolean) => readTopic(kafka, `${topic}.dlq`, { until, timeoutMs: 90000 });
 
@@ -264,15 +248,7 @@ describe('library: hostile input never stops the line', () => {
 
   it('handles a deferred (unknown-schema) message id again when it is republished readable', async () => {
     await publish([{ messageId: Buffer.from('unknown-schema'), expect: 'handled', message: { key: 'k', value: command('republished', 'ok'), headers: { 'message-id': 'unknown-schema' } } }]);
-    await waitUntil(async () => {
-      const db = new Client({ connectionString: databaseUrl });
-      await db.connect();
-      try {
-        return (await db.query(`SELECT 1 FROM seen WHERE id = 'republished'`)).rowCount === 1;
-      } finally {
-        await db.end();
-      }
-    }, 60000, 'the republished record to be handled');
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT 1 FROM seen WHERE id = 'republished'`)).length === 1, 60000, 'the republished record to be handled');
     const handler = moduleRef.get(CommandsHandler);
     expect(handler.calls.filter((c) => c === 'republished')).toHaveLength(1);
   });

@@ -1,13 +1,10 @@
-import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
-import { Test, TestingModule } from '@nestjs/testing';
+import { Injectable, Module } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { mkdtempSync, writeFileSync } from 'fs';
-import { Kafka, Partitioners } from 'kafkajs';
-import { tmpdir } from 'os';
-import { join } from 'path';
-import { Client } from 'pg';
+import { Kafka } from 'kafkajs';
 import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceModule, SchemaRegistry, encodeSingleObject } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
+import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { kafkaBrokers } from './support/environment';
 import { waitUntil } from './support/payments';
@@ -33,8 +30,7 @@ describe('library: isolation survives a restart', () => {
   let kafka: Kafka;
   let databaseUrl: string;
   const prefix = `${uniqueTopic('isolation')}.`;
-  const dir = mkdtempSync(join(tmpdir(), 'keo-isolation-schemas-'));
-  writeFileSync(join(dir, 'item.avsc'), JSON.stringify(ITEM));
+  const dir = schemasDirectory('isolation', { 'item.avsc': ITEM });
 
   const start = async (): Promise<TestingModule> => {
     @Module({
@@ -53,23 +49,10 @@ describe('library: isolation survives a restart', () => {
       providers: [ItemsHandler],
     })
     class ItemsModule {}
-    const moduleRef = await Test.createTestingModule({ imports: [ItemsModule] })
-      .setLogger(new ConsoleLogger({ logLevels: ['error'] }))
-      .compile();
-    moduleRef.enableShutdownHooks();
-    await moduleRef.init();
-    return moduleRef;
+    return startLibraryModule(ItemsModule, ['error']);
   };
 
-  async function query<T = Record<string, unknown>>(sql: string): Promise<T[]> {
-    const db = new Client({ connectionString: databaseUrl });
-    await db.connect();
-    try {
-      return (await db.query(sql)).rows as T[];
-    } finally {
-      await db.end();
-    }
-  }
+  const query = <T = Record<string, unknown>>(sql: string) => queryDatabase<T>(databaseUrl, sql);
 
   beforeAll(async () => {
     kafka = testKafka();
@@ -85,14 +68,7 @@ describe('library: isolation survives a restart', () => {
     let failuresAtRestart = 0;
     try {
       const schema = SchemaRegistry.fromDirectory(dir).current('test.isolation.Item');
-      const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-      await producer.connect();
-      await producer.send({
-        topic: `${prefix}items`,
-        acks: -1,
-        messages: ['ok-1', 'bad', 'ok-2'].map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })),
-      });
-      await producer.disconnect();
+      await sendRaw(kafka, `${prefix}items`, ['ok-1', 'bad', 'ok-2'].map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));
       await waitUntil(async () => (await query(`SELECT 1 FROM kafka_eo_inbox WHERE message_id = 'bad' AND status = 'failing'`)).length === 1, 60000, 'a first isolated failure');
     } finally {
       await first.close();

@@ -1,13 +1,10 @@
-import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
-import { Test, TestingModule } from '@nestjs/testing';
+import { Injectable, Module } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { mkdtempSync, writeFileSync } from 'fs';
-import { Kafka, Partitioners } from 'kafkajs';
-import { tmpdir } from 'os';
-import { join } from 'path';
-import { Client } from 'pg';
+import { Kafka } from 'kafkajs';
 import { EventContext, FAULT_ENV, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry, encodeSingleObject } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
+import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { kafkaBrokers } from './support/environment';
 import { waitForGroupCaughtUp } from './support/payments';
@@ -38,16 +35,12 @@ describe('library: a transaction aborted by the broker (transaction timeout)', (
   let databaseUrl: string;
   const prefix = `${uniqueTopic('txn-timeout')}.`;
   const group = `${prefix}group`;
-  const dir = mkdtempSync(join(tmpdir(), 'keo-timeout-schemas-'));
-  writeFileSync(join(dir, 'ticket.avsc'), JSON.stringify(TICKET));
+  const dir = schemasDirectory('timeout', { 'ticket.avsc': TICKET });
 
   beforeAll(async () => {
     kafka = testKafka();
     databaseUrl = await createSuiteDatabase('txn_timeout');
-    const db = new Client({ connectionString: databaseUrl });
-    await db.connect();
-    await db.query('CREATE TABLE applied (id text PRIMARY KEY)');
-    await db.end();
+    await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
     await createTopics(kafka, [`${prefix}tickets`, `${prefix}tickets.done`], 1);
 
     @Module({
@@ -72,11 +65,7 @@ describe('library: a transaction aborted by the broker (transaction timeout)', (
     // transaction timeout and the broker's 10 s sweep of timed-out transactions, within the session timeout.
     process.env[FAULT_ENV] = 'after-db-commit:1:delay=16000';
     try {
-      moduleRef = await Test.createTestingModule({ imports: [TicketsModule] })
-        .setLogger(new ConsoleLogger({ logLevels: ['warn', 'error'] }))
-        .compile();
-      moduleRef.enableShutdownHooks();
-      await moduleRef.init();
+      moduleRef = await startLibraryModule(TicketsModule);
     } finally {
       delete process.env[FAULT_ENV];
     }
@@ -88,11 +77,8 @@ describe('library: a transaction aborted by the broker (transaction timeout)', (
 
   it('recovers on its own and commits every record once, outputs included', async () => {
     const schema = SchemaRegistry.fromDirectory(dir).current('test.timeout.Ticket');
-    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
     const ids = ['t-1', 't-2', 't-3', 't-4', 't-5'];
-    await producer.send({ topic: `${prefix}tickets`, acks: -1, messages: ids.map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })) });
-    await producer.disconnect();
+    await sendRaw(kafka, `${prefix}tickets`, ids.map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));
 
     await waitForGroupCaughtUp(kafka, group, `${prefix}tickets`, 90000);
     const done = await readTopic(kafka, `${prefix}tickets.done`, { until: (r) => r.length >= ids.length, timeoutMs: 30000 });
@@ -100,13 +86,7 @@ describe('library: a transaction aborted by the broker (transaction timeout)', (
 
     const handler = moduleRef.get(TicketsHandler);
     expect([...handler.calls].sort()).toEqual(ids); // the handler ran once per record: the rest was replayed
-    const db = new Client({ connectionString: databaseUrl });
-    await db.connect();
-    try {
-      expect((await db.query('SELECT id FROM applied ORDER BY id')).rows.map((r) => r.id)).toEqual(ids);
-    } finally {
-      await db.end();
-    }
+    expect((await queryDatabase(databaseUrl, 'SELECT id FROM applied ORDER BY id')).map((r) => r.id)).toEqual(ids);
     const [partition] = moduleRef.get(KafkaExactlyOnceLifecycle).status()?.partitions ?? [];
     // It was recognised as the broker's abort, not as another owner, and the partition moved on.
     expect(partition).toMatchObject({ activity: 'idle', stalled: false, lastError: { kind: 'transaction-aborted' } });

@@ -1,0 +1,49 @@
+import { ConsoleLogger, LogLevel, Type } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
+import { mkdtempSync, writeFileSync } from 'fs';
+import { Kafka, Message, Partitioners } from 'kafkajs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { Client } from 'pg';
+
+/**
+ * Starts an application module that imports KafkaExactlyOnceModule, in this process (the library's own
+ * suites): compiled, with shutdown hooks, initialised (the consumer starts at bootstrap).
+ */
+export async function startLibraryModule(module: Type<unknown>, logLevels: LogLevel[] = ['warn', 'error']): Promise<TestingModule> {
+  const moduleRef = await Test.createTestingModule({ imports: [module] })
+    .setLogger(new ConsoleLogger({ logLevels }))
+    .compile();
+  moduleRef.enableShutdownHooks();
+  await moduleRef.init();
+  return moduleRef;
+}
+
+/** A schemas directory of its own with these .avsc files (name -> schema). */
+export function schemasDirectory(label: string, files: Record<string, object>): string {
+  const dir = mkdtempSync(join(tmpdir(), `keo-${label}-schemas-`));
+  for (const [name, schema] of Object.entries(files)) writeFileSync(join(dir, name), JSON.stringify(schema));
+  return dir;
+}
+
+/** Sends records as they are (any key, value and header bytes) with an idempotent producer, acks all. */
+export async function sendRaw(kafka: Kafka, topic: string, messages: Message[]): Promise<void> {
+  const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  try {
+    await producer.send({ topic, acks: -1, messages });
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** Runs one query on a database of the test run, on a connection of its own. */
+export async function queryDatabase<T = Record<string, any>>(databaseUrl: string, sql: string, params: unknown[] = []): Promise<T[]> {
+  const db = new Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    return (await db.query(sql, params)).rows as T[];
+  } finally {
+    await db.end();
+  }
+}
