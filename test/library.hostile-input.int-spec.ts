@@ -32,6 +32,8 @@ const COMMAND = {
 const DONE = { type: 'record', name: 'Done', namespace: 'test.hostile', fields: [{ name: 'id', type: 'string' }, { name: 'padding', type: 'string' }] };
 /** The output topic's max.message.bytes: an emitted event over it is refused before it reaches Kafka. */
 const OUTPUT_LIMIT = 20000;
+/** The dead-letter topic's max.message.bytes (made small on purpose). */
+const DLQ_LIMIT = 40000;
 
 /** A handler whose failure each command chooses: every way a record's handling can fail in PostgreSQL or Kafka. */
 @Injectable()
@@ -84,10 +86,11 @@ interface Sent {
   expect: 'handled' | 'duplicate' | string;
 }
 
+/** The byte values of a header (KafkaJS puts an inherited member first for names like `constructor`). */
 function headerBytes(headers: IHeaders | undefined, name: string): Buffer[] {
-  const value = headers?.[name];
-  if (value === undefined) return [];
-  return (Array.isArray(value) ? value : [value]).map((v) => (Buffer.isBuffer(v) ? v : Buffer.from(String(v))));
+  if (!headers || !Object.prototype.hasOwnProperty.call(headers, name)) return [];
+  const value = headers[name];
+  return (Array.isArray(value) ? value : [value]).filter((v) => Buffer.isBuffer(v) || typeof v === 'string').map((v) => (Buffer.isBuffer(v) ? v : Buffer.from(String(v))));
 }
 
 /**
@@ -122,6 +125,8 @@ describe('library: hostile input never stops the line', () => {
         topics: [
           { topic, numPartitions: 1, replicationFactor: 1 },
           { topic: `${prefix}done`, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: String(OUTPUT_LIMIT) }] },
+          // A dead-letter topic made beforehand with a small limit: a larger dead letter must not block the line.
+          { topic: `${topic}.dlq`, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: String(DLQ_LIMIT) }] },
         ],
       }),
     );
@@ -167,7 +172,12 @@ describe('library: hostile input never stops the line', () => {
     const nulId = Buffer.from('nul\u0000id');
     const invalidUtf8Id = Buffer.from([0x69, 0x64, 0xff, 0xfe, 0x00]);
     const hugeId = Buffer.alloc(100_000, 0x68);
-    const hostileHeaders: IHeaders = { trace: Buffer.from([0x00, 0xff, 0xc3, 0x28]), repeated: [Buffer.from('a'), Buffer.from([0x00])] };
+    const hostileHeaders: IHeaders = {
+      trace: Buffer.from([0x00, 0xff, 0xc3, 0x28]),
+      repeated: [Buffer.from('a'), Buffer.from([0x00])],
+      constructor: Buffer.from('named like an Object member'),
+      ['__proto__']: Buffer.from([0x70]),
+    };
     const sent: Sent[] = [
       rec('ok-1', command('ok-1', 'ok'), 'handled'),
       rec(nulId, command('ok-nul-id', 'ok'), 'handled'),
@@ -186,6 +196,7 @@ describe('library: hostile input never stops the line', () => {
       rec('nul-text', command('nul-text', 'nul-text'), 'handler-failed'),
       rec('oversized', command('oversized', 'oversized'), 'output-too-large'),
       rec('broken-with-headers', command('broken-with-headers', 'broken'), 'handler-failed', hostileHeaders),
+      rec('too-big-for-dlq', Buffer.alloc(DLQ_LIMIT + 100, 0x7a), 'decode-failed'),
       rec('many', command('many', 'many'), 'handled'),
       rec('ok-last', command('ok-last', 'ok', 500), 'handled'),
     ];
@@ -199,8 +210,15 @@ describe('library: hostile input never stops the line', () => {
     for (const [i, s] of bad.entries()) {
       const letter = dlq[i];
       expect(letter.rawKey?.equals(Buffer.from('k'))).toBe(true);
-      expect(letter.value === null ? null : letter.value.toString('hex')).toEqual(s.message.value === null ? null : (s.message.value as Buffer).toString('hex'));
+      if (letter.headers['message-id'] === 'too-big-for-dlq') {
+        // Over the dead-letter topic's limit: sent without its value, saying so (the original stays at its offset).
+        expect(letter.value).toBeNull();
+        expect(letter.headers[DEAD_LETTER_HEADERS.valueOmitted]).toMatch(/^40100 bytes, over max.message.bytes/);
+      } else {
+        expect(letter.value === null ? null : letter.value.toString('hex')).toEqual(s.message.value === null ? null : (s.message.value as Buffer).toString('hex'));
+      }
       for (const name of Object.keys(s.message.headers ?? {})) {
+        expect(headerBytes(letter.rawHeaders, name).length).toBeGreaterThan(0);
         expect(headerBytes(letter.rawHeaders, name).map((b) => b.toString('hex'))).toEqual(headerBytes(s.message.headers, name).map((b) => b.toString('hex')));
       }
       expect(letter.headers[DEAD_LETTER_HEADERS.originalTopic]).toBe(topic);
@@ -260,7 +278,7 @@ describe('library: hostile input never stops the line', () => {
         resources: [{ type: ConfigResourceTypes.TOPIC, name: `${prefix}done`, configEntries: [{ name: 'max.message.bytes', value: '4000' }] }],
       }),
     );
-    const before = await deadLetters((r) => r.length >= 11);
+    const before = await deadLetters((r) => r.length >= 12);
     await publish([
       { messageId: Buffer.from('refused'), expect: 'output-too-large', message: { key: 'k', value: command('refused', 'ok', 8000), headers: { 'message-id': 'refused' } } },
       { messageId: Buffer.from('after-refused'), expect: 'handled', message: { key: 'k', value: command('after-refused', 'ok', 10), headers: { 'message-id': 'after-refused' } } },

@@ -3,7 +3,7 @@ import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
 import { CreateKafkaEoInbox1764400000000 } from 'kafka-exactly-once';
 import { identify } from 'kafka-exactly-once/engine/record-identity';
-import { InboxRepository } from 'kafka-exactly-once/inbox/inbox.repository';
+import { InboxRepository, keyOf } from 'kafka-exactly-once/inbox/inbox.repository';
 import { createSuiteDatabase } from './support/database';
 
 /** The inbox table from the library's own migrations, and the retention job that keeps it small. */
@@ -25,7 +25,7 @@ describe('library: inbox migrations and retention', () => {
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
-      'scope', 'id_digest', 'failures', 'last_error',
+      'scope', 'id_digest', 'failures', 'last_error', 'taken_over',
     ]);
     const key = await dataSource.query(
       `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
@@ -79,10 +79,55 @@ describe('library: inbox migration from text message ids', () => {
         // The same id on another topic is another message.
         const other = identify('orders', 0, { offset: '9', headers: { 'message-id': Buffer.from('m-1') } }, 'topic');
         expect((await inbox.claim(claimRunner, 'g', 'orders', 0, [{ ...other, offset: '9' }])).size).toBe(1);
+        // With a group-wide scope, one id is one message whatever the topic.
+        const onA = identify('a', 0, { offset: '1', headers: { 'message-id': Buffer.from('shared') } }, 'group');
+        const onB = identify('b', 0, { offset: '1', headers: { 'message-id': Buffer.from('shared') } }, 'group');
+        expect((await inbox.claim(claimRunner, 'g', 'a', 0, [{ ...onA, offset: '1' }])).size).toBe(1);
+        expect((await inbox.claim(claimRunner, 'g', 'b', 0, [{ ...onB, offset: '1' }])).size).toBe(0);
       } finally {
         await claimRunner.release();
       }
     } finally {
+      await dataSource.destroy();
+    }
+  });
+});
+
+/** A claim that takes over a deferred or failing row, then is given back or fails, leaves it as it was. */
+describe('library: inbox takeovers', () => {
+  it('restores a taken-over row when the claim is released, and counts a takeover that fails', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url: await createSuiteDatabase('inbox_takeover') }).initialize();
+    const inbox = new InboxRepository();
+    const runner = dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runInboxMigrations(dataSource);
+      const id = identify('t', 0, { offset: '3', headers: { 'message-id': Buffer.from('m-deferred') } }, 'topic');
+      // Dead-lettered at offset 3 for an unknown schema, with its dead letter recorded as output.
+      await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '3' }]);
+      await inbox.complete(runner, 'g', [{ ...id, status: 'deferred', attempts: 1, outputs: [{ topic: 't.dlq', key: null, value: null, h: [] }] }]);
+      const row = () => dataSource.query(`SELECT status, "offset"::text AS "offset", outputs, failures, taken_over FROM kafka_eo_inbox WHERE message_id = 'm-deferred'`);
+
+      // The same coordinates again (a crash before the Kafka commit): a replay, not a takeover.
+      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '3' }])).size).toBe(0);
+      // Republished at offset 9: taken over; the chunk is cut before it is handled and the claim released.
+      await runner.startTransaction();
+      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '9' }])).get(keyOf(id))?.offset).toBe('9');
+      await inbox.release(runner, 'g', [id]);
+      await runner.commitTransaction();
+      expect(await row()).toEqual([{ status: 'deferred', offset: '3', outputs: [{ topic: 't.dlq', key: null, value: null, h: [] }], failures: 0, taken_over: null }]);
+
+      // Republished at offset 9 again, and its unit fails alone: counted as the new delivery's first failure.
+      const failure = { name: 'Error', message: 'boom', stack: '', reason: 'handler-failed' };
+      expect(await inbox.recordFailure(runner, 'g', { ...id, offset: '9', topic: 't', partition: 0 }, failure)).toBe(1);
+      expect(await row()).toMatchObject([{ status: 'failing', offset: '9', failures: 1 }]);
+      expect(await inbox.recordFailure(runner, 'g', { ...id, offset: '9', topic: 't', partition: 0 }, failure)).toBe(2);
+      // The next claim takes the failing row over and sees its count.
+      await runner.startTransaction();
+      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '9' }])).get(keyOf(id))).toEqual({ offset: '9', failures: 2, lastError: failure });
+      await runner.rollbackTransaction();
+    } finally {
+      await runner.release();
       await dataSource.destroy();
     }
   });

@@ -25,6 +25,8 @@ export const DEAD_LETTER_HEADERS = {
   errorStack: 'dlq-error-stack',
   attempts: 'dlq-attempts',
   reason: 'dlq-reason',
+  /** Only on a dead letter that would exceed its topic's max.message.bytes: sent without the value, says why. */
+  valueOmitted: 'dlq-value-omitted',
 } as const;
 
 /** Name of the inbox table and of the table that records which of the library's migrations ran. */

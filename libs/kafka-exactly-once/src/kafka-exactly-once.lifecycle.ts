@@ -70,12 +70,23 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
     this.retention = new InboxRetention(dataSource, this.options.inbox);
     this.retention.start();
-    this.admin = this.kafka.admin();
-    await this.admin.connect();
-    await this.checkTopics(this.admin);
-    const limits = await this.topicLimits(this.admin);
-    this.consumer = new ExactlyOnceConsumer(this.kafka, this.admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers, limits);
-    await this.startConsumer(this.consumer);
+    const admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      await this.checkBrokerLimits(admin);
+      await this.checkTopics(admin);
+      const limits = await this.topicLimits(admin);
+      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers, limits);
+      await this.startConsumer(this.consumer);
+    } catch (err) {
+      // A failed start must not leave connections behind (the application is not going to shut us down).
+      await this.consumer?.disconnect().catch(() => undefined);
+      this.consumer = undefined;
+      await admin.disconnect().catch(() => undefined);
+      await this.retention?.stop();
+      throw err;
+    }
+    this.admin = admin;
   }
 
   /**
@@ -95,6 +106,31 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         await consumer.disconnect().catch(() => undefined);
         await sleep(Math.min(5000, 250 * 2 ** attempt));
       }
+    }
+  }
+
+  /**
+   * Timeouts the broker bounds: a transaction timeout over `transaction.max.timeout.ms` fails every
+   * InitProducerId, a session timeout outside `group.min/max.session.timeout.ms` fails every join. Said at
+   * boot, naming the option, instead of as a retry loop later.
+   */
+  private async checkBrokerLimits(admin: Admin): Promise<void> {
+    const { brokers } = await admin.describeCluster();
+    if (brokers.length === 0) return;
+    const names = ['transaction.max.timeout.ms', 'group.min.session.timeout.ms', 'group.max.session.timeout.ms'];
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.BROKER, name: String(brokers[0].nodeId), configNames: names }],
+    });
+    const value = (name: string) => Number(resources[0]?.configEntries.find((e) => e.configName === name)?.configValue);
+    const maxTransaction = value('transaction.max.timeout.ms');
+    if (maxTransaction > 0 && this.options.transactionTimeoutMs > maxTransaction) {
+      throw new InvalidOptionsError('transactionTimeoutMs', `is ${this.options.transactionTimeoutMs}, over the broker's transaction.max.timeout.ms (${maxTransaction}): lower it, or raise the broker setting`);
+    }
+    const [minSession, maxSession] = [value('group.min.session.timeout.ms'), value('group.max.session.timeout.ms')];
+    const session = this.options.consumer.sessionTimeout;
+    if ((minSession > 0 && session < minSession) || (maxSession > 0 && session > maxSession)) {
+      throw new InvalidOptionsError('consumer.sessionTimeout', `is ${session}, outside the broker's group.min.session.timeout.ms..group.max.session.timeout.ms (${minSession}..${maxSession})`);
     }
   }
 
@@ -169,7 +205,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         topic: `${t.name}${this.options.deadLetter.topicSuffix}`,
         numPartitions: t.partitions.length,
         // Room for the dead-letter headers on top of the largest record the input topic accepts.
-        configEntries: [{ name: 'max.message.bytes', value: String((inputLimits.get(t.name) ?? 1048588) + 65536) }],
+        configEntries: [{ name: 'max.message.bytes', value: String((inputLimits.get(t.name) || 1048588) + 65536) }],
       }))
       .filter((t) => !existing.has(t.topic));
     if (deadLetters.length > 0) {
@@ -184,7 +220,12 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       includeSynonyms: false,
       resources: inputs.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] })),
     });
-    return new Map(resources.map((r) => [r.resourceName, Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue)]));
+    const limits = new Map<string, number>();
+    for (const r of resources) {
+      const value = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+      if (Number.isInteger(value) && value > 0) limits.set(r.resourceName, value);
+    }
+    return limits;
   }
 }
 

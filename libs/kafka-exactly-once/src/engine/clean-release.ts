@@ -6,6 +6,13 @@ interface PgClient {
   getTransactionStatus?(): string | null;
 }
 
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`ROLLBACK did not answer within ${ms} ms`)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
 /**
  * Gives a unit of work's connection back to the pool only outside a transaction: after any failure it is
  * rolled back first, and a connection that cannot be brought back to idle is destroyed instead of reused (a
@@ -16,7 +23,7 @@ export async function releaseClean(runner: QueryRunner): Promise<void> {
   const client = (runner as unknown as { databaseConnection?: PgClient }).databaseConnection;
   let broken: Error | undefined;
   try {
-    if (client && client.getTransactionStatus?.() !== 'I') await client.query('ROLLBACK');
+    if (client && client.getTransactionStatus?.() !== 'I') await withTimeout(client.query('ROLLBACK'), 5000);
     const status = client?.getTransactionStatus?.();
     if (client && status !== 'I' && status !== null && status !== undefined) broken = new Error(`connection left in transaction state ${status}`);
   } catch (err) {

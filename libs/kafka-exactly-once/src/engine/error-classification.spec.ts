@@ -27,6 +27,10 @@ describe('error classification', () => {
     expect(isConnectionFault({ name: 'KafkaJSNumberOfRetriesExceeded', originalError: kafkaError('REQUEST_TIMED_OUT', true) })).toBe(true);
     expect(isConnectionFault(kafkaError('MESSAGE_TOO_LARGE', false))).toBe(false);
     expect(isConnectionFault(kafkaError('INVALID_RECORD', false))).toBe(false);
+    // Refusals about the cluster or the producer, not the record: never blamed on records.
+    for (const type of ['TOPIC_AUTHORIZATION_FAILED', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED', 'OUT_OF_ORDER_SEQUENCE_NUMBER', 'INVALID_TXN_STATE', 'POLICY_VIOLATION']) {
+      expect(isConnectionFault(kafkaError(type, false))).toBe(true);
+    }
     expect(isConnectionFault({ name: 'KafkaJSNonRetriableError', message: 'x', cause: kafkaError('MESSAGE_TOO_LARGE', false) })).toBe(false);
     expect(isConnectionFault(Object.assign(new Error('Transaction state exception'), { name: 'KafkaJSNonRetriableError' }))).toBe(true);
   });

@@ -38,6 +38,9 @@ function isPostgresInfrastructureCode(code: string): boolean {
   return code === '55P03' || code === '25P03';
 }
 
+/** Broker refusals caused by the record sent (its size or bytes): the only Kafka errors blamed on a record. */
+const RECORD_REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
+
 const KAFKA_CONNECTION_ERRORS = new Set([
   'KafkaJSConnectionError',
   'KafkaJSConnectionClosedError',
@@ -59,8 +62,11 @@ export function isConnectionFault(err: unknown): boolean {
   // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
   // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE,
   // INVALID_RECORD): the innermost one decides, whatever wraps it.
+  // Only a few refusals are about the record itself; any other non-retriable refusal (authorization, producer
+  // or transaction state, policy) is the cluster's configuration or the producer's, and a fresh producer or an
+  // operator fixes it: blaming records for it would dead-letter every record that writes there.
   const protocol = errors.filter((e) => e.name === 'KafkaJSProtocolError' && typeof e.type === 'string').pop();
-  if (protocol) return protocol.retriable === true;
+  if (protocol) return !RECORD_REFUSALS.has(protocol.type as string);
   for (const e of errors) {
     const name = String(e.name ?? '');
     const message = String(e.message ?? '');

@@ -28,6 +28,9 @@ export interface ConsumerStatus {
 
 type Payload = Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale' | 'pause'>;
 
+/** Heartbeat errors that mean this member's generation is over: another member may own its partitions. */
+const OWNERSHIP_LOST = new Set(['UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'REBALANCE_IN_PROGRESS', 'FENCED_INSTANCE_ID']);
+
 /**
  * One KafkaJS consumer for all the handlers of a group, running the units of work of each assigned partition
  * in order (DESIGN §2). Offsets are committed only inside Kafka transactions (autoCommit off), and the fetch
@@ -174,6 +177,12 @@ export class ExactlyOnceConsumer {
     }
     session.progress.fetched(batch.highWatermark);
     const generation = session.generation;
+    if (session.verifyOwnership) {
+      const owner = await this.ownership(payload, session, generation);
+      if (owner === 'lost') return this.abandon(session, new Error('another member owns the partition'), 'another member owns the partition; waiting to be assigned it again');
+      if (owner === 'unknown') return this.backOff(session, payload, new Error('cannot tell whether this member still owns the partition'), 'ownership unknown');
+      session.verifyOwnership = false;
+    }
     try {
       if (!session.ready) await session.start(() => this.committedOffset(topic, partition));
     } catch (err) {
@@ -226,17 +235,16 @@ export class ExactlyOnceConsumer {
       const error = outcome.error;
       const reason = (error as Error)?.message ?? String(error);
       if (outcome.kind === 'fenced') {
-        if (!(await this.stillOwner(payload, session, generation))) {
+        const owner = await this.ownership(payload, session, generation);
+        if (owner === 'lost') {
           // Another member owns the partition now. Re-initialising the producer would fence that owner.
-          this.logger.warn(`${topic}[${partition}]: producer fenced, another member owns the partition; abandoning the chunk (${reason})`);
-          session.progress.failed(error, 'fenced');
-          session.progress.activity = 'fenced';
-          session.fenced = true;
-          await session.producer.close();
+          this.abandon(session, error, `producer fenced, another member owns the partition; abandoning the chunk (${reason})`);
           return;
         }
         // Still the owner of the current generation: the broker aborted the transaction itself (transaction
-        // timeout) and bumped the epoch. Recover like an unknown outcome: new producer, committed offset.
+        // timeout) and bumped the epoch; recover like an unknown outcome (new producer, committed offset). When
+        // the heartbeat could not tell, decide on the next batch, before any new producer is created.
+        session.verifyOwnership = owner === 'unknown';
         this.backOff(session, payload, error, 'the broker aborted the Kafka transaction (transaction timeout?); recreating the producer and resuming from the committed offset', 'transaction-aborted');
         return;
       }
@@ -275,14 +283,16 @@ export class ExactlyOnceConsumer {
         this.logger.warn(
           `${topic}[${partition}]@${record.offset} (message ${record.id.displayId}) failed alone (${failures}/${max}): ${reason}${failures >= max ? '; dead-lettering it' : ''}`,
         );
-        if (failures < max) {
-          this.pauseFor(session, payload, Math.min(this.options.consumer.maxRetryDelayMs, this.options.isolation.retryDelayMs * 2 ** (failures - 1)));
-          session.ready = false;
-          return;
-        }
+        // Wait before the next unit of this record (the one that dead-letters it, once failures reach the
+        // maximum): a failure that keeps coming back must never turn into a tight loop.
+        this.pauseFor(session, payload, Math.min(this.options.consumer.maxRetryDelayMs, this.options.isolation.retryDelayMs * 2 ** Math.min(failures - 1, 16)));
+        session.ready = false;
+        return;
       }
       // A failed unit may have left the producer's sequence numbers unsure: start over with a fresh producer
-      // and from the committed offset, at once (the failing record is now known or about to be).
+      // and from the committed offset, at once (the records now run one by one), if this member still owns
+      // the partition.
+      if (!isRunning() || isStale() || session.generation !== generation) return;
       try {
         await session.start(() => this.committedOffset(topic, partition));
       } catch (err) {
@@ -319,16 +329,26 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * After a fenced commit: whether this member still owns the partition in the current generation (its
-   * heartbeat is accepted). If it is, nobody else can have fenced it: the broker aborted the transaction.
+   * After a fenced commit: whether this member still owns the partition in the current generation. A
+   * heartbeat refused for a rebalance (unknown member, illegal generation, rebalance in progress) means another
+   * member may own it: `lost`. Accepted: nobody else can have fenced it (KafkaJS does not rejoin while a batch
+   * runs), `owned`. Any other error (coordinator moving, timeout) says nothing: `unknown`.
    */
-  private async stillOwner(payload: Payload, session: PartitionSession, generation: number): Promise<boolean> {
+  private async ownership(payload: Payload, session: PartitionSession, generation: number): Promise<'owned' | 'lost' | 'unknown'> {
     try {
       await payload.heartbeat();
-    } catch {
-      return false;
+    } catch (err) {
+      return OWNERSHIP_LOST.has((err as { type?: string })?.type ?? '') ? 'lost' : 'unknown';
     }
-    return payload.isRunning() && !payload.isStale() && session.generation === generation;
+    return payload.isRunning() && !payload.isStale() && session.generation === generation ? 'owned' : 'lost';
+  }
+
+  private abandon(session: PartitionSession, error: unknown, what: string): void {
+    this.logger.warn(`${session.topic}[${session.partition}]: ${what}`);
+    session.progress.failed(error, 'fenced');
+    session.progress.activity = 'fenced';
+    session.fenced = true;
+    void session.producer.close();
   }
 
   /** Counts a failure of a record run alone, in a short transaction of its own. */

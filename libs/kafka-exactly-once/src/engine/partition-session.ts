@@ -12,6 +12,8 @@ export class PartitionSession {
   ready = false;
   /** Another member owns the partition now: do nothing (and never re-init the producer) until reassigned. */
   fenced = false;
+  /** After a fenced commit whose cause could not be told: check ownership before creating a new producer. */
+  verifyOwnership = false;
   /** Bumped at every assignment, so a batch running across a rebalance notices and stops. */
   generation = 0;
   /** Records up to this offset run one per unit of work: a chunk that contained them failed. */
@@ -44,6 +46,7 @@ export class PartitionSession {
     this.generation++;
     this.ready = false;
     this.fenced = false;
+    this.verifyOwnership = false;
     this.isolateThrough = -1n;
     // Whatever was fetched before the rebalance is fetched again if it is still pending.
     this.progress.caughtUp();

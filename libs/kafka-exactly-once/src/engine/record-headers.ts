@@ -6,14 +6,20 @@ export type HeaderPair = [string, string | null];
 
 const b64 = (bytes: Buffer | string) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'utf8')).toString('base64');
 
+/**
+ * The values of one header name as KafkaJS decoded them. NOTE: KafkaJS 2.2.4 folds repeated names into an
+ * array on a plain object, so a header named like an Object.prototype member (`constructor`, `toString`,
+ * `__proto__`) comes out as `[<inherited member>, <bytes>]`: only bytes, strings and null are header values.
+ */
+function headerValues(value: unknown): Array<Buffer | string | null> {
+  return (Array.isArray(value) ? value : [value]).filter((v): v is Buffer | string | null => v === null || Buffer.isBuffer(v) || typeof v === 'string');
+}
+
 /** Every header of a record, in order, byte for byte (a repeated name gives several pairs). */
 export function headerPairs(headers: IHeaders | undefined): HeaderPair[] {
   const pairs: HeaderPair[] = [];
   for (const [name, value] of Object.entries(headers ?? {})) {
-    for (const one of Array.isArray(value) ? value : [value]) {
-      if (one === undefined) continue;
-      pairs.push([b64(name), one === null ? null : b64(one as Buffer | string)]);
-    }
+    for (const one of headerValues(value)) pairs.push([b64(name), one === null ? null : b64(one)]);
   }
   return pairs;
 }
@@ -27,15 +33,16 @@ export function textHeaderPairs(headers: Record<string, string | Buffer>): Heade
 export function textHeaders(message: KafkaMessage): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(message.headers ?? {})) {
-    const first = Array.isArray(value) ? value[0] : value;
-    if (first !== undefined && first !== null) headers[name] = first.toString();
+    const [first] = headerValues(value);
+    if (first !== undefined && first !== null) Object.defineProperty(headers, name, { value: first.toString(), enumerable: true, writable: true, configurable: true });
   }
   return headers;
 }
 
 /** KafkaJS headers from recorded pairs (also reads the text headers of rows written before 0.2). */
 export function toKafkaHeaders(output: RecordedOutput): IHeaders {
-  const headers: IHeaders = {};
+  // No prototype: a header may be named `__proto__` or `constructor`.
+  const headers: IHeaders = Object.create(null);
   if (!output.h) {
     for (const [name, value] of Object.entries(output.headers ?? {})) headers[name] = value;
     return headers;

@@ -26,8 +26,8 @@ const MAX_DISPLAY_CHARS = 200;
 /** The first value of a header (KafkaJS gives an array when a record repeats a header name). */
 export function firstHeader(value: IHeaders[string]): Buffer | undefined {
   if (value === undefined || value === null) return undefined;
-  const first = Array.isArray(value) ? value[0] : value;
-  if (first === undefined || first === null) return undefined;
+  const first = (Array.isArray(value) ? value : [value]).find((v) => Buffer.isBuffer(v) || typeof v === 'string');
+  if (first === undefined) return undefined;
   return Buffer.isBuffer(first) ? first : Buffer.from(String(first));
 }
 
@@ -43,11 +43,19 @@ export function displayMessageId(raw: Buffer, digest = sha256Hex(raw)): string {
     const text = raw.toString('utf8');
     if (text.length <= MAX_DISPLAY_CHARS) return text;
   }
-  return `sha256:${digest} (${raw.length} bytes${isPlainText(raw) ? `, starts "${raw.toString('utf8').slice(0, 40)}"` : ''})`;
+  return `sha256:${digest} (${raw.length} bytes${isPlainText(raw) ? `, starts "${wellFormed(raw.toString('utf8').slice(0, 40))}"` : ''})`;
 }
 
 export function sha256Hex(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
+}
+
+/**
+ * What the ids of a record's outputs are derived from: the id itself when it is plain text, else its digest
+ * behind a NUL (which no plain-text id contains), so that no id can be made to collide with another's.
+ */
+export function outputIdSeed(id: RecordIdentity): string {
+  return isPlainText(id.raw) ? id.raw.toString('utf8') : `\u0000sha256:${id.digest}`;
 }
 
 /** Identifies a record: its `message-id` header bytes, else its coordinates (deduplicates redelivery only). */
@@ -58,9 +66,14 @@ export function identify(topic: string, partition: number, message: Pick<KafkaMe
   return { raw, digest, scope: scope === 'group' ? '' : topic, displayId: displayMessageId(raw, digest) };
 }
 
-/** Text that PostgreSQL text and jsonb accept: no NUL, at most `max` characters. */
+/** Lone UTF-16 surrogates (jsonb refuses them) replaced by U+FFFD. */
+export function wellFormed(text: string): string {
+  return text.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
+}
+
+/** Text that PostgreSQL text and jsonb accept: no NUL, no lone surrogate, at most `max` characters. */
 export function storableText(text: string, max = 4000): string {
   // eslint-disable-next-line no-control-regex
   const clean = text.replace(/\u0000/g, '\\0');
-  return clean.length > max ? `${clean.slice(0, max)}…` : clean;
+  return wellFormed(clean.length > max ? `${clean.slice(0, max)}…` : clean);
 }

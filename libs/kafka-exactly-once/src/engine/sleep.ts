@@ -1,6 +1,6 @@
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR']);
+const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR', 'FENCED_INSTANCE_ID']);
 
 /** A KafkaJS heartbeat error that means the group is rebalancing and this member must rejoin. */
 export function isRebalanceError(err: unknown): boolean {

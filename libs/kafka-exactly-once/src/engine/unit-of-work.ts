@@ -19,7 +19,7 @@ import { isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerE
 import type { FaultInjector } from './fault-injector';
 import { outputMessageId } from './message-ids';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
-import { RecordIdentity, storableText } from './record-identity';
+import { outputIdSeed, RecordIdentity, storableText } from './record-identity';
 import { retryDelay } from './retry-policy';
 import { pauseWithHeartbeats } from './sleep';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
@@ -225,9 +225,12 @@ export class UnitOfWork {
       this.sm.transitionTo('fenced');
       return { kind: 'fenced', error };
     }
-    const aborted = await this.deps.producer.abortQuietly();
-    this.sm.transitionTo(aborted ? 'aborted' : 'outcome-unknown');
-    return { kind: aborted ? 'aborted' : 'outcome-unknown', error };
+    // PostgreSQL did not commit, so nothing of this unit is durable. Even if the abort fails, the transaction
+    // cannot commit: the consumer always starts a new producer after a failed unit, and its InitProducerId
+    // aborts whatever this one left open. The outcome is known: classify by the unit's own error.
+    await this.deps.producer.abortQuietly();
+    this.sm.transitionTo('aborted');
+    return { kind: 'aborted', error };
   }
 
   private async handleClaimed(runner: QueryRunner, record: ChunkRecord, claim: Claim): Promise<HandledRecord> {
@@ -289,7 +292,7 @@ export class UnitOfWork {
           value: value.toString('base64'),
           h: textHeaderPairs({
             ...emitOptions.headers,
-            [HEADERS.messageId]: outputMessageId(options.groupId, record.id.displayId, emitted.length),
+            [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
             [HEADERS.eventType]: schema.name,
             [HEADERS.causationId]: causationId(record.id),
           }),
@@ -319,19 +322,26 @@ export class UnitOfWork {
         [DEAD_LETTER_HEADERS.reason]: reason,
       }),
     ];
+    const letter: RecordedOutput = {
+      topic: `${topic}${options.deadLetter.topicSuffix}`,
+      key: record.message.key ? record.message.key.toString('base64') : null,
+      value: record.message.value ? record.message.value.toString('base64') : null,
+      h: headers,
+    };
+    const limit = this.deps.topicLimits.get(letter.topic);
+    if (limit !== undefined && outputSize(letter) > limit) {
+      // It would be refused, and the partition would wait behind it for good. The original stays readable at
+      // its coordinates (dlq-original-*) for the input topic's retention; the dead letter says so.
+      this.logger.error(`${this.where(record)}: its dead letter is over ${letter.topic}'s max.message.bytes (${limit}); sending it without the value`);
+      letter.value = null;
+      letter.h = [...headers, ...textHeaderPairs({ [DEAD_LETTER_HEADERS.valueOmitted]: `${record.message.value?.length ?? 0} bytes, over max.message.bytes of ${letter.topic}` })];
+    }
     return {
       // A record of a schema deployed later can be republished and handled then; any other dead letter is final.
       status: reason === 'unknown-schema' ? 'deferred' : 'dead-lettered',
       attempts,
       deadLetter: { reason, error: failure },
-      outputs: [
-        {
-          topic: `${topic}${options.deadLetter.topicSuffix}`,
-          key: record.message.key ? record.message.key.toString('base64') : null,
-          value: record.message.value ? record.message.value.toString('base64') : null,
-          h: headers,
-        },
-      ],
+      outputs: [letter],
     };
   }
 

@@ -42,6 +42,7 @@ export class InboxRetention {
         `DELETE FROM ${INBOX_TABLE} WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM ${INBOX_TABLE}
            WHERE processed_at < now() - make_interval(days => $1)
+              OR (status = 'failing' AND claimed_at < now() - make_interval(days => $1))
            LIMIT $2))`,
         [this.options.retentionDays, this.options.retentionBatchSize],
       );

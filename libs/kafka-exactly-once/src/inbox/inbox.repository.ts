@@ -68,6 +68,14 @@ export interface InboxCompletion extends InboxKey {
 
 export const keyOf = (k: InboxKey) => `${k.scope}\u0000${k.digest}`;
 
+/**
+ * Which existing row a new delivery takes over instead of being a duplicate or a replay: one whose record
+ * failed in isolation (no committed work), or a deferred dead letter (unknown schema) delivered again from
+ * other coordinates (republished). `i` is the row, `EXCLUDED` the delivery.
+ */
+const TAKEOVER = `(i.status = 'failing'
+  OR (i.status = 'deferred' AND (i.topic, i.partition, i."offset") IS DISTINCT FROM (EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset")))`;
+
 /** The inbox's SQL. Every method runs on the caller's query runner (inside its transaction when it has one). */
 export class InboxRepository {
   /**
@@ -80,16 +88,19 @@ export class InboxRepository {
   async claim(runner: QueryRunner, group: string, topic: string, partition: number, records: ClaimRequest[]): Promise<Map<string, Claim>> {
     const seen = new Set<string>();
     const unique = records.filter((r) => !seen.has(keyOf(r)) && seen.add(keyOf(r)));
+    // Rows are locked in digest order, the same in every unit of work, so that two partitions claiming the same
+    // ids (a duplicate published under another key) cannot deadlock.
     const rows: Array<{ scope: string; digest: string; offset: string; failures: number; last_error: RecordedFailure | null }> = await runner.query(
       `INSERT INTO ${INBOX_TABLE} AS i (consumer_group, scope, id_digest, message_id, topic, partition, "offset")
        SELECT $1, m.scope, decode(m.digest, 'hex'), m.id, $2, $3, m.off
-       FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS m(scope, digest, id, off, ord)
-       ORDER BY m.ord
+       FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[]) AS m(scope, digest, id, off)
+       ORDER BY m.scope, m.digest
        ON CONFLICT (consumer_group, scope, id_digest) DO UPDATE
          SET topic = EXCLUDED.topic, partition = EXCLUDED.partition, "offset" = EXCLUDED."offset",
-             status = 'claimed', outputs = '[]'::jsonb, claimed_at = now(), processed_at = NULL
-         WHERE i.status = 'failing'
-            OR (i.status = 'deferred' AND (i.topic, i.partition, i."offset") IS DISTINCT FROM (EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset"))
+             status = 'claimed', outputs = '[]'::jsonb, claimed_at = now(), processed_at = NULL,
+             taken_over = jsonb_build_object('status', i.status, 'topic', i.topic, 'partition', i.partition, 'offset', i."offset",
+                                             'outputs', i.outputs, 'attempts', i.attempts, 'processed_at', i.processed_at)
+         WHERE ${TAKEOVER}
        RETURNING scope, encode(id_digest, 'hex') AS digest, "offset"::text AS "offset", failures, last_error`,
       [group, topic, partition, unique.map((r) => r.scope), unique.map((r) => r.digest), unique.map((r) => r.displayId), unique.map((r) => r.offset)],
     );
@@ -110,14 +121,21 @@ export class InboxRepository {
   }
 
   /**
-   * Gives back claims this transaction made but will not handle (the chunk was cut short): a row that had
-   * failures before goes back to `failing` (its count is kept), a new one is deleted.
+   * Gives back claims this transaction made but will not handle (the chunk was cut short): a row the claim
+   * took over gets its previous state back, a new one is deleted.
    */
   async release(runner: QueryRunner, group: string, keys: InboxKey[]): Promise<void> {
     if (keys.length === 0) return;
     const params = [group, keys.map((k) => k.scope), keys.map((k) => k.digest)];
     const match = `i.consumer_group = $1 AND i.status = 'claimed' AND (i.scope, i.id_digest) IN (SELECT k.scope, decode(k.digest, 'hex') FROM unnest($2::text[], $3::text[]) AS k(scope, digest))`;
-    await runner.query(`UPDATE ${INBOX_TABLE} i SET status = 'failing' WHERE ${match} AND i.failures > 0`, params);
+    await runner.query(
+      `UPDATE ${INBOX_TABLE} i
+       SET status = taken_over->>'status', topic = taken_over->>'topic', partition = (taken_over->>'partition')::int,
+           "offset" = (taken_over->>'offset')::bigint, outputs = taken_over->'outputs', attempts = (taken_over->>'attempts')::int,
+           processed_at = (taken_over->>'processed_at')::timestamptz, taken_over = NULL
+       WHERE ${match} AND i.taken_over IS NOT NULL`,
+      params,
+    );
     await runner.query(`DELETE FROM ${INBOX_TABLE} i WHERE ${match}`, params);
   }
 
@@ -126,7 +144,7 @@ export class InboxRepository {
     if (completions.length === 0) return;
     await runner.query(
       `UPDATE ${INBOX_TABLE} AS i
-       SET status = c.status, attempts = c.attempts, outputs = c.outputs, processed_at = now()
+       SET status = c.status, attempts = c.attempts, outputs = c.outputs, processed_at = now(), taken_over = NULL
        FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[]) AS c(scope, digest, status, attempts, outputs)
        WHERE i.consumer_group = $1 AND i.scope = c.scope AND i.id_digest = decode(c.digest, 'hex')`,
       [
@@ -154,8 +172,10 @@ export class InboxRepository {
       `INSERT INTO ${INBOX_TABLE} AS i (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, failures, last_error)
        VALUES ($1, $2, decode($3, 'hex'), $4, $5, $6, $7, 'failing', 1, $8::jsonb)
        ON CONFLICT (consumer_group, scope, id_digest) DO UPDATE
-         SET failures = i.failures + 1, last_error = EXCLUDED.last_error
-         WHERE i.status IN ('failing', 'claimed')
+         SET failures = CASE WHEN i.status = 'deferred' THEN 1 ELSE i.failures + 1 END, last_error = EXCLUDED.last_error,
+             status = 'failing', topic = EXCLUDED.topic, partition = EXCLUDED.partition, "offset" = EXCLUDED."offset",
+             outputs = '[]'::jsonb, processed_at = NULL
+         WHERE ${TAKEOVER} OR i.status = 'claimed'
        RETURNING failures`,
       [group, record.scope, record.digest, record.displayId, record.topic, record.partition, record.offset, JSON.stringify(failure)],
     );
