@@ -10,3 +10,4 @@ export * from './missing-key.error';
 export * from './undeclared-topic.error';
 export * from './spool-full.error';
 export * from './publish.error';
+export * from './undeliverable-event.error';

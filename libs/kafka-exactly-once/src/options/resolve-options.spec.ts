@@ -46,6 +46,9 @@ describe('resolveOptions', () => {
     [{ ...valid, publisher: { producer: { maxInFlightRequests: 5 } } }, 'publisher.producer.maxInFlightRequests'],
     [{ ...valid, publisher: { producer: { acks: 1 } } }, 'publisher.producer.acks'],
     [{ ...valid, transactionalIdPrefix: 'has space' }, 'transactionalIdPrefix'],
+    [{ ...valid, publisher: { instanceId: 'web/1' } }, 'publisher.instanceId'],
+    [{ ...valid, publisher: { instanceId: '' } }, 'publisher.instanceId'],
+    [{ ...valid, publisher: { instanceId: 7 } }, 'publisher.instanceId'],
     [{ ...valid, schemas: undefined }, 'schemas'],
     [{ ...valid, schemas: { directory: 'x', longs: 'float' } }, 'schemas.longs'],
     [{ ...valid, topics: { out: { schema: '' } } }, 'topics["out"].schema'],
@@ -59,6 +62,10 @@ describe('resolveOptions', () => {
     [{ ...valid, deadLetter: { topicSuffix: '' } }, 'deadLetter.topicSuffix'],
   ])('names the bad field (%#)', (options, field) => {
     expect(fieldOf(options)).toBe(field);
+  });
+
+  it('keeps a valid publisher.instanceId', () => {
+    expect(resolveOptions({ ...valid, publisher: { instanceId: 'orders-api.pod-3' } }).publisher?.instanceId).toBe('orders-api.pod-3');
   });
 
   it('says how to fix it', () => {
