@@ -132,9 +132,12 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   async publish(topic: string, event: unknown, options: PublishOptions = {}): Promise<PublishResult> {
     this.config();
     const record = this.prepare(topic, event, options);
-    const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
-    if (undeliverable) throw undeliverable;
-    return this.inKeyOrder([record], () => this.deliver(record));
+    // Checked inside the key's chain, so that publishes of a key keep their call order whatever a look-up costs.
+    return this.inKeyOrder([record], async () => {
+      const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
+      if (undeliverable) throw undeliverable;
+      return this.deliver(record);
+    });
   }
 
   /**
