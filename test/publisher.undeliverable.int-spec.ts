@@ -6,6 +6,7 @@ import { EventPublisher, KafkaExactlyOnceModule, UndeliverableEventError, encode
 import { Spool, REFUSED_QUARANTINE } from 'kafka-exactly-once/spool/spool';
 import { QuarantinedRecord, readFrame, SpooledRecord } from 'kafka-exactly-once/spool/spool-record';
 import { join } from 'path';
+import { kafkaControl } from './support/broker';
 import { REPO_ROOT, kafkaBrokers } from './support/environment';
 import { createTopics, uniqueTopic, withAdmin } from './support/kafka';
 import { demoSchemas } from './support/payments';
@@ -39,6 +40,10 @@ describe('publisher: records Kafka can never take', () => {
 
   beforeAll(() => {
     kafka = client();
+  });
+
+  afterAll(() => {
+    kafkaControl('start'); // never leave the broker down for the next suite
   });
 
   describe('publish() refuses them at once', () => {
@@ -212,5 +217,37 @@ describe('publisher: records Kafka can never take', () => {
     expect(kept.map((r) => r.messageId)).toEqual([bad.invalid, bad.large, bad.gone]);
     expect(kept.map((r) => r.quarantine.reason)).toEqual([expect.stringMatching(/INVALID_RECORD/), expect.stringMatching(/MESSAGE_TOO_LARGE/), expect.stringMatching(/UNKNOWN_TOPIC/)]);
     expect(readdirSync(spoolDir).filter((f) => f.startsWith('quarantine-'))).toEqual([REFUSED_QUARANTINE]);
+  });
+
+  it('spools an over-limit event while Kafka is down and its topic was never looked up; back online, the drainer quarantines it and delivers the rest in order', async () => {
+    const prefix = `${uniqueTopic('undeliverable-offline')}.`;
+    const requested = `${prefix}payments.requested`;
+    await createTopicWith(kafka, requested, [{ name: 'max.message.bytes', value: '10000' }], 3);
+    const spoolDir = newSpoolDirectory();
+    const acknowledged: Acknowledged[] = [];
+    const post = async (accountId: string, extra: Record<string, unknown> = {}) => {
+      const messageId = randomUUID();
+      const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 5, ...extra }, { 'Idempotency-Key': messageId });
+      expect(res).toMatchObject({ status: 202, body: { messageId, status: 'spooled' } });
+      return messageId;
+    };
+    let baseUrl = '';
+    let app: Awaited<ReturnType<typeof startProducerApp>>['app'];
+    let tooLarge: string;
+    kafkaControl('stop');
+    try {
+      ({ app, baseUrl } = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'undeliverable-offline' }));
+      for (const accountId of ['acc-1', 'acc-2', 'acc-3']) acknowledged.push({ messageId: await post(accountId), key: accountId });
+      // The publisher cannot know the topic's limit now: it acknowledges what it cannot check (documented).
+      tooLarge = await post('acc-2', { requestedAt: 'x'.repeat(12000) });
+      for (const accountId of ['acc-2', 'acc-1', 'acc-3', 'acc-2']) acknowledged.push({ messageId: await post(accountId), key: accountId });
+    } finally {
+      kafkaControl('start');
+    }
+    const health = await waitForEmptySpool(baseUrl);
+    expect(health).toMatchObject({ quarantined: 1, drained: 7 });
+    expect(health.lastQuarantineReason).toMatch(/MESSAGE_TOO_LARGE: record of \d+ bytes, over the limit of 10000 bytes/);
+    expect(app.logs()).toContain(`quarantined spooled record ${tooLarge} of topic ${requested}`);
+    await expectDeliveredInOrder(kafka, requested, acknowledged);
   });
 });
