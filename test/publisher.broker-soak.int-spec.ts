@@ -1,9 +1,8 @@
-import { randomUUID } from 'crypto';
 import { Kafka } from 'kafkajs';
 import { kafkaControl, kafkaControlAsync } from './support/broker';
 import { createTopics, uniqueTopic } from './support/kafka';
-import { getJson, newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
-import { Acknowledged, expectDeliveredInOrder, waitForEmptySpool } from './support/published';
+import { getJson, newSpoolDirectory, startProducerApp } from './support/producer-app';
+import { expectDeliveredInOrder, steadyLoad, waitForEmptySpool } from './support/published';
 import { processSuite } from './support/suite';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,29 +37,7 @@ describe('publisher: broker SIGKILL soak', () => {
     await createTopics(kafka, [topic], 6);
     const { app, baseUrl } = await startProducerApp(processes, { topicPrefix: prefix, spoolDir: newSpoolDirectory(), label: 'broker-soak' });
 
-    const acknowledged: Acknowledged[] = [];
-    const notAcknowledged: Array<{ status: number; body: unknown }> = [];
-    let loading = true;
-    // One sequential client per account: an account's next publish starts after its previous one was answered,
-    // so acknowledgement order is the order each account's events must keep.
-    const clients = Array.from({ length: ACCOUNTS }, async (_, i) => {
-      const accountId = `acc-${i}`;
-      await sleep((i * 1000) / (ACCOUNTS * PER_ACCOUNT_RATE));
-      for (let n = 0; loading; n++) {
-        const started = Date.now();
-        const messageId = `${accountId}-${n}-${randomUUID().slice(0, 8)}`;
-        const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 100 + n }, { 'Idempotency-Key': messageId }).catch(
-          (err: Error) => ({ status: 0, body: err.message }),
-        );
-        if (res.status === 202 && (res.body?.status === 'sent' || res.body?.status === 'spooled') && res.body.messageId === messageId) {
-          acknowledged.push({ messageId, key: accountId });
-        } else {
-          notAcknowledged.push(res);
-        }
-        await sleep(Math.max(0, 1000 / PER_ACCOUNT_RATE - (Date.now() - started)));
-      }
-    });
-
+    const load = steadyLoad(baseUrl, { accounts: ACCOUNTS, perAccountRate: PER_ACCOUNT_RATE });
     const spooledPerOutage: number[] = [];
     try {
       for (let kill = 1; kill <= KILLS; kill++) {
@@ -73,19 +50,18 @@ describe('publisher: broker SIGKILL soak', () => {
         spooledPerOutage.push(after.spooled - before);
       }
     } finally {
-      loading = false;
-      await Promise.all(clients);
+      await load.stop();
     }
     const final = await waitForEmptySpool(baseUrl, 90000);
     process.stdout.write(
-      `broker soak: ${acknowledged.length} acknowledged (${final.sent} sent, ${final.spooled} spooled, ${final.drained} drained), spooled per outage ${spooledPerOutage.join(', ')}\n`,
+      `broker soak: ${load.acknowledged.length} acknowledged (${final.sent} sent, ${final.spooled} spooled, ${final.drained} drained), spooled per outage ${spooledPerOutage.join(', ')}\n`,
     );
 
-    expect(notAcknowledged).toEqual([]);
+    expect(load.notAcknowledged).toEqual([]);
     // Every outage really hit publishes (they were spooled), and every spool drained (waitForEmptySpool above).
     expect(spooledPerOutage.every((n) => n > 0)).toBe(true);
     expect(final).toMatchObject({ status: 'up', quarantined: 0 });
-    await expectDeliveredInOrder(kafka, topic, acknowledged);
+    await expectDeliveredInOrder(kafka, topic, load.acknowledged);
     expect(app.running).toBe(true);
   }, 330000); // ten broker restarts of about 15 s each, then the read
 });

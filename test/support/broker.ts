@@ -1,4 +1,5 @@
 import { spawn, spawnSync } from 'child_process';
+import { readFileSync } from 'fs';
 import { join } from 'path';
 import { REPO_ROOT, kafkaBrokers } from './environment';
 
@@ -36,4 +37,16 @@ export async function kafkaControlAsync(command: 'start' | 'kill'): Promise<void
   }
   const result = await run(command);
   if (result.code !== 0) throw new Error(`kafka.sh ${command} failed: ${result.output}`);
+}
+
+/**
+ * Freezes (SIGSTOP) or thaws (SIGCONT) the broker kafka.sh started, found by its pid file in KAFKA_STATE_DIR:
+ * a broker that stalls keeps its connections open and answers late, unlike one that is killed.
+ */
+export function kafkaFreeze(signal: 'SIGSTOP' | 'SIGCONT'): void {
+  const stateDir = process.env.KAFKA_STATE_DIR ?? join(REPO_ROOT, '.kafka');
+  const pid = Number(readFileSync(join(stateDir, 'broker.pid'), 'utf8').trim());
+  const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  if (!cmdline.includes(`kafka.Kafka ${stateDir}/`)) throw new Error(`pid ${pid} in ${stateDir}/broker.pid is not the broker kafka.sh started there`);
+  process.kill(pid, signal);
 }

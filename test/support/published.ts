@@ -1,6 +1,7 @@
+import { randomUUID } from 'crypto';
 import { Kafka } from 'kafkajs';
 import { readTopic } from './kafka';
-import { getJson } from './producer-app';
+import { getJson, postJson } from './producer-app';
 
 /** A publish the publisher acknowledged (sent or spooled), in the order the caller saw the acknowledgements. */
 export interface Acknowledged {
@@ -47,4 +48,48 @@ export async function expectDeliveredInOrder(kafka: Kafka, topic: string, acknow
   expect(byKey(firstSeen)).toEqual(byKey(acknowledged.map((s) => s.messageId)));
   for (const r of records) expect(r.headers['event-type']).toBe(eventType);
   return records;
+}
+
+/** Load from one sequential HTTP client per account: its next publish starts when the previous was answered. */
+export interface SteadyLoad {
+  acknowledged: Acknowledged[];
+  notAcknowledged: Array<{ status: number; body: unknown }>;
+  /** Stops the clients and waits for the publishes in flight. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Posts payments to producer-app at `perAccountRate` per second for each of `accounts` accounts, with
+ * Idempotency-Key message ids. An account's acknowledgement order is the order its events must keep.
+ */
+export function steadyLoad(baseUrl: string, options: { accounts: number; perAccountRate: number }): SteadyLoad {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const acknowledged: Acknowledged[] = [];
+  const notAcknowledged: SteadyLoad['notAcknowledged'] = [];
+  let loading = true;
+  const clients = Array.from({ length: options.accounts }, async (_, i) => {
+    const accountId = `acc-${i}`;
+    await sleep((i * 1000) / (options.accounts * options.perAccountRate));
+    for (let n = 0; loading; n++) {
+      const started = Date.now();
+      const messageId = `${accountId}-${n}-${randomUUID().slice(0, 8)}`;
+      const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 100 + n }, { 'Idempotency-Key': messageId }).catch(
+        (err: Error) => ({ status: 0, body: err.message as any }),
+      );
+      if (res.status === 202 && (res.body?.status === 'sent' || res.body?.status === 'spooled') && res.body.messageId === messageId) {
+        acknowledged.push({ messageId, key: accountId });
+      } else {
+        notAcknowledged.push(res);
+      }
+      await sleep(Math.max(0, 1000 / options.perAccountRate - (Date.now() - started)));
+    }
+  });
+  return {
+    acknowledged,
+    notAcknowledged,
+    stop: async () => {
+      loading = false;
+      await Promise.all(clients);
+    },
+  };
 }
