@@ -3,16 +3,12 @@ import { appendFileSync, readdirSync } from 'fs';
 import { join } from 'path';
 import { Kafka } from 'kafkajs';
 import { kafkaControl } from './support/broker';
-import { createTopics, readTopic, uniqueTopic } from './support/kafka';
+import { createTopics, uniqueTopic } from './support/kafka';
 import { processSuite } from './support/suite';
 import { getJson, newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
+import { Acknowledged, expectDeliveredInOrder, waitForEmptySpool } from './support/published';
 
-interface Sent {
-  messageId: string;
-  accountId: string;
-}
-
-async function postPayments(baseUrl: string, accounts: string[], count: number, into: Sent[]): Promise<string[]> {
+async function postPayments(baseUrl: string, accounts: string[], count: number, into: Acknowledged[]): Promise<string[]> {
   const statuses: string[] = [];
   for (let i = 0; i < count; i++) {
     const accountId = accounts[i % accounts.length];
@@ -20,45 +16,10 @@ async function postPayments(baseUrl: string, accounts: string[], count: number, 
     const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 100 + i }, { 'Idempotency-Key': messageId });
     expect(res.status).toBe(202);
     expect(res.body.messageId).toBe(messageId);
-    into.push({ messageId, accountId });
+    into.push({ messageId, key: accountId });
     statuses.push(res.body.status);
   }
   return statuses;
-}
-
-async function waitForEmptySpool(baseUrl: string, timeoutMs = 90000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const health = await getJson(`${baseUrl}/health`).catch(() => undefined);
-    const spool = health?.body?.details?.publisher?.spool;
-    if (spool && spool.records === 0 && health?.body?.details?.publisher?.breaker === 'closed') return;
-    if (Date.now() > deadline) throw new Error(`spool not drained: ${JSON.stringify(health?.body)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
-/** Every published message id arrives, and for each account the first arrivals come in publish order. */
-async function expectDeliveredInOrder(kafka: Kafka, topic: string, sent: Sent[]): Promise<void> {
-  const wanted = new Set(sent.map((s) => s.messageId));
-  const records = await readTopic(kafka, topic, {
-    timeoutMs: 90000,
-    until: (r) => new Set(r.map((x) => x.headers['message-id']).filter((id) => wanted.has(id))).size === wanted.size,
-  });
-  const firstSeen: string[] = [];
-  const seen = new Set<string>();
-  for (const r of [...records].sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)))) {
-    const id = r.headers['message-id'];
-    if (!seen.has(id)) firstSeen.push(id);
-    seen.add(id);
-  }
-  const account = new Map(sent.map((s) => [s.messageId, s.accountId]));
-  const byAccount = (ids: string[]) => {
-    const out = new Map<string, string[]>();
-    for (const id of ids) out.set(account.get(id) as string, [...(out.get(account.get(id) as string) ?? []), id]);
-    return out;
-  };
-  expect(byAccount(firstSeen)).toEqual(byAccount(sent.map((s) => s.messageId)));
-  for (const r of records) expect(r.headers['event-type']).toBe('com.example.PaymentRequested');
 }
 
 /**
@@ -83,7 +44,7 @@ describe('publisher: Kafka outages', () => {
     await createTopics(kafka, [topic], 6);
     const { app, baseUrl } = await startProducerApp(processes, { topicPrefix: prefix, spoolDir: newSpoolDirectory(), label: 'outage' });
     const accounts = ['acc-1', 'acc-2', 'acc-3', 'acc-4', 'acc-5'];
-    const sent: Sent[] = [];
+    const sent: Acknowledged[] = [];
 
     expect(new Set(await postPayments(baseUrl, accounts, 20, sent))).toEqual(new Set(['sent']));
     kafkaControl('stop');
@@ -108,7 +69,7 @@ describe('publisher: Kafka outages', () => {
     const spoolDir = newSpoolDirectory();
     const first = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'outage-kill' });
     const accounts = ['acc-a', 'acc-b', 'acc-c'];
-    const sent: Sent[] = [];
+    const sent: Acknowledged[] = [];
     let second: Awaited<ReturnType<typeof startProducerApp>>;
 
     kafkaControl('stop');

@@ -1,11 +1,15 @@
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import { producerAppConfig } from './producer-app.config';
 import { ProducerAppModule } from './producer-app.module';
 
 async function bootstrap(): Promise<void> {
   const config = producerAppConfig();
-  const app = await NestFactory.create(ProducerAppModule, { logger: ['log', 'warn', 'error'] });
+  const app = await NestFactory.create<NestExpressApplication>(ProducerAppModule, { logger: ['log', 'warn', 'error'] });
+  // Larger than Kafka's default record limit (1 MiB), so that the publisher, which knows each topic's limit,
+  // decides what is too large for Kafka (413 with the sizes), not the JSON parser's 100 kB default.
+  app.useBodyParser('json', { limit: '4mb' });
   // SIGTERM: finish the publishes in flight, stop the drainer, close the spool.
   app.enableShutdownHooks();
   // Keep idle client connections longer than common load balancers and HTTP clients do, so that a client

@@ -10,6 +10,8 @@ export interface ProducerAppConfig {
   spoolDirectory: string;
   /** PUBLISH_TIMEOUT_MS: a send not acknowledged by then is spooled (default 5000). */
   sendTimeoutMs: number;
+  /** KAFKA_REQUEST_TIMEOUT_MS: KafkaJS's requestTimeout, when set (KafkaJS's default is 30000). */
+  kafkaRequestTimeoutMs?: number;
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
@@ -19,7 +21,12 @@ export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): Produce
   }
   const sendTimeoutMs = Number(env.PUBLISH_TIMEOUT_MS ?? 5000);
   if (!Number.isInteger(sendTimeoutMs) || sendTimeoutMs < 100) throw new Error(`PUBLISH_TIMEOUT_MS must be an integer >= 100, got "${env.PUBLISH_TIMEOUT_MS}"`);
+  const requestTimeout = env.KAFKA_REQUEST_TIMEOUT_MS === undefined ? undefined : Number(env.KAFKA_REQUEST_TIMEOUT_MS);
+  if (requestTimeout !== undefined && (!Number.isInteger(requestTimeout) || requestTimeout < 100)) {
+    throw new Error(`KAFKA_REQUEST_TIMEOUT_MS must be an integer >= 100, got "${env.KAFKA_REQUEST_TIMEOUT_MS}"`);
+  }
   return {
+    kafkaRequestTimeoutMs: requestTimeout,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean),
     httpPort,
     httpHost: env.HTTP_HOST ?? '127.0.0.1',

@@ -15,7 +15,7 @@ export const publisherModule = () =>
     useFactory: () => {
       const config = producerAppConfig();
       return {
-        kafka: { clientId: 'producer-app', brokers: config.kafkaBrokers },
+        kafka: { clientId: 'producer-app', brokers: config.kafkaBrokers, ...(config.kafkaRequestTimeoutMs ? { requestTimeout: config.kafkaRequestTimeoutMs } : {}) },
         transactionalIdPrefix: 'producer-app',
         schemas: { directory: schemasDirectory() },
         topicPrefix: config.topicPrefix,

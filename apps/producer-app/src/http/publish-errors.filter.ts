@@ -1,10 +1,14 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { Response } from 'express';
-import { EventValidationError, MissingKeyError, SpoolFullError } from 'kafka-exactly-once';
+import { EventValidationError, MissingKeyError, SpoolFullError, UndeliverableEventError } from 'kafka-exactly-once';
 import { InvalidRequestError } from './invalid-request.error';
 
-/** Publishing errors as HTTP answers: invalid events are 400 with the field errors, a full spool is 503. */
-@Catch(EventValidationError, MissingKeyError, SpoolFullError, InvalidRequestError, HttpException)
+/**
+ * Publishing errors as HTTP answers: invalid events are 400 with the field errors; an event Kafka can never
+ * take is 413 (too large) or 422 (its topic does not exist, or the broker refuses it), and retrying it cannot
+ * help; a full spool is 503.
+ */
+@Catch(EventValidationError, MissingKeyError, SpoolFullError, UndeliverableEventError, InvalidRequestError, HttpException)
 export class PublishErrorsFilter implements ExceptionFilter {
   catch(error: Error, host: ArgumentsHost): void {
     const response = host.switchToHttp().getResponse<Response>();
@@ -12,6 +16,16 @@ export class PublishErrorsFilter implements ExceptionFilter {
       response.status(error.getStatus()).json(error.getResponse());
     } else if (error instanceof EventValidationError || error instanceof InvalidRequestError) {
       response.status(400).json({ statusCode: 400, error: 'Bad Request', message: error.message, fieldErrors: error.fieldErrors });
+    } else if (error instanceof UndeliverableEventError) {
+      const status = error.reason === 'too-large' ? 413 : 422;
+      response.status(status).json({
+        statusCode: status,
+        error: status === 413 ? 'Payload Too Large' : 'Unprocessable Content',
+        message: error.message,
+        reason: error.reason,
+        messageId: error.messageId,
+        ...(error.recordBytes === undefined ? {} : { recordBytes: error.recordBytes, limitBytes: error.limitBytes }),
+      });
     } else if (error instanceof MissingKeyError) {
       response.status(400).json({ statusCode: 400, error: 'Bad Request', message: error.message });
     } else {

@@ -11,3 +11,4 @@ export * from './undeclared-topic.error';
 export * from './spool-full.error';
 export * from './publish.error';
 export * from './output-too-large.error';
+export * from './undeliverable-event.error';

@@ -5,9 +5,10 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { EventPublisher } from '../publishing/event-publisher';
 
 /**
- * The publisher's health: circuit breaker state and spool backlog (records, bytes, age of the oldest). Down
- * when the oldest spooled record is older than `publisher.unhealthyBacklogAgeMs`: Kafka has been unreachable
- * for too long, although nothing is lost.
+ * The publisher's health: circuit breaker state, spool backlog (records, bytes, age of the oldest), counters,
+ * and the spooled records Kafka refused for good (`quarantined`, `lastQuarantineReason`: they wait in the
+ * spool's quarantine file for an operator, while the line moves on). Down when the oldest spooled record is
+ * older than `publisher.unhealthyBacklogAgeMs`: Kafka has been unreachable for too long, although nothing is lost.
  */
 @Injectable()
 export class PublisherHealthIndicator {
@@ -21,7 +22,15 @@ export class PublisherHealthIndicator {
     const indicator = this.indicators.check(key);
     const status = this.publisher.status();
     const limit = this.options.publisher?.unhealthyBacklogAgeMs ?? Infinity;
-    const details = { breaker: status.breaker, spool: status.spool, sent: status.sent, spooled: status.spooled, drained: status.drained };
+    const details = {
+      breaker: status.breaker,
+      spool: status.spool,
+      sent: status.sent,
+      spooled: status.spooled,
+      drained: status.drained,
+      quarantined: status.quarantined,
+      ...(status.lastQuarantineReason === undefined ? {} : { lastQuarantineReason: status.lastQuarantineReason }),
+    };
     if (status.spool.oldestAgeMs > limit) {
       return indicator.down({ ...details, message: `spooled events have waited ${Math.round(status.spool.oldestAgeMs / 1000)} s for Kafka` });
     }

@@ -67,6 +67,14 @@ export interface PublisherOptions {
   /** The publisher reports down when the oldest spooled record is older than this. Default 300000 (5 min). */
   unhealthyBacklogAgeMs?: number;
   /**
+   * Names this publisher instance in the transactional id of `publishAll` (`{transactionalIdPrefix}.publisher.{instanceId}`):
+   * stable across restarts, so that a restarted instance settles the transaction a crash left open at once,
+   * and unique between instances running at the same time (two instances with one id fence each other).
+   * Letters, digits, ".", "_" and "-". Default: a random id created once and kept in the spool directory
+   * (file `publisher-instance-id`), since a spool directory belongs to exactly one instance.
+   */
+  instanceId?: string;
+  /**
    * KafkaJS producer settings. Ordering and idempotence are enforced: `idempotent: false`,
    * `maxInFlightRequests` other than 1 or `acks` other than -1 (all) is a boot error.
    */

@@ -51,6 +51,9 @@ describe('resolveOptions', () => {
     [{ ...valid, publisher: { producer: { maxInFlightRequests: 5 } } }, 'publisher.producer.maxInFlightRequests'],
     [{ ...valid, publisher: { producer: { acks: 1 } } }, 'publisher.producer.acks'],
     [{ ...valid, transactionalIdPrefix: 'has space' }, 'transactionalIdPrefix'],
+    [{ ...valid, publisher: { instanceId: 'web/1' } }, 'publisher.instanceId'],
+    [{ ...valid, publisher: { instanceId: '' } }, 'publisher.instanceId'],
+    [{ ...valid, publisher: { instanceId: 7 } }, 'publisher.instanceId'],
     [{ ...valid, schemas: undefined }, 'schemas'],
     [{ ...valid, schemas: { directory: 'x', longs: 'float' } }, 'schemas.longs'],
     [{ ...valid, topics: { out: { schema: '' } } }, 'topics["out"].schema'],
@@ -78,6 +81,10 @@ describe('resolveOptions', () => {
     expect(() => resolveOptions({ ...valid, inbox: { lockTimeoutMs: 30000 } })).toThrow(
       /"inbox.lockTimeoutMs" must be lower than inbox.idleInTransactionTimeoutMs \(30000\)/,
     );
+  });
+
+  it('keeps a valid publisher.instanceId', () => {
+    expect(resolveOptions({ ...valid, publisher: { instanceId: 'orders-api.pod-3' } }).publisher?.instanceId).toBe('orders-api.pod-3');
   });
 
   it('says how to fix it', () => {

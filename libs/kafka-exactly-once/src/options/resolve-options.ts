@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
 import { totalRetryDelay } from '../engine/retry-policy';
+import { INSTANCE_ID_PATTERN } from '../spool/instance-id';
 import type { ResolvedOptions } from './resolved-options';
 
 const TRANSACTIONAL_ID_PART = /^[A-Za-z0-9._-]+$/;
@@ -170,7 +171,15 @@ function resolvePublisher(publisher: NonNullable<KafkaExactlyOnceModuleOptions['
   if (producer.acks !== undefined && producer.acks !== -1) {
     throw new InvalidOptionsError('publisher.producer.acks', 'must be -1 (all replicas): with fewer, an acknowledged publish can be lost when a broker fails');
   }
+  if (publisher.instanceId !== undefined && (typeof publisher.instanceId !== 'string' || !INSTANCE_ID_PATTERN.test(publisher.instanceId))) {
+    throw new InvalidOptionsError(
+      'publisher.instanceId',
+      `must be 1 to 200 letters, digits, ".", "_" or "-" (it becomes part of a Kafka transactional id), got ${JSON.stringify(publisher.instanceId)}; ` +
+        'leave it out to use the id kept in the spool directory',
+    );
+  }
   return {
+    instanceId: publisher.instanceId,
     sendTimeoutMs: positiveInt('publisher.sendTimeoutMs', publisher.sendTimeoutMs, 5000, 100),
     spool: {
       directory: publisher.spool?.directory ?? '.spool',

@@ -41,5 +41,7 @@ export interface ResolvedOptions {
     spool: { directory: string; maxBytes: number; segmentBytes: number };
     breaker: { consecutiveFailures: number; halfOpenAfterMs: number };
     unhealthyBacklogAgeMs: number;
+    /** undefined: the id kept in the spool directory */
+    instanceId?: string;
   };
 }

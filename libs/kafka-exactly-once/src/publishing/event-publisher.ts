@@ -1,33 +1,33 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleAll } from 'cockatiel';
-import { randomUUID } from 'crypto';
+import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
 import { Kafka, Message, Partitioners, Producer, ProducerConfig } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { uuidv7 } from '../engine/message-ids';
 import { MissingKeyError } from '../errors/missing-key.error';
 import { PublishError } from '../errors/publish.error';
 import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
+import { UndeliverableEventError } from '../errors/undeliverable-event.error';
 import { HEADERS, KAFKA_CLIENT, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { SchemaRegistry } from '../serde/schema-registry';
 import { encodeSingleObject } from '../serde/single-object.codec';
+import { spoolInstanceId } from '../spool/instance-id';
 import { Spool } from '../spool/spool';
 import type { SpooledRecord } from '../spool/spool-record';
+import { withDeadline } from './deadline';
+import { drainBatchSize } from './drain-batch';
 import type { PublishAllItem, PublishOptions, PublishResult, PublisherStatus } from './publish.interfaces';
+import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from './record-size';
+import { describeRefusal, refusedForGood } from './send-refusal';
+import { TopicFacts, TopicInspector } from './topic-inspector';
 
-class DeadlineExceeded extends Error {
-  constructor(ms: number) {
-    super(`Kafka did not acknowledge within ${ms} ms`);
-    this.name = 'DeadlineExceeded';
-  }
-}
-
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new DeadlineExceeded(ms)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
-}
+/** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */
+const DRAIN_MAX_RECORDS = 500;
+const DRAIN_MAX_BYTES = 512 * 1024;
+/** How old a topic's facts (existence, max.message.bytes) may be before they are looked up again. */
+const TOPIC_FACTS_MAX_AGE_MS = 60000;
+/** A refusal based on facts older than this is checked again first: an operator may just have fixed the topic. */
+const REFUSAL_RECHECK_AGE_MS = 5000;
 
 const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
   [CircuitState.Closed]: 'closed',
@@ -42,7 +42,9 @@ const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
  * idempotent producer (acks all, one request in flight). When Kafka fails, the send passes its deadline or the
  * circuit breaker is open, the record is appended to a durable local spool (fsync before `publish` resolves
  * `spooled`), and a drainer replays the spool in order when Kafka is back. While a key has records in the
- * spool, its new records queue behind them.
+ * spool, its new records queue behind them. An event Kafka can never take (larger than the topic allows, or
+ * for a topic that does not exist) is refused with UndeliverableEventError instead of being acknowledged, and
+ * a spooled record the broker refuses for good is moved to the spool's quarantine, so nothing blocks the line.
  *
  * @example
  * const { messageId, status } = await publisher.publish('payments.requested', payment, { key: payment.accountId });
@@ -59,10 +61,20 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private draining = false;
   private drainer?: Promise<void>;
   private readonly counters = { sent: 0, spooled: 0, drained: 0 };
-  /** One transactional id per publisher instance, so that a replacement producer settles what a broken one left open. */
-  private readonly instanceId = randomUUID();
+  /**
+   * Names this instance in publishAll's transactional id. Stable across restarts (option or spool directory),
+   * so that the next InitProducerId with it settles the transaction a crash left open.
+   */
+  private instanceId?: string;
+  /** Whether the transactional producer has run InitProducerId (which settles an earlier open transaction). */
+  private transactionalReady = false;
+  private settling?: Promise<void>;
+  private running = false;
   private isConnected = false;
   private connecting?: Promise<Producer>;
+  /** Producers given up after a failed send; a send still retrying inside one disconnects it again when it settles. */
+  private readonly discarded = new WeakSet<Producer>();
+  private topics?: TopicInspector;
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -80,20 +92,29 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     if (!this.options.publisher) return;
     const config = this.config();
     this.spool = new Spool(config.spool);
-    this.breaker = circuitBreaker(handleAll, {
-      halfOpenAfter: config.breaker.halfOpenAfterMs,
-      breaker: new ConsecutiveBreaker(config.breaker.consecutiveFailures),
-    });
+    this.instanceId = config.instanceId ?? spoolInstanceId(config.spool.directory);
+    this.topics = new TopicInspector(this.kafka, { lookupTimeoutMs: config.sendTimeoutMs });
+    // A record the broker refuses for good says nothing about Kafka's health: it must not open the breaker.
+    this.breaker = circuitBreaker(
+      handleWhen((err) => refusedForGood(err) === undefined),
+      { halfOpenAfter: config.breaker.halfOpenAfterMs, breaker: new ConsecutiveBreaker(config.breaker.consecutiveFailures) },
+    );
     this.breaker.onStateChange((state) => this.logger.warn(`Kafka circuit breaker is ${BREAKER_STATES[state]}`));
+    this.running = true;
     // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back.
     void this.connected().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
+    // Learn the declared topics' existence and size limits now, so that publishes need not wait for them.
+    for (const topic of Object.keys(this.options.topics)) void this.topics.get(`${this.options.topicPrefix}${topic}`, 0);
+    this.settling = this.settleEarlierTransaction();
     this.draining = true;
     this.drainer = this.drainLoop();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    this.running = false;
     this.draining = false;
     await this.drainer;
+    await this.settling;
     await Promise.all([...this.chains.values()].map((chain) => chain.catch(() => undefined)));
   }
 
@@ -103,11 +124,40 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     await this.transactional?.disconnect().catch(() => undefined);
   }
 
-  /** Validates, encodes and sends one event, or spools it; resolves only when it is in Kafka or on disk. */
+  /**
+   * Validates, encodes and sends one event, or spools it; resolves only when it is in Kafka or on disk. Throws
+   * UndeliverableEventError, having sent and spooled nothing, when Kafka can never take the event: its record is
+   * larger than the topic's `max.message.bytes` (or the publisher's own limit), or its topic does not exist.
+   */
   async publish(topic: string, event: unknown, options: PublishOptions = {}): Promise<PublishResult> {
     this.config();
     const record = this.prepare(topic, event, options);
-    return this.inKeyOrder([record], () => this.deliver(record));
+    // Checked inside the key's chain, so that publishes of a key keep their call order whatever a look-up costs.
+    return this.inKeyOrder([record], async () => {
+      const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
+      if (undeliverable) throw undeliverable;
+      return this.deliver(record);
+    });
+  }
+
+  /**
+   * Why Kafka can never take this record, from what the cluster said about its topic; undefined when it can,
+   * or when the topic has never been verified and cannot be now (Kafka unreachable: the send or the drainer
+   * finds out). `lookUp`: ask the cluster when the facts are missing or old (not while the breaker is open).
+   */
+  private async undeliverable(record: SpooledRecord, lookUp: boolean): Promise<UndeliverableEventError | undefined> {
+    const bytes = estimateRecordBytes(record);
+    if (bytes > MAX_PRODUCER_RECORD_BYTES) {
+      return UndeliverableEventError.tooLarge(record.topic, record.messageId, bytes, MAX_PRODUCER_RECORD_BYTES, "the publisher's own limit, set by its spool");
+    }
+    const topics = this.topics as TopicInspector;
+    let facts = lookUp ? await topics.get(record.topic, TOPIC_FACTS_MAX_AGE_MS) : topics.cached(record.topic);
+    let verdict = judge(record, bytes, facts);
+    if (verdict && lookUp && facts && Date.now() - facts.checkedAt > REFUSAL_RECHECK_AGE_MS) {
+      facts = await topics.get(record.topic, 0);
+      verdict = judge(record, bytes, facts);
+    }
+    return verdict;
   }
 
   /**
@@ -149,8 +199,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           );
         }
       }
-      this.transactional ??= await this.connectTransactional();
-      const txn = await this.transactional.transaction();
+      const producer = await this.readyTransactional();
+      const txn = await producer.transaction();
       let committing = false;
       try {
         await txn.sendBatch({ topicMessages: groupByTopic(records), acks: -1 });
@@ -163,9 +213,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
         // keeps the transaction open, holding back every read-committed consumer. Replace the producer: the
         // next one, with the same transactional id, runs InitProducerId, which makes the broker abort it (or
         // complete it, if the commit had been decided).
-        const broken = this.transactional;
-        this.transactional = undefined;
-        await broken?.disconnect().catch(() => undefined);
+        await this.discardTransactional();
         const reason = (err as Error).message;
         throw committing
           ? new PublishError(
@@ -186,10 +234,13 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   }
 
   status(): PublisherStatus {
+    const quarantine = this.spool?.quarantine();
     return {
       breaker: this.breaker ? BREAKER_STATES[this.breaker.state] : 'closed',
       spool: this.spool?.backlog() ?? { records: 0, bytes: 0, oldestAgeMs: 0 },
       ...this.counters,
+      quarantined: quarantine?.records ?? 0,
+      ...(quarantine?.lastReason === undefined ? {} : { lastQuarantineReason: quarantine.lastReason }),
     };
   }
 
@@ -259,21 +310,59 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const spool = this.spool as Spool;
     const breaker = this.breaker as CircuitBreakerPolicy;
     if (spool.hasKey(record.topic, keyString(record)) || breaker.state === CircuitState.Open) return this.toSpool(record);
+    let producer: Producer | undefined;
     try {
       const [meta] = await breaker.execute(() =>
         withDeadline(
-          this.connected().then((producer) => producer.send({ topic: record.topic, messages: [toMessage(record)], acks: -1 })),
+          this.connected().then((connected) => {
+            producer = connected;
+            return this.tracked(connected, connected.send({ topic: record.topic, messages: [toMessage(record)], acks: -1 }));
+          }),
           this.config().sendTimeoutMs,
         ),
       );
       this.counters.sent++;
       return { messageId: record.messageId, status: 'sent', partition: meta?.partition, offset: meta?.baseOffset };
     } catch (err) {
+      if (producer) {
+        this.discard(producer);
+        (this.topics as TopicInspector).markStale(record.topic);
+      }
+      const refusal = refusedForGood(err);
+      if (refusal) throw UndeliverableEventError.refused(record.topic, record.messageId, describeRefusal(refusal, err), err);
       // Failed, past its deadline, or the breaker is open. A send past its deadline may still land later
       // (KafkaJS retries it): that copy is a duplicate the consumers absorb by message id.
       this.logger.debug(`send to ${record.topic} failed (${(err as Error).message}); spooling ${record.messageId}`);
       return this.toSpool(record);
     }
+  }
+
+  /**
+   * Gives up a producer after a failed or timed-out send. NOTE: after a failed produce request KafkaJS rolls the
+   * partition's idempotent sequence number back (sendMessages.js); if that request was in fact written, the
+   * broker then rejects or silently drops the producer's next batch as out of order or duplicate. A new
+   * producer gets a new producer id and starts at sequence 0, which no earlier write can collide with.
+   */
+  private discard(producer: Producer): void {
+    this.discarded.add(producer);
+    if (this.producer === producer) {
+      this.producer = undefined;
+      this.isConnected = false;
+    }
+    void withDeadline(producer.disconnect(), 5000).catch(() => undefined);
+  }
+
+  /**
+   * `sending`, watched: KafkaJS's retry of a send reconnects a producer that was disconnected meanwhile, so a
+   * discarded producer is disconnected once more when its last send settles.
+   */
+  private tracked<T>(producer: Producer, sending: Promise<T>): Promise<T> {
+    void sending
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.discarded.has(producer)) void withDeadline(producer.disconnect(), 5000).catch(() => undefined);
+      });
+    return sending;
   }
 
   private async toSpool(record: SpooledRecord): Promise<PublishResult> {
@@ -282,11 +371,18 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     return { messageId: record.messageId, status: 'spooled' };
   }
 
-  /** Replays the spool in order whenever the breaker lets calls through. */
+  /**
+   * Replays the spool in order whenever the breaker lets calls through, in requests capped by count and bytes.
+   * A record Kafka can never take is moved to the spool's quarantine: at once when the cluster's facts about
+   * its topic say so, else when the broker refuses it for good, found by halving the refused request until
+   * the one record refused alone.
+   */
   private async drainLoop(): Promise<void> {
     const spool = this.spool as Spool;
     const breaker = this.breaker as CircuitBreakerPolicy;
+    const topics = this.topics as TopicInspector;
     let failures = 0;
+    let maxRecords = DRAIN_MAX_RECORDS;
     while (this.draining) {
       if (spool.isEmpty) {
         await sleep(100);
@@ -294,23 +390,65 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       }
       // No check of the breaker's state here: an open breaker only turns half-open when a call is attempted
       // after halfOpenAfter, and while it is open execute() fails at once without touching Kafka.
-      const batch = await spool.peek(500);
-      if (batch.length === 0) {
+      const waiting = await spool.peek(maxRecords);
+      if (waiting.length === 0) {
         await sleep(20);
         continue;
       }
+      // What the cluster said about the waiting records' topics (looked up when missing or old, unless the
+      // breaker is open): a record Kafka can never take is quarantined before it is sent, and a request never
+      // carries more of a topic's records than the topic takes in one batch.
+      const lookUp = breaker.state !== CircuitState.Open;
+      const facts = new Map<string, TopicFacts | undefined>();
+      for (const topic of new Set(waiting.map((r) => r.topic))) facts.set(topic, lookUp ? await topics.get(topic, TOPIC_FACTS_MAX_AGE_MS) : topics.cached(topic));
+      const headVerdict = await this.undeliverable(waiting[0], lookUp);
+      if (headVerdict) {
+        this.quarantineOldest(reasonOf(headVerdict));
+        continue;
+      }
+      let count = drainBatchSize(
+        waiting.map((r) => ({ topic: r.topic, bytes: estimateRecordBytes(r) })),
+        { maxRecords, maxBytes: DRAIN_MAX_BYTES, topicLimit: (topic) => facts.get(topic)?.maxMessageBytes || undefined },
+      );
+      // A later record known to be undeliverable ends the request: the ones before it go first.
+      for (let i = 1; i < count; i++) {
+        if (judge(waiting[i], estimateRecordBytes(waiting[i]), facts.get(waiting[i].topic))) count = i;
+      }
+      const batch = waiting.slice(0, count);
+      let producer: Producer | undefined;
       try {
         await breaker.execute(() =>
           withDeadline(
-            this.connected().then((producer) => producer.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 })),
+            this.connected().then((connected) => {
+              producer = connected;
+              return this.tracked(connected, connected.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 }));
+            }),
             this.config().sendTimeoutMs * 2,
           ),
         );
         spool.acknowledge(batch.length);
         this.counters.drained += batch.length;
         failures = 0;
+        maxRecords = DRAIN_MAX_RECORDS;
         if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
       } catch (err) {
+        if (producer) {
+          this.discard(producer);
+          // A topic deleted since it was looked up shows only as retries and timeouts: look again.
+          for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
+        }
+        const refusal = refusedForGood(err);
+        if (refusal && batch.length > 1) {
+          // Which record is refused is not in the answer: halve the request until one record is refused alone.
+          maxRecords = Math.ceil(batch.length / 2);
+          this.logger.debug(`the broker refused a drain request of ${batch.length} records (${refusal}); retrying with ${maxRecords}`);
+          continue;
+        }
+        if (refusal) {
+          this.quarantineOldest(describeRefusal(refusal, err));
+          maxRecords = DRAIN_MAX_RECORDS;
+          continue;
+        }
         failures++;
         this.logger.debug(`spool drain failed (${(err as Error).message})`);
         await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
@@ -318,14 +456,76 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     }
   }
 
-  private async connectTransactional(): Promise<Producer> {
-    const producer = this.createProducer({
+  private quarantineOldest(reason: string): void {
+    const spool = this.spool as Spool;
+    const record = spool.quarantineOldest(reason);
+    this.logger.warn(
+      `quarantined spooled record ${record.messageId} of topic ${record.topic}: Kafka refuses it for good (${reason}); ` +
+        `kept in ${spool.quarantine().file}, the records behind it move on`,
+    );
+  }
+
+  /**
+   * The transactional producer, after its InitProducerId: that call makes the broker abort (or complete) any
+   * transaction an earlier run of this instance left open. Runs at bootstrap too, in settleEarlierTransaction.
+   */
+  private async readyTransactional(): Promise<Producer> {
+    if (this.transactional && this.transactionalReady) return this.transactional;
+    const producer = (this.transactional ??= this.createProducer({
       transactionalId: `${this.options.transactionalIdPrefix}.publisher.${this.instanceId}`,
       retry: { retries: 3 },
-    });
-    await producer.connect();
-    return producer;
+    }));
+    const deadline = Math.max(10000, this.config().sendTimeoutMs * 2);
+    try {
+      await withDeadline(producer.connect(), deadline);
+      // KafkaJS runs the transactional InitProducerId at the first transaction(), not at connect().
+      const txn = await withDeadline(producer.transaction(), deadline);
+      await txn.abort();
+      this.transactionalReady = true;
+      return producer;
+    } catch (err) {
+      await this.discardTransactional();
+      throw err;
+    }
   }
+
+  private async discardTransactional(): Promise<void> {
+    const broken = this.transactional;
+    this.transactional = undefined;
+    this.transactionalReady = false;
+    await withDeadline(broken?.disconnect() ?? Promise.resolve(), 5000).catch(() => undefined);
+  }
+
+  /**
+   * At bootstrap, and until Kafka answers: run the transactional InitProducerId, so that a publishAll
+   * transaction a crash of this instance left open is settled now, not when its timeout expires (until then it
+   * holds back every read-committed reader of its partitions).
+   */
+  private async settleEarlierTransaction(): Promise<void> {
+    for (let attempt = 0; this.running && !this.transactionalReady; attempt++) {
+      const run = this.transactionalQueue.catch(() => undefined).then(() => this.readyTransactional());
+      this.transactionalQueue = run;
+      if (await run.then(() => true, () => false)) return;
+      const until = Date.now() + Math.min(30000, 500 * 2 ** Math.min(attempt, 6));
+      while (this.running && Date.now() < until) await sleep(100);
+    }
+  }
+
+}
+
+/** Why Kafka can never take `record`, from the facts about its topic; undefined when it can or they are unknown. */
+function judge(record: SpooledRecord, bytes: number, facts: TopicFacts | undefined): UndeliverableEventError | undefined {
+  if (!facts) return undefined;
+  if (!facts.exists) return UndeliverableEventError.unknownTopic(record.topic, record.messageId);
+  if (bytes > facts.maxMessageBytes) return UndeliverableEventError.tooLarge(record.topic, record.messageId, bytes, facts.maxMessageBytes, facts.limitSource);
+  return undefined;
+}
+
+/** A short reason for the quarantine file, the log line and health. */
+function reasonOf(err: UndeliverableEventError): string {
+  if (err.reason === 'too-large') return `MESSAGE_TOO_LARGE: record of ${err.recordBytes} bytes, over the limit of ${err.limitBytes} bytes`;
+  if (err.reason === 'unknown-topic') return `UNKNOWN_TOPIC_OR_PARTITION: topic ${err.topic} does not exist`;
+  return err.message;
 }
 
 function keyString(record: SpooledRecord): string {

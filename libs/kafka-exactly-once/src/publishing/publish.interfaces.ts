@@ -25,4 +25,8 @@ export interface PublisherStatus {
   sent: number;
   spooled: number;
   drained: number;
+  /** Spooled records Kafka refused for good, moved to the spool's quarantine file (this run and earlier ones). */
+  quarantined: number;
+  /** Why the last one was refused (Kafka error type and message). */
+  lastQuarantineReason?: string;
 }

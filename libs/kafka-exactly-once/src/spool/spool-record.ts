@@ -13,6 +13,11 @@ export interface SpooledRecord {
   spooledAt: number;
 }
 
+/** A record the broker refused for good, as kept in the spool's refused-records quarantine file. */
+export interface QuarantinedRecord extends SpooledRecord {
+  quarantine: { reason: string; /** ms since the epoch */ at: number };
+}
+
 /** Frame: 4-byte big-endian payload length, 4-byte big-endian CRC-32C of the payload, payload (UTF-8 JSON). */
 export const FRAME_HEADER = 8;
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { SpoolFullError } from '../errors/spool-full.error';
 import { crc32c } from './crc32c';
-import { Spool } from './spool';
-import { SpooledRecord } from './spool-record';
+import { REFUSED_QUARANTINE, Spool } from './spool';
+import { QuarantinedRecord, readFrame, SpooledRecord } from './spool-record';
 
 const record = (n: number, key = `k${n % 3}`): SpooledRecord => ({
   topic: 't',
@@ -98,5 +98,36 @@ describe('Spool', () => {
     await expect(spool.append(record(2))).resolves.toBeUndefined();
     await expect(spool.append(record(3))).rejects.toThrow(SpoolFullError);
     expect((await spool.peek(10)).map((r) => r.messageId)).toEqual(['m-1', 'm-2']);
+  });
+
+  it('moves a refused record to the quarantine file with its reason, and the records behind it move on', async () => {
+    const spool = open(dir);
+    await Promise.all([1, 2, 3].map((n) => spool.append(record(n))));
+    expect(spool.quarantineOldest('MESSAGE_TOO_LARGE: too big', 5000).messageId).toBe('m-1');
+    expect((await spool.peek(10)).map((r) => r.messageId)).toEqual(['m-2', 'm-3']);
+    expect(spool.quarantine()).toMatchObject({ records: 1, lastReason: 'MESSAGE_TOO_LARGE: too big' });
+    await spool.close();
+
+    // Kept across a restart: the record is not replayed, the quarantine still counts it.
+    const reopened = open(dir);
+    expect((await reopened.peek(10)).map((r) => r.messageId)).toEqual(['m-2', 'm-3']);
+    expect(reopened.quarantine()).toMatchObject({ records: 1, lastReason: 'MESSAGE_TOO_LARGE: too big' });
+    const frame = readFrame(readFileSync(join(dir, REFUSED_QUARANTINE)), 0);
+    expect(frame.kind === 'record' && (frame.record as QuarantinedRecord)).toEqual({ ...record(1), quarantine: { reason: 'MESSAGE_TOO_LARGE: too big', at: 5000 } });
+  });
+
+  it('cuts a torn quarantine write off at restart; the record is still in the spool', async () => {
+    const spool = open(dir);
+    await spool.append(record(1));
+    await spool.append(record(2));
+    spool.quarantineOldest('INVALID_RECORD');
+    await spool.close();
+    appendFileSync(join(dir, REFUSED_QUARANTINE), Buffer.from([0, 0, 9, 9, 1])); // a crash in the middle of the next one
+    const reopened = open(dir);
+    expect(reopened.quarantine().records).toBe(1);
+    expect(statSync(join(dir, REFUSED_QUARANTINE)).size).toBeGreaterThan(0);
+    expect((await reopened.peek(10)).map((r) => r.messageId)).toEqual(['m-2']);
+    reopened.quarantineOldest('INVALID_RECORD again');
+    expect(open(dir).quarantine()).toMatchObject({ records: 2, lastReason: 'INVALID_RECORD again' });
   });
 });

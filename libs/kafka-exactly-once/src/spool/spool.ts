@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
 import { join, resolve } from 'path';
 import { SpoolFullError } from '../errors/spool-full.error';
-import { encodeFrame, readFrame, SpooledRecord } from './spool-record';
+import { encodeFrame, QuarantinedRecord, readFrame, SpooledRecord } from './spool-record';
 
 export interface SpoolOptions {
   directory: string;
@@ -29,6 +29,15 @@ interface Entry {
 
 const SEGMENT = /^segment-(\d{12})\.log$/;
 const CURSOR = 'cursor.json';
+/** Records the broker refused for good, framed like the segments, each with its reason. */
+export const REFUSED_QUARANTINE = 'quarantine-refused.log';
+
+/** What the refused-records quarantine holds. */
+export interface SpoolQuarantine {
+  records: number;
+  lastReason?: string;
+  file: string;
+}
 
 function fsyncDirectory(dir: string): void {
   const fd = openSync(dir, 'r');
@@ -43,7 +52,8 @@ function fsyncDirectory(dir: string): void {
  * A durable, append-only local spool: records framed with length and CRC-32C in numbered segment files, each
  * append fsynced before it is acknowledged (appends that arrive while an fsync runs share the next one: group
  * commit). A cursor file records how far Kafka has acknowledged; fully acknowledged segments are deleted. At
- * open, a torn or corrupt tail is moved to a quarantine file and the rest is kept.
+ * open, a torn or corrupt tail is moved to a quarantine file and the rest is kept. A record Kafka refuses for
+ * good is moved to another quarantine file (quarantineOldest), so that it never blocks the records behind it.
  */
 export class Spool {
   private readonly logger = new Logger(Spool.name);
@@ -57,6 +67,7 @@ export class Spool {
   private cursor = { segment: 0, offset: 0 };
   private pending: Array<{ frame: Buffer; entry: Entry; resolve: () => void; reject: (err: Error) => void }> = [];
   private flushing?: Promise<void>;
+  private refused = { records: 0, lastReason: undefined as string | undefined };
 
   constructor(private readonly options: SpoolOptions) {
     this.dir = resolve(options.directory);
@@ -70,6 +81,7 @@ export class Spool {
 
   /** Rebuilds the queue from the segments after the cursor, quarantining any torn or corrupt tail. */
   private recover(): void {
+    this.recoverRefused();
     const cursorFile = join(this.dir, CURSOR);
     if (existsSync(cursorFile)) this.cursor = JSON.parse(readFileSync(cursorFile, 'utf8'));
     const segments = readdirSync(this.dir)
@@ -104,6 +116,29 @@ export class Spool {
     this.segment = segments.length > 0 ? segments[segments.length - 1] : Math.max(1, this.cursor.segment);
     this.openSegment(this.segment);
     if (this.queue.length > 0) this.logger.warn(`spool ${this.dir}: ${this.queue.length} records waiting for Kafka from a previous run`);
+  }
+
+  /**
+   * Counts the refused records kept from earlier runs. A torn last frame (a crash while quarantining) is cut
+   * off: its record is still in the spool, since the cursor moves only after the quarantine write is fsynced.
+   */
+  private recoverRefused(): void {
+    const path = join(this.dir, REFUSED_QUARANTINE);
+    if (!existsSync(path)) return;
+    const buf = readFileSync(path);
+    let offset = 0;
+    for (;;) {
+      const frame = readFrame(buf, offset);
+      if (frame.kind === 'end') break;
+      if (frame.kind === 'corrupt') {
+        truncateSync(path, offset);
+        this.logger.warn(`spool quarantine ${path}: ${frame.reason} at byte ${offset}, cut off (its record is still in the spool)`);
+        break;
+      }
+      this.refused.records++;
+      this.refused.lastReason = (frame.record as QuarantinedRecord).quarantine?.reason;
+      offset = frame.next;
+    }
   }
 
   private openSegment(n: number): void {
@@ -244,6 +279,35 @@ export class Spool {
       if (m && Number(m[1]) < this.cursor.segment) unlinkSync(join(this.dir, name));
     }
     if (this.queue.length === 0 && this.size > this.options.segmentBytes / 2) this.openSegment(this.segment + 1);
+  }
+
+  /**
+   * Moves the oldest waiting record, which Kafka refused for good, to the refused-records quarantine file with
+   * its reason (fsynced), then acknowledges it, so that the records behind it move on. Returns the record.
+   */
+  quarantineOldest(reason: string, now = Date.now()): SpooledRecord {
+    const entry = this.queue[0];
+    if (!entry || entry.end === 0) throw new Error('quarantineOldest: no spooled record is on disk yet');
+    const quarantined: QuarantinedRecord = { ...entry.record, quarantine: { reason, at: now } };
+    const path = join(this.dir, REFUSED_QUARANTINE);
+    const created = !existsSync(path);
+    const fd = openSync(path, 'a');
+    try {
+      writeFully(fd, encodeFrame(quarantined));
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    if (created) fsyncDirectory(this.dir);
+    this.refused.records++;
+    this.refused.lastReason = reason;
+    this.acknowledge(1);
+    return entry.record;
+  }
+
+  /** The refused-records quarantine: how many records it holds (this run and earlier ones) and the last reason. */
+  quarantine(): SpoolQuarantine {
+    return { ...this.refused, file: join(this.dir, REFUSED_QUARANTINE) };
   }
 
   async close(): Promise<void> {

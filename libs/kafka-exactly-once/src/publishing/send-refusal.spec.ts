@@ -1,0 +1,37 @@
+import { describeRefusal, refusedForGood } from './send-refusal';
+
+// Shaped like KafkaJS's errors: a protocol error with a type, wrapped by the retrier.
+const protocolError = (type: string, retriable: boolean) => Object.assign(new Error(`broker says ${type}`), { name: 'KafkaJSProtocolError', type, retriable });
+
+describe('refusedForGood', () => {
+  it('finds a refusal for good, bare or inside the wrappers KafkaJS adds', () => {
+    expect(refusedForGood(protocolError('MESSAGE_TOO_LARGE', false))).toBe('MESSAGE_TOO_LARGE');
+    const nonRetriable = Object.assign(new Error('wrapped'), { name: 'KafkaJSNonRetriableError', cause: protocolError('INVALID_RECORD', false) });
+    expect(refusedForGood(nonRetriable)).toBe('INVALID_RECORD');
+    const exhausted = Object.assign(new Error('retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded', originalError: protocolError('TOPIC_AUTHORIZATION_FAILED', false) });
+    expect(refusedForGood(exhausted)).toBe('TOPIC_AUTHORIZATION_FAILED');
+  });
+
+  it('does not take what may pass for a refusal: connections, timeouts, leaders, sequences, a missing topic', () => {
+    expect(refusedForGood(Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' }))).toBeUndefined();
+    expect(refusedForGood(new Error('Kafka did not answer within 1000 ms'))).toBeUndefined();
+    expect(refusedForGood(protocolError('NOT_LEADER_FOR_PARTITION', true))).toBeUndefined();
+    expect(refusedForGood(protocolError('OUT_OF_ORDER_SEQUENCE_NUMBER', false))).toBeUndefined();
+    expect(refusedForGood(protocolError('UNKNOWN_TOPIC_OR_PARTITION', true))).toBeUndefined();
+    expect(refusedForGood(undefined)).toBeUndefined();
+  });
+
+  it('survives an error that is its own cause', () => {
+    const loop: Error & { cause?: unknown } = new Error('loop');
+    loop.cause = loop;
+    expect(refusedForGood(loop)).toBeUndefined();
+  });
+});
+
+describe('describeRefusal', () => {
+  it('names the Kafka error type and keeps the broker message', () => {
+    expect(describeRefusal('MESSAGE_TOO_LARGE', new Error('The request included a message larger than the max message size'))).toBe(
+      'MESSAGE_TOO_LARGE: The request included a message larger than the max message size',
+    );
+  });
+});
