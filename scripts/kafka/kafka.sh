@@ -251,7 +251,13 @@ stop_broker() {
 status() {
   local pid
   if pid="$(running_pid)"; then
-    local answer
+    local answer owner
+    # The broker of the pid file must be the one listening on KAFKA_PORT, not merely some broker.
+    owner="$(port_owner "$KAFKA_PORT")"
+    if [[ -n "$owner" && "$owner" != *"(pid $pid)" ]]; then
+      say "pid $pid is alive, but 127.0.0.1:$KAFKA_PORT belongs to $owner: another broker (check KAFKA_PORT and KAFKA_STATE_DIR)"
+      return 2
+    fi
     if answer="$(probe 2000 2>&1)"; then
       say "running: pid $pid, Kafka $(cat "$KAFKA_STATE_DIR/broker.version"), 127.0.0.1:$KAFKA_PORT, $answer, data $(data_dir)"
       return 0
