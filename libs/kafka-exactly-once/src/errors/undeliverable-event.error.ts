@@ -55,7 +55,7 @@ export class UndeliverableEventError extends KafkaExactlyOnceError {
     );
   }
 
-  /** The broker refused the record for good (e.g. INVALID_RECORD, TOPIC_AUTHORIZATION_FAILED). */
+  /** The broker refused the record for good (e.g. INVALID_RECORD, MESSAGE_TOO_LARGE). */
   static refused(topic: string, messageId: string, why: string, cause: unknown): UndeliverableEventError {
     return new UndeliverableEventError(
       'refused',

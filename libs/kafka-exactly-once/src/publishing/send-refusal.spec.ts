@@ -8,8 +8,10 @@ describe('refusedForGood', () => {
     expect(refusedForGood(protocolError('MESSAGE_TOO_LARGE', false))).toBe('MESSAGE_TOO_LARGE');
     const nonRetriable = Object.assign(new Error('wrapped'), { name: 'KafkaJSNonRetriableError', cause: protocolError('INVALID_RECORD', false) });
     expect(refusedForGood(nonRetriable)).toBe('INVALID_RECORD');
-    const exhausted = Object.assign(new Error('retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded', originalError: protocolError('TOPIC_AUTHORIZATION_FAILED', false) });
-    expect(refusedForGood(exhausted)).toBe('TOPIC_AUTHORIZATION_FAILED');
+    const exhausted = Object.assign(new Error('retries exceeded'), { name: 'KafkaJSNumberOfRetriesExceeded', originalError: protocolError('INVALID_RECORD', false) });
+    expect(refusedForGood(exhausted)).toBe('INVALID_RECORD');
+    // An ACL is fixed by an operator: waiting, not quarantining.
+    expect(refusedForGood(protocolError('TOPIC_AUTHORIZATION_FAILED', false))).toBeUndefined();
   });
 
   it('does not take what may pass for a refusal: connections, timeouts, leaders, sequences, a missing topic', () => {

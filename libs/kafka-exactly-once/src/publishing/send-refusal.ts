@@ -2,14 +2,14 @@
  * Kafka error types with which a broker refuses records for good: sending the same record again, to any
  * broker, after any wait, gets the same answer. UNKNOWN_TOPIC_OR_PARTITION is not among them: KafkaJS and the
  * broker report it while metadata is still settling, so the publisher asks the cluster (TopicInspector) before
- * it believes that a topic is missing.
+ * it believes that a topic is missing. Nor is TOPIC_AUTHORIZATION_FAILED: an operator fixes an ACL, and the
+ * spooled events must still be there then (they wait, and the spool's age shows in health).
  */
 export const REFUSED_FOR_GOOD = new Set([
   'MESSAGE_TOO_LARGE',
   'RECORD_LIST_TOO_LARGE',
   'INVALID_RECORD',
   'INVALID_TOPIC_EXCEPTION',
-  'TOPIC_AUTHORIZATION_FAILED',
   'INVALID_REQUIRED_ACKS',
   'UNSUPPORTED_FOR_MESSAGE_FORMAT',
 ]);
