@@ -50,3 +50,22 @@ export function readFrame(buf: Buffer, offset: number, maxRecordBytes = 64 * 102
     return { kind: 'corrupt', reason: 'unreadable payload' };
   }
 }
+
+/**
+ * The frames of a file from the start: each record with the byte offsets it spans, then, if the file does
+ * not end cleanly, one `corrupt` entry with where the bad bytes start (nothing after it is read).
+ */
+export function* readFrames(
+  buf: Buffer,
+): Generator<{ kind: 'record'; record: SpooledRecord; offset: number; next: number } | { kind: 'corrupt'; reason: string; offset: number }> {
+  for (let offset = 0; ; ) {
+    const frame = readFrame(buf, offset);
+    if (frame.kind === 'end') return;
+    if (frame.kind === 'corrupt') {
+      yield { kind: 'corrupt', reason: frame.reason, offset };
+      return;
+    }
+    yield { kind: 'record', record: frame.record, offset, next: frame.next };
+    offset = frame.next;
+  }
+}

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
 import { join, resolve } from 'path';
 import { SpoolFullError } from '../errors/spool-full.error';
-import { encodeFrame, QuarantinedRecord, readFrame, SpooledRecord } from './spool-record';
+import { encodeFrame, QuarantinedRecord, readFrames, SpooledRecord } from './spool-record';
 
 export interface SpoolOptions {
   directory: string;
@@ -96,10 +96,8 @@ export class Spool {
         continue;
       }
       const buf = readFileSync(path);
-      let offset = 0;
-      for (;;) {
-        const frame = readFrame(buf, offset);
-        if (frame.kind === 'end') break;
+      for (const frame of readFrames(buf)) {
+        const { offset } = frame;
         if (frame.kind === 'corrupt') {
           const quarantine = join(this.dir, `quarantine-${String(n).padStart(12, '0')}-${offset}-${Date.now()}.bin`);
           writeFileSync(quarantine, buf.subarray(offset));
@@ -110,7 +108,6 @@ export class Spool {
           break;
         }
         if (n > this.cursor.segment || frame.next > this.cursor.offset) this.enqueue({ record: frame.record, segment: n, end: frame.next, bytes: frame.next - offset });
-        offset = frame.next;
       }
     }
     this.segment = segments.length > 0 ? segments[segments.length - 1] : Math.max(1, this.cursor.segment);
@@ -126,18 +123,14 @@ export class Spool {
     const path = join(this.dir, REFUSED_QUARANTINE);
     if (!existsSync(path)) return;
     const buf = readFileSync(path);
-    let offset = 0;
-    for (;;) {
-      const frame = readFrame(buf, offset);
-      if (frame.kind === 'end') break;
+    for (const frame of readFrames(buf)) {
       if (frame.kind === 'corrupt') {
-        truncateSync(path, offset);
-        this.logger.warn(`spool quarantine ${path}: ${frame.reason} at byte ${offset}, cut off (its record is still in the spool)`);
+        truncateSync(path, frame.offset);
+        this.logger.warn(`spool quarantine ${path}: ${frame.reason} at byte ${frame.offset}, cut off (its record is still in the spool)`);
         break;
       }
       this.refused.records++;
       this.refused.lastReason = (frame.record as QuarantinedRecord).quarantine?.reason;
-      offset = frame.next;
     }
   }
 
