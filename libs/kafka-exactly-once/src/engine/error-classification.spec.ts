@@ -14,6 +14,11 @@ describe('error classification', () => {
     for (const code of ['23505', '23503', '22021', '22P02', '25P02', '40001', '40P01', '57014', '42P01']) expect(isConnectionFault(pgError(code))).toBe(false);
   });
 
+  it("blames the database, never a record, when the library's own statements fail (e.g. a missing migration)", () => {
+    expect(isConnectionFault({ name: 'InboxStatementError', message: 'the inbox claim failed', cause: pgError('42703') })).toBe(true);
+    expect(isConnectionFault(pgError('42703'))).toBe(false); // the same error from a handler's own query
+  });
+
   it("does not take a handler's own error codes for the database's", () => {
     expect(isConnectionFault(Object.assign(new Error('upstream timed out'), { code: 'ETIMEDOUT' }))).toBe(false);
     expect(isConnectionFault(Object.assign(new Error('upstream reset'), { code: 'ECONNRESET' }))).toBe(false);

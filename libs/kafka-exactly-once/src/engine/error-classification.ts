@@ -59,6 +59,8 @@ const KAFKA_CONNECTION_ERRORS = new Set([
  */
 export function isConnectionFault(err: unknown): boolean {
   const errors = [...chain(err)];
+  // The library's own statements fail only for the database's or the schema's reasons (see InboxStatementError).
+  if (errors.some((e) => e.name === 'InboxStatementError')) return true;
   // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
   // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE,
   // INVALID_RECORD): the innermost one decides, whatever wraps it.

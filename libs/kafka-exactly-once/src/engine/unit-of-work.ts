@@ -72,6 +72,26 @@ interface HandledRecord {
 
 const SAVEPOINT = 'kafka_eo_record';
 
+/**
+ * A statement of the library's own (claim, inbox bookkeeping) failed. No record's content can make them fail
+ * (ids are digests, bytes are base64), so this is the database's or the schema's fault (a missing migration,
+ * permissions): an infrastructure fault, retried and shown in health, never blamed on a record.
+ */
+export class InboxStatementError extends Error {
+  constructor(what: string, cause: unknown) {
+    super(`${what} failed: ${(cause as Error)?.message ?? cause}`, { cause });
+    this.name = 'InboxStatementError';
+  }
+}
+
+async function ownStatement<T>(what: string, statement: () => Promise<T>): Promise<T> {
+  try {
+    return await statement();
+  } catch (err) {
+    throw new InboxStatementError(what, err);
+  }
+}
+
 /** An error as recorded on the inbox and in dead-letter headers: text that PostgreSQL and Kafka can hold. */
 export function describeFailure(error: unknown, reason: string): RecordedFailure {
   const err = error instanceof Error ? error : new Error(String(error));
@@ -127,16 +147,18 @@ export class UnitOfWork {
     let runner: QueryRunner | undefined;
     try {
       this.sm.transitionTo('claiming');
-      runner = dataSource.createQueryRunner();
-      await runner.connect();
-      await runner.startTransaction();
-      await runner.query(`SET LOCAL lock_timeout = '${options.inbox.lockTimeoutMs}ms'`);
-      await runner.query(`SET LOCAL idle_in_transaction_session_timeout = '${options.inbox.idleInTransactionTimeoutMs}ms'`);
+      const db = (runner = dataSource.createQueryRunner());
       const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
-      const claimed = await inbox.claim(runner, group, topic, partition, requests);
+      const claimed = await ownStatement('the inbox claim', async () => {
+        await db.connect();
+        await db.startTransaction();
+        await db.query(`SET LOCAL lock_timeout = '${options.inbox.lockTimeoutMs}ms'`);
+        await db.query(`SET LOCAL idle_in_transaction_session_timeout = '${options.inbox.idleInTransactionTimeoutMs}ms'`);
+        return inbox.claim(db, group, topic, partition, requests);
+      });
       const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
       const unclaimed = this.records.filter((r) => !claimedHere(r)).map((r) => r.id);
-      const existing = await inbox.find(runner, group, unclaimed);
+      const existing = await ownStatement('reading the inbox', () => inbox.find(db, group, unclaimed));
 
       this.sm.transitionTo('handling');
       const outputs: RecordedOutput[] = [];
@@ -182,9 +204,9 @@ export class UnitOfWork {
         // Cut by the time cap: give back the claims of the records left for the next chunk, which would
         // otherwise commit as claimed-but-never-handled and be taken for replays.
         const released = this.records.slice(count).filter((r) => claimedHere(r) && !done.has(keyOf(r.id)));
-        await inbox.release(runner, group, released.map((r) => r.id));
+        await ownStatement('giving back claims', () => inbox.release(db, group, released.map((r) => r.id)));
       }
-      await inbox.complete(runner, group, completions);
+      await ownStatement('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
 
       this.sm.transitionTo('producing');
       const txn: Transaction = await producer.begin();
