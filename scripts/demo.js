@@ -230,8 +230,15 @@ async function main() {
   );
   let loadOut = '';
   let loadErr = '';
-  load.stdout.on('data', (c) => (loadOut += c));
-  load.stderr.on('data', (c) => (loadErr += c));
+  const loadLog = require('fs').createWriteStream(join(ROOT, '.demo-logs', 'load.log'), { flags: 'w' });
+  load.stdout.on('data', (c) => {
+    loadOut += c;
+    loadLog.write(c);
+  });
+  load.stderr.on('data', (c) => {
+    loadErr += c;
+    loadLog.write(c);
+  });
   const loadDone = new Promise((resolve) => load.once('exit', resolve));
   log('load command publishing payments (npm run produce -- payments ...)');
 

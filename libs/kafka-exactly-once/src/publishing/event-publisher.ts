@@ -73,7 +73,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private isConnected = false;
   private connecting?: Promise<Producer>;
   /** Producers given up after a failed send; a send still retrying inside one disconnects it again when it settles. */
-  private readonly discarded = new WeakSet<Producer>();
+  private readonly discarded = new Set<Producer>();
   private topics?: TopicInspector;
 
   constructor(
@@ -122,6 +122,9 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     await this.spool?.close();
     await this.producer?.disconnect().catch(() => undefined);
     await this.transactional?.disconnect().catch(() => undefined);
+    // Producers given up after a failed send may have been reconnected by a KafkaJS retry since: their open
+    // sockets would keep the process alive until the broker closes idle connections (10 minutes).
+    await Promise.all([...this.discarded].map((producer) => withDeadline(producer.disconnect(), 5000).catch(() => undefined)));
   }
 
   /**
@@ -360,7 +363,10 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     void sending
       .catch(() => undefined)
       .finally(() => {
-        if (this.discarded.has(producer)) void withDeadline(producer.disconnect(), 5000).catch(() => undefined);
+        if (!this.discarded.has(producer)) return;
+        void withDeadline(producer.disconnect(), 5000)
+          .catch(() => undefined)
+          .finally(() => this.discarded.delete(producer));
       });
     return sending;
   }
