@@ -12,6 +12,8 @@ export interface ProducerAppConfig {
   sendTimeoutMs: number;
   /** KAFKA_REQUEST_TIMEOUT_MS: KafkaJS's requestTimeout, when set (KafkaJS's default is 30000). */
   kafkaRequestTimeoutMs?: number;
+  /** MISSING_TOPIC_GRACE_MS: how long spooled events wait for a missing topic before quarantine (library default). */
+  missingTopicGraceMs?: number;
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
@@ -25,8 +27,11 @@ export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): Produce
   if (requestTimeout !== undefined && (!Number.isInteger(requestTimeout) || requestTimeout < 100)) {
     throw new Error(`KAFKA_REQUEST_TIMEOUT_MS must be an integer >= 100, got "${env.KAFKA_REQUEST_TIMEOUT_MS}"`);
   }
+  const grace = env.MISSING_TOPIC_GRACE_MS === undefined ? undefined : Number(env.MISSING_TOPIC_GRACE_MS);
+  if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new Error(`MISSING_TOPIC_GRACE_MS must be an integer >= 0, got "${env.MISSING_TOPIC_GRACE_MS}"`);
   return {
     kafkaRequestTimeoutMs: requestTimeout,
+    missingTopicGraceMs: grace,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean),
     httpPort,
     httpHost: env.HTTP_HOST ?? '127.0.0.1',

@@ -24,7 +24,7 @@ export const publisherModule = () =>
           [TOPICS.usersSignedUp]: { schema: 'com.example.UserSignedUp', key: (e: UserSignedUp) => `user-${e.userId}` },
           [TOPICS.paymentsRequested]: { schema: 'com.example.PaymentRequested', key: (e: PaymentRequested) => e.accountId },
         },
-        publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs },
+        publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs, missingTopicGraceMs: config.missingTopicGraceMs },
       };
     },
   });

@@ -67,6 +67,11 @@ export interface PublisherOptions {
   /** The publisher reports down when the oldest spooled record is older than this. Default 300000 (5 min). */
   unhealthyBacklogAgeMs?: number;
   /**
+   * A spooled record whose topic the cluster keeps saying does not exist is held (the topic may be created
+   * late, or recreated) and moved to the quarantine only after this long. Default 300000 (5 min).
+   */
+  missingTopicGraceMs?: number;
+  /**
    * Names this publisher instance in the transactional id of `publishAll` (`{transactionalIdPrefix}.publisher.{instanceId}`):
    * stable across restarts, so that a restarted instance settles the transaction a crash left open at once,
    * and unique between instances running at the same time (two instances with one id fence each other).

@@ -191,5 +191,6 @@ function resolvePublisher(publisher: NonNullable<KafkaExactlyOnceModuleOptions['
       halfOpenAfterMs: positiveInt('publisher.breaker.halfOpenAfterMs', publisher.breaker?.halfOpenAfterMs, 2000, 10),
     },
     unhealthyBacklogAgeMs: positiveInt('publisher.unhealthyBacklogAgeMs', publisher.unhealthyBacklogAgeMs, 300000, 1000),
+    missingTopicGraceMs: positiveInt('publisher.missingTopicGraceMs', publisher.missingTopicGraceMs, 300000, 0),
   };
 }

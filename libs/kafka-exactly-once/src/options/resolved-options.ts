@@ -41,6 +41,7 @@ export interface ResolvedOptions {
     spool: { directory: string; maxBytes: number; segmentBytes: number };
     breaker: { consecutiveFailures: number; halfOpenAfterMs: number };
     unhealthyBacklogAgeMs: number;
+    missingTopicGraceMs: number;
     /** undefined: the id kept in the spool directory */
     instanceId?: string;
   };

@@ -75,6 +75,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   /** Producers given up after a failed send; a send still retrying inside one disconnects it again when it settles. */
   private readonly discarded = new Set<Producer>();
   private topics?: TopicInspector;
+  /** When the drainer first found the topic of its oldest record missing (grace before quarantine). */
+  private readonly missingSince = new Map<string, number>();
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -390,76 +392,96 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     let failures = 0;
     let maxRecords = DRAIN_MAX_RECORDS;
     while (this.draining) {
-      if (spool.isEmpty) {
-        await sleep(100);
-        continue;
-      }
-      // No check of the breaker's state here: an open breaker only turns half-open when a call is attempted
-      // after halfOpenAfter, and while it is open execute() fails at once without touching Kafka.
-      const waiting = await spool.peek(maxRecords);
-      if (waiting.length === 0) {
-        await sleep(20);
-        continue;
-      }
-      // What the cluster said about the waiting records' topics (looked up when missing or old, unless the
-      // breaker is open): a record Kafka can never take is quarantined before it is sent, and a request never
-      // carries more of a topic's records than the topic takes in one batch.
-      const lookUp = breaker.state !== CircuitState.Open;
-      const facts = new Map<string, TopicFacts | undefined>();
-      for (const topic of new Set(waiting.map((r) => r.topic))) facts.set(topic, lookUp ? await topics.get(topic, TOPIC_FACTS_MAX_AGE_MS) : topics.cached(topic));
-      const headVerdict = await this.undeliverable(waiting[0], lookUp);
-      if (headVerdict) {
-        this.quarantineOldest(reasonOf(headVerdict));
-        continue;
-      }
-      let count = drainBatchSize(
-        waiting.map((r) => ({ topic: r.topic, bytes: estimateRecordBytes(r) })),
-        { maxRecords, maxBytes: DRAIN_MAX_BYTES, topicLimit: (topic) => facts.get(topic)?.maxMessageBytes || undefined },
-      );
-      // A later record known to be undeliverable ends the request: the ones before it go first.
-      for (let i = 1; i < count; i++) {
-        if (judge(waiting[i], estimateRecordBytes(waiting[i]), facts.get(waiting[i].topic))) count = i;
-      }
-      const batch = waiting.slice(0, count);
-      let producer: Producer | undefined;
       try {
-        await breaker.execute(() =>
-          withDeadline(
-            this.connected().then((connected) => {
-              producer = connected;
-              return this.tracked(connected, connected.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 }));
-            }),
-            this.config().sendTimeoutMs * 2,
-          ),
+        if (spool.isEmpty) {
+          await sleep(100);
+          continue;
+        }
+        // No check of the breaker's state here: an open breaker only turns half-open when a call is attempted
+        // after halfOpenAfter, and while it is open execute() fails at once without touching Kafka.
+        const waiting = await spool.peek(maxRecords);
+        if (waiting.length === 0) {
+          await sleep(20);
+          continue;
+        }
+        // What the cluster said about the waiting records' topics (looked up when missing or old, unless the
+        // breaker is open): a request never carries more of a topic's records than the topic takes in one batch.
+        // Sizes are left to the broker: only its refusal sets a record aside (halving below), never a guess.
+        const lookUp = breaker.state !== CircuitState.Open;
+        const facts = new Map<string, TopicFacts | undefined>();
+        for (const topic of new Set(waiting.map((r) => r.topic))) facts.set(topic, lookUp ? await topics.get(topic, TOPIC_FACTS_MAX_AGE_MS) : topics.cached(topic));
+        const head = waiting[0];
+        if (this.confirmedMissing(head.topic, lookUp ? await topics.get(head.topic, REFUSAL_RECHECK_AGE_MS) : undefined)) {
+          const grace = this.config().missingTopicGraceMs;
+          const since = this.missingSince.get(head.topic) ?? Date.now();
+          this.missingSince.set(head.topic, since);
+          if (Date.now() - since >= grace) {
+            this.quarantineOldest(`UNKNOWN_TOPIC_OR_PARTITION: topic ${head.topic} has not existed for ${Math.round((Date.now() - since) / 1000)} s`);
+            continue;
+          }
+          // Held: the topic may be created a moment later, or recreated; acknowledged events wait for it.
+          await sleep(1000);
+          continue;
+        }
+        this.missingSince.delete(head.topic);
+        let count = drainBatchSize(
+          waiting.map((r) => ({ topic: r.topic, bytes: estimateRecordBytes(r) })),
+          { maxRecords, maxBytes: DRAIN_MAX_BYTES, topicLimit: (topic) => facts.get(topic)?.maxMessageBytes || undefined },
         );
-        spool.acknowledge(batch.length);
-        this.counters.drained += batch.length;
-        failures = 0;
-        maxRecords = DRAIN_MAX_RECORDS;
-        if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
-      } catch (err) {
-        if (producer) {
-          this.discard(producer);
-          // A topic deleted since it was looked up shows only as retries and timeouts: look again.
-          for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
+        // A later record whose topic is confirmed missing ends the request: the ones before it go first.
+        for (let i = 1; i < count; i++) {
+          if (this.confirmedMissing(waiting[i].topic, facts.get(waiting[i].topic))) count = i;
         }
-        const refusal = refusedForGood(err);
-        if (refusal && batch.length > 1) {
-          // Which record is refused is not in the answer: halve the request until one record is refused alone.
-          maxRecords = Math.ceil(batch.length / 2);
-          this.logger.debug(`the broker refused a drain request of ${batch.length} records (${refusal}); retrying with ${maxRecords}`);
-          continue;
-        }
-        if (refusal) {
-          this.quarantineOldest(describeRefusal(refusal, err));
+        const batch = waiting.slice(0, count);
+        let producer: Producer | undefined;
+        try {
+          await breaker.execute(() =>
+            withDeadline(
+              this.connected().then((connected) => {
+                producer = connected;
+                return this.tracked(connected, connected.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 }));
+              }),
+              this.config().sendTimeoutMs * 2,
+            ),
+          );
+          spool.acknowledge(batch.length);
+          this.counters.drained += batch.length;
+          failures = 0;
           maxRecords = DRAIN_MAX_RECORDS;
-          continue;
+          if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
+        } catch (err) {
+          if (producer) {
+            this.discard(producer);
+            // A topic deleted since it was looked up shows only as retries and timeouts: look again.
+            for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
+          }
+          const refusal = refusedForGood(err);
+          if (refusal && batch.length > 1) {
+            // Which record is refused is not in the answer: halve the request until one record is refused alone.
+            maxRecords = Math.ceil(batch.length / 2);
+            this.logger.debug(`the broker refused a drain request of ${batch.length} records (${refusal}); retrying with ${maxRecords}`);
+            continue;
+          }
+          if (refusal) {
+            this.quarantineOldest(describeRefusal(refusal, err));
+            maxRecords = DRAIN_MAX_RECORDS;
+            continue;
+          }
+          failures++;
+          this.logger.debug(`spool drain failed (${(err as Error).message})`);
+          await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
         }
-        failures++;
-        this.logger.debug(`spool drain failed (${(err as Error).message})`);
-        await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
+      } catch (err) {
+        // The spool's own I/O failed (disk full, permissions): keep the drainer alive and try again.
+        this.logger.error(`spool drain: ${(err as Error).message}; retrying in 1 s`);
+        await sleep(1000);
       }
     }
+  }
+
+  /** The cluster said, in a look-up of the last few seconds, that the topic does not exist. */
+  private confirmedMissing(topic: string, facts: TopicFacts | undefined): boolean {
+    return facts !== undefined && !facts.exists && Date.now() - facts.checkedAt <= 2 * REFUSAL_RECHECK_AGE_MS;
   }
 
   private quarantineOldest(reason: string): void {
@@ -523,16 +545,13 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 function judge(record: SpooledRecord, bytes: number, facts: TopicFacts | undefined): UndeliverableEventError | undefined {
   if (!facts) return undefined;
   if (!facts.exists) return UndeliverableEventError.unknownTopic(record.topic, record.messageId);
-  if (bytes > facts.maxMessageBytes) return UndeliverableEventError.tooLarge(record.topic, record.messageId, bytes, facts.maxMessageBytes, facts.limitSource);
+  // A limit guessed from the broker's default (the topic's own could not be read) refuses nothing: the broker decides.
+  if (facts.limitSource === 'topic max.message.bytes' && bytes > facts.maxMessageBytes) {
+    return UndeliverableEventError.tooLarge(record.topic, record.messageId, bytes, facts.maxMessageBytes, facts.limitSource);
+  }
   return undefined;
 }
 
-/** A short reason for the quarantine file, the log line and health. */
-function reasonOf(err: UndeliverableEventError): string {
-  if (err.reason === 'too-large') return `MESSAGE_TOO_LARGE: record of ${err.recordBytes} bytes, over the limit of ${err.limitBytes} bytes`;
-  if (err.reason === 'unknown-topic') return `UNKNOWN_TOPIC_OR_PARTITION: topic ${err.topic} does not exist`;
-  return err.message;
-}
 
 function keyString(record: SpooledRecord): string {
   return record.key === null ? '' : Buffer.from(record.key, 'base64').toString('utf8');

@@ -3,15 +3,15 @@
  * broker, after any wait, gets the same answer. UNKNOWN_TOPIC_OR_PARTITION is not among them: KafkaJS and the
  * broker report it while metadata is still settling, so the publisher asks the cluster (TopicInspector) before
  * it believes that a topic is missing. Nor is TOPIC_AUTHORIZATION_FAILED: an operator fixes an ACL, and the
- * spooled events must still be there then (they wait, and the spool's age shows in health).
+ * spooled events must still be there then (they wait, and the spool's age shows in health). The same for
+ * refusals that concern every record of a topic or cluster (UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_REQUIRED_ACKS):
+ * configuration an operator fixes, not records to set aside.
  */
 export const REFUSED_FOR_GOOD = new Set([
   'MESSAGE_TOO_LARGE',
   'RECORD_LIST_TOO_LARGE',
   'INVALID_RECORD',
   'INVALID_TOPIC_EXCEPTION',
-  'INVALID_REQUIRED_ACKS',
-  'UNSUPPORTED_FOR_MESSAGE_FORMAT',
 ]);
 
 interface KafkaJsLikeError {
