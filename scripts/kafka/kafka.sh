@@ -167,7 +167,8 @@ format_storage() {
   local data="$1"
   [[ -f "$data/kraft/meta.properties" ]] && return 0
   local cluster_id
-  cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  # A base64url id may start with "-", which the storage tool would take for an option: begin with a letter.
+  cluster_id="k$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' | cut -c2-)"
   say "formatting KRaft storage in $data/kraft (cluster $cluster_id)"
   # shellcheck disable=SC2046
   if ! java $(log_options "$data") -cp "$JARS/*" kafka.tools.StorageTool format \
