@@ -138,18 +138,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private async topicLimits(admin: Admin): Promise<Map<string, number>> {
     const outputs = Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`);
     const deadLetters = this.handlers.map((h) => `${h.topic}${this.options.deadLetter.topicSuffix}`);
-    const names = [...new Set([...outputs, ...deadLetters])];
-    const limits = new Map<string, number>();
-    if (names.length === 0) return limits;
-    const { resources } = await admin.describeConfigs({
-      includeSynonyms: false,
-      resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] })),
-    });
-    for (const resource of resources) {
-      const value = Number(resource.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
-      if (Number.isInteger(value) && value > 0) limits.set(resource.resourceName, value);
-    }
-    return limits;
+    return maxMessageBytes(admin, [...new Set([...outputs, ...deadLetters])]);
   }
 
   async beforeApplicationShutdown(signal?: string): Promise<void> {
@@ -199,7 +188,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       throw new Error(`Kafka topic(s) ${missing.join(', ')} do not exist: create them before starting (the library does not create input or output topics)`);
     }
     const { topics } = await admin.fetchTopicMetadata({ topics: inputs });
-    const inputLimits = await this.inputLimits(admin, inputs);
+    const inputLimits = await maxMessageBytes(admin, inputs);
     const deadLetters = topics
       .map((t) => ({
         topic: `${t.name}${this.options.deadLetter.topicSuffix}`,
@@ -215,18 +204,21 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     }
   }
 
-  private async inputLimits(admin: Admin, inputs: string[]): Promise<Map<string, number>> {
-    const { resources } = await admin.describeConfigs({
-      includeSynonyms: false,
-      resources: inputs.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] })),
-    });
-    const limits = new Map<string, number>();
-    for (const r of resources) {
-      const value = Number(r.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
-      if (Number.isInteger(value) && value > 0) limits.set(r.resourceName, value);
-    }
-    return limits;
+}
+
+/** `max.message.bytes` of each topic, in one request; a topic whose value cannot be read is left out. */
+async function maxMessageBytes(admin: Admin, topics: string[]): Promise<Map<string, number>> {
+  const limits = new Map<string, number>();
+  if (topics.length === 0) return limits;
+  const { resources } = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['max.message.bytes'] })),
+  });
+  for (const resource of resources) {
+    const value = Number(resource.configEntries.find((e) => e.configName === 'max.message.bytes')?.configValue);
+    if (Number.isInteger(value) && value > 0) limits.set(resource.resourceName, value);
   }
+  return limits;
 }
 
 /**

@@ -41,16 +41,6 @@ function isPostgresInfrastructureCode(code: string): boolean {
 /** Broker refusals caused by the record sent (its size or bytes): the only Kafka errors blamed on a record. */
 const RECORD_REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
 
-const KAFKA_CONNECTION_ERRORS = new Set([
-  'KafkaJSConnectionError',
-  'KafkaJSConnectionClosedError',
-  'KafkaJSRequestTimeoutError',
-  'KafkaJSBrokerNotFound',
-  'KafkaJSMetadataNotLoaded',
-  'KafkaJSTopicMetadataNotLoaded',
-  'KafkaJSStaleTopicMetadataAssignment',
-  'KafkaJSLockTimeout',
-]);
 
 /**
  * Whether the error is a fault of the infrastructure (PostgreSQL or Kafka unreachable, connection lost,
@@ -80,7 +70,7 @@ export function isConnectionFault(err: unknown): boolean {
     if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EHOSTUNREACH'].includes(code) && (fromDatabase || /postgres|kafka|broker/i.test(message))) return true;
     // Any other KafkaJS error without a broker refusal inside (connection, request timeout, a producer or
     // transaction state that a fresh producer clears) is the client's or the cluster's, not the record's.
-    if (KAFKA_CONNECTION_ERRORS.has(name) || name.startsWith('KafkaJS')) return true;
+    if (name.startsWith('KafkaJS')) return true;
   }
   return false;
 }

@@ -12,6 +12,7 @@ import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
+import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork } from './unit-of-work';
 
@@ -285,7 +286,7 @@ export class ExactlyOnceConsumer {
         );
         // Wait before the next unit of this record (the one that dead-letters it, once failures reach the
         // maximum): a failure that keeps coming back must never turn into a tight loop.
-        this.pauseFor(session, payload, Math.min(this.options.consumer.maxRetryDelayMs, this.options.isolation.retryDelayMs * 2 ** Math.min(failures - 1, 16)));
+        this.pauseFor(session, payload, retryDelay({ initialDelayMs: this.options.isolation.retryDelayMs, multiplier: 2, maxDelayMs: this.options.consumer.maxRetryDelayMs }, failures));
         session.ready = false;
         return;
       }
@@ -314,7 +315,7 @@ export class ExactlyOnceConsumer {
     session.infrastructureFailures++;
     session.progress.failed(error, kind);
     session.ready = false;
-    const delay = Math.min(this.options.consumer.maxRetryDelayMs, 100 * 2 ** Math.min(session.infrastructureFailures, 16));
+    const delay = retryDelay({ initialDelayMs: 200, multiplier: 2, maxDelayMs: this.options.consumer.maxRetryDelayMs }, session.infrastructureFailures);
     this.logger.warn(`${session.topic}[${session.partition}]: ${what} (${(error as Error)?.message ?? error}); partition paused for ${delay} ms, other partitions go on (failure ${session.infrastructureFailures} in a row)`);
     this.pauseFor(session, payload, delay);
   }
