@@ -21,12 +21,16 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
-      'scope', 'id_digest', 'failures', 'last_error', 'taken_over',
+      'scope', 'id_digest', 'failures', 'last_error', 'taken_over', 'dlq_reason', 'dlq_error', 'replayed_at',
     ]);
+    const tables = await dataSource.query(`SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'kafka_eo_%' ORDER BY table_name`);
+    expect(tables.map((t: { table_name: string }) => t.table_name)).toEqual(
+      expect.arrayContaining(['kafka_eo_audit', 'kafka_eo_inbox', 'kafka_eo_migrations', 'kafka_eo_parked_keys', 'kafka_eo_parked_records', 'kafka_eo_replays']),
+    );
     const key = await dataSource.query(
       `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
        WHERE i.indrelid = 'kafka_eo_inbox'::regclass AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,

@@ -2,6 +2,7 @@
 export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
 export { KafkaExactlyOnceLifecycle, waitForTopicLeaders } from './kafka-exactly-once.lifecycle';
 export * from './decorators';
+export * from './admin';
 export * from './errors';
 export * from './health';
 export { EventPublisher } from './publishing/event-publisher';
@@ -22,7 +23,7 @@ export type {
 export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
 export { encodeSingleObject, decodeSingleObject, validationErrors, readFingerprint } from './serde/single-object.codec';
 export { rabinFingerprint64 } from './serde/rabin-fingerprint';
-export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000 } from './inbox/migrations';
+export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000 } from './inbox/migrations';
 export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE, FAULT_ENV } from './kafka-exactly-once.constants';
 export { FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
 export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';

@@ -1,6 +1,9 @@
 /** Metadata key set by @IdempotentHandler. */
 export const IDEMPOTENT_HANDLER_METADATA = 'kafka-eo:idempotent-handler';
 
+/** Metadata key set by @OrderedEvent. */
+export const ORDERED_EVENT_METADATA = 'kafka-eo:ordered-event';
+
 /** Injection token of the validated options with defaults applied. */
 export const RESOLVED_OPTIONS = Symbol('kafka-eo:resolved-options');
 
@@ -25,6 +28,8 @@ export const DEAD_LETTER_HEADERS = {
   errorStack: 'dlq-error-stack',
   attempts: 'dlq-attempts',
   reason: 'dlq-reason',
+  /** On a parked record: the ordering key it is parked under (text form). */
+  parkedKey: 'dlq-parked-key',
   /** Only on a dead letter that would exceed its topic's max.message.bytes: sent without the value, says why. */
   valueOmitted: 'dlq-value-omitted',
 } as const;
@@ -32,6 +37,14 @@ export const DEAD_LETTER_HEADERS = {
 /** Name of the inbox table and of the table that records which of the library's migrations ran. */
 export const INBOX_TABLE = 'kafka_eo_inbox';
 export const MIGRATIONS_TABLE = 'kafka_eo_migrations';
+
+/** Keys of @OrderedEvent handlers that are parked, and the records parked under them. */
+export const PARKED_KEYS_TABLE = 'kafka_eo_parked_keys';
+export const PARKED_RECORDS_TABLE = 'kafka_eo_parked_records';
+/** Every operator action (release, replay, discard): the request the consumer carries out, and its outcome. */
+export const AUDIT_TABLE = 'kafka_eo_audit';
+/** Outputs of replays (releases, dead-letter replays), until their Kafka transaction is known to have committed. */
+export const REPLAYS_TABLE = 'kafka_eo_replays';
 
 /**
  * Fault injection, for the library's own crash tests only: `KAFKA_EO_FAULT=<point>:<n>` kills the process

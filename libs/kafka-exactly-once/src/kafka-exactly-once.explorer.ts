@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
+import type { OrderedEventOptions, OrderingKey } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import type { EventContext } from './interfaces/event-context.interface';
@@ -17,6 +18,11 @@ export interface HandlerDefinition {
   topic: string;
   schema: LoadedSchema;
   retry: ResolvedOptions['retry'];
+  /** Set by @OrderedEvent: a record that fails for good parks its ordering key. */
+  ordering?: {
+    /** The ordering key of an event; undefined: the record key. */
+    key?: (event: unknown) => OrderingKey | null | undefined;
+  };
   invoke(event: unknown, ctx: EventContext): Promise<void>;
 }
 
@@ -41,7 +47,11 @@ export class KafkaExactlyOnceExplorer {
       for (const methodName of this.scanner.getAllMethodNames(metatype.prototype)) {
         const method = metatype.prototype[methodName as keyof typeof metatype.prototype] as (...args: unknown[]) => unknown;
         const metadata = this.accessor.idempotentHandler(method);
-        if (metadata) handlers.push(this.define(wrapper, metatype.name, methodName, metadata));
+        const ordering = this.accessor.orderedEvent(method);
+        if (metadata) handlers.push(this.define(wrapper, metatype.name, methodName, metadata, ordering));
+        else if (ordering) {
+          throw new HandlerRegistrationError(`${metatype.name}.${methodName}`, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
+        }
       }
     }
     this.checkUnique(handlers);
@@ -49,12 +59,13 @@ export class KafkaExactlyOnceExplorer {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
     for (const handler of handlers) {
-      this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId})`);
+      const order = handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}` : '';
+      this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId}${order})`);
     }
     return handlers;
   }
 
-  private define(wrapper: InstanceWrapper, className: string, methodName: string, metadata: IdempotentHandlerOptions): HandlerDefinition {
+  private define(wrapper: InstanceWrapper, className: string, methodName: string, metadata: IdempotentHandlerOptions, ordering?: OrderedEventOptions): HandlerDefinition {
     const name = `${className}.${methodName}`;
     if (!wrapper.isDependencyTreeStatic()) {
       throw new HandlerRegistrationError(
@@ -74,6 +85,7 @@ export class KafkaExactlyOnceExplorer {
       topic: `${this.options.topicPrefix}${metadata.topic}`,
       schema: this.registry.current(metadata.schema),
       retry: { ...this.options.retry, ...metadata.retry },
+      ordering: ordering ? { key: ordering.key } : undefined,
       invoke: async (event, ctx) => {
         await instance[methodName](event, ctx);
       },

@@ -22,6 +22,7 @@ import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import { HandlerDefinition, KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
+import { ReplayWorker } from './parking/replay-worker';
 
 /**
  * Owns the module's runtime: discovers and checks the handlers at module init (fail fast), applies the inbox
@@ -35,6 +36,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private admin?: Admin;
   private consumer?: ExactlyOnceConsumer;
   private retention?: InboxRetention;
+  private replays?: ReplayWorker;
   private dataSource?: DataSource;
 
   constructor(
@@ -77,9 +79,15 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       await this.checkTopics(admin);
       const limits = await this.topicLimits(admin);
       this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers, limits);
+      const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
+      if (keyedByFunction.length > 0) this.warnSplitOrderingKeys(await admin.fetchTopicMetadata({ topics: keyedByFunction }));
       await this.startConsumer(this.consumer);
+      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits);
+      this.replays.start();
     } catch (err) {
       // A failed start must not leave connections behind (the application is not going to shut us down).
+      await this.replays?.stop().catch(() => undefined);
+      this.replays = undefined;
       await this.consumer?.disconnect().catch(() => undefined);
       this.consumer = undefined;
       await admin.disconnect().catch(() => undefined);
@@ -141,7 +149,22 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     return maxMessageBytes(admin, [...new Set([...outputs, ...deadLetters])]);
   }
 
+  /**
+   * An @OrderedEvent key function that is not the record key can spread one ordering key over several
+   * partitions, whose records are then not ordered against each other. Said once at boot, per handler.
+   */
+  private warnSplitOrderingKeys(metadata: { topics: Array<{ name: string; partitions: unknown[] }> }): void {
+    for (const handler of this.handlers.filter((h) => h.ordering?.key)) {
+      const partitions = metadata.topics.find((t) => t.name === handler.topic)?.partitions.length ?? 0;
+      if (partitions <= 1) continue;
+      this.logger.warn(
+        `${handler.name}: @OrderedEvent orders by a key function, and ${handler.topic} has ${partitions} partitions. Order per ordering key holds only among records on one partition: if producers key records by something else, records of one ordering key land on several partitions and may be handled in any order across them (parking still holds per key). Key the records by the ordering key when producing.`,
+      );
+    }
+  }
+
   async beforeApplicationShutdown(signal?: string): Promise<void> {
+    await this.replays?.stop();
     if (this.consumer) {
       this.logger.log(`shutting down${signal ? ` (${signal})` : ''}: no more fetches, finishing the unit of work in flight`);
       await this.consumer.stop();
@@ -154,6 +177,11 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     await this.consumer?.disconnect();
     await this.admin?.disconnect().catch(() => undefined);
     if (this.consumer) this.logger.log('disconnected from Kafka');
+  }
+
+  /** The consumer group of the application's handlers ('' when it only publishes). */
+  get groupId(): string {
+    return this.options.groupId;
   }
 
   /** The consumer's state, for health checks. */

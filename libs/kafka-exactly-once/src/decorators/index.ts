@@ -1,1 +1,2 @@
 export * from './idempotent-handler.decorator';
+export * from './ordered-event.decorator';

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { Admin, Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import { InboxRepository } from '../inbox/inbox.repository';
+import { ParkingRepository } from '../parking/parking.repository';
 import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
@@ -46,6 +47,7 @@ const OWNERSHIP_LOST = new Set(['UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'REBA
 export class ExactlyOnceConsumer {
   private readonly logger = new Logger(ExactlyOnceConsumer.name);
   private readonly inbox = new InboxRepository();
+  private readonly parking = new ParkingRepository();
   private readonly sessions = new Map<string, PartitionSession>();
   private readonly handlers: Map<string, HandlerDefinition>;
   private consumer?: Consumer;
@@ -215,7 +217,8 @@ export class ExactlyOnceConsumer {
           partition,
           topicLimits: this.topicLimits,
           heartbeat,
-          onDeadLetter: (record, reason, error) => this.logDeadLetter(topic, partition, record, reason, error.message),
+          onDeadLetter: (record, reason, error, parked) => this.logDeadLetter(topic, partition, record, reason, error.message, parked),
+          parking: this.parking,
         },
         chunk,
       );
@@ -372,9 +375,14 @@ export class ExactlyOnceConsumer {
     }
   }
 
-  /** One structured warn line per dead letter. */
-  private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string): void {
-    this.logger.warn(`dead letter ${JSON.stringify({ topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) })}`);
+  /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */
+  private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string, parked?: { key: string; parkedNow: boolean }): void {
+    const line = { topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) };
+    if (parked?.parkedNow) {
+      this.logger.error(`key parked ${JSON.stringify({ ...line, key: parked.key, group: this.options.groupId })}: its later records wait until it is released (docs/operations.md)`);
+    } else {
+      this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
+    }
   }
 
   /** Drops the records below the session's committed floor (already done) and moves the fetch position past them. */

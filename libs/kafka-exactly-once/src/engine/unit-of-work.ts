@@ -3,25 +3,22 @@ import type { KafkaMessage, Transaction } from 'kafkajs';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
-import { MissingKeyError } from '../errors/missing-key.error';
-import { OutputTooLargeError } from '../errors/output-too-large.error';
-import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
 import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
-import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
-import { DEAD_LETTER_HEADERS, HEADERS } from '../kafka-exactly-once.constants';
+import type { RecordInfo } from '../interfaces/event-context.interface';
+import { DEAD_LETTER_HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
-import { decodeSingleObject, encodeSingleObject } from '../serde/single-object.codec';
+import { decodeSingleObject } from '../serde/single-object.codec';
+import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
+import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
-import { isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
+import { isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
-import { outputMessageId } from './message-ids';
+import { invokeHandler } from './handler-invocation';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
-import { outputIdSeed, RecordIdentity, storableText } from './record-identity';
-import { retryDelay } from './retry-policy';
-import { pauseWithHeartbeats } from './sleep';
+import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
 
 /** A record of the chunk with the identity the inbox knows it by. */
@@ -32,7 +29,24 @@ export interface ChunkRecord {
 }
 
 /** Why a record went to the dead-letter topic (header `dlq-reason`). */
-export type DeadLetterReason = 'decode-failed' | 'unknown-schema' | 'handler-failed' | 'validation-failed' | 'output-too-large';
+export type DeadLetterReason =
+  | 'decode-failed'
+  | 'unknown-schema'
+  | 'handler-failed'
+  | 'validation-failed'
+  | 'output-too-large'
+  /** @OrderedEvent: an earlier record of the same ordering key is parked; this one waits behind it. */
+  | 'key-parked'
+  /** @OrderedEvent: the key function threw or returned nothing usable. */
+  | 'key-unresolved';
+
+/** What an @OrderedEvent unit of work learned about a claimed record before handling any. */
+interface OrderingPrep {
+  event?: unknown;
+  decodeError?: unknown;
+  key?: OrderingKeyId;
+  keyError?: unknown;
+}
 
 export interface UnitOfWorkStats {
   handled: number;
@@ -60,17 +74,19 @@ export interface UnitOfWorkDeps {
   /** Keeps the group membership alive during long retries (errors are ignored here). */
   heartbeat: () => Promise<void>;
   /** Called once per dead letter, after its unit of work committed. */
-  onDeadLetter?: (record: ChunkRecord, reason: DeadLetterReason, error: RecordedFailure) => void;
+  onDeadLetter?: (record: ChunkRecord, reason: DeadLetterReason, error: RecordedFailure, parked?: { key: string; parkedNow: boolean }) => void;
+  parking?: ParkingRepository;
 }
 
 interface HandledRecord {
   status: InboxStatus;
   attempts: number;
   outputs: RecordedOutput[];
-  deadLetter?: { reason: DeadLetterReason; error: RecordedFailure };
+  deadLetter?: { reason: DeadLetterReason; error: RecordedFailure; parked?: { key: string; parkedNow: boolean } };
 }
 
-const SAVEPOINT = 'kafka_eo_record';
+/** Handlers already warned that an ordering key differs from the record key (once per handler and process). */
+const warnedMismatch = new WeakSet<object>();
 
 /**
  * A statement of the library's own (claim, inbox bookkeeping) failed. No record's content can make them fail
@@ -103,18 +119,11 @@ export function describeFailure(error: unknown, reason: string): RecordedFailure
   };
 }
 
-/**
- * The `causation-id` of an output: the input's message id byte for byte, unless it is longer than 256 bytes
- * (every output would carry it), then its `sha256:` display form.
- */
-export function causationId(id: RecordIdentity): Buffer {
-  return id.raw.length <= 256 ? id.raw : Buffer.from(id.displayId, 'utf8');
-}
-
 /** The dead-letter reason an error stands for. */
 export function reasonOf(error: unknown): DeadLetterReason {
   if (error instanceof DecodeError) return error.kind === 'unknown-schema' ? 'unknown-schema' : 'decode-failed';
   if (error instanceof EventValidationError) return 'validation-failed';
+  if (error instanceof KeyUnresolvedError) return 'key-unresolved';
   if (isOutputTooLarge(error)) return 'output-too-large';
   return 'handler-failed';
 }
@@ -130,7 +139,11 @@ export class UnitOfWork {
   private readonly logger = new Logger(UnitOfWork.name);
   private readonly sm = new UnitOfWorkStateMachine();
   private readonly stats: UnitOfWorkStats = { handled: 0, replayed: 0, duplicates: 0, deadLettered: 0 };
-  private readonly deadLetters: Array<{ record: ChunkRecord; reason: DeadLetterReason; error: RecordedFailure }> = [];
+  private readonly deadLetters: Array<{ record: ChunkRecord; reason: DeadLetterReason; error: RecordedFailure; parked?: { key: string; parkedNow: boolean } }> = [];
+  /** @OrderedEvent only: each claimed record's decoded event and ordering key, by offset. */
+  private prepared?: Map<string, OrderingPrep>;
+  /** @OrderedEvent only: the parked keys among the chunk's, and those this unit parks. */
+  private readonly parkedKeys = new Set<string>();
 
   constructor(
     private readonly deps: UnitOfWorkDeps,
@@ -159,6 +172,7 @@ export class UnitOfWork {
       const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
       const unclaimed = this.records.filter((r) => !claimedHere(r)).map((r) => r.id);
       const existing = await ownStatement('reading the inbox', () => inbox.find(db, group, unclaimed));
+      if (this.deps.handler.ordering) await this.prepareOrdering(db, this.records.filter(claimedHere));
 
       this.sm.transitionTo('handling');
       const outputs: RecordedOutput[] = [];
@@ -173,7 +187,14 @@ export class UnitOfWork {
         if (claim && claim.offset === record.offset && !done.has(key)) {
           done.add(key);
           const handled = await this.handleClaimed(runner, record, claim);
-          completions.push({ scope: record.id.scope, digest: record.id.digest, status: handled.status, attempts: handled.attempts, outputs: handled.outputs });
+          completions.push({
+            scope: record.id.scope,
+            digest: record.id.digest,
+            status: handled.status,
+            attempts: handled.attempts,
+            outputs: handled.outputs,
+            deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
+          });
           outputs.push(...handled.outputs);
           if (handled.deadLetter) {
             this.stats.deadLettered++;
@@ -225,7 +246,7 @@ export class UnitOfWork {
       faults.reach('before-kafka-commit');
       await txn.commit();
       this.sm.transitionTo('committed');
-      for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error);
+      for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error, d.parked);
       return { kind: 'committed', lastOffset, count, stats: this.stats };
     } catch (err) {
       return this.fail(err);
@@ -256,78 +277,145 @@ export class UnitOfWork {
   }
 
   private async handleClaimed(runner: QueryRunner, record: ChunkRecord, claim: Claim): Promise<HandledRecord> {
+    const prep = this.prepared?.get(record.offset);
+    if (prep) return this.handleOrdered(runner, record, claim, prep);
     const { handler, registry, options } = this.deps;
-    if (claim.failures >= options.isolation.maxFailures) {
-      // Its units of work failed this often with the record alone: the record is the cause.
-      const failure = claim.lastError ?? describeFailure(new Error('unit of work failed with this record alone'), 'handler-failed');
-      return this.deadLetter(record, failure, claim.failures);
-    }
+    if (claim.failures >= options.isolation.maxFailures) return this.deadLetter(record, this.isolatedFailure(claim), claim.failures);
     let event: unknown;
     try {
       event = decodeSingleObject(registry, handler.schema, record.message.value);
     } catch (err) {
       return this.deadLetter(record, describeFailure(err, reasonOf(err)), 1);
     }
-    for (let attempt = 1; ; attempt++) {
-      await runner.query(`SAVEPOINT ${SAVEPOINT}`);
-      const emitted: RecordedOutput[] = [];
-      try {
-        await handler.invoke(event, this.context(runner, record, attempt, emitted));
-        await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
-        return { status: 'processed', attempts: attempt, outputs: emitted };
-      } catch (err) {
-        // If the connection is gone this throws, and the whole unit of work is rolled back and retried.
-        await runner.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-        if (isConnectionFault(err)) throw err;
-        if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) return this.deadLetter(record, describeFailure(err, reasonOf(err)), attempt);
-        this.logger.warn(`${handler.name} failed on ${this.where(record)} (attempt ${attempt}/${handler.retry.attempts}): ${(err as Error)?.message}`);
-        await pauseWithHeartbeats(retryDelay(handler.retry, attempt), options.consumer.heartbeatInterval, this.deps.heartbeat);
-      }
-    }
+    const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, event);
+    if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
+    return this.deadLetter(record, describeFailure(result.error, reasonOf(result.error)), result.attempts);
   }
 
-  private context(runner: QueryRunner, record: ChunkRecord, attempt: number, emitted: RecordedOutput[]): EventContext {
-    const { options, registry, topic, partition, topicLimits } = this.deps;
-    const message: RecordInfo = {
+  /**
+   * @OrderedEvent: a record of a parked key is parked behind it, unhandled. A record that fails for good is
+   * dead-lettered and parks its key, so that no later record of the key overtakes it. A record without an
+   * ordering key is dead-lettered (`key-unresolved`) and parks nothing.
+   */
+  private async handleOrdered(runner: QueryRunner, record: ChunkRecord, claim: Claim, prep: OrderingPrep): Promise<HandledRecord> {
+    const { options } = this.deps;
+    if (prep.key && this.parkedKeys.has(prep.key.digest)) {
+      const failure = { name: 'KeyParked', message: `ordering key ${prep.key.display} is parked; this record waits for its release`, stack: '', reason: 'key-parked' };
+      return this.park(runner, record, prep.key, failure, 0, false);
+    }
+    let failure: RecordedFailure | undefined;
+    let attempts = 1;
+    if (claim.failures >= options.isolation.maxFailures) {
+      failure = this.isolatedFailure(claim);
+      attempts = claim.failures;
+    } else if (prep.decodeError !== undefined) {
+      failure = describeFailure(prep.decodeError, reasonOf(prep.decodeError));
+    } else if (prep.keyError !== undefined) {
+      return this.deadLetter(record, describeFailure(prep.keyError, 'key-unresolved'), 1);
+    } else {
+      const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, prep.event);
+      if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
+      failure = describeFailure(result.error, reasonOf(result.error));
+      attempts = result.attempts;
+    }
+    if (!prep.key) return this.deadLetter(record, failure, attempts);
+    return this.park(runner, record, prep.key, failure, attempts, true);
+  }
+
+  /** Dead-letters the record and parks it (with its key, when `parkKey`) in the unit's transaction. */
+  private async park(runner: QueryRunner, record: ChunkRecord, key: OrderingKeyId, failure: RecordedFailure, attempts: number, parkKey: boolean): Promise<HandledRecord> {
+    const { options, topic, partition } = this.deps;
+    const handled = this.deadLetter(record, failure, attempts, key);
+    const parked = {
       topic,
       partition,
+      offset: record.offset,
+      id: record.id,
+      key,
+      recordKey: record.message.key ?? null,
+      value: record.message.value ?? null,
+      headers: headerPairs(record.message.headers),
+      timestamp: record.message.timestamp,
+      reason: failure.reason,
+      error: failure,
+    };
+    const parking = this.deps.parking!;
+    await ownStatement('parking a record', () => (parkKey ? parking.parkKey(runner, options.groupId, parked) : parking.parkRecord(runner, options.groupId, parked)));
+    this.parkedKeys.add(key.digest);
+    handled.deadLetter!.parked = { key: key.display, parkedNow: parkKey };
+    return handled;
+  }
+
+  /** Decodes the claimed records and derives their ordering keys; reads which of those keys are parked. */
+  private async prepareOrdering(runner: QueryRunner, records: ChunkRecord[]): Promise<void> {
+    const { handler, registry, options, topic } = this.deps;
+    const keyOfEvent = handler.ordering!.key;
+    this.prepared = new Map();
+    for (const record of records) {
+      const prep: OrderingPrep = {};
+      try {
+        prep.event = decodeSingleObject(registry, handler.schema, record.message.value);
+      } catch (err) {
+        prep.decodeError = err;
+      }
+      const recordKey = record.message.key && record.message.key.length > 0 ? record.message.key : undefined;
+      try {
+        if (keyOfEvent && prep.decodeError === undefined) {
+          let value;
+          try {
+            value = keyOfEvent(prep.event);
+          } catch (err) {
+            throw new KeyUnresolvedError(`the @OrderedEvent key function of ${handler.name} threw: ${(err as Error)?.message ?? err}`, { cause: err });
+          }
+          prep.key = orderingKeyOf(orderingKeyBytes(value));
+          if (recordKey && !prep.key.bytes.equals(recordKey)) this.warnKeyMismatch(record, prep.key);
+        } else if (recordKey) {
+          // The record key: the ordering key by default, and the best guess for an event that cannot be read.
+          prep.key = orderingKeyOf(recordKey);
+        } else {
+          throw new KeyUnresolvedError('the record has no key, and @OrderedEvent orders by the record key (or the event could not be decoded to derive one)');
+        }
+      } catch (err) {
+        prep.keyError = err;
+      }
+      this.prepared.set(record.offset, prep);
+    }
+    const digests = [...this.prepared.values()].flatMap((p) => (p.key ? [p.key.digest] : []));
+    const parked = await ownStatement('reading parked keys', () => this.deps.parking!.parkedAmong(runner, options.groupId, topic, digests));
+    for (const digest of parked) this.parkedKeys.add(digest);
+  }
+
+  private warnKeyMismatch(record: ChunkRecord, key: OrderingKeyId): void {
+    if (warnedMismatch.has(this.deps.handler)) return;
+    warnedMismatch.add(this.deps.handler);
+    this.logger.warn(
+      `${this.where(record)}: its ordering key (${key.display}) is not its record key; records of one ordering key on different partitions are not ordered against each other. Key records by the ordering key when producing to keep them on one partition.`,
+    );
+  }
+
+  private isolatedFailure(claim: Claim): RecordedFailure {
+    // Its units of work failed this often with the record alone: the record is the cause.
+    return claim.lastError ?? describeFailure(new Error('unit of work failed with this record alone'), 'handler-failed');
+  }
+
+  private invocationDeps() {
+    const { handler, registry, options, topicLimits, heartbeat } = this.deps;
+    return { handler, registry, options, topicLimits, heartbeat, logger: this.logger };
+  }
+
+  private recordInfo(record: ChunkRecord): RecordInfo {
+    return {
+      topic: this.deps.topic,
+      partition: this.deps.partition,
       offset: record.offset,
       key: record.message.key?.toString() ?? null,
       headers: textHeaders(record.message),
       messageId: record.id.displayId,
       timestamp: record.message.timestamp,
     };
-    return {
-      manager: runner.manager,
-      message,
-      attempt,
-      emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {
-        const declared = options.topics[target];
-        if (!declared) throw new UndeclaredTopicError(target);
-        const key = emitOptions.key ?? declared.key?.(event);
-        if (typeof key !== 'string' || key === '') throw new MissingKeyError(target);
-        const schema = registry.current(declared.schema);
-        const value = encodeSingleObject(schema, event);
-        const output: RecordedOutput = {
-          topic: `${options.topicPrefix}${target}`,
-          key: Buffer.from(key).toString('base64'),
-          value: value.toString('base64'),
-          h: textHeaderPairs({
-            ...emitOptions.headers,
-            [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
-            [HEADERS.eventType]: schema.name,
-            [HEADERS.causationId]: causationId(record.id),
-          }),
-        };
-        const limit = topicLimits.get(output.topic);
-        const size = outputSize(output);
-        if (limit !== undefined && size > limit) throw new OutputTooLargeError(output.topic, size, limit);
-        emitted.push(output);
-      },
-    };
   }
 
-  private deadLetter(record: ChunkRecord, failure: RecordedFailure, attempts: number): HandledRecord {
+  private deadLetter(record: ChunkRecord, failure: RecordedFailure, attempts: number, parkedKey?: OrderingKeyId): HandledRecord {
     const { options, topic, partition } = this.deps;
     const reason = failure.reason as DeadLetterReason;
     const headers = [
@@ -342,6 +430,7 @@ export class UnitOfWork {
         [DEAD_LETTER_HEADERS.errorStack]: failure.stack,
         [DEAD_LETTER_HEADERS.attempts]: String(attempts),
         [DEAD_LETTER_HEADERS.reason]: reason,
+        ...(parkedKey ? { [DEAD_LETTER_HEADERS.parkedKey]: parkedKey.display } : {}),
       }),
     ];
     const letter: RecordedOutput = {
@@ -360,7 +449,7 @@ export class UnitOfWork {
     }
     return {
       // A record of a schema deployed later can be republished and handled then; any other dead letter is final.
-      status: reason === 'unknown-schema' ? 'deferred' : 'dead-lettered',
+      status: parkedKey ? 'parked' : reason === 'unknown-schema' ? 'deferred' : 'dead-lettered',
       attempts,
       deadLetter: { reason, error: failure },
       outputs: [letter],

@@ -12,3 +12,4 @@ export * from './spool-full.error';
 export * from './publish.error';
 export * from './output-too-large.error';
 export * from './undeliverable-event.error';
+export * from './operator-request.error';

@@ -21,8 +21,11 @@ export interface RecordedOutput {
  * `processed` and `dead-lettered` are final. `deferred`: dead-lettered because the writer's schema is unknown
  * here; the same message id delivered again later (republished from the dead-letter topic after a deploy) is
  * handled. `failing`: the record's units of work failed `failures` times in isolation and nothing committed.
+ * `parked`: an @OrderedEvent record parked under its key. Set by operators' actions: `replayed` (a release or
+ * a dead-letter replay ran the handler for it; the row's outputs stay those of the original delivery),
+ * `discarded` (a parked record an operator dropped, with a reason in the audit table).
  */
-export type InboxStatus = 'processed' | 'dead-lettered' | 'deferred';
+export type InboxStatus = 'processed' | 'dead-lettered' | 'deferred' | 'parked';
 
 /** How a record is known to the inbox (see RecordIdentity). */
 export interface InboxKey {
@@ -64,6 +67,8 @@ export interface InboxCompletion extends InboxKey {
   status: InboxStatus;
   attempts: number;
   outputs: RecordedOutput[];
+  /** Set when the record was dead-lettered. */
+  deadLetter?: { reason: string; error: RecordedFailure };
 }
 
 export const keyOf = (k: InboxKey) => `${k.scope}\u0000${k.digest}`;
@@ -144,8 +149,9 @@ export class InboxRepository {
     if (completions.length === 0) return;
     await runner.query(
       `UPDATE ${INBOX_TABLE} AS i
-       SET status = c.status, attempts = c.attempts, outputs = c.outputs, processed_at = now(), taken_over = NULL
-       FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[]) AS c(scope, digest, status, attempts, outputs)
+       SET status = c.status, attempts = c.attempts, outputs = c.outputs, processed_at = now(), taken_over = NULL,
+           dlq_reason = c.dlq_reason, dlq_error = c.dlq_error
+       FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::jsonb[], $7::text[], $8::jsonb[]) AS c(scope, digest, status, attempts, outputs, dlq_reason, dlq_error)
        WHERE i.consumer_group = $1 AND i.scope = c.scope AND i.id_digest = decode(c.digest, 'hex')`,
       [
         group,
@@ -154,6 +160,8 @@ export class InboxRepository {
         completions.map((c) => c.status),
         completions.map((c) => c.attempts),
         completions.map((c) => JSON.stringify(c.outputs)),
+        completions.map((c) => c.deadLetter?.reason ?? null),
+        completions.map((c) => (c.deadLetter ? JSON.stringify(c.deadLetter.error) : null)),
       ],
     );
   }

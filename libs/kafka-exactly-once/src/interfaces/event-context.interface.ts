@@ -27,6 +27,11 @@ export interface EventContext {
   /** 1 on the first try, 2 on the first retry... */
   readonly attempt: number;
   /**
+   * Set when an operator's action runs the handler: `release` (a parked key's records replayed in order) or
+   * `dead-letter` (one dead letter replayed), with the id of the action in the audit table.
+   */
+  readonly replay?: { kind: 'release' | 'dead-letter'; auditId: string };
+  /**
    * Adds an event to the same Kafka transaction as this record's offset commit. It is validated and encoded
    * with the topic's schema (module option `topics`) and gets a deterministic `message-id` and a
    * `causation-id` naming this record. Nothing is sent if the handler fails.

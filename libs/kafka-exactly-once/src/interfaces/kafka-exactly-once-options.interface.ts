@@ -41,6 +41,11 @@ export interface KafkaExactlyOnceModuleOptions {
   };
   /** Dead-letter topics are `<topic><suffix>`, default suffix `.dlq`. */
   deadLetter?: { topicSuffix?: string };
+  /**
+   * Operators' releases of parked keys and replays of dead letters (admin REST, `kafka-eo` CLI) are queued in
+   * PostgreSQL and carried out by the group's consumer: how often it looks for them (ms, default 1000).
+   */
+  operations?: { pollIntervalMs?: number };
   /** Start consuming at application bootstrap (default true). */
   autoStart?: boolean;
   /** Enables the EventPublisher: idempotent sends, circuit breaker, durable local spool. */

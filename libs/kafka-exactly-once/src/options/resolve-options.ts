@@ -155,6 +155,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     outputs: { maxRequestBytes: positiveInt('outputs.maxRequestBytes', options.outputs?.maxRequestBytes, 524288, 1024) },
     retry: resolvedRetry,
     deadLetter: { topicSuffix: suffix },
+    operations: { pollIntervalMs: positiveInt('operations.pollIntervalMs', options.operations?.pollIntervalMs, 1000, 50) },
     autoStart: options.autoStart ?? true,
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),
   };

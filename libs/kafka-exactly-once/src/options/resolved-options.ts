@@ -35,6 +35,7 @@ export interface ResolvedOptions {
   outputs: { maxRequestBytes: number };
   retry: { attempts: number; initialDelayMs: number; maxDelayMs: number; multiplier: number };
   deadLetter: { topicSuffix: string };
+  operations: { pollIntervalMs: number };
   autoStart: boolean;
   publisher?: {
     sendTimeoutMs: number;

@@ -1,11 +1,12 @@
 import { CreateKafkaEoInbox1764400000000 } from './1764400000000-create-kafka-eo-inbox';
 import { InboxMessageDigests1764400200000 } from './1764400200000-inbox-message-digests';
 import { InboxTakeovers1764400300000 } from './1764400300000-inbox-takeovers';
+import { ParkedKeys1764400400000 } from './1764400400000-parked-keys';
 
 /**
  * The library's migrations, in order. The module applies them at boot; with `inbox.runMigrations: false`, add
  * them to your DataSource's `migrations` instead.
  */
-export const KAFKA_EXACTLY_ONCE_MIGRATIONS = [CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000];
+export const KAFKA_EXACTLY_ONCE_MIGRATIONS = [CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000];
 
-export { CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000 };
+export { CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000 };

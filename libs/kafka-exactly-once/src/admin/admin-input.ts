@@ -1,0 +1,42 @@
+import { OperatorRequestError } from '../errors/operator-request.error';
+import type { ListQuery } from './operator-store';
+
+/** A JSON body with only the named fields (an unknown field is a 400 naming it: a typo must not be ignored). */
+export function bodyOf(body: unknown, allowed: string[]): Record<string, unknown> {
+  if (body === undefined || body === null || body === '') return {};
+  if (typeof body !== 'object' || Array.isArray(body)) throw new OperatorRequestError('invalid', 'the body must be a JSON object', 'body');
+  for (const field of Object.keys(body)) {
+    if (!allowed.includes(field)) throw new OperatorRequestError('invalid', `unknown field "${field.slice(0, 100)}" (allowed: ${allowed.join(', ') || 'none'})`, field.slice(0, 100));
+  }
+  return body as Record<string, unknown>;
+}
+
+export function optionalText(body: Record<string, unknown>, field: string, max = 200): string | undefined {
+  const value = body[field];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length > max) throw new OperatorRequestError('invalid', `${field} must be a string of at most ${max} characters`, field);
+  return value;
+}
+
+export function optionalBoolean(body: Record<string, unknown>, field: string): boolean | undefined {
+  const value = body[field];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean') throw new OperatorRequestError('invalid', `${field} must be true or false`, field);
+  return value;
+}
+
+/** List filters from a query string. */
+export function listQuery(query: Record<string, unknown>): ListQuery {
+  const allowed = ['topic', 'key', 'reason', 'limit', 'after'];
+  for (const [field, value] of Object.entries(query)) {
+    if (!allowed.includes(field)) throw new OperatorRequestError('invalid', `unknown query parameter "${field.slice(0, 100)}" (allowed: ${allowed.join(', ')})`, field.slice(0, 100));
+    if (typeof value !== 'string') throw new OperatorRequestError('invalid', `query parameter ${field} is given more than once`, field);
+  }
+  const text = query as Record<string, string | undefined>;
+  let limit: number | undefined;
+  if (text.limit !== undefined) {
+    limit = /^[0-9]{1,4}$/.test(text.limit) ? Number(text.limit) : NaN;
+    if (Number.isNaN(limit)) throw new OperatorRequestError('invalid', `limit must be an integer from 1 to 500, got "${text.limit.slice(0, 40)}"`, 'limit');
+  }
+  return { topic: text.topic, key: text.key, reason: text.reason, after: text.after, limit };
+}

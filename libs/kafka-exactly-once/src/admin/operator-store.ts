@@ -1,0 +1,377 @@
+import { OperatorRequestError } from '../errors/operator-request.error';
+import { displayMessageId } from '../engine/record-identity';
+import { AUDIT_TABLE, DEAD_LETTER_HEADERS, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE } from '../kafka-exactly-once.constants';
+import { keyDigestFromOperator } from '../parking/ordering-key';
+import type { SqlClient } from './sql-client';
+
+/** Reasons a dead letter can carry (header `dlq-reason`). */
+export const DEAD_LETTER_REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved'] as const;
+
+export interface ListQuery {
+  topic?: string;
+  key?: string;
+  reason?: string;
+  /** 1..500, default 50 */
+  limit?: number;
+  /** The `next` cursor of the previous page. */
+  after?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Pass as `after` for the next page; null on the last page. */
+  next: string | null;
+}
+
+export interface DeadLetterSummary {
+  /** SHA-256 of the message id (hex): how the CLI and REST name a dead letter. */
+  id: string;
+  topic: string;
+  partition: number;
+  offset: string;
+  messageId: string;
+  key: string | null;
+  reason: string;
+  error: { name: string; message: string } | null;
+  status: string;
+  deadLetteredAt: string;
+  replayedAt: string | null;
+}
+
+export interface DeadLetterDetail extends DeadLetterSummary {
+  error: { name: string; message: string; stack: string } | null;
+  attempts: number;
+  valueBytes: number | null;
+  headers: Record<string, string>;
+  /** Operator actions on this dead letter, oldest first. */
+  history: AuditEntry[];
+}
+
+export interface ParkedKeySummary {
+  topic: string;
+  key: string;
+  keyDigest: string;
+  reason: string;
+  error: { name: string; message: string } | null;
+  /** Where the key was parked: the record that failed for good. */
+  partition: number;
+  offset: string;
+  messageId: string;
+  parkedAt: string;
+  parkedRecords: number;
+}
+
+export interface ParkedRecord {
+  seq: string;
+  partition: number;
+  offset: string;
+  messageId: string;
+  reason: string;
+  error: { name: string; message: string } | null;
+  parkedAt: string;
+  releaseFailures: number;
+  lastReleaseError: { name: string; message: string } | null;
+}
+
+export interface ParkedKeyDetail extends ParkedKeySummary {
+  records: ParkedRecord[];
+  /** Releases waiting for the consumer or running now. */
+  pendingRelease: AuditEntry | null;
+}
+
+export interface AuditEntry {
+  id: string;
+  action: 'release' | 'replay' | 'discard';
+  topic: string;
+  key: string | null;
+  messageId: string | null;
+  reason: string | null;
+  actor: string | null;
+  state: 'pending' | 'running' | 'done' | 'failed';
+  result: Record<string, unknown> | null;
+  requestedAt: string;
+  finishedAt: string | null;
+}
+
+const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
+const brief = (error: { name?: string; message?: string } | null) => (error ? { name: error.name ?? 'Error', message: error.message ?? '' } : null);
+
+function limitOf(query: ListQuery): number {
+  const limit = query.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new OperatorRequestError('invalid', `limit must be an integer from 1 to 500, got ${String(query.limit)}`, 'limit');
+  return limit;
+}
+
+function cursorOf(query: ListQuery): string | null {
+  if (query.after === undefined || query.after === '') return null;
+  if (!/^[0-9]{1,18}$/.test(query.after)) throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous page, got "${query.after}"`, 'after');
+  return query.after;
+}
+
+function reasonOf(query: ListQuery): string | null {
+  if (query.reason === undefined || query.reason === '') return null;
+  if (!(DEAD_LETTER_REASONS as readonly string[]).includes(query.reason)) {
+    throw new OperatorRequestError('invalid', `reason must be one of ${DEAD_LETTER_REASONS.join(', ')}, got "${query.reason}"`, 'reason');
+  }
+  return query.reason;
+}
+
+export function requireText(value: unknown, field: string, max = 1000): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new OperatorRequestError('invalid', `${field} is required: a non-empty string`, field);
+  if (value.length > max) throw new OperatorRequestError('invalid', `${field} is longer than ${max} characters`, field);
+  return value;
+}
+
+function digestOf(id: string, field = 'id'): string {
+  if (!/^[0-9a-f]{64}$/.test(id)) throw new OperatorRequestError('invalid', `${field} must be the 64 hex digits of a dead letter's id (as listed), got "${id.slice(0, 80)}"`, field);
+  return id;
+}
+
+function textHeaders(pairs: Array<[string, string | null]> | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name64, value64] of pairs ?? []) {
+    const name = Buffer.from(name64, 'base64').toString('utf8');
+    if (value64 !== null) Object.defineProperty(headers, name, { value: displayMessageId(Buffer.from(value64, 'base64')), enumerable: true, writable: true, configurable: true });
+  }
+  return headers;
+}
+
+/**
+ * What operators see and do, for one consumer group: dead letters and parked keys (read), releases and
+ * replays (queued in the audit table for the group's consumer, which runs the handlers), discards (done here).
+ * The admin REST module and the `kafka-eo` CLI both use it, so they answer the same.
+ */
+export class OperatorStore {
+  constructor(
+    private readonly sql: SqlClient,
+    readonly group: string,
+  ) {}
+
+  async listDeadLetters(query: ListQuery = {}): Promise<Page<DeadLetterSummary>> {
+    const limit = limitOf(query);
+    const rows = await this.sql.query(
+      `SELECT encode(id_digest, 'hex') AS id, topic, partition, "offset"::text AS "offset", message_id, status, dlq_reason, dlq_error, processed_at, replayed_at,
+              outputs->0->>'key' AS key64, (extract(epoch FROM processed_at) * 1000000)::bigint::text AS cursor
+       FROM ${INBOX_TABLE}
+       WHERE consumer_group = $1 AND dlq_reason IS NOT NULL
+         AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR dlq_reason = $3)
+         AND ($4::text IS NULL OR outputs->0->>'key' = encode(convert_to($4, 'UTF8'), 'base64'))
+         AND ($5::bigint IS NULL OR (extract(epoch FROM processed_at) * 1000000)::bigint < $5::bigint)
+       ORDER BY processed_at DESC, id_digest
+       LIMIT $6`,
+      [this.group, query.topic || null, reasonOf(query), query.key ?? null, cursorOf(query), limit + 1],
+    );
+    const items = rows.slice(0, limit).map((r) => this.deadLetterSummary(r));
+    return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
+  }
+
+  async showDeadLetter(id: string, topic?: string): Promise<DeadLetterDetail> {
+    const row = await this.deadLetterRow(digestOf(id), topic);
+    const letter = row.outputs?.[0];
+    const history = await this.sql.query(`SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND id_digest = decode($2, 'hex') ORDER BY id`, [this.group, row.id]);
+    const headers = textHeaders(letter?.h);
+    return {
+      ...this.deadLetterSummary(row),
+      error: row.dlq_error ? { name: row.dlq_error.name, message: row.dlq_error.message, stack: row.dlq_error.stack } : null,
+      attempts: row.attempts,
+      valueBytes: letter?.value ? Buffer.from(letter.value, 'base64').length : null,
+      headers,
+      history: history.map((h) => this.auditEntry(h)),
+    };
+  }
+
+  /** Queues a replay of a dead letter for the group's consumer; the handler runs for it once. */
+  async requestReplay(id: string, options: { topic?: string; actor?: string } = {}): Promise<AuditEntry> {
+    const row = await this.deadLetterRow(digestOf(id), options.topic);
+    if (row.status === 'parked') {
+      const parked = await this.sql.query(`SELECT ordering_key FROM ${PARKED_RECORDS_TABLE} r JOIN ${PARKED_KEYS_TABLE} k USING (consumer_group, topic, key_digest) WHERE r.consumer_group = $1 AND r.scope = $2 AND r.id_digest = decode($3, 'hex') AND r.state = 'parked'`, [this.group, row.scope, row.id]);
+      throw new OperatorRequestError('conflict', `dead letter ${id} is parked under key "${parked[0]?.ordering_key ?? '?'}" of ${row.topic}: release the key instead (its records replay in order)`);
+    }
+    if (row.status === 'replayed') throw new OperatorRequestError('conflict', `dead letter ${id} was replayed already (${iso(row.replayed_at)}); a dead letter is replayed once`);
+    if (row.status === 'discarded') throw new OperatorRequestError('conflict', `dead letter ${id} was discarded by an operator; it is not replayed`);
+    if (row.status !== 'dead-lettered' && row.status !== 'deferred') throw new OperatorRequestError('conflict', `message ${row.message_id} is ${row.status}, not a dead letter waiting for a replay`);
+    const open = await this.sql.query(`SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND action = 'replay' AND scope = $2 AND id_digest = decode($3, 'hex') AND state IN ('pending', 'running')`, [this.group, row.scope, row.id]);
+    if (open.length > 0) return this.auditEntry(open[0]);
+    const [entry] = await this.sql.query(
+      `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, actor, state)
+       VALUES ($1, 'replay', $2, $3, decode($4, 'hex'), $5, $6, 'pending') RETURNING *`,
+      [this.group, row.topic, row.scope, row.id, row.message_id, options.actor ?? null],
+    );
+    return this.auditEntry(entry);
+  }
+
+  async listParkedKeys(query: ListQuery = {}): Promise<Page<ParkedKeySummary>> {
+    const limit = limitOf(query);
+    const rows = await this.sql.query(
+      `SELECT k.*, encode(k.key_digest, 'hex') AS digest, "offset"::text AS offset_text,
+              (SELECT count(*)::int FROM ${PARKED_RECORDS_TABLE} r WHERE r.consumer_group = k.consumer_group AND r.topic = k.topic AND r.key_digest = k.key_digest AND r.state = 'parked') AS parked_records,
+              (extract(epoch FROM k.parked_at) * 1000000)::bigint::text AS cursor
+       FROM ${PARKED_KEYS_TABLE} k
+       WHERE k.consumer_group = $1 AND ($2::text IS NULL OR k.topic = $2) AND ($3::text IS NULL OR k.key_digest = decode($3, 'hex'))
+         AND ($4::text IS NULL OR k.reason = $4)
+         AND ($5::bigint IS NULL OR (extract(epoch FROM k.parked_at) * 1000000)::bigint > $5::bigint)
+       ORDER BY k.parked_at, k.key_digest
+       LIMIT $6`,
+      [this.group, query.topic || null, query.key ? keyDigestFromOperator(query.key) : null, reasonOf(query), cursorOf(query), limit + 1],
+    );
+    const items = rows.slice(0, limit).map((r) => this.parkedKeySummary(r));
+    return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
+  }
+
+  async showParkedKey(topic: string, key: string): Promise<ParkedKeyDetail> {
+    const row = await this.parkedKeyRow(requireText(topic, 'topic', 249), requireText(key, 'key'));
+    const records = await this.sql.query(
+      `SELECT seq::text AS seq, partition, "offset"::text AS "offset", message_id, reason, error, parked_at, release_failures, last_release_error
+       FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = decode($3, 'hex') AND state = 'parked' ORDER BY seq`,
+      [this.group, row.topic, row.digest],
+    );
+    const pending = await this.openRelease(row.topic, row.digest);
+    return {
+      ...this.parkedKeySummary(row),
+      records: records.map((r) => ({
+        seq: r.seq,
+        partition: r.partition,
+        offset: r.offset,
+        messageId: r.message_id,
+        reason: r.reason,
+        error: brief(r.error),
+        parkedAt: iso(r.parked_at)!,
+        releaseFailures: r.release_failures,
+        lastReleaseError: brief(r.last_release_error),
+      })),
+      pendingRelease: pending ? this.auditEntry(pending) : null,
+    };
+  }
+
+  /** Queues the release of a parked key for the group's consumer (one open release per key). */
+  async requestRelease(topic: string, key: string, options: { actor?: string } = {}): Promise<AuditEntry> {
+    const row = await this.parkedKeyRow(requireText(topic, 'topic', 249), requireText(key, 'key'));
+    const open = await this.openRelease(row.topic, row.digest);
+    if (open) return this.auditEntry(open);
+    const [entry] = await this.sql.query(
+      `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, actor, state)
+       VALUES ($1, 'release', $2, decode($3, 'hex'), $4, $5, 'pending') RETURNING *`,
+      [this.group, row.topic, row.digest, row.ordering_key, options.actor ?? null],
+    );
+    return this.auditEntry(entry);
+  }
+
+  /**
+   * Drops one parked record for good (it will never be handled), with the operator's reason kept in the
+   * audit table. The key stays parked: release it to let its other records go.
+   */
+  async discard(seq: string, reason: unknown, options: { actor?: string } = {}): Promise<AuditEntry> {
+    if (!/^[0-9]{1,18}$/.test(seq)) throw new OperatorRequestError('invalid', `seq must be the number of a parked record (as listed), got "${String(seq).slice(0, 80)}"`, 'seq');
+    const why = requireText(reason, 'reason');
+    return this.sql.transaction(async (sql) => {
+      const [record] = await sql.query(`SELECT r.*, encode(r.id_digest, 'hex') AS id, k.ordering_key FROM ${PARKED_RECORDS_TABLE} r LEFT JOIN ${PARKED_KEYS_TABLE} k USING (consumer_group, topic, key_digest) WHERE r.consumer_group = $1 AND r.seq = $2 FOR UPDATE OF r`, [this.group, seq]);
+      if (!record) throw new OperatorRequestError('not-found', `no parked record ${seq} in group ${this.group}`);
+      if (record.state !== 'parked') throw new OperatorRequestError('conflict', `parked record ${seq} is ${record.state} already`);
+      await sql.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'discarded', resolved_at = now() WHERE seq = $1`, [seq]);
+      await sql.query(`UPDATE ${INBOX_TABLE} SET status = 'discarded' WHERE consumer_group = $1 AND scope = $2 AND id_digest = decode($3, 'hex') AND status = 'parked'`, [this.group, record.scope, record.id]);
+      const [entry] = await sql.query(
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, scope, id_digest, message_id, parked_seq, reason, actor, state, result, finished_at)
+         VALUES ($1, 'discard', $2, $3, $4, $5, $6, $7, $8, $9, $10, 'done', $11::jsonb, now()) RETURNING *`,
+        [this.group, record.topic, record.key_digest, record.ordering_key, record.scope, record.id_digest, record.message_id, seq, why, options.actor ?? null, JSON.stringify({ partition: record.partition, offset: String(record.offset) })],
+      );
+      return this.auditEntry(entry);
+    });
+  }
+
+  async operation(id: string): Promise<AuditEntry> {
+    if (!/^[0-9]{1,18}$/.test(id)) throw new OperatorRequestError('invalid', `operation id must be a number, got "${String(id).slice(0, 80)}"`, 'id');
+    const [row] = await this.sql.query(`SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND id = $2`, [this.group, id]);
+    if (!row) throw new OperatorRequestError('not-found', `no operation ${id} in group ${this.group}`);
+    return this.auditEntry(row);
+  }
+
+  /** Polls an operation until the consumer finished it or `timeoutMs` passed; returns its latest state. */
+  async waitFor(id: string, timeoutMs: number, pollMs = 250): Promise<AuditEntry> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const entry = await this.operation(id);
+      if (entry.state === 'done' || entry.state === 'failed' || Date.now() >= deadline) return entry;
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+
+  private async deadLetterRow(digest: string, topic?: string) {
+    const rows = await this.sql.query(
+      `SELECT *, encode(id_digest, 'hex') AS id, "offset"::text AS "offset" FROM ${INBOX_TABLE}
+       WHERE consumer_group = $1 AND id_digest = decode($2, 'hex') AND dlq_reason IS NOT NULL AND ($3::text IS NULL OR topic = $3)`,
+      [this.group, digest, topic || null],
+    );
+    if (rows.length === 0) throw new OperatorRequestError('not-found', `no dead letter ${digest} in group ${this.group}${topic ? ` on ${topic}` : ''}`);
+    if (rows.length > 1) throw new OperatorRequestError('invalid', `message id ${digest} has dead letters on several topics (${rows.map((r) => r.topic).join(', ')}): name the topic`, 'topic');
+    return rows[0];
+  }
+
+  private async parkedKeyRow(topic: string, key: string) {
+    const [row] = await this.sql.query(
+      `SELECT k.*, encode(k.key_digest, 'hex') AS digest, "offset"::text AS offset_text,
+              (SELECT count(*)::int FROM ${PARKED_RECORDS_TABLE} r WHERE r.consumer_group = k.consumer_group AND r.topic = k.topic AND r.key_digest = k.key_digest AND r.state = 'parked') AS parked_records
+       FROM ${PARKED_KEYS_TABLE} k WHERE k.consumer_group = $1 AND k.topic = $2 AND k.key_digest = decode($3, 'hex')`,
+      [this.group, topic, keyDigestFromOperator(key)],
+    );
+    if (!row) throw new OperatorRequestError('not-found', `key "${key.slice(0, 200)}" of ${topic} is not parked in group ${this.group}`);
+    return row;
+  }
+
+  private async openRelease(topic: string, digest: string) {
+    const [row] = await this.sql.query(
+      `SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND action = 'release' AND topic = $2 AND key_digest = decode($3, 'hex') AND state IN ('pending', 'running') ORDER BY id LIMIT 1`,
+      [this.group, topic, digest],
+    );
+    return row;
+  }
+
+  private deadLetterSummary(r: any): DeadLetterSummary {
+    return {
+      id: r.id,
+      topic: r.topic,
+      partition: r.partition,
+      offset: r.offset,
+      messageId: r.message_id,
+      key: r.key64 === undefined ? (r.outputs?.[0]?.key ? displayMessageId(Buffer.from(r.outputs[0].key, 'base64')) : null) : r.key64 ? displayMessageId(Buffer.from(r.key64, 'base64')) : null,
+      reason: r.dlq_reason,
+      error: brief(r.dlq_error),
+      status: r.status,
+      deadLetteredAt: iso(r.processed_at)!,
+      replayedAt: iso(r.replayed_at ?? null),
+    };
+  }
+
+  private parkedKeySummary(r: any): ParkedKeySummary {
+    return {
+      topic: r.topic,
+      key: r.ordering_key,
+      keyDigest: r.digest,
+      reason: r.reason,
+      error: brief(r.error),
+      partition: r.partition,
+      offset: r.offset_text,
+      messageId: r.message_id,
+      parkedAt: iso(r.parked_at)!,
+      parkedRecords: r.parked_records,
+    };
+  }
+
+  auditEntry(r: any): AuditEntry {
+    return {
+      id: String(r.id),
+      action: r.action,
+      topic: r.topic,
+      key: r.ordering_key ?? null,
+      messageId: r.message_id ?? null,
+      reason: r.reason ?? null,
+      actor: r.actor ?? null,
+      state: r.state,
+      result: r.result ?? null,
+      requestedAt: iso(r.requested_at)!,
+      finishedAt: iso(r.finished_at ?? null),
+    };
+  }
+}
+
+/** Header names the library adds to a dead letter (stripped when it is replayed). */
+export const DEAD_LETTER_HEADER_NAMES = new Set<string>(Object.values(DEAD_LETTER_HEADERS));

@@ -1,0 +1,108 @@
+import type { Logger } from '@nestjs/common';
+import type { QueryRunner } from 'typeorm';
+import { MissingKeyError } from '../errors/missing-key.error';
+import { OutputTooLargeError } from '../errors/output-too-large.error';
+import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
+import type { RecordedOutput } from '../inbox/inbox.repository';
+import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
+import { HEADERS } from '../kafka-exactly-once.constants';
+import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { SchemaRegistry } from '../serde/schema-registry';
+import { encodeSingleObject } from '../serde/single-object.codec';
+import { isConnectionFault, isRetriableHandlerError } from './error-classification';
+import { outputMessageId } from './message-ids';
+import { outputSize, textHeaderPairs } from './record-headers';
+import { outputIdSeed, RecordIdentity } from './record-identity';
+import { retryDelay } from './retry-policy';
+import { pauseWithHeartbeats } from './sleep';
+
+/** What a handler call needs besides the record. */
+export interface InvocationDeps {
+  handler: HandlerDefinition;
+  registry: SchemaRegistry;
+  options: ResolvedOptions;
+  /** `max.message.bytes` of the topics outputs go to, when known. */
+  topicLimits: ReadonlyMap<string, number>;
+  heartbeat: () => Promise<void>;
+  logger: Logger;
+}
+
+/** The record a handler is called for. */
+export interface InvocationRecord {
+  info: RecordInfo;
+  id: RecordIdentity;
+  /** Set when an operator's release or replay runs the handler (audit id). */
+  replay?: { kind: 'release' | 'dead-letter'; auditId: string };
+}
+
+export type Invocation = { ok: true; attempts: number; outputs: RecordedOutput[] } | { ok: false; attempts: number; error: unknown };
+
+const SAVEPOINT = 'kafka_eo_record';
+
+/**
+ * The `causation-id` of an output: the input's message id byte for byte, unless it is longer than 256 bytes
+ * (every output would carry it), then its `sha256:` display form.
+ */
+export function causationId(id: RecordIdentity): Buffer {
+  return id.raw.length <= 256 ? id.raw : Buffer.from(id.displayId, 'utf8');
+}
+
+/**
+ * Runs the handler for one decoded event inside the caller's transaction, each attempt behind a SAVEPOINT, with
+ * the handler's retry policy. A connection fault is thrown (the caller's whole transaction is gone); any other
+ * failure that is final comes back as `{ ok: false }` with the database as it was before the first attempt.
+ */
+export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown): Promise<Invocation> {
+  const { handler, options } = deps;
+  for (let attempt = 1; ; attempt++) {
+    await runner.query(`SAVEPOINT ${SAVEPOINT}`);
+    const emitted: RecordedOutput[] = [];
+    try {
+      await handler.invoke(event, eventContext(deps, runner, record, attempt, emitted));
+      await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
+      return { ok: true, attempts: attempt, outputs: emitted };
+    } catch (err) {
+      // If the connection is gone this throws, and the whole transaction is rolled back and retried.
+      await runner.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
+      if (isConnectionFault(err)) throw err;
+      if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) return { ok: false, attempts: attempt, error: err };
+      const { topic, partition, offset, messageId } = record.info;
+      deps.logger.warn(`${handler.name} failed on ${topic}[${partition}]@${offset} (message ${messageId}) (attempt ${attempt}/${handler.retry.attempts}): ${(err as Error)?.message}`);
+      await pauseWithHeartbeats(retryDelay(handler.retry, attempt), options.consumer.heartbeatInterval, deps.heartbeat);
+    }
+  }
+}
+
+function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: RecordedOutput[]): EventContext {
+  const { options, registry, topicLimits } = deps;
+  return {
+    manager: runner.manager,
+    message: record.info,
+    attempt,
+    replay: record.replay,
+    emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {
+      const declared = options.topics[target];
+      if (!declared) throw new UndeclaredTopicError(target);
+      const key = emitOptions.key ?? declared.key?.(event);
+      if (typeof key !== 'string' || key === '') throw new MissingKeyError(target);
+      const schema = registry.current(declared.schema);
+      const value = encodeSingleObject(schema, event);
+      const output: RecordedOutput = {
+        topic: `${options.topicPrefix}${target}`,
+        key: Buffer.from(key).toString('base64'),
+        value: value.toString('base64'),
+        h: textHeaderPairs({
+          ...emitOptions.headers,
+          [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
+          [HEADERS.eventType]: schema.name,
+          [HEADERS.causationId]: causationId(record.id),
+        }),
+      };
+      const limit = topicLimits.get(output.topic);
+      const size = outputSize(output);
+      if (limit !== undefined && size > limit) throw new OutputTooLargeError(output.topic, size, limit);
+      emitted.push(output);
+    },
+  };
+}

@@ -1,0 +1,356 @@
+import { Logger } from '@nestjs/common';
+import type { Admin, Kafka } from 'kafkajs';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
+import { releaseClean } from '../engine/clean-release';
+import { invokeHandler } from '../engine/handler-invocation';
+import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
+import { identify } from '../engine/record-identity';
+import { describeFailure, reasonOf } from '../engine/unit-of-work';
+import type { RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
+import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
+import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { SchemaRegistry } from '../serde/schema-registry';
+import { decodeSingleObject } from '../serde/single-object.codec';
+import { PartitionProducer } from '../transaction/partition-producer';
+
+/** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
+const OPERATIONS_LOCK = 736_421_191;
+
+interface Operation {
+  id: string;
+  action: 'release' | 'replay';
+  topic: string;
+  key_digest: Buffer | null;
+  ordering_key: string | null;
+  scope: string | null;
+  id_digest: Buffer | null;
+}
+
+interface Replay {
+  seq: string;
+  topic: string;
+  partition: number;
+  outputs: RecordedOutput[];
+}
+
+/** The original record a replay runs the handler for. */
+interface Original {
+  topic: string;
+  partition: number;
+  offset: string;
+  scope: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: HeaderPair[];
+  timestamp: string;
+}
+
+type StepResult = { kind: 'replayed'; outputs: number; replay?: Replay } | { kind: 'done' } | { kind: 'failed'; error: RecordedFailure; at?: Record<string, unknown> };
+
+/** The consumer group whose committed offsets mark which replays' Kafka transactions committed. */
+export const replayMarkerGroup = (group: string) => `${group}.kafka-eo-replays`;
+
+/**
+ * Carries out the releases and dead-letter replays operators queue in the audit table (admin REST, CLI): this
+ * process has the handlers. One instance of the group at a time (a session advisory lock), one record per
+ * step, each step by the consumer's protocol: the handler runs in a PostgreSQL transaction that also marks
+ * the record replayed and records its outputs; PostgreSQL commits first; then the outputs are sent in a Kafka
+ * transaction that also commits a marker offset (the replay's number + 1, in a consumer group of its own).
+ * After a crash between the two commits, the marker tells whether the outputs went out: if not, they are sent
+ * again before anything else (`settle`). A release deletes the parked key only after every parked record of
+ * it was replayed and its outputs committed, under the key row's lock, so no new record of the key can
+ * overtake one still parked.
+ */
+export class ReplayWorker {
+  private readonly logger = new Logger(ReplayWorker.name);
+  private readonly handlers: Map<string, HandlerDefinition>;
+  private readonly producer: PartitionProducer;
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopping = false;
+  private producerReady = false;
+
+  constructor(
+    kafka: Kafka,
+    private readonly admin: Admin,
+    private readonly dataSource: DataSource,
+    private readonly registry: SchemaRegistry,
+    private readonly options: ResolvedOptions,
+    handlers: HandlerDefinition[],
+    private readonly topicLimits: ReadonlyMap<string, number>,
+  ) {
+    this.handlers = new Map(handlers.map((h) => [h.topic, h]));
+    this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs);
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.stopping = false;
+    this.timer = setInterval(() => void this.poll(), this.options.operations.pollIntervalMs);
+    this.timer.unref();
+    void this.poll();
+  }
+
+  /** Stops polling and waits for the step in flight (an operation left running is resumed by the next worker). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+    await this.producer.close();
+    this.producerReady = false;
+  }
+
+  /** One round: settles unsettled replays and carries out the open operations (resolves when done). */
+  poll(): Promise<void> {
+    this.running ??= this.round()
+      .catch((err) => {
+        this.logger.warn(`operations of group ${this.options.groupId}: ${(err as Error).message}; trying again in ${this.options.operations.pollIntervalMs} ms`);
+        this.producerReady = false;
+        return this.producer.close();
+      })
+      .finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async round(): Promise<void> {
+    const group = this.options.groupId;
+    const [work] = await this.dataSource.query(
+      `SELECT EXISTS (SELECT 1 FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND state IN ('pending', 'running') AND action IN ('release', 'replay'))
+           OR EXISTS (SELECT 1 FROM ${REPLAYS_TABLE} WHERE consumer_group = $1 AND NOT settled) AS open`,
+      [group],
+    );
+    if (!work?.open || this.stopping) return;
+    const lock = this.dataSource.createQueryRunner();
+    try {
+      await lock.connect();
+      const [{ locked }] = await lock.query(`SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked`, [OPERATIONS_LOCK, group]);
+      if (!locked) return; // another instance of the group is at it
+      try {
+        if (!this.producerReady) {
+          await this.producer.start();
+          this.producerReady = true;
+        }
+        await this.settle();
+        const operations: Operation[] = await this.dataSource.query(
+          `SELECT id::text AS id, action, topic, key_digest, ordering_key, scope, id_digest FROM ${AUDIT_TABLE}
+           WHERE consumer_group = $1 AND state IN ('pending', 'running') AND action IN ('release', 'replay') ORDER BY id`,
+          [group],
+        );
+        for (const operation of operations) {
+          if (this.stopping) return;
+          await this.carryOut(operation);
+        }
+      } finally {
+        await lock.query(`SELECT pg_advisory_unlock($1, hashtext($2))`, [OPERATIONS_LOCK, group]).catch(() => undefined);
+      }
+    } finally {
+      await releaseClean(lock);
+    }
+  }
+
+  private async carryOut(operation: Operation): Promise<void> {
+    await this.dataSource.query(`UPDATE ${AUDIT_TABLE} SET state = 'running' WHERE id = $1 AND state = 'pending'`, [operation.id]);
+    const handler = this.handlers.get(operation.topic);
+    if (!handler) return this.finish(operation, 'failed', { error: { name: 'NoHandler', message: `no @IdempotentHandler for ${operation.topic} in group ${this.options.groupId}` } });
+    if (operation.action === 'replay') {
+      const result = await this.replayStep(operation, handler);
+      if (result.kind === 'failed') return this.finish(operation, 'failed', { error: result.error, ...result.at });
+      return this.finish(operation, 'done', { replayed: 1, outputs: result.kind === 'replayed' ? result.outputs : 0 });
+    }
+    let replayed = 0;
+    for (;;) {
+      if (this.stopping) return; // left running: the next worker goes on from the next parked record
+      const result = await this.releaseStep(operation, handler);
+      if (result.kind === 'replayed') {
+        replayed++;
+        continue;
+      }
+      const previous = await this.previousReplays(operation.id);
+      if (result.kind === 'failed') {
+        this.logger.error(`release of key ${operation.ordering_key} of ${operation.topic} failed at a parked record (${result.error.message}); the key stays parked there`);
+        return this.finish(operation, 'failed', { replayed: previous, error: result.error, ...result.at });
+      }
+      this.logger.log(`key ${operation.ordering_key} of ${operation.topic} released: ${previous} parked record(s) replayed in order`);
+      return this.finish(operation, 'done', { replayed: previous });
+    }
+  }
+
+  private async previousReplays(auditId: string): Promise<number> {
+    const [row] = await this.dataSource.query(`SELECT count(*)::int AS n FROM ${REPLAYS_TABLE} WHERE audit_id = $1`, [auditId]);
+    return row.n;
+  }
+
+  private async finish(operation: Operation, state: 'done' | 'failed', result: Record<string, unknown>): Promise<void> {
+    await this.dataSource.query(`UPDATE ${AUDIT_TABLE} SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1`, [operation.id, state, JSON.stringify(result)]);
+  }
+
+  /** Replays the first parked record of the key, or unparks the key when none is left. */
+  private async releaseStep(operation: Operation, handler: HandlerDefinition): Promise<StepResult> {
+    const group = this.options.groupId;
+    return this.inTransaction<StepResult>(async (runner) => {
+      const [key] = await runner.query(`SELECT 1 FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 FOR UPDATE`, [group, operation.topic, operation.key_digest]);
+      if (!key) return { kind: 'done' };
+      const [record] = await runner.query(
+        `SELECT seq::text AS seq, partition, "offset"::text AS "offset", scope, record_key, value, headers, record_timestamp FROM ${PARKED_RECORDS_TABLE}
+         WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 AND state = 'parked' ORDER BY seq LIMIT 1 FOR UPDATE`,
+        [group, operation.topic, operation.key_digest],
+      );
+      if (!record) {
+        // Every parked record is replayed (and its outputs committed: settle ran before this step).
+        await runner.query(`DELETE FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3`, [group, operation.topic, operation.key_digest]);
+        return { kind: 'done' };
+      }
+      const original: Original = {
+        topic: operation.topic,
+        partition: record.partition,
+        offset: record.offset,
+        scope: record.scope,
+        key: record.record_key,
+        value: record.value,
+        headers: record.headers,
+        timestamp: record.record_timestamp ?? '0',
+      };
+      const at = { partition: record.partition, offset: record.offset, seq: record.seq };
+      const result = await this.runHandler(runner, handler, original, { kind: 'release', auditId: operation.id });
+      if (!result.ok) {
+        await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [record.seq, JSON.stringify(result.error)]);
+        return { kind: 'failed', error: result.error, at };
+      }
+      await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'replayed', resolved_at = now() WHERE seq = $1`, [record.seq]);
+      await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 AND status = 'parked'`, [group, record.scope, result.digest]);
+      return this.recordReplay(runner, operation, original, result.outputs);
+    }).then((step) => this.publishIfReplayed(step));
+  }
+
+  /** Runs the handler once for a dead letter (its bytes as recorded on the inbox row). */
+  private async replayStep(operation: Operation, handler: HandlerDefinition): Promise<StepResult> {
+    const group = this.options.groupId;
+    return this.inTransaction<StepResult>(async (runner) => {
+      const [row] = await runner.query(
+        `SELECT topic, partition, "offset"::text AS "offset", scope, status, outputs FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 FOR UPDATE`,
+        [group, operation.scope, operation.id_digest],
+      );
+      const refuse = (message: string): StepResult => ({ kind: 'failed', error: { name: 'ReplayRefused', message, stack: '', reason: 'replay-refused' } });
+      if (!row) return refuse('the dead letter is no longer in the inbox (inbox retention?)');
+      if (row.status === 'replayed') return refuse('replayed already; a dead letter is replayed once');
+      if (row.status !== 'dead-lettered' && row.status !== 'deferred') return refuse(`the record is ${row.status}, not a dead letter`);
+      const letter: RecordedOutput | undefined = row.outputs?.[0];
+      if (!letter?.value) return refuse(`its dead letter was sent without the value (over max.message.bytes); the original is at ${row.topic}[${row.partition}]@${row.offset}`);
+      const original: Original = {
+        topic: row.topic,
+        partition: row.partition,
+        offset: row.offset,
+        scope: row.scope,
+        key: letter.key === null ? null : Buffer.from(letter.key, 'base64'),
+        value: Buffer.from(letter.value, 'base64'),
+        headers: (letter.h ?? []).filter(([name]) => !DEAD_LETTER_HEADER_NAMES.has(Buffer.from(name, 'base64').toString('utf8'))),
+        timestamp: '0',
+      };
+      const result = await this.runHandler(runner, handler, original, { kind: 'dead-letter', auditId: operation.id });
+      if (!result.ok) return { kind: 'failed', error: result.error };
+      await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3`, [group, row.scope, operation.id_digest]);
+      return this.recordReplay(runner, operation, original, result.outputs);
+    }).then((step) => this.publishIfReplayed(step));
+  }
+
+  private async runHandler(
+    runner: QueryRunner,
+    handler: HandlerDefinition,
+    original: Original,
+    replay: { kind: 'release' | 'dead-letter'; auditId: string },
+  ): Promise<{ ok: true; outputs: RecordedOutput[]; digest: Buffer } | { ok: false; error: RecordedFailure }> {
+    const headers = toKafkaHeaders({ topic: original.topic, key: null, value: null, h: original.headers });
+    const id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic');
+    let event: unknown;
+    try {
+      event = decodeSingleObject(this.registry, handler.schema, original.value);
+    } catch (err) {
+      return { ok: false, error: describeFailure(err, reasonOf(err)) };
+    }
+    const info = {
+      topic: original.topic,
+      partition: original.partition,
+      offset: original.offset,
+      key: original.key?.toString() ?? null,
+      headers: textHeaders({ headers } as never),
+      messageId: id.displayId,
+      timestamp: original.timestamp,
+    };
+    const deps = { handler, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger };
+    const result = await invokeHandler(deps, runner, { info, id, replay }, event);
+    if (!result.ok) return { ok: false, error: describeFailure(result.error, reasonOf(result.error)) };
+    return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };
+  }
+
+  private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, outputs: RecordedOutput[]): Promise<StepResult> {
+    const [row] = await runner.query(
+      `INSERT INTO ${REPLAYS_TABLE} (consumer_group, topic, partition, audit_id, outputs, settled) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING seq::text AS seq`,
+      [this.options.groupId, original.topic, original.partition, operation.id, JSON.stringify(outputs), outputs.length === 0],
+    );
+    return { kind: 'replayed', outputs: outputs.length, replay: { seq: row.seq, topic: original.topic, partition: original.partition, outputs } };
+  }
+
+  private async publishIfReplayed(step: StepResult): Promise<StepResult> {
+    if (step.kind === 'replayed' && step.replay && step.replay.outputs.length > 0) await this.publish([step.replay]);
+    return step;
+  }
+
+  /**
+   * Sends replays' outputs in one Kafka transaction with their marker offsets, then marks them settled. A
+   * failure here leaves them unsettled: the next round settles them before anything else.
+   */
+  private async publish(replays: Replay[]): Promise<void> {
+    const txn = await this.producer.begin();
+    try {
+      const outputs = replays.flatMap((r) => r.outputs);
+      for (const request of toProduceRequests(outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
+      const markers = new Map<string, { topic: string; partition: number; offset: string }>();
+      for (const r of replays) markers.set(`${r.topic}\u0000${r.partition}`, { topic: r.topic, partition: r.partition, offset: (BigInt(r.seq) + 1n).toString() });
+      const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
+      for (const m of markers.values()) byTopic.set(m.topic, [...(byTopic.get(m.topic) ?? []), { partition: m.partition, offset: m.offset }]);
+      await txn.sendOffsets({ consumerGroupId: replayMarkerGroup(this.options.groupId), topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) });
+      await txn.commit();
+    } catch (err) {
+      this.producerReady = false; // outcome unknown: a new producer's InitProducerId settles it, and so does the marker
+      throw err;
+    }
+    await this.dataSource.query(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [replays.map((r) => r.seq)]);
+  }
+
+  /** Replays whose PostgreSQL transaction committed but whose Kafka transaction may not have. */
+  private async settle(): Promise<void> {
+    const rows: Replay[] = await this.dataSource.query(
+      `SELECT seq::text AS seq, topic, partition, outputs FROM ${REPLAYS_TABLE} WHERE consumer_group = $1 AND NOT settled ORDER BY seq`,
+      [this.options.groupId],
+    );
+    if (rows.length === 0) return;
+    const topics = [...new Set(rows.map((r) => r.topic))];
+    const committed = await this.admin.fetchOffsets({ groupId: replayMarkerGroup(this.options.groupId), topics });
+    const marker = (r: Replay) => BigInt(committed.find((t) => t.topic === r.topic)?.partitions.find((p) => p.partition === r.partition)?.offset ?? '-1');
+    const done = rows.filter((r) => marker(r) > BigInt(r.seq));
+    const pending = rows.filter((r) => marker(r) <= BigInt(r.seq));
+    if (done.length > 0) await this.dataSource.query(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [done.map((r) => r.seq)]);
+    if (pending.length > 0) {
+      this.logger.warn(`sending the outputs of ${pending.length} replay(s) whose Kafka transaction did not commit`);
+      await this.publish(pending);
+    }
+  }
+
+  private async inTransaction<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      await runner.connect();
+      await runner.startTransaction();
+      await runner.query(`SET LOCAL lock_timeout = '${this.options.inbox.lockTimeoutMs}ms'`);
+      await runner.query(`SET LOCAL idle_in_transaction_session_timeout = '${this.options.inbox.idleInTransactionTimeoutMs}ms'`);
+      const result = await work(runner);
+      await runner.commitTransaction();
+      return result;
+    } finally {
+      await releaseClean(runner);
+    }
+  }
+}
