@@ -222,7 +222,7 @@ export class OperatorStore {
     const row = await this.parkedKeyRow(requireText(topic, 'topic', 249), requireText(key, 'key'));
     const records = await this.sql.query(
       `SELECT seq::text AS seq, partition, "offset"::text AS "offset", message_id, reason, error, parked_at, release_failures, last_release_error
-       FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = decode($3, 'hex') AND state = 'parked' ORDER BY seq`,
+       FROM ${PARKED_RECORDS_TABLE} p WHERE consumer_group = $1 AND topic = $2 AND key_digest = decode($3, 'hex') AND state = 'parked' ORDER BY p.seq`,
       [this.group, row.topic, row.digest],
     );
     const pending = await this.openRelease(row.topic, row.digest);

@@ -135,8 +135,8 @@ export class ReplayWorker {
         }
         await this.settle();
         const operations: Operation[] = await this.dataSource.query(
-          `SELECT id::text AS id, action, topic, key_digest, ordering_key, scope, id_digest FROM ${AUDIT_TABLE}
-           WHERE consumer_group = $1 AND state IN ('pending', 'running') AND action IN ('release', 'replay') ORDER BY id`,
+          `SELECT a.id::text AS id, action, topic, key_digest, ordering_key, scope, id_digest FROM ${AUDIT_TABLE} a
+           WHERE consumer_group = $1 AND state IN ('pending', 'running') AND action IN ('release', 'replay') ORDER BY a.id`,
           [group],
         );
         for (const operation of operations) {
@@ -194,8 +194,8 @@ export class ReplayWorker {
       const [key] = await runner.query(`SELECT 1 FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 FOR UPDATE`, [group, operation.topic, operation.key_digest]);
       if (!key) return { kind: 'done' };
       const [record] = await runner.query(
-        `SELECT seq::text AS seq, partition, "offset"::text AS "offset", scope, record_key, value, headers, record_timestamp FROM ${PARKED_RECORDS_TABLE}
-         WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 AND state = 'parked' ORDER BY seq LIMIT 1 FOR UPDATE`,
+        `SELECT seq::text AS seq, partition, "offset"::text AS "offset", scope, record_key, value, headers, record_timestamp FROM ${PARKED_RECORDS_TABLE} p
+         WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 AND state = 'parked' ORDER BY p.seq LIMIT 1 FOR UPDATE`,
         [group, operation.topic, operation.key_digest],
       );
       if (!record) {
@@ -323,7 +323,7 @@ export class ReplayWorker {
   /** Replays whose PostgreSQL transaction committed but whose Kafka transaction may not have. */
   private async settle(): Promise<void> {
     const rows: Replay[] = await this.dataSource.query(
-      `SELECT seq::text AS seq, topic, partition, outputs FROM ${REPLAYS_TABLE} WHERE consumer_group = $1 AND NOT settled ORDER BY seq`,
+      `SELECT seq::text AS seq, topic, partition, outputs FROM ${REPLAYS_TABLE} r WHERE consumer_group = $1 AND NOT settled ORDER BY r.seq`,
       [this.options.groupId],
     );
     if (rows.length === 0) return;

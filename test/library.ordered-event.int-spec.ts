@@ -1,0 +1,344 @@
+import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { writeFileSync } from 'fs';
+import { join } from 'path';
+import { Kafka, Message } from 'kafkajs';
+import { Pool } from 'pg';
+import {
+  DEAD_LETTER_HEADERS,
+  EventContext,
+  IdempotentHandler,
+  KafkaExactlyOnceModule,
+  NonRetriableHandlerError,
+  OperatorRequestError,
+  OperatorStore,
+  OrderedEvent,
+  SchemaRegistry,
+  encodeSingleObject,
+  pgPoolSql,
+} from 'kafka-exactly-once';
+import { createSuiteDatabase } from './support/database';
+import { kafkaBrokers } from './support/environment';
+import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
+import { schemasDirectory, sendRaw } from './support/library';
+
+const ENTRY = {
+  type: 'record',
+  name: 'Entry',
+  namespace: 'test.ledger',
+  fields: [
+    { name: 'entryId', type: 'string' },
+    { name: 'account', type: 'string' },
+    { name: 'amount', type: 'int' },
+  ],
+};
+/** A newer version of Entry (a field with a default): its fingerprint is unknown until it is deployed. */
+const ENTRY_V2 = { ...ENTRY, fields: [...ENTRY.fields, { name: 'memo', type: 'string', default: '' }] };
+const APPLIED = { type: 'record', name: 'Applied', namespace: 'test.ledger', fields: [{ name: 'entryId', type: 'string' }, { name: 'balance', type: 'int' }] };
+
+/** Entries over this amount need a row in `approvals`, else the handler refuses them for good. */
+const LIMIT = 1000;
+
+interface Entry {
+  entryId: string;
+  account: string;
+  amount: number;
+}
+
+async function apply(event: Entry, ctx: EventContext): Promise<void> {
+  if (event.amount > LIMIT && (await ctx.manager.query('SELECT 1 FROM approvals WHERE entry_id = $1', [event.entryId])).length === 0) {
+    throw new NonRetriableHandlerError(`entry ${event.entryId} of ${event.amount} is over ${LIMIT} and not approved`);
+  }
+  const [{ balance }] = await ctx.manager.query(
+    'INSERT INTO balances (account, balance) VALUES ($1, $2) ON CONFLICT (account) DO UPDATE SET balance = balances.balance + EXCLUDED.balance RETURNING balance',
+    [event.account, event.amount],
+  );
+  await ctx.manager.query('INSERT INTO applied (entry_id, account, replay) VALUES ($1, $2, $3)', [event.entryId, event.account, ctx.replay?.kind ?? null]);
+  ctx.emit('ledger.applied', { entryId: event.entryId, balance }, { key: event.account });
+}
+
+@Injectable()
+class LedgerHandler {
+  @IdempotentHandler({ topic: 'ledger.entries', schema: 'test.ledger.Entry', retry: { attempts: 1 } })
+  @OrderedEvent({ key: (e: Entry) => (e.account === 'no-key' ? '' : e.account) })
+  async onEntry(event: Entry, ctx: EventContext): Promise<void> {
+    await apply(event, ctx);
+  }
+}
+
+/** The same rule without @OrderedEvent: dead-letter and go on. */
+@Injectable()
+class TransfersHandler {
+  @IdempotentHandler({ topic: 'ledger.transfers', schema: 'test.ledger.Entry', retry: { attempts: 1 } })
+  async onTransfer(event: Entry, ctx: EventContext): Promise<void> {
+    await apply(event, ctx);
+  }
+}
+
+class CapturingLogger extends ConsoleLogger {
+  readonly warnings: string[] = [];
+  override warn(message: unknown, ...rest: unknown[]): void {
+    this.warnings.push(String(message));
+    super.warn(message, ...(rest as []));
+  }
+}
+
+/**
+ * @OrderedEvent in-process on the real broker and PostgreSQL: a record that fails for good parks its key, the
+ * later records of that key are parked in order while other keys flow; a release (through the OperatorStore,
+ * as the admin REST and the CLI do it) replays them in order exactly once, also while new records of the key
+ * keep arriving; a release that fails again parks the key at the failing record; unresolved keys and records
+ * of an unknown schema version; dead-letter replays run the handler exactly once.
+ */
+describe('library: @OrderedEvent parking, release and replay', () => {
+  let kafka: Kafka;
+  let moduleRef: TestingModule;
+  let databaseUrl: string;
+  let pool: Pool;
+  let store: OperatorStore;
+  let logger: CapturingLogger;
+  const prefix = `${uniqueTopic('ordered')}.`;
+  const entries = `${prefix}ledger.entries`;
+  const transfers = `${prefix}ledger.transfers`;
+  const group = `${prefix}group`;
+  const dir = schemasDirectory('ordered', { 'entry.v1.avsc': ENTRY, 'applied.v1.avsc': APPLIED });
+  const schemas = SchemaRegistry.fromDirectory(dir);
+  const entrySchema = schemas.current('test.ledger.Entry');
+
+  const record = (entryId: string, account: string, amount: number, key = account): Message => ({
+    key,
+    value: encodeSingleObject(entrySchema, { entryId, account, amount }),
+    headers: { 'message-id': `msg-${entryId}` },
+  });
+  const applied = async (account: string) => (await pool.query('SELECT entry_id, replay FROM applied WHERE account = $1 ORDER BY seq', [account])).rows;
+  const balance = async (account: string) => (await pool.query('SELECT balance FROM balances WHERE account = $1', [account])).rows[0]?.balance ?? null;
+  const waitUntil = async (what: string, check: () => Promise<boolean>, timeoutMs = 60000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  async function start(): Promise<void> {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 8 } }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'ordered-test', brokers: kafkaBrokers() },
+          groupId: group,
+          transactionalIdPrefix: 'ordered-test',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { 'ledger.applied': { schema: 'test.ledger.Applied' } },
+          consumer: { sessionTimeout: 6000 },
+          operations: { pollIntervalMs: 200 },
+        }),
+      ],
+      providers: [LedgerHandler, TransfersHandler],
+    })
+    class LedgerModule {}
+    logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
+    moduleRef = await Test.createTestingModule({ imports: [LedgerModule] }).setLogger(logger).compile();
+    moduleRef.enableShutdownHooks();
+    await moduleRef.init();
+  }
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase('ordered');
+    pool = new Pool({ connectionString: databaseUrl, max: 4 });
+    await pool.query('CREATE TABLE balances (account text PRIMARY KEY, balance int NOT NULL)');
+    await pool.query('CREATE TABLE applied (seq bigserial PRIMARY KEY, entry_id text UNIQUE, account text, replay text)');
+    await pool.query('CREATE TABLE approvals (entry_id text PRIMARY KEY)');
+    await createTopics(kafka, [entries, transfers, `${prefix}ledger.applied`], 3);
+    await start();
+    store = new OperatorStore(pgPoolSql(pool), group);
+  });
+
+  afterAll(async () => {
+    await moduleRef?.close();
+    await pool?.end();
+  });
+
+  it('warns at boot that a key function over several partitions can split an ordering key', () => {
+    expect(logger.warnings.some((w) => w.includes('@OrderedEvent orders by a key function') && w.includes(entries) && w.includes('3 partitions'))).toBe(true);
+  });
+
+  it('parks the key of a record that fails for good, parks its later records in order, lets other keys flow, and a release replays them in order exactly once', async () => {
+    await sendRaw(kafka, entries, [
+      record('a1', 'acct-a', 10),
+      record('a2', 'acct-a', 5000), // over the limit, not approved: fails for good
+      record('b1', 'acct-b', 7),
+      record('a3', 'acct-a', 20),
+      record('a4', 'acct-a', -15),
+      record('b2', 'acct-b', 8),
+    ]);
+    await waitUntil('acct-b applied and acct-a parked', async () => (await applied('acct-b')).length === 2 && (await store.listParkedKeys({ topic: entries })).items[0]?.parkedRecords === 3);
+
+    expect((await applied('acct-a')).map((r) => r.entry_id)).toEqual(['a1']);
+    expect(await balance('acct-a')).toBe(10);
+    expect(await balance('acct-b')).toBe(15);
+    const parked = await store.showParkedKey(entries, 'acct-a');
+    expect(parked).toMatchObject({ topic: entries, key: 'acct-a', reason: 'handler-failed', messageId: 'msg-a2', parkedRecords: 3 });
+    expect(parked.error?.message).toContain('not approved');
+    expect(parked.records.map((r) => [r.messageId, r.reason])).toEqual([
+      ['msg-a2', 'handler-failed'],
+      ['msg-a3', 'key-parked'],
+      ['msg-a4', 'key-parked'],
+    ]);
+    // Every parked record is on the dead-letter topic too, with its original bytes and the key it waits for.
+    const dlq = await readTopic(kafka, `${entries}.dlq`, { until: (rs) => rs.length >= 3, timeoutMs: 30000 });
+    expect(dlq.map((r) => [r.headers['message-id'], r.headers[DEAD_LETTER_HEADERS.reason], r.headers[DEAD_LETTER_HEADERS.parkedKey]])).toEqual([
+      ['msg-a2', 'handler-failed', 'acct-a'],
+      ['msg-a3', 'key-parked', 'acct-a'],
+      ['msg-a4', 'key-parked', 'acct-a'],
+    ]);
+    expect(dlq[1].value?.equals(record('a3', 'acct-a', 20).value as Buffer)).toBe(true);
+    // A parked dead letter is released with its key, never replayed alone.
+    const a2 = (await store.listDeadLetters({ topic: entries, key: 'acct-a' })).items.find((d) => d.messageId === 'msg-a2')!;
+    expect(a2).toMatchObject({ reason: 'handler-failed', status: 'parked' });
+    await expect(store.requestReplay(a2.id)).rejects.toMatchObject({ kind: 'conflict' });
+
+    // The cause is fixed (the entry approved); the release replays a2, a3, a4 in order, once.
+    await pool.query(`INSERT INTO approvals VALUES ('a2')`);
+    const release = await store.requestRelease(entries, 'acct-a', { actor: 'test' });
+    const done = await store.waitFor(release.id, 60000);
+    expect(done).toMatchObject({ state: 'done', action: 'release', key: 'acct-a', actor: 'test', result: { replayed: 3 } });
+    expect((await applied('acct-a')).map((r) => [r.entry_id, r.replay])).toEqual([
+      ['a1', null],
+      ['a2', 'release'],
+      ['a3', 'release'],
+      ['a4', 'release'],
+    ]);
+    expect(await balance('acct-a')).toBe(10 + 5000 + 20 - 15);
+    await expect(store.showParkedKey(entries, 'acct-a')).rejects.toMatchObject({ kind: 'not-found' });
+    await expect(store.requestRelease(entries, 'acct-a')).rejects.toThrow(/is not parked/);
+
+    // Outputs of the key in input order, each once (read committed).
+    const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === 'acct-a').length >= 4, timeoutMs: 30000, pollIdleMs: 500 });
+    const applyOrder = outputs.filter((r) => r.key === 'acct-a').map((r) => r.headers['causation-id']);
+    expect(applyOrder).toEqual(['msg-a1', 'msg-a2', 'msg-a3', 'msg-a4']);
+
+    // The key flows normally again.
+    await sendRaw(kafka, entries, [record('a5', 'acct-a', 1)]);
+    await waitUntil('a5 applied', async () => (await applied('acct-a')).length === 5);
+    expect((await applied('acct-a')).at(-1)).toEqual({ entry_id: 'a5', replay: null });
+    const inbox = await pool.query(`SELECT message_id, status FROM kafka_eo_inbox WHERE topic = $1 AND message_id LIKE 'msg-a%' ORDER BY "offset"`, [entries]);
+    expect(inbox.rows.map((r) => [r.message_id, r.status])).toEqual([
+      ['msg-a1', 'processed'],
+      ['msg-a2', 'replayed'],
+      ['msg-a3', 'replayed'],
+      ['msg-a4', 'replayed'],
+      ['msg-a5', 'processed'],
+    ]);
+  });
+
+  it('keeps the order when new records of the key keep arriving during the release: parked ones first, then the new ones', async () => {
+    await sendRaw(kafka, entries, [record('c1', 'acct-c', 9000), record('c2', 'acct-c', 1), record('c3', 'acct-c', 1)]);
+    await waitUntil('acct-c parked', async () => (await store.listParkedKeys({ key: 'acct-c' })).items[0]?.parkedRecords === 3);
+    await pool.query(`INSERT INTO approvals VALUES ('c1')`);
+    const release = await store.requestRelease(entries, 'acct-c');
+    // New records of acct-c while the release runs, in several sends.
+    const later: string[] = [];
+    for (let batch = 0; batch < 6; batch++) {
+      const ids = Array.from({ length: 5 }, (_, i) => `c${4 + batch * 5 + i}`);
+      later.push(...ids);
+      await sendRaw(kafka, entries, ids.map((id) => record(id, 'acct-c', 1)));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await store.waitFor(release.id, 60000)).state).toBe('done');
+    const expected = ['c1', 'c2', 'c3', ...later];
+    await waitUntil('every acct-c entry applied', async () => (await applied('acct-c')).length === expected.length);
+    expect((await applied('acct-c')).map((r) => r.entry_id)).toEqual(expected);
+    expect(await balance('acct-c')).toBe(9000 + 2 + later.length);
+    const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === 'acct-c').length >= expected.length, timeoutMs: 30000 });
+    expect(outputs.filter((r) => r.key === 'acct-c').map((r) => r.headers['causation-id'])).toEqual(expected.map((id) => `msg-${id}`));
+    expect((await store.listParkedKeys({ key: 'acct-c' })).items).toEqual([]);
+  });
+
+  it('a release that fails again leaves the key parked at the failing record; discarding it (with a reason, audited) and releasing lets the rest go', async () => {
+    await sendRaw(kafka, entries, [record('d1', 'acct-d', 1), record('d2', 'acct-d', 7000), record('d3', 'acct-d', 2)]);
+    await waitUntil('acct-d parked', async () => (await store.listParkedKeys({ key: 'acct-d' })).items[0]?.parkedRecords === 2);
+    const first = await store.waitFor((await store.requestRelease(entries, 'acct-d')).id, 60000);
+    expect(first.state).toBe('failed');
+    expect(first.result).toMatchObject({ replayed: 0, offset: expect.any(String), error: { name: 'NonRetriableHandlerError' } });
+    const still = await store.showParkedKey(entries, 'acct-d');
+    expect(still.records.map((r) => [r.messageId, r.releaseFailures])).toEqual([
+      ['msg-d2', 1],
+      ['msg-d3', 0],
+    ]);
+    expect(still.records[0].lastReleaseError?.message).toContain('not approved');
+    expect((await applied('acct-d')).map((r) => r.entry_id)).toEqual(['d1']);
+
+    await expect(store.discard(still.records[0].seq, '   ')).rejects.toMatchObject({ kind: 'invalid', field: 'reason' });
+    const discarded = await store.discard(still.records[0].seq, 'refunded to the customer by hand (ticket 1234)', { actor: 'oncall' });
+    expect(discarded).toMatchObject({ action: 'discard', state: 'done', reason: 'refunded to the customer by hand (ticket 1234)', actor: 'oncall', messageId: 'msg-d2' });
+    await expect(store.discard(still.records[0].seq, 'again')).rejects.toMatchObject({ kind: 'conflict' });
+    expect((await store.waitFor((await store.requestRelease(entries, 'acct-d')).id, 60000)).state).toBe('done');
+    expect((await applied('acct-d')).map((r) => r.entry_id)).toEqual(['d1', 'd3']);
+    const audit = await pool.query(`SELECT action, state, reason, actor FROM kafka_eo_audit WHERE consumer_group = $1 AND ordering_key = 'acct-d' ORDER BY id`, [group]);
+    expect(audit.rows).toEqual([
+      { action: 'release', state: 'failed', reason: null, actor: null },
+      { action: 'discard', state: 'done', reason: 'refunded to the customer by hand (ticket 1234)', actor: 'oncall' },
+      { action: 'release', state: 'done', reason: null, actor: null },
+    ]);
+  });
+
+  it('dead-letters a record whose ordering key cannot be derived (key-unresolved) without parking anything', async () => {
+    await sendRaw(kafka, entries, [record('u1', 'no-key', 1, 'rk-u'), record('u2', 'acct-u', 3, 'rk-u')]);
+    await waitUntil('u2 applied', async () => (await applied('acct-u')).length === 1);
+    const [letter] = (await store.listDeadLetters({ topic: entries, reason: 'key-unresolved' })).items;
+    expect(letter).toMatchObject({ messageId: 'msg-u1', status: 'dead-lettered', key: 'rk-u' });
+    expect(letter.error?.message).toContain('empty key');
+    expect((await store.listParkedKeys({ reason: 'key-unresolved' })).items).toEqual([]);
+    expect((await applied('no-key')).length).toBe(0);
+  });
+
+  it('replays a dead letter of a handler without @OrderedEvent exactly once: a second replay is refused and changes nothing', async () => {
+    await sendRaw(kafka, transfers, [record('t1', 'acct-t', 4000), record('t2', 'acct-t', 5)]);
+    // Without @OrderedEvent the line goes on: t2 is applied although t1 was dead-lettered before it.
+    await waitUntil('t2 applied', async () => (await applied('acct-t')).length === 1);
+    const [letter] = (await store.listDeadLetters({ topic: transfers })).items;
+    expect(letter).toMatchObject({ messageId: 'msg-t1', reason: 'handler-failed', status: 'dead-lettered' });
+    const refused = await store.waitFor((await store.requestReplay(letter.id)).id, 60000);
+    expect(refused).toMatchObject({ state: 'failed', result: { error: { name: 'NonRetriableHandlerError' } } });
+    await pool.query(`INSERT INTO approvals VALUES ('t1')`);
+    const [first, second] = await Promise.allSettled([store.requestReplay(letter.id, { actor: 'a' }), store.requestReplay(letter.id, { actor: 'b' })]);
+    // Two requests at once: the same queued replay (one open replay per dead letter).
+    expect(first.status === 'fulfilled' && second.status === 'fulfilled' && first.value.id === second.value.id).toBe(true);
+    const done = await store.waitFor((first as PromiseFulfilledResult<{ id: string }>).value.id, 60000);
+    expect(done).toMatchObject({ state: 'done', result: { replayed: 1, outputs: 1 } });
+    await expect(store.requestReplay(letter.id)).rejects.toThrow(OperatorRequestError);
+    await expect(store.requestReplay(letter.id)).rejects.toThrow(/replayed already/);
+    expect((await applied('acct-t')).map((r) => [r.entry_id, r.replay])).toEqual([
+      ['t2', null],
+      ['t1', 'dead-letter'],
+    ]);
+    expect(await balance('acct-t')).toBe(4005);
+    const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === 'acct-t').length >= 2, timeoutMs: 30000, pollIdleMs: 1500 });
+    expect(outputs.filter((r) => r.key === 'acct-t').map((r) => r.headers['causation-id'])).toEqual(['msg-t2', 'msg-t1']);
+    expect((await store.showDeadLetter(letter.id)).history.map((h) => h.state)).toEqual(['failed', 'done']);
+  });
+
+  it('parks the key of a record of an unknown newer schema version (unknown-schema), and a release after the deploy applies it', async () => {
+    const v2 = SchemaRegistry.fromDirectory(schemasDirectory('ordered-v2', { 'entry.v2.avsc': ENTRY_V2 })).current('test.ledger.Entry');
+    await sendRaw(kafka, entries, [
+      record('e1', 'acct-e', 1),
+      { key: 'acct-e', value: encodeSingleObject(v2, { entryId: 'e2', account: 'acct-e', amount: 2, memo: 'new field' }), headers: { 'message-id': 'msg-e2' } },
+      record('e3', 'acct-e', 3),
+    ]);
+    await waitUntil('acct-e parked', async () => (await store.listParkedKeys({ key: 'acct-e' })).items[0]?.parkedRecords === 2);
+    expect((await store.showParkedKey(entries, 'acct-e')).records.map((r) => [r.messageId, r.reason])).toEqual([
+      ['msg-e2', 'unknown-schema'],
+      ['msg-e3', 'key-parked'],
+    ]);
+    // The deploy: the new schema version in the consumer's schemas directory, and a restart.
+    await moduleRef.close();
+    writeFileSync(join(dir, 'entry.v2.avsc'), JSON.stringify(ENTRY_V2));
+    await start();
+    expect((await store.waitFor((await store.requestRelease(entries, 'acct-e')).id, 60000)).state).toBe('done');
+    expect((await applied('acct-e')).map((r) => r.entry_id)).toEqual(['e1', 'e2', 'e3']);
+    expect(await balance('acct-e')).toBe(6);
+  });
+});
