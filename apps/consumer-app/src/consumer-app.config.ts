@@ -1,3 +1,6 @@
+/** Injection token of the approval limit of payments (cents, bigint). */
+export const APPROVAL_LIMIT_CENTS = Symbol('consumer-app:approval-limit-cents');
+
 /** consumer-app's settings, read from the environment (the names of DESIGN §7, plus a few for tests). */
 export interface ConsumerAppConfig {
   kafkaBrokers: string[];
@@ -19,6 +22,10 @@ export interface ConsumerAppConfig {
   lockTimeoutMs?: number;
   /** KAFKA_STALL_AFTER_MS: /health reports a partition whose records wait this long without a commit (default 60000). */
   stallAfterMs?: number;
+  /** ADMIN_TOKEN: when set, the operator REST endpoints (/kafka-eo/...) are mounted and need this bearer token. */
+  adminToken?: string;
+  /** PAYMENT_APPROVAL_LIMIT_CENTS: payments of this size or more need a row in payment_approvals (default 1000000). */
+  approvalLimitCents: bigint;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -42,5 +49,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     idleInTransactionTimeoutMs: integer(env, 'INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS', 30000, 1000),
     lockTimeoutMs: env.INBOX_LOCK_TIMEOUT_MS ? integer(env, 'INBOX_LOCK_TIMEOUT_MS', 5000, 10) : undefined,
     stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,
+    adminToken: env.ADMIN_TOKEN || undefined,
+    approvalLimitCents: BigInt(integer(env, 'PAYMENT_APPROVAL_LIMIT_CENTS', 1000000, 1)),
   };
 }

@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { KafkaExactlyOnceModule } from 'kafka-exactly-once';
+import { KafkaExactlyOnceAdminModule, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { join } from 'path';
-import { consumerAppConfig } from './consumer-app.config';
+import { APPROVAL_LIMIT_CENTS, consumerAppConfig } from './consumer-app.config';
 import { HealthController } from './health/health.controller';
 import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create-demo-tables';
+import { CreatePaymentApprovals1764400500000 } from './migrations/1764400500000-create-payment-approvals';
 import { Account } from './payments/account.entity';
 import { LedgerEntry } from './payments/ledger-entry.entity';
 import { PaymentsHandler } from './payments/payments.handler';
@@ -32,7 +33,7 @@ export function schemasDirectory(): string {
         type: 'postgres',
         url: consumerAppConfig().databaseUrl,
         entities: [Account, LedgerEntry, User],
-        migrations: [CreateDemoTables1764400100000],
+        migrations: [CreateDemoTables1764400100000, CreatePaymentApprovals1764400500000],
         migrationsRun: true,
         synchronize: false,
         extra: { max: 20 },
@@ -57,8 +58,10 @@ export function schemasDirectory(): string {
       },
     }),
     TerminusModule,
+    // Operators' REST endpoints (dead letters, parked accounts), only with a token (ADMIN_TOKEN).
+    ...(consumerAppConfig().adminToken ? [KafkaExactlyOnceAdminModule.forRoot({ token: consumerAppConfig().adminToken! })] : []),
   ],
   controllers: [HealthController],
-  providers: [DemoTopicsInitializer, PaymentsHandler, UsersHandler],
+  providers: [DemoTopicsInitializer, PaymentsHandler, UsersHandler, { provide: APPROVAL_LIMIT_CENTS, useFactory: () => consumerAppConfig().approvalLimitCents }],
 })
 export class ConsumerAppModule {}

@@ -78,11 +78,12 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       await this.checkBrokerLimits(admin);
       await this.checkTopics(admin);
       const limits = await this.topicLimits(admin);
-      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, new FaultInjector(), this.handlers, limits);
+      const faults = new FaultInjector();
+      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits);
       const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
       if (keyedByFunction.length > 0) this.warnSplitOrderingKeys(await admin.fetchTopicMetadata({ topics: keyedByFunction }));
       await this.startConsumer(this.consumer);
-      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits);
+      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits, faults);
       this.replays.start();
     } catch (err) {
       // A failed start must not leave connections behind (the application is not going to shut us down).

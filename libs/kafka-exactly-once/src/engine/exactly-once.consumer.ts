@@ -378,10 +378,11 @@ export class ExactlyOnceConsumer {
   /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */
   private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string, parked?: { key: string; parkedNow: boolean }): void {
     const line = { topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) };
+    this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
     if (parked?.parkedNow) {
-      this.logger.error(`key parked ${JSON.stringify({ ...line, key: parked.key, group: this.options.groupId })}: its later records wait until it is released (docs/operations.md)`);
-    } else {
-      this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
+      this.logger.error(
+        `key parked ${JSON.stringify({ group: this.options.groupId, topic, key: parked.key, partition, offset: record.offset, reason })}: later records of the key wait until an operator releases it (kafka-eo parked show ${topic} <key>; docs/operations.md)`,
+      );
     }
   }
 

@@ -1,9 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
+import { PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 
 /**
- * The inbox database's health: up when PostgreSQL answers a query within the timeout.
+ * The inbox database's health: up when PostgreSQL answers a query within the timeout. Its details name the
+ * consumer group's parked keys (@OrderedEvent): a parked key does not make the service unhealthy (the other
+ * keys flow), but an operator must act on it (docs/operations.md).
  *
  * @example
  * check() { return this.health.check([() => this.inbox.isHealthy('inbox')]); }
@@ -20,17 +23,34 @@ export class InboxHealthIndicator {
     const timeoutMs = options.timeoutMs ?? 3000;
     let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        this.lifecycle.getDataSource().query('SELECT 1'),
-        new Promise((_, reject) => {
+      const parked = await Promise.race([
+        this.parkedKeys(),
+        new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`PostgreSQL did not answer within ${timeoutMs} ms`)), timeoutMs);
         }),
       ]);
-      return indicator.up();
+      return indicator.up(parked);
     } catch (err) {
       return indicator.down({ message: (err as Error).message });
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  private async parkedKeys(): Promise<Record<string, unknown>> {
+    const dataSource = this.lifecycle.getDataSource();
+    if (!this.lifecycle.groupId) {
+      await dataSource.query('SELECT 1');
+      return {};
+    }
+    // Before the library's migrations ran (no handler started yet) there is no table: nothing is parked.
+    const exists = await dataSource.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [PARKED_KEYS_TABLE]);
+    if (!exists[0]?.present) return {};
+    const [row] = await dataSource.query(
+      `SELECT count(*)::int AS n, min(parked_at) AS oldest, (array_agg(topic || ' ' || ordering_key ORDER BY parked_at))[1:10] AS keys
+       FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1`,
+      [this.lifecycle.groupId],
+    );
+    return row.n === 0 ? { parkedKeys: 0 } : { parkedKeys: row.n, oldestParkedAt: new Date(row.oldest).toISOString(), parked: row.keys };
   }
 }

@@ -6,6 +6,7 @@ import { releaseClean } from '../engine/clean-release';
 import { invokeHandler } from '../engine/handler-invocation';
 import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
 import { identify } from '../engine/record-identity';
+import type { FaultInjector } from '../engine/fault-injector';
 import { describeFailure, reasonOf } from '../engine/unit-of-work';
 import type { RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
@@ -80,6 +81,7 @@ export class ReplayWorker {
     private readonly options: ResolvedOptions,
     handlers: HandlerDefinition[],
     private readonly topicLimits: ReadonlyMap<string, number>,
+    private readonly faults?: FaultInjector,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs);
@@ -294,6 +296,7 @@ export class ReplayWorker {
   }
 
   private async publishIfReplayed(step: StepResult): Promise<StepResult> {
+    if (step.kind === 'replayed') this.faults?.reach('after-replay-db-commit');
     if (step.kind === 'replayed' && step.replay && step.replay.outputs.length > 0) await this.publish([step.replay]);
     return step;
   }

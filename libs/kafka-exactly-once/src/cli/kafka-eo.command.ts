@@ -1,0 +1,222 @@
+import { Kafka, logLevel } from 'kafkajs';
+import { Pool } from 'pg';
+import { OperatorStore, type AuditEntry } from '../admin/operator-store';
+import { pgPoolSql } from '../admin/sql-client';
+import { OperatorRequestError } from '../errors/operator-request.error';
+import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
+
+/** Exit codes scripts can rely on. */
+export const EXIT = {
+  ok: 0,
+  /** The release or replay ran and failed (the handler refused again), or an unexpected error. */
+  failed: 1,
+  /** Bad usage or input. */
+  usage: 2,
+  notFound: 3,
+  /** Refused in this state (a parked dead letter replayed alone, a replay twice, a record discarded already). */
+  conflict: 4,
+  /** Queued, but not carried out within --timeout-ms (is a consumer of the group running?). */
+  pending: 5,
+} as const;
+
+export const USAGE = `kafka-eo: dead letters and parked keys of kafka-exactly-once consumer groups
+
+Usage:
+  kafka-eo dlq list [--topic T] [--reason R] [--key K] [--limit N] [--after CURSOR]
+  kafka-eo dlq show <id> [--topic T]
+  kafka-eo dlq replay <id> [--topic T] [--actor NAME] [--no-wait] [--timeout-ms MS]
+  kafka-eo parked list [--topic T] [--key K] [--reason R] [--limit N] [--after CURSOR]
+  kafka-eo parked show <topic> <key>
+  kafka-eo parked release <topic> <key> [--actor NAME] [--no-wait] [--timeout-ms MS]
+  kafka-eo parked discard <seq> --reason TEXT [--actor NAME]
+  kafka-eo operations show <id>
+
+Options:
+  --group G        consumer group (default: KAFKA_EO_GROUP, or the only group with dead letters or parked keys)
+  --json           print JSON (the same documents as the admin REST API) instead of tables
+  --timeout-ms MS  how long release and replay wait for the group's consumer to carry them out (default 60000)
+
+Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), KAFKA_BROKERS (default 127.0.0.1:9092)
+Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 conflict, 5 still queued when the wait ended`;
+
+interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+interface Parsed {
+  positional: string[];
+  flags: Map<string, string | true>;
+}
+
+const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms']);
+const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
+
+function parse(argv: string[]): Parsed {
+  const positional: string[] = [];
+  const flags = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const [name, inline] = arg.slice(2).split(/=(.*)/s, 2);
+    if (BOOLEAN_FLAGS.has(name)) flags.set(name, true);
+    else if (VALUE_FLAGS.has(name)) {
+      const value = inline ?? argv[++i];
+      if (value === undefined) throw new OperatorRequestError('invalid', `--${name} needs a value`, name);
+      flags.set(name, value);
+    } else throw new OperatorRequestError('invalid', `unknown option --${name}`, name);
+  }
+  return { positional, flags };
+}
+
+/** Columns of plain text, the widths of the widest cell (cells cut at 60 characters). */
+function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
+  if (rows.length === 0) return '(none)';
+  const cell = (v: unknown) => {
+    const text = v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+    return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+  };
+  const cells = rows.map((r) => columns.map((c) => cell(r[c])));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd();
+  return [line(columns.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n');
+}
+
+function fields(document: Record<string, unknown>): string {
+  return Object.entries(document)
+    .filter(([, v]) => !Array.isArray(v))
+    .map(([k, v]) => `${k.padEnd(16)} ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+    .join('\n');
+}
+
+function exitOf(entry: AuditEntry): number {
+  return entry.state === 'done' ? EXIT.ok : entry.state === 'failed' ? EXIT.failed : EXIT.pending;
+}
+
+/** The group: --group, KAFKA_EO_GROUP, or the only one the tables know. */
+async function resolveGroup(pool: Pool, flags: Parsed['flags'], env: NodeJS.ProcessEnv): Promise<string> {
+  const given = (flags.get('group') as string | undefined) ?? env.KAFKA_EO_GROUP;
+  if (given) return given;
+  const { rows } = await pool.query(
+    `SELECT consumer_group FROM ${PARKED_KEYS_TABLE} UNION SELECT consumer_group FROM ${AUDIT_TABLE}
+     UNION SELECT DISTINCT consumer_group FROM ${INBOX_TABLE} WHERE dlq_reason IS NOT NULL`,
+  );
+  if (rows.length === 1) return rows[0].consumer_group;
+  throw new OperatorRequestError('invalid', rows.length === 0 ? 'no consumer group has dead letters or parked keys here; name one with --group' : `several consumer groups here (${rows.map((r) => r.consumer_group).join(', ')}): name one with --group`, 'group');
+}
+
+/** Why a queued operation may not have run: no member in the group (asked of Kafka; silent if Kafka does not answer). */
+async function consumerHint(env: NodeJS.ProcessEnv, group: string): Promise<string> {
+  const kafka = new Kafka({ clientId: 'kafka-eo-cli', brokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.NOTHING, connectionTimeout: 3000, retry: { retries: 1 } });
+  const admin = kafka.admin();
+  try {
+    await admin.connect();
+    const { groups } = await admin.describeGroups([group]);
+    const members = groups[0]?.members.length ?? 0;
+    return members === 0 ? `no consumer of group ${group} is running: it is carried out when one starts` : `${members} consumer(s) of group ${group} are running; see their logs`;
+  } catch {
+    return 'Kafka did not answer to tell whether a consumer of the group is running';
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
+/** Runs one CLI command; resolves the exit code. */
+export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io): Promise<number> {
+  let parsed: Parsed;
+  try {
+    parsed = parse(argv);
+  } catch (err) {
+    io.err(`${(err as Error).message}\n\n${USAGE}`);
+    return EXIT.usage;
+  }
+  const { positional, flags } = parsed;
+  if (flags.has('help') || positional.length === 0) {
+    (flags.has('help') ? io.out : io.err)(USAGE);
+    return flags.has('help') ? EXIT.ok : EXIT.usage;
+  }
+  const [noun, verb, ...args] = positional;
+  const json = flags.has('json');
+  const text = (name: string) => flags.get(name) as string | undefined;
+  const print = (document: unknown, human: () => string) => io.out(json ? JSON.stringify(document, null, 2) : human());
+  const arity = (n: number, names: string) => {
+    if (args.length !== n) throw new OperatorRequestError('invalid', `${noun} ${verb} takes ${names}`);
+  };
+  const limit = text('limit') === undefined ? undefined : /^[0-9]{1,4}$/.test(text('limit')!) ? Number(text('limit')) : NaN;
+  const timeoutMs = text('timeout-ms') === undefined ? 60000 : Number(text('timeout-ms'));
+
+  const pool = new Pool({ connectionString: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: 2 });
+  try {
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new OperatorRequestError('invalid', `--timeout-ms must be a whole number of milliseconds`, 'timeout-ms');
+    const group = await resolveGroup(pool, flags, env);
+    const store = new OperatorStore(pgPoolSql(pool), group);
+    const query = { topic: text('topic'), key: text('key'), reason: text('reason'), after: text('after'), limit };
+    const finish = async (queued: AuditEntry) => {
+      const entry = flags.has('no-wait') ? queued : await store.waitFor(queued.id, timeoutMs);
+      print(entry, () => fields({ ...entry }));
+      if (entry.state === 'pending' || entry.state === 'running') io.err(`operation ${entry.id} is ${entry.state}: ${await consumerHint(env, group)}`);
+      return flags.has('no-wait') ? EXIT.ok : exitOf(entry);
+    };
+    switch (`${noun} ${verb}`) {
+      case 'dlq list': {
+        arity(0, 'no arguments');
+        const page = await store.listDeadLetters(query);
+        print(page, () => `${table(page.items as never, ['id', 'topic', 'partition', 'offset', 'messageId', 'key', 'reason', 'status', 'deadLetteredAt'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
+        return EXIT.ok;
+      }
+      case 'dlq show': {
+        arity(1, '<id>');
+        const letter = await store.showDeadLetter(args[0], text('topic'));
+        print(letter, () => `${fields({ ...letter, headers: undefined })}\nheaders:\n${table(Object.entries(letter.headers).map(([name, value]) => ({ name, value })), ['name', 'value'])}\nhistory:\n${table(letter.history as never, ['id', 'action', 'state', 'actor', 'requestedAt', 'result'])}`);
+        return EXIT.ok;
+      }
+      case 'dlq replay':
+        arity(1, '<id>');
+        return await finish(await store.requestReplay(args[0], { topic: text('topic'), actor: text('actor') ?? env.USER }));
+      case 'parked list': {
+        arity(0, 'no arguments');
+        const page = await store.listParkedKeys(query);
+        print(page, () => `${table(page.items as never, ['topic', 'key', 'reason', 'parkedRecords', 'partition', 'offset', 'messageId', 'parkedAt'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
+        return EXIT.ok;
+      }
+      case 'parked show': {
+        arity(2, '<topic> <key>');
+        const key = await store.showParkedKey(args[0], args[1]);
+        print(key, () => `${fields({ ...key })}\nparked records (released in this order):\n${table(key.records as never, ['seq', 'partition', 'offset', 'messageId', 'reason', 'releaseFailures', 'error'])}`);
+        return EXIT.ok;
+      }
+      case 'parked release':
+        arity(2, '<topic> <key>');
+        return await finish(await store.requestRelease(args[0], args[1], { actor: text('actor') ?? env.USER }));
+      case 'parked discard': {
+        arity(1, '<seq>');
+        const entry = await store.discard(args[0], text('reason'), { actor: text('actor') ?? env.USER });
+        print(entry, () => fields({ ...entry }));
+        return EXIT.ok;
+      }
+      case 'operations show': {
+        arity(1, '<id>');
+        const entry = await store.operation(args[0]);
+        print(entry, () => fields({ ...entry }));
+        return EXIT.ok;
+      }
+      default:
+        throw new OperatorRequestError('invalid', `unknown command "${positional.slice(0, 2).join(' ')}"`);
+    }
+  } catch (err) {
+    if (err instanceof OperatorRequestError) {
+      if (json) io.out(JSON.stringify({ statusCode: err.status, message: err.message, ...(err.field ? { field: err.field } : {}) }, null, 2));
+      io.err(`kafka-eo: ${err.message}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq)$/) ? `\n\n${USAGE}` : ''}`);
+      return err.kind === 'invalid' ? EXIT.usage : err.kind === 'not-found' ? EXIT.notFound : EXIT.conflict;
+    }
+    if ((err as { code?: string }).code === '42P01') {
+      io.err(`kafka-eo: the kafka-exactly-once tables are not in this database (${(err as Error).message}); set DATABASE_URL to the consumer's database (a consumer creates them when it starts)`);
+    } else io.err(`kafka-eo: ${(err as Error).message}`);
+    return EXIT.failed;
+  } finally {
+    await pool.end().catch(() => undefined);
+  }
+}
