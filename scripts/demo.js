@@ -11,6 +11,11 @@
  * input topic, outputs of each account in input order. Exits 0 only if exactly-once and order held. Stops what
  * it started.
  *
+ * One account is made to fail on purpose: a deposit over the approval limit without an approval. Its account
+ * is parked (@OrderedEvent): its later payments wait, in order, while every other account flows. The demo
+ * shows it parked, approves the deposit (the fix), releases the account with the kafka-eo CLI, and only then
+ * checks: the parked account too must equal the in-order fold.
+ *
  * Options: --count N (20000) --accounts K (200) --duplicates P (0.05) --rate R (800/s) --outage-seconds S (5) --keep
  */
 const { spawn, spawnSync } = require('child_process');
@@ -194,6 +199,17 @@ async function readAll(kafka, topic, enough, timeoutMs = 180000) {
   return records.sort((a, b) => a.partition - b.partition || (a.offset < b.offset ? -1 : 1));
 }
 
+/** Runs the kafka-eo CLI as an operator would; returns its output (throws on a non-zero exit). */
+function kafkaEo(args) {
+  const result = spawnSync(process.execPath, [join(ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js'), ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, DATABASE_URL, KAFKA_BROKERS: BROKERS.join(','), KAFKA_EO_GROUP: GROUP },
+  });
+  if (result.status !== 0) throw new Error(`kafka-eo ${args.join(' ')} exited ${result.status}: ${result.stderr}${result.stdout}`);
+  return result.stdout;
+}
+
 async function main() {
   await ensureKafka();
   await ensurePostgres();
@@ -242,6 +258,17 @@ async function main() {
   const loadDone = new Promise((resolve) => load.once('exit', resolve));
   log('load command publishing payments (npm run produce -- payments ...)');
 
+  // The deliberately failing account: a deposit over the approval limit, not approved, then withdrawals that
+  // only that deposit covers. Handled out of order they would be rejected; parked, they wait for it.
+  const { randomUUID } = require('crypto');
+  const special = `${prefix}needs-approval`;
+  const specialPayments = [1000n, 2000000n, -900000n, 50n, -900000n].map((amountCents) => ({ paymentId: randomUUID(), accountId: special, amountCents: amountCents.toString() }));
+  for (const payment of specialPayments) {
+    const answer = await postJson(PRODUCER_PORT, '/payments', payment);
+    if (answer.status !== 202) throw new Error(`POST /payments for ${special} -> ${answer.status} ${JSON.stringify(answer.body)}`);
+  }
+  log(`account ${special}: a $20,000.00 deposit without an approval, then two $9,000.00 withdrawals only it covers`);
+
   // Fault 1: Kafka goes away for a few seconds while the load command publishes: the publisher spools to disk,
   // consumer-app's transactions fail and are recovered.
   let outage = 'skipped: the broker was not started by scripts/kafka, so the demo does not stop it';
@@ -278,11 +305,26 @@ async function main() {
 
   log('waiting for consumer-app to catch up');
   const topic = 'payments.requested';
-  const catchUpDeadline = Date.now() + 5 * 60 * 1000;
-  while ((await groupLag(admin, topic)) > 0) {
-    if (Date.now() > catchUpDeadline) throw new Error('consumer-app did not catch up within 5 minutes (log: .demo-logs/consumer-app.log)');
-    await sleep(500);
-  }
+  const catchUp = async () => {
+    const catchUpDeadline = Date.now() + 5 * 60 * 1000;
+    while ((await groupLag(admin, topic)) > 0) {
+      if (Date.now() > catchUpDeadline) throw new Error('consumer-app did not catch up within 5 minutes (log: .demo-logs/consumer-app.log)');
+      await sleep(500);
+    }
+  };
+  await catchUp();
+
+  // The operator's part: see the parked account, fix the cause, release it.
+  const parked = JSON.parse(kafkaEo(['parked', 'list', '--topic', topic, '--key', special, '--json'])).items;
+  if (parked.length !== 1) throw new Error(`expected ${special} to be parked, kafka-eo parked list says: ${JSON.stringify(parked)}`);
+  const parkedLine = `${special} (${parked[0].reason}: ${parked[0].error.message.slice(0, 60)}…), ${parked[0].parkedRecords} payments waiting`;
+  log(`parked: ${parkedLine}`);
+  process.stdout.write(kafkaEo(['parked', 'show', topic, special]).replace(/^/gm, '    '));
+  await db.query(`INSERT INTO payment_approvals (payment_id, approved_by) VALUES ($1, 'demo')`, [specialPayments[1].paymentId]);
+  log(`approved the deposit (INSERT INTO payment_approvals); releasing: npx kafka-eo parked release ${topic} ${special}`);
+  const release = JSON.parse(kafkaEo(['parked', 'release', topic, special, '--actor', 'demo', '--json']));
+  log(`release ${release.state}: ${release.result.replayed} payments replayed in order`);
+  await catchUp();
 
   // Independent check: the input topic, decoded and folded in partition order.
   const registry = lib.SchemaRegistry.fromDirectory(join(ROOT, 'schemas'));
@@ -337,8 +379,10 @@ async function main() {
   }
   const accepted = ledger.filter((r) => r.status === 'ACCEPTED').length;
 
+  const specialBalance = accounts.find((a) => a.account_id === special)?.balance;
   const ok =
-    unique.length === COUNT &&
+    unique.length === COUNT + specialPayments.length &&
+    release.state === 'done' &&
     ledger.length === unique.length &&
     wrongOutcomes === 0 &&
     wrongBalances === 0 &&
@@ -352,6 +396,7 @@ async function main() {
     `published            ${summary.events} payments + ${summary.duplicatePublishes} duplicate publishes (${inputs.length} records on ${topic})`,
     `spooled              ${summary.spooled} during the Kafka outage (${outage}) or queued behind their account's spooled events, all delivered`,
     `consumer crashes     1 SIGKILL after ${appliedAtKill} payments applied`,
+    `parked account       ${parkedLine}; released by kafka-eo after the approval (balance ${specialBalance} cents, fold ${balances.get(special)})`,
     `duplicates absorbed  ${inputs.length - unique.length} (same message id, applied once)`,
     `ledger rows          ${ledger.length} for ${unique.length} distinct payments (${accepted} accepted, ${ledger.length - accepted} rejected)`,
     `outputs              ${outputs.length} PaymentProcessed (read committed), ${duplicatedOutputs} duplicated, ${missingOutputs} missing`,

@@ -1,6 +1,6 @@
 import { Kafka } from 'kafkajs';
 import { Client } from 'pg';
-import { FAULT_POINTS } from 'kafka-exactly-once';
+import { UNIT_OF_WORK_FAULT_POINTS } from 'kafka-exactly-once';
 import { consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
 import { processSuite } from './support/suite';
 import { checkPaymentInvariants, generatePayments, publishPayments, republish, waitForGroupCaughtUp } from './support/payments';
@@ -47,7 +47,7 @@ describe('consumer-app: exactly-once effects', () => {
     }
   });
 
-  describe.each(FAULT_POINTS)('crash at %s', (point) => {
+  describe.each(UNIT_OF_WORK_FAULT_POINTS)('crash at %s', (point) => {
     it('recovers after a restart with exactly one effect per payment and balances equal to the in-order fold', async () => {
       const scope = await createConsumerAppScope(`fault-${point}`);
       const crashing = await startConsumerApp(processes, scope, { KAFKA_EO_FAULT: `${point}:3` });

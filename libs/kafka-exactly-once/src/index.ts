@@ -25,7 +25,7 @@ export { encodeSingleObject, decodeSingleObject, validationErrors, readFingerpri
 export { rabinFingerprint64 } from './serde/rabin-fingerprint';
 export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000 } from './inbox/migrations';
 export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE, FAULT_ENV } from './kafka-exactly-once.constants';
-export { FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
+export { FAULT_POINTS, UNIT_OF_WORK_FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
 export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';
 export type { PartitionHealth, PartitionActivity } from './engine/partition-progress';
 export type { DeduplicationScope } from './engine/record-identity';

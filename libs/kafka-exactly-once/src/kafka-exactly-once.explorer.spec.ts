@@ -4,6 +4,7 @@ import { mkdtempSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { IdempotentHandler } from './decorators/idempotent-handler.decorator';
+import { OrderedEvent } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
@@ -28,6 +29,19 @@ class OtherPingHandler {
 class UnknownSchemaHandler {
   @IdempotentHandler({ topic: 'pongs', schema: 't.Pong' })
   onPong() {}
+}
+
+@Injectable()
+class OrderedPingHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping' })
+  @OrderedEvent({ key: (e: { n: number }) => e.n })
+  onPing() {}
+}
+
+@Injectable()
+class OrderedWithoutHandler {
+  @OrderedEvent()
+  onPing() {}
 }
 
 @Injectable({ scope: Scope.REQUEST })
@@ -84,7 +98,20 @@ describe('KafkaExactlyOnceExplorer', () => {
     await expect(moduleWith([PingHandler], { groupId: '' })).rejects.toThrow(/option "groupId" is required/);
   });
 
+  it('reads @OrderedEvent: its key function, or none for the record key', async () => {
+    const [ordered] = (await moduleWith([OrderedPingHandler])).get(KafkaExactlyOnceExplorer).explore();
+    expect(ordered.ordering?.key?.({ n: 7 })).toBe(7);
+    const [plain] = (await moduleWith([PingHandler])).get(KafkaExactlyOnceExplorer).explore();
+    expect(plain.ordering).toBeUndefined();
+  });
+
+  it('refuses @OrderedEvent without @IdempotentHandler', async () => {
+    await expect(moduleWith([OrderedWithoutHandler]).then((m) => m.init())).rejects.toThrow(/@OrderedEvent needs @IdempotentHandler on the same method/);
+  });
+
   it('checks decorator arguments when applied', () => {
+    expect(() => OrderedEvent({ key: 'accountId' as never })).toThrow(/needs a function of the event/);
+    expect(() => OrderedEvent(null as never)).toThrow(/takes an options object/);
     expect(() => IdempotentHandler({ topic: '', schema: 't.Ping' })).toThrow(/needs a topic/);
     expect(() => IdempotentHandler({ topic: 'x', schema: '' })).toThrow(/full name of its Avro schema/);
   });

@@ -72,12 +72,12 @@ function parse(argv: string[]): Parsed {
   return { positional, flags };
 }
 
-/** Columns of plain text, the widths of the widest cell (cells cut at 60 characters). */
+/** Columns of plain text, the widths of the widest cell (cells cut at 66 characters: ids, 64, are whole). */
 function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   if (rows.length === 0) return '(none)';
   const cell = (v: unknown) => {
     const text = v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-    return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+    return text.length > 66 ? `${text.slice(0, 65)}…` : text;
   };
   const cells = rows.map((r) => columns.map((c) => cell(r[c])));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
@@ -185,7 +185,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       case 'parked show': {
         arity(2, '<topic> <key>');
         const key = await store.showParkedKey(args[0], args[1]);
-        print(key, () => `${fields({ ...key })}\nparked records (released in this order):\n${table(key.records as never, ['seq', 'partition', 'offset', 'messageId', 'reason', 'releaseFailures', 'error'])}`);
+        print(key, () => `${fields({ ...key })}\nparked records (released in this order):\n${table(key.records.map((r) => ({ ...r, error: r.lastReleaseError?.message ?? r.error?.message })) as never, ['seq', 'partition', 'offset', 'messageId', 'reason', 'releaseFailures', 'error'])}`);
         return EXIT.ok;
       }
       case 'parked release':

@@ -381,7 +381,7 @@ export class ExactlyOnceConsumer {
     this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
     if (parked?.parkedNow) {
       this.logger.error(
-        `key parked ${JSON.stringify({ group: this.options.groupId, topic, key: parked.key, partition, offset: record.offset, reason })}: later records of the key wait until an operator releases it (kafka-eo parked show ${topic} <key>; docs/operations.md)`,
+        `key parked ${JSON.stringify({ group: this.options.groupId, topic, key: parked.key, partition, offset: record.offset, reason })}: later records of the key wait until an operator releases it (kafka-eo parked show ${topic} ${/^[\w.:@/-]+$/.test(parked.key) ? parked.key : JSON.stringify(parked.key)}; docs/operations.md)`,
       );
     }
   }

@@ -5,7 +5,8 @@ import { FAULT_ENV } from '../kafka-exactly-once.constants';
  * The points of a unit of work where the crash tests kill (or freeze) the process; `after-replay-db-commit`:
  * a release or dead-letter replay step, between its PostgreSQL commit and its Kafka transaction.
  */
-export const FAULT_POINTS = ['mid-chunk', 'after-db-commit', 'before-kafka-commit', 'after-replay-db-commit'] as const;
+export const UNIT_OF_WORK_FAULT_POINTS = ['mid-chunk', 'after-db-commit', 'before-kafka-commit'] as const;
+export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit'] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /**

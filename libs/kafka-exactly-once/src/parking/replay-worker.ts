@@ -159,7 +159,7 @@ export class ReplayWorker {
     if (!handler) return this.finish(operation, 'failed', { error: { name: 'NoHandler', message: `no @IdempotentHandler for ${operation.topic} in group ${this.options.groupId}` } });
     if (operation.action === 'replay') {
       const result = await this.replayStep(operation, handler);
-      if (result.kind === 'failed') return this.finish(operation, 'failed', { error: result.error, ...result.at });
+      if (result.kind === 'failed') return this.finish(operation, 'failed', { error: { name: result.error.name, message: result.error.message }, ...result.at });
       return this.finish(operation, 'done', { replayed: 1, outputs: result.kind === 'replayed' ? result.outputs : 0 });
     }
     let replayed = 0;
@@ -173,7 +173,7 @@ export class ReplayWorker {
       const previous = await this.previousReplays(operation.id);
       if (result.kind === 'failed') {
         this.logger.error(`release of key ${operation.ordering_key} of ${operation.topic} failed at a parked record (${result.error.message}); the key stays parked there`);
-        return this.finish(operation, 'failed', { replayed: previous, error: result.error, ...result.at });
+        return this.finish(operation, 'failed', { replayed: previous, error: { name: result.error.name, message: result.error.message }, ...result.at });
       }
       this.logger.log(`key ${operation.ordering_key} of ${operation.topic} released: ${previous} parked record(s) replayed in order`);
       return this.finish(operation, 'done', { replayed: previous });
