@@ -65,7 +65,9 @@ describe('library: inbox migration from text message ids', () => {
       await runner.query(`INSERT INTO kafka_eo_migrations (name) VALUES ('CreateKafkaEoInbox1764400000000')`);
       await runner.query(
         `INSERT INTO kafka_eo_inbox (consumer_group, message_id, topic, partition, "offset", status, outputs)
-         VALUES ('g', 'm-1', 'payments', 0, 5, 'processed', '[{"topic":"out","key":null,"value":null,"headers":{"message-id":"o-1"}}]')`,
+         VALUES ('g', 'm-1', 'payments', 0, 5, 'processed', '[{"topic":"out","key":null,"value":null,"headers":{"message-id":"o-1"}}]'),
+                ('g', 'm-dead', 'payments', 0, 6, 'dead-lettered',
+                 '[{"topic":"payments.dlq","key":null,"value":"AQI=","headers":{"message-id":"m-dead","dlq-reason":"handler-failed","dlq-error-class":"Error","dlq-error-message":"boom"}}]')`,
       );
       await runner.release();
       await runInboxMigrations(dataSource);
@@ -80,6 +82,9 @@ describe('library: inbox migration from text message ids', () => {
         expect([...rows.values()]).toEqual([
           { topic: 'payments', partition: 0, offset: '5', status: 'processed', outputs: [{ topic: 'out', key: null, value: null, headers: { 'message-id': 'o-1' } }] },
         ]);
+        // A dead letter recorded before the operator tools: listed with its reason and error after the upgrade.
+        const dead = await claimRunner.query(`SELECT message_id, dlq_reason, dlq_error->>'name' AS name, dlq_error->>'message' AS message FROM kafka_eo_inbox WHERE status = 'dead-lettered'`);
+        expect(dead).toEqual([{ message_id: 'm-dead', dlq_reason: 'handler-failed', name: 'Error', message: 'boom' }]);
         // The same id on another topic is another message.
         const other = identify('orders', 0, { offset: '9', headers: { 'message-id': Buffer.from('m-1') } }, 'topic');
         expect((await inbox.claim(claimRunner, 'g', 'orders', 0, [{ ...other, offset: '9' }])).size).toBe(1);

@@ -11,6 +11,17 @@ export class ParkedKeys1764400400000 implements MigrationInterface {
   async up(queryRunner: QueryRunner): Promise<void> {
     // Why a record was dead-lettered, on its inbox row: what operators list and filter by.
     await queryRunner.query(`ALTER TABLE kafka_eo_inbox ADD COLUMN IF NOT EXISTS dlq_reason text, ADD COLUMN IF NOT EXISTS dlq_error jsonb, ADD COLUMN IF NOT EXISTS replayed_at timestamptz`);
+    // Dead letters recorded before: their reason and error from the headers of the recorded letter (base64 pairs
+    // since 0.2, a text object in 0.1 rows), so that operators see them too.
+    const header = (name: string) => `COALESCE(
+        (SELECT convert_from(decode(e->>1, 'base64'), 'UTF8') FROM jsonb_array_elements(CASE WHEN jsonb_typeof(outputs->0->'h') = 'array' THEN outputs->0->'h' ELSE '[]'::jsonb END) e
+         WHERE e->>0 = '${Buffer.from(name).toString('base64')}' AND e->>1 IS NOT NULL LIMIT 1),
+        outputs->0->'headers'->>'${name}')`;
+    await queryRunner.query(`
+      UPDATE kafka_eo_inbox
+      SET dlq_reason = ${header('dlq-reason')},
+          dlq_error = jsonb_build_object('name', ${header('dlq-error-class')}, 'message', ${header('dlq-error-message')}, 'stack', ${header('dlq-error-stack')}, 'reason', ${header('dlq-reason')})
+      WHERE status IN ('dead-lettered', 'deferred') AND dlq_reason IS NULL AND jsonb_typeof(outputs) = 'array' AND jsonb_array_length(outputs) > 0`);
     await queryRunner.query(`CREATE INDEX IF NOT EXISTS kafka_eo_inbox_dead_letters ON kafka_eo_inbox (consumer_group, processed_at) WHERE dlq_reason IS NOT NULL`);
     await queryRunner.query(`
       CREATE TABLE IF NOT EXISTS kafka_eo_parked_keys (
