@@ -199,6 +199,17 @@ describe('library: @OrderedEvent parking, release and replay', () => {
     const a2 = (await store.listDeadLetters({ topic: entries, key: 'acct-a' })).items.find((d) => d.messageId === 'msg-a2')!;
     expect(a2).toMatchObject({ reason: 'handler-failed', status: 'parked' });
     await expect(store.requestReplay(a2.id)).rejects.toMatchObject({ kind: 'conflict' });
+    // Paging one by one lists every dead letter once, also those written in the same instant.
+    const all = (await store.listDeadLetters({ topic: entries, limit: 500 })).items.map((d) => d.id);
+    const paged: string[] = [];
+    let after: string | undefined;
+    do {
+      const page = await store.listDeadLetters({ topic: entries, limit: 1, after });
+      paged.push(...page.items.map((d) => d.id));
+      after = page.next ?? undefined;
+    } while (after);
+    expect(all).toHaveLength(3);
+    expect(paged).toEqual(all);
 
     // The cause is fixed (the entry approved); the release replays a2, a3, a4 in order, once.
     await pool.query(`INSERT INTO approvals VALUES ('a2')`);

@@ -102,10 +102,12 @@ function limitOf(query: ListQuery): number {
   return limit;
 }
 
-function cursorOf(query: ListQuery): string | null {
-  if (query.after === undefined || query.after === '') return null;
-  if (!/^[0-9]{1,18}$/.test(query.after)) throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous page, got "${query.after}"`, 'after');
-  return query.after;
+/** A page cursor: the microseconds and digest of the last item of the previous page (keyset: ties do not skip). */
+function cursorOf(query: ListQuery): [string | null, string | null] {
+  if (query.after === undefined || query.after === '') return [null, null];
+  const cursor = /^([0-9]{1,18}):([0-9a-f]{64})$/.exec(query.after);
+  if (!cursor) throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous page, got "${query.after.slice(0, 100)}"`, 'after');
+  return [cursor[1], cursor[2]];
 }
 
 function reasonOf(query: ListQuery): string | null {
@@ -151,15 +153,15 @@ export class OperatorStore {
     const limit = limitOf(query);
     const rows = await this.sql.query(
       `SELECT encode(id_digest, 'hex') AS id, topic, partition, "offset"::text AS "offset", message_id, status, dlq_reason, dlq_error, processed_at, replayed_at,
-              outputs->0->>'key' AS key64, (extract(epoch FROM processed_at) * 1000000)::bigint::text AS cursor
+              outputs->0->>'key' AS key64, (extract(epoch FROM processed_at) * 1000000)::bigint::text || ':' || encode(id_digest, 'hex') AS cursor
        FROM ${INBOX_TABLE}
        WHERE consumer_group = $1 AND dlq_reason IS NOT NULL
          AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR dlq_reason = $3)
-         AND ($4::text IS NULL OR outputs->0->>'key' = encode(convert_to($4, 'UTF8'), 'base64'))
-         AND ($5::bigint IS NULL OR (extract(epoch FROM processed_at) * 1000000)::bigint < $5::bigint)
-       ORDER BY processed_at DESC, id_digest
-       LIMIT $6`,
-      [this.group, query.topic || null, reasonOf(query), query.key ?? null, cursorOf(query), limit + 1],
+         AND ($4::text IS NULL OR decode(outputs->0->>'key', 'base64') = convert_to($4, 'UTF8'))
+         AND ($5::bigint IS NULL OR ((extract(epoch FROM processed_at) * 1000000)::bigint, id_digest) < ($5::bigint, decode($6, 'hex')))
+       ORDER BY (extract(epoch FROM processed_at) * 1000000)::bigint DESC, id_digest DESC
+       LIMIT $7`,
+      [this.group, query.topic || null, reasonOf(query), query.key ?? null, ...cursorOf(query), limit + 1],
     );
     const items = rows.slice(0, limit).map((r) => this.deadLetterSummary(r));
     return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
@@ -205,14 +207,14 @@ export class OperatorStore {
     const rows = await this.sql.query(
       `SELECT k.*, encode(k.key_digest, 'hex') AS digest, "offset"::text AS offset_text,
               (SELECT count(*)::int FROM ${PARKED_RECORDS_TABLE} r WHERE r.consumer_group = k.consumer_group AND r.topic = k.topic AND r.key_digest = k.key_digest AND r.state = 'parked') AS parked_records,
-              (extract(epoch FROM k.parked_at) * 1000000)::bigint::text AS cursor
+              (extract(epoch FROM k.parked_at) * 1000000)::bigint::text || ':' || encode(k.key_digest, 'hex') AS cursor
        FROM ${PARKED_KEYS_TABLE} k
        WHERE k.consumer_group = $1 AND ($2::text IS NULL OR k.topic = $2) AND ($3::text IS NULL OR k.key_digest = decode($3, 'hex'))
          AND ($4::text IS NULL OR k.reason = $4)
-         AND ($5::bigint IS NULL OR (extract(epoch FROM k.parked_at) * 1000000)::bigint > $5::bigint)
-       ORDER BY k.parked_at, k.key_digest
-       LIMIT $6`,
-      [this.group, query.topic || null, query.key ? keyDigestFromOperator(query.key) : null, reasonOf(query), cursorOf(query), limit + 1],
+         AND ($5::bigint IS NULL OR ((extract(epoch FROM k.parked_at) * 1000000)::bigint, k.key_digest) > ($5::bigint, decode($6, 'hex')))
+       ORDER BY (extract(epoch FROM k.parked_at) * 1000000)::bigint, k.key_digest
+       LIMIT $7`,
+      [this.group, query.topic || null, query.key ? keyDigestFromOperator(query.key) : null, reasonOf(query), ...cursorOf(query), limit + 1],
     );
     const items = rows.slice(0, limit).map((r) => this.parkedKeySummary(r));
     return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
@@ -268,7 +270,7 @@ export class OperatorStore {
       if (!record) throw new OperatorRequestError('not-found', `no parked record ${seq} in group ${this.group}`);
       if (record.state !== 'parked') throw new OperatorRequestError('conflict', `parked record ${seq} is ${record.state} already`);
       await sql.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'discarded', resolved_at = now() WHERE seq = $1`, [seq]);
-      await sql.query(`UPDATE ${INBOX_TABLE} SET status = 'discarded' WHERE consumer_group = $1 AND scope = $2 AND id_digest = decode($3, 'hex') AND status = 'parked'`, [this.group, record.scope, record.id]);
+      await sql.query(`UPDATE ${INBOX_TABLE} SET status = 'discarded', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = decode($3, 'hex') AND status = 'parked'`, [this.group, record.scope, record.id]);
       const [entry] = await sql.query(
         `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, scope, id_digest, message_id, parked_seq, reason, actor, state, result, finished_at)
          VALUES ($1, 'discard', $2, $3, $4, $5, $6, $7, $8, $9, $10, 'done', $11::jsonb, now()) RETURNING *`,

@@ -41,7 +41,7 @@ export class InboxRetention {
       const result: [unknown[], number] = await this.dataSource.query(
         `DELETE FROM ${INBOX_TABLE} WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM ${INBOX_TABLE}
-           WHERE (processed_at < now() - make_interval(days => $1) AND status <> 'parked')
+           WHERE (COALESCE(replayed_at, processed_at) < now() - make_interval(days => $1) AND status <> 'parked')
               OR (status = 'failing' AND claimed_at < now() - make_interval(days => $1))
            LIMIT $2))`,
         [this.options.retentionDays, this.options.retentionBatchSize],

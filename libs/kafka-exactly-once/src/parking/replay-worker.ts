@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin, Kafka, Transaction } from 'kafkajs';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
 import { releaseClean } from '../engine/clean-release';
+import { isOutputTooLarge } from '../engine/error-classification';
 import { invokeHandler } from '../engine/handler-invocation';
 import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
 import { identify } from '../engine/record-identity';
@@ -48,7 +49,22 @@ interface Original {
   timestamp: string;
 }
 
-type StepResult = { kind: 'replayed'; outputs: number; replay?: Replay } | { kind: 'done' } | { kind: 'failed'; error: RecordedFailure; at?: Record<string, unknown> };
+type StepResult =
+  | { kind: 'replayed'; outputs: number }
+  | { kind: 'done' }
+  | { kind: 'failed'; error: RecordedFailure; at?: Record<string, unknown> }
+  /** Not yet: the record's own unit of work has not committed its Kafka transaction; the next round tries again. */
+  | { kind: 'wait'; reason: string };
+
+/** The broker refuses a replay's outputs for good (too large): the step fails with nothing committed. */
+class RefusedOutputs extends Error {
+  constructor(
+    readonly failure: RecordedFailure,
+    readonly at?: Record<string, unknown>,
+  ) {
+    super(failure.message);
+  }
+}
 
 /** The consumer group whose committed offsets mark which replays' Kafka transactions committed. */
 export const replayMarkerGroup = (group: string) => `${group}.kafka-eo-replays`;
@@ -71,6 +87,7 @@ export class ReplayWorker {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private stopping = false;
+  private readonly waiting = new Set<string>();
   private producerReady = false;
 
   constructor(
@@ -146,6 +163,9 @@ export class ReplayWorker {
           await this.carryOut(operation);
         }
       } finally {
+        // The producer lives for one round: another instance may hold the lock next, with the same transactional id.
+        await this.producer.close();
+        this.producerReady = false;
         await lock.query(`SELECT pg_advisory_unlock($1, hashtext($2))`, [OPERATIONS_LOCK, group]).catch(() => undefined);
       }
     } finally {
@@ -159,17 +179,15 @@ export class ReplayWorker {
     if (!handler) return this.finish(operation, 'failed', { error: { name: 'NoHandler', message: `no @IdempotentHandler for ${operation.topic} in group ${this.options.groupId}` } });
     if (operation.action === 'replay') {
       const result = await this.replayStep(operation, handler);
+      if (result.kind === 'wait') return this.waitFor(operation, result.reason);
       if (result.kind === 'failed') return this.finish(operation, 'failed', { error: { name: result.error.name, message: result.error.message }, ...result.at });
       return this.finish(operation, 'done', { replayed: 1, outputs: result.kind === 'replayed' ? result.outputs : 0 });
     }
-    let replayed = 0;
     for (;;) {
       if (this.stopping) return; // left running: the next worker goes on from the next parked record
       const result = await this.releaseStep(operation, handler);
-      if (result.kind === 'replayed') {
-        replayed++;
-        continue;
-      }
+      if (result.kind === 'replayed') continue;
+      if (result.kind === 'wait') return this.waitFor(operation, result.reason);
       const previous = await this.previousReplays(operation.id);
       if (result.kind === 'failed') {
         this.logger.error(`release of key ${operation.ordering_key} of ${operation.topic} failed at a parked record (${result.error.message}); the key stays parked there`);
@@ -178,6 +196,12 @@ export class ReplayWorker {
       this.logger.log(`key ${operation.ordering_key} of ${operation.topic} released: ${previous} parked record(s) replayed in order`);
       return this.finish(operation, 'done', { replayed: previous });
     }
+  }
+
+  private waitFor(operation: Operation, reason: string): void {
+    if (this.waiting.has(operation.id)) return; // said once per operation
+    this.waiting.add(operation.id);
+    this.logger.log(`operation ${operation.id} (${operation.action} on ${operation.topic}) waits: ${reason}`);
   }
 
   private async previousReplays(auditId: string): Promise<number> {
@@ -192,55 +216,71 @@ export class ReplayWorker {
   /** Replays the first parked record of the key, or unparks the key when none is left. */
   private async releaseStep(operation: Operation, handler: HandlerDefinition): Promise<StepResult> {
     const group = this.options.groupId;
-    return this.inTransaction<StepResult>(async (runner) => {
-      const [key] = await runner.query(`SELECT 1 FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 FOR UPDATE`, [group, operation.topic, operation.key_digest]);
-      if (!key) return { kind: 'done' };
-      const [record] = await runner.query(
-        `SELECT seq::text AS seq, partition, "offset"::text AS "offset", scope, record_key, value, headers, record_timestamp FROM ${PARKED_RECORDS_TABLE} p
-         WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 AND state = 'parked' ORDER BY p.seq LIMIT 1 FOR UPDATE`,
-        [group, operation.topic, operation.key_digest],
-      );
-      if (!record) {
-        // Every parked record is replayed (and its outputs committed: settle ran before this step).
-        await runner.query(`DELETE FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3`, [group, operation.topic, operation.key_digest]);
-        return { kind: 'done' };
-      }
-      const original: Original = {
-        topic: operation.topic,
-        partition: record.partition,
-        offset: record.offset,
-        scope: record.scope,
-        key: record.record_key,
-        value: record.value,
-        headers: record.headers,
-        timestamp: record.record_timestamp ?? '0',
-      };
-      const at = { partition: record.partition, offset: record.offset, seq: record.seq };
-      const result = await this.runHandler(runner, handler, original, { kind: 'release', auditId: operation.id });
-      if (!result.ok) {
-        await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [record.seq, JSON.stringify(result.error)]);
-        return { kind: 'failed', error: result.error, at };
-      }
-      await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'replayed', resolved_at = now() WHERE seq = $1`, [record.seq]);
-      await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 AND status = 'parked'`, [group, record.scope, result.digest]);
-      return this.recordReplay(runner, operation, original, result.outputs);
-    }).then((step) => this.publishIfReplayed(step));
+    let seq: string | undefined;
+    return this.step(
+      async (runner, send) => {
+        const [key] = await runner.query(`SELECT 1 FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 FOR UPDATE`, [group, operation.topic, operation.key_digest]);
+        if (!key) return { kind: 'done' };
+        const [record] = await runner.query(
+          `SELECT seq::text AS seq, partition, "offset"::text AS "offset", scope, record_key, value, headers, record_timestamp FROM ${PARKED_RECORDS_TABLE} p
+           WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3 AND state = 'parked' ORDER BY p.seq LIMIT 1 FOR UPDATE`,
+          [group, operation.topic, operation.key_digest],
+        );
+        if (!record) {
+          // Every parked record is replayed, and its outputs committed (each step commits them before the next).
+          await runner.query(`DELETE FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND key_digest = $3`, [group, operation.topic, operation.key_digest]);
+          return { kind: 'done' };
+        }
+        seq = record.seq;
+        if (!(await this.consumed(operation.topic, record.partition, record.offset))) {
+          return { kind: 'wait', reason: `the unit of work that parked ${operation.topic}[${record.partition}]@${record.offset} has not committed its Kafka transaction yet` };
+        }
+        const original: Original = {
+          topic: operation.topic,
+          partition: record.partition,
+          offset: record.offset,
+          scope: record.scope,
+          key: record.record_key,
+          value: record.value,
+          headers: record.headers,
+          timestamp: record.record_timestamp ?? '0',
+        };
+        const at = { partition: record.partition, offset: record.offset, seq: record.seq };
+        const result = await this.runHandler(runner, handler, original, { kind: 'release', auditId: operation.id });
+        if (!result.ok) {
+          await this.countReleaseFailure(runner, record.seq, result.error);
+          return { kind: 'failed', error: result.error, at };
+        }
+        await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'replayed', resolved_at = now() WHERE seq = $1`, [record.seq]);
+        await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 AND status = 'parked'`, [group, record.scope, result.digest]);
+        return send(await this.recordReplay(runner, operation, original, result.outputs), at);
+      },
+      // Outputs the broker refuses for good (too large): nothing of the step is committed; the key stays parked there.
+      async (error) => {
+        if (seq) await this.dataSource.query(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [seq, JSON.stringify(error)]);
+      },
+    );
   }
 
   /** Runs the handler once for a dead letter (its bytes as recorded on the inbox row). */
   private async replayStep(operation: Operation, handler: HandlerDefinition): Promise<StepResult> {
     const group = this.options.groupId;
-    return this.inTransaction<StepResult>(async (runner) => {
+    return this.step(async (runner, send) => {
       const [row] = await runner.query(
         `SELECT topic, partition, "offset"::text AS "offset", scope, status, outputs FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 FOR UPDATE`,
         [group, operation.scope, operation.id_digest],
       );
       const refuse = (message: string): StepResult => ({ kind: 'failed', error: { name: 'ReplayRefused', message, stack: '', reason: 'replay-refused' } });
       if (!row) return refuse('the dead letter is no longer in the inbox (inbox retention?)');
-      if (row.status === 'replayed') return refuse('replayed already; a dead letter is replayed once');
+      if (row.status === 'replayed') {
+        // Replayed by this very operation before a crash or a lost reply: done, not a second replay.
+        const [mine] = await runner.query(`SELECT jsonb_array_length(outputs) AS outputs FROM ${REPLAYS_TABLE} WHERE audit_id = $1`, [operation.id]);
+        return mine ? { kind: 'replayed', outputs: mine.outputs } : refuse('replayed already; a dead letter is replayed once');
+      }
       if (row.status !== 'dead-lettered' && row.status !== 'deferred') return refuse(`the record is ${row.status}, not a dead letter`);
       const letter: RecordedOutput | undefined = row.outputs?.[0];
       if (!letter?.value) return refuse(`its dead letter was sent without the value (over max.message.bytes); the original is at ${row.topic}[${row.partition}]@${row.offset}`);
+      if (!(await this.consumed(row.topic, row.partition, row.offset))) return { kind: 'wait', reason: `the unit of work that dead-lettered ${row.topic}[${row.partition}]@${row.offset} has not committed its Kafka transaction yet` };
       const original: Original = {
         topic: row.topic,
         partition: row.partition,
@@ -254,8 +294,56 @@ export class ReplayWorker {
       const result = await this.runHandler(runner, handler, original, { kind: 'dead-letter', auditId: operation.id });
       if (!result.ok) return { kind: 'failed', error: result.error };
       await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3`, [group, row.scope, operation.id_digest]);
-      return this.recordReplay(runner, operation, original, result.outputs);
-    }).then((step) => this.publishIfReplayed(step));
+      return send(await this.recordReplay(runner, operation, original, result.outputs));
+    });
+  }
+
+  /**
+   * One step by the consumer's protocol: the handler and the bookkeeping in a PostgreSQL transaction, the
+   * outputs sent in a Kafka transaction before PostgreSQL commits (a refusal of the outputs fails the step with
+   * nothing committed), PostgreSQL committed, then the marker offset and the Kafka commit.
+   */
+  private async step(
+    work: (runner: QueryRunner, send: (replay: Replay, at?: Record<string, unknown>) => Promise<StepResult>) => Promise<StepResult>,
+    onRefused?: (error: RecordedFailure) => Promise<void>,
+  ): Promise<StepResult> {
+    let sent: Replay | undefined;
+    const send = async (replay: Replay, at?: Record<string, unknown>): Promise<StepResult> => {
+      if (replay.outputs.length > 0) {
+        const txn = await this.producer.begin();
+        try {
+          for (const request of toProduceRequests(replay.outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
+        } catch (err) {
+          if (!isOutputTooLarge(err)) throw err;
+          throw new RefusedOutputs(describeFailure(err, 'output-too-large'), at);
+        }
+        sent = replay;
+      }
+      return { kind: 'replayed', outputs: replay.outputs.length };
+    };
+    let result: StepResult;
+    try {
+      result = await this.inTransaction((runner) => work(runner, send));
+    } catch (err) {
+      // PostgreSQL did not commit: nothing sent may commit either.
+      if (sent) await this.producer.abortQuietly();
+      if (!(err instanceof RefusedOutputs)) throw err;
+      await onRefused?.(err.failure);
+      return { kind: 'failed', error: err.failure, at: err.at };
+    }
+    if (result.kind === 'replayed') this.faults?.reach('after-replay-db-commit');
+    if (sent) await this.commitReplays(await this.producer.begin(), [sent]);
+    return result;
+  }
+
+  /** Whether the group committed its offset past this record (the unit of work that parked it is done in Kafka too). */
+  private async consumed(topic: string, partition: number, offset: string): Promise<boolean> {
+    const [committed] = await this.admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] });
+    return BigInt(committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1') > BigInt(offset);
+  }
+
+  private async countReleaseFailure(runner: QueryRunner, seq: string, error: RecordedFailure): Promise<void> {
+    await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [seq, JSON.stringify(error)]);
   }
 
   private async runHandler(
@@ -281,46 +369,57 @@ export class ReplayWorker {
       messageId: id.displayId,
       timestamp: original.timestamp,
     };
-    const deps = { handler, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger };
+    // One attempt: a step holds its key's lock while the handler runs (the consumer waits on it), and the
+    // operator is there to try again.
+    const once = { ...handler, retry: { ...handler.retry, attempts: 1 } };
+    const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger };
     const result = await invokeHandler(deps, runner, { info, id, replay }, event);
     if (!result.ok) return { ok: false, error: describeFailure(result.error, reasonOf(result.error)) };
     return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };
   }
 
-  private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, outputs: RecordedOutput[]): Promise<StepResult> {
+  private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, outputs: RecordedOutput[]): Promise<Replay> {
     const [row] = await runner.query(
       `INSERT INTO ${REPLAYS_TABLE} (consumer_group, topic, partition, audit_id, outputs, settled) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING seq::text AS seq`,
       [this.options.groupId, original.topic, original.partition, operation.id, JSON.stringify(outputs), outputs.length === 0],
     );
-    return { kind: 'replayed', outputs: outputs.length, replay: { seq: row.seq, topic: original.topic, partition: original.partition, outputs } };
-  }
-
-  private async publishIfReplayed(step: StepResult): Promise<StepResult> {
-    if (step.kind === 'replayed') this.faults?.reach('after-replay-db-commit');
-    if (step.kind === 'replayed' && step.replay && step.replay.outputs.length > 0) await this.publish([step.replay]);
-    return step;
+    return { seq: row.seq, topic: original.topic, partition: original.partition, outputs };
   }
 
   /**
-   * Sends replays' outputs in one Kafka transaction with their marker offsets, then marks them settled. A
+   * Commits the marker offsets of replays whose outputs are in the open transaction, then marks them settled. A
    * failure here leaves them unsettled: the next round settles them before anything else.
    */
-  private async publish(replays: Replay[]): Promise<void> {
-    const txn = await this.producer.begin();
+  private async commitReplays(txn: Transaction, replays: Replay[]): Promise<void> {
     try {
-      const outputs = replays.flatMap((r) => r.outputs);
-      for (const request of toProduceRequests(outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
-      const markers = new Map<string, { topic: string; partition: number; offset: string }>();
-      for (const r of replays) markers.set(`${r.topic}\u0000${r.partition}`, { topic: r.topic, partition: r.partition, offset: (BigInt(r.seq) + 1n).toString() });
-      const byTopic = new Map<string, Array<{ partition: number; offset: string }>>();
-      for (const m of markers.values()) byTopic.set(m.topic, [...(byTopic.get(m.topic) ?? []), { partition: m.partition, offset: m.offset }]);
-      await txn.sendOffsets({ consumerGroupId: replayMarkerGroup(this.options.groupId), topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) });
+      const byTopic = new Map<string, Map<number, bigint>>();
+      for (const r of replays) {
+        const partitions = byTopic.get(r.topic) ?? new Map<number, bigint>();
+        partitions.set(r.partition, BigInt(r.seq) + 1n > (partitions.get(r.partition) ?? 0n) ? BigInt(r.seq) + 1n : partitions.get(r.partition)!);
+        byTopic.set(r.topic, partitions);
+      }
+      await txn.sendOffsets({
+        consumerGroupId: replayMarkerGroup(this.options.groupId),
+        topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions: [...partitions].map(([partition, offset]) => ({ partition, offset: offset.toString() })) })),
+      });
       await txn.commit();
     } catch (err) {
       this.producerReady = false; // outcome unknown: a new producer's InitProducerId settles it, and so does the marker
       throw err;
     }
     await this.dataSource.query(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [replays.map((r) => r.seq)]);
+  }
+
+  /** Sends replays' outputs again in one Kafka transaction with their marker offsets. */
+  private async publish(replays: Replay[]): Promise<void> {
+    const txn = await this.producer.begin();
+    try {
+      for (const request of toProduceRequests(replays.flatMap((r) => r.outputs), this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
+    } catch (err) {
+      this.producerReady = false;
+      throw err;
+    }
+    await this.commitReplays(txn, replays);
   }
 
   /** Replays whose PostgreSQL transaction committed but whose Kafka transaction may not have. */

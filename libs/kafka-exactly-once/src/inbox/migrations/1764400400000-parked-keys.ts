@@ -95,6 +95,8 @@ export class ParkedKeys1764400400000 implements MigrationInterface {
         settled boolean NOT NULL DEFAULT false,
         created_at timestamptz NOT NULL DEFAULT now()
       )`);
+    await queryRunner.query(`CREATE INDEX IF NOT EXISTS kafka_eo_replays_by_audit ON kafka_eo_replays (audit_id)`);
+    await queryRunner.query(`CREATE INDEX IF NOT EXISTS kafka_eo_parked_records_by_id ON kafka_eo_parked_records (consumer_group, scope, id_digest)`);
     await queryRunner.query(`CREATE INDEX IF NOT EXISTS kafka_eo_replays_unsettled ON kafka_eo_replays (consumer_group, seq) WHERE NOT settled`);
   }
 
