@@ -16,6 +16,10 @@ export interface ConsumerAppConfig {
   sessionTimeoutMs: number;
   /** Partitions of the demo topics when this app creates them (DEMO_TOPIC_PARTITIONS, default 6). */
   topicPartitions: number;
+  /** Replication factor of the demo topics when this app creates them (DEMO_TOPIC_REPLICATION_FACTOR, default 1; 3 on a 3-node cluster). */
+  topicReplicationFactor: number;
+  /** KAFKA_TRANSACTION_TIMEOUT_MS: the Kafka transaction timeout (library default when unset). */
+  transactionTimeoutMs?: number;
   /** INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS: how soon PostgreSQL ends a stalled instance's transaction (default 30000). */
   idleInTransactionTimeoutMs: number;
   /** INBOX_LOCK_TIMEOUT_MS: how long a unit of work waits for a row lock held by another session (library default). */
@@ -46,6 +50,8 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     topicPrefix: env.KAFKA_TOPIC_PREFIX ?? '',
     sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30000, 3000),
     topicPartitions: integer(env, 'DEMO_TOPIC_PARTITIONS', 6, 1),
+    topicReplicationFactor: integer(env, 'DEMO_TOPIC_REPLICATION_FACTOR', 1, 1, 32),
+    transactionTimeoutMs: env.KAFKA_TRANSACTION_TIMEOUT_MS ? integer(env, 'KAFKA_TRANSACTION_TIMEOUT_MS', 60000, 1000) : undefined,
     idleInTransactionTimeoutMs: integer(env, 'INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS', 30000, 1000),
     lockTimeoutMs: env.INBOX_LOCK_TIMEOUT_MS ? integer(env, 'INBOX_LOCK_TIMEOUT_MS', 5000, 10) : undefined,
     stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,

@@ -53,6 +53,7 @@ export function schemasDirectory(): string {
             [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
           },
           consumer: { sessionTimeout: config.sessionTimeoutMs, stallAfterMs: config.stallAfterMs },
+          ...(config.transactionTimeoutMs ? { transactionTimeoutMs: config.transactionTimeoutMs } : {}),
           inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },
         };
       },

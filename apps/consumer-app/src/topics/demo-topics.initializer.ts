@@ -21,7 +21,7 @@ export class DemoTopicsInitializer implements OnModuleInit {
       if (missing.length > 0) {
         await admin.createTopics({
           waitForLeaders: true,
-          topics: missing.map((topic) => ({ topic, numPartitions: config.topicPartitions, replicationFactor: 1 })),
+          topics: missing.map((topic) => ({ topic, numPartitions: config.topicPartitions, replicationFactor: config.topicReplicationFactor })),
         });
         this.logger.log(`created ${missing.join(', ')} (${config.topicPartitions} partitions)`);
       }

@@ -13,10 +13,12 @@ export interface LoadOptions {
   /** Publishes in flight at once (each key stays in order whatever this is). */
   concurrency: number;
   seed: number;
+  /** A file that gets one line per acknowledged publish (`<message id> <sent|spooled>`), for verifiers. */
+  ackLog?: string;
 }
 
 export const USAGE =
-  'usage: npm run produce -- payments --count N --accounts K [--duplicates 0.05] [--rate R] [--account-prefix acc-] [--seed S]\n' +
+  'usage: npm run produce -- payments --count N --accounts K [--duplicates 0.05] [--rate R] [--account-prefix acc-] [--seed S] [--ack-log FILE]\n' +
   '       npm run produce -- users --count N [--user-id-start 1] [--duplicates 0.05] [--rate R]';
 
 export function parseLoadOptions(argv: string[]): LoadOptions {
@@ -28,7 +30,7 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     if (!name.startsWith('--') || rest[i + 1] === undefined) throw new Error(`unexpected "${name}"\n${USAGE}`);
     flags.set(name.slice(2), rest[++i]);
   }
-  const known = ['count', 'accounts', 'duplicates', 'rate', 'account-prefix', 'user-id-start', 'concurrency', 'seed'];
+  const known = ['count', 'accounts', 'duplicates', 'rate', 'account-prefix', 'user-id-start', 'concurrency', 'seed', 'ack-log'];
   for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`unknown option --${name}\n${USAGE}`);
   const number = (name: string, fallback: number, check: (n: number) => boolean, what: string) => {
     const raw = flags.get(name);
@@ -49,5 +51,6 @@ export function parseLoadOptions(argv: string[]): LoadOptions {
     userIdStart: number('user-id-start', 1, (n) => Number.isInteger(n) && n >= 0, 'a non-negative integer'),
     concurrency: number('concurrency', 64, (n) => Number.isInteger(n) && n > 0, 'a positive integer'),
     seed: number('seed', Date.now() % 2147483647, (n) => Number.isInteger(n), 'an integer'),
+    ackLog: flags.get('ack-log'),
   };
 }

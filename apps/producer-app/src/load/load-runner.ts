@@ -1,3 +1,4 @@
+import { closeSync, openSync, writeSync } from 'fs';
 import { randomUUID } from 'crypto';
 import { EventPublisher } from 'kafka-exactly-once';
 import { PaymentRequested, TOPICS, UserSignedUp } from '../demo-events';
@@ -51,6 +52,7 @@ export async function runLoad(publisher: EventPublisher, options: LoadOptions, o
     if (random() < options.duplicates) plan.push(recent[Math.floor(random() * recent.length)]);
   }
 
+  const ackLog = options.ackLog ? openSync(options.ackLog, 'a') : undefined;
   const started = Date.now();
   let sent = 0;
   let spooled = 0;
@@ -65,13 +67,20 @@ export async function runLoad(publisher: EventPublisher, options: LoadOptions, o
       }
       const { topic, event, messageId } = plan[index];
       const result = await publisher.publish(topic, event, { messageId });
+      // Written before anything else happens: a verifier checks that every acknowledged publish reaches Kafka,
+      // also when this process is killed right after.
+      if (ackLog !== undefined) writeSync(ackLog, `${result.messageId} ${result.status}\n`);
       if (result.status === 'sent') sent++;
       else spooled++;
       done++;
       onProgress(done, plan.length);
     }
   };
-  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  try {
+    await Promise.all(Array.from({ length: options.concurrency }, worker));
+  } finally {
+    if (ackLog !== undefined) closeSync(ackLog);
+  }
   return {
     kind: options.kind,
     topic: plan[0]?.topic ?? '',

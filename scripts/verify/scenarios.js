@@ -1,0 +1,235 @@
+'use strict';
+/**
+ * The verifier's fault scenarios. Each gets a Stage (its own topics, database, group, processes, fault log) and
+ * the profile's settings: `count` payments published by the load command at `rate` per second, `faults` faults.
+ */
+const { spawnSync } = require('child_process');
+const { randomBytes, randomUUID } = require('crypto');
+const { join } = require('path');
+
+module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => {
+  /** The local broker can be stopped and started only when scripts/kafka started it. */
+  const brokerControl = () => spawnSync('bash', [join(ROOT, 'scripts/kafka/kafka.sh'), 'status'], { encoding: 'utf8' }).status === 0;
+
+  const waitExit = (proc, ms) => Promise.race([proc.exited, sleep(ms)]);
+
+  return [
+    {
+      name: 'consumer-kill',
+      description: 'three consumers in one group; SIGKILL one at a random moment and start a new one, again and again',
+      async run(stage, cfg) {
+        for (let i = 0; i < 3; i++) await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        for (let f = 0; f < cfg.faults; f++) {
+          await stage.someTime(stage.loadTime(1 / (cfg.faults + 1)));
+          const live = stage.liveConsumers();
+          const victim = live[Math.floor(stage.random() * live.length)];
+          stage.fault(`SIGKILL ${victim.name}`);
+          await victim.kill();
+          await stage.startConsumer({}, false);
+        }
+      },
+    },
+    {
+      name: 'sigterm-scaling',
+      description: 'graceful SIGTERM restarts and scaling the group 1 → 3 → 1 under load',
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        const cycles = Math.max(1, Math.floor(cfg.faults / 2));
+        for (let c = 0; c < cycles; c++) {
+          await stage.someTime(stage.loadTime(1 / (cycles * 3)));
+          stage.fault('scale 1 → 3');
+          await stage.startConsumer({}, false);
+          await stage.startConsumer({}, false);
+          await stage.someTime(stage.loadTime(1 / (cycles * 3)));
+          stage.fault('SIGTERM two (3 → 1)');
+          const [keep, ...rest] = stage.liveConsumers();
+          await Promise.all(rest.map((p) => p.stop()));
+          await stage.someTime(stage.loadTime(1 / (cycles * 3)));
+          stage.fault('SIGTERM restart of the last one');
+          await keep.stop();
+          await stage.startConsumer({}, false);
+        }
+      },
+    },
+    {
+      name: 'commit-points',
+      description: 'SIGKILL at each commit point of the unit of work (mid-chunk, after the PostgreSQL commit, before the Kafka commit)',
+      async run(stage, cfg) {
+        const points = ['mid-chunk', 'after-db-commit', 'before-kafka-commit'];
+        const rounds = Math.max(points.length, cfg.faults);
+        stage.startLoad(cfg.count);
+        for (let r = 0; r < rounds; r++) {
+          const point = points[r % points.length];
+          const n = 2 + Math.floor(stage.random() * 4);
+          const proc = await stage.startConsumer({ KAFKA_EO_FAULT: `${point}:${n}` }, false);
+          await waitExit(proc, 60000);
+          if (proc.running) {
+            await proc.stop();
+            continue;
+          }
+          stage.fault(`SIGKILL at ${point} #${n}`);
+        }
+        await stage.startConsumer({}, false);
+      },
+    },
+    {
+      name: 'zombie',
+      description: 'a consumer frozen with SIGSTOP past its session timeout while another takes over, woken with SIGCONT later',
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        for (let f = 0; f < cfg.faults; f++) {
+          await stage.someTime(stage.loadTime(1 / (cfg.faults + 1)));
+          const live = stage.liveConsumers();
+          const victim = live[Math.floor(stage.random() * live.length)];
+          stage.fault(`SIGSTOP ${victim.name}`);
+          victim.signal('SIGSTOP');
+          await sleep(10000);
+          stage.fault(`SIGCONT ${victim.name}`);
+          victim.signal('SIGCONT');
+        }
+      },
+    },
+    {
+      name: 'slow-handler',
+      description: 'a consumer blocked past the Kafka transaction timeout between its PostgreSQL and Kafka commits',
+      consumerEnv: { KAFKA_TRANSACTION_TIMEOUT_MS: '8000', INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS: '8000', INBOX_LOCK_TIMEOUT_MS: '3000' },
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        for (let f = 0; f < cfg.faults; f++) {
+          const n = 2 + Math.floor(stage.random() * 4);
+          const slow = await stage.startConsumer({ KAFKA_EO_FAULT: `after-db-commit:${n}:delay=11000` }, false);
+          await slow.waitForLog(/fault injection: a 11000 ms pause/, 60000).catch(() => undefined);
+          stage.fault(`${slow.name} blocked 11 s after its PostgreSQL commit`);
+          await sleep(12000);
+          await slow.stop();
+        }
+      },
+    },
+    {
+      name: 'broker-kill',
+      description: 'the broker SIGKILLed and restarted under load',
+      get optIn() {
+        return !brokerControl();
+      },
+      catchUpMs: 420000,
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        for (let f = 0; f < cfg.faults; f++) {
+          await stage.someTime(stage.loadTime(1 / (cfg.faults + 1)));
+          stage.fault('broker SIGKILL');
+          kafkaScript('kill');
+          await sleep(2000);
+          kafkaScript('start');
+          stage.fault('broker back');
+        }
+      },
+    },
+    {
+      name: 'postgres-faults',
+      description: "the apps' PostgreSQL connections terminated mid-transaction (pg_terminate_backend), and an account row locked past lock_timeout",
+      consumerEnv: { INBOX_LOCK_TIMEOUT_MS: '2000' },
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        for (let f = 0; f < cfg.faults * 2; f++) {
+          await stage.someTime(stage.loadTime(1 / (cfg.faults * 2 + 1)));
+          if (f % 2 === 0) {
+            const { rows } = await stage.db.query('SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [stage.database]);
+            stage.fault(`pg_terminate_backend of ${rows.length} connections`);
+          } else {
+            const account = `${stage.accountPrefix}${Math.floor(stage.random() * cfg.accounts)}`;
+            stage.fault(`row of ${account} locked for 6 s`);
+            await stage.db.query('BEGIN');
+            await stage.db.query('INSERT INTO accounts (account_id, balance_cents) VALUES ($1, 0) ON CONFLICT DO NOTHING', [account]);
+            await stage.db.query('SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE', [account]);
+            await sleep(6000);
+            await stage.db.query('COMMIT');
+          }
+        }
+      },
+    },
+    {
+      name: 'outage-producer-kill',
+      description: 'the broker stopped while the load publishes (the publisher spools), the load SIGKILLed during the outage, a new load drains the spool',
+      get optIn() {
+        return !brokerControl();
+      },
+      catchUpMs: 420000,
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        const rounds = Math.max(1, Math.floor(cfg.faults / 2));
+        for (let r = 0; r < rounds; r++) {
+          const load = stage.startLoad(Math.ceil(cfg.count / rounds));
+          await stage.someTime(stage.loadTime(0.4 / rounds));
+          stage.fault('broker stopped');
+          kafkaScript('stop');
+          await sleep(1500);
+          stage.fault('load SIGKILL during the outage');
+          load.killedOnPurpose = true;
+          await load.kill();
+          await sleep(2000);
+          kafkaScript('start');
+          stage.fault('broker back');
+          await (await stage.startLoad(1)).exited; // drains what the killed one spooled
+        }
+      },
+    },
+    {
+      name: 'hostile-parking',
+      description: 'hostile records mixed into the load (dead-lettered, their keys parked), and an account parked by a failing payment, released with kafka-eo during the run',
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        const schemas = avro.loadSchemas(join(ROOT, 'schemas'));
+        const requested = schemas.get('com.example.PaymentRequested');
+        const payment = (accountId, amountCents, paymentId = randomUUID()) => avro.encode(requested, { paymentId, accountId, amountCents, requestedAt: new Date().toISOString() });
+        await stage.someTime(stage.loadTime(0.2));
+        const hostile = [];
+        for (let i = 0; i < 3; i++) {
+          const add = (kind, reason, key, value, parks) => {
+            const messageId = `hostile-${kind}-${i}-${randomUUID()}`;
+            hostile.push({ key, value, headers: { 'message-id': messageId } });
+            stage.planted.set(messageId, reason);
+            if (parks) stage.expectedParkedKeys.push(key);
+          };
+          add('garbage', 'decode-failed', `hostile-garbage-${i}`, randomBytes(40), true);
+          add('schema', 'unknown-schema', `hostile-schema-${i}`, Buffer.concat([Buffer.from([0xc3, 0x01]), randomBytes(8), Buffer.from('body')]), true);
+          add('blank', 'key-unresolved', `hostile-blank-${i}`, payment('   ', 100n), false);
+          add('uuid', 'handler-failed', `hostile-uuid-${i}`, payment(`hostile-uuid-${i}`, 100n, `not-a-uuid-${i}`), true);
+        }
+        await sendRaw(stage, hostile);
+        stage.fault(`${hostile.length} hostile records`);
+        // An account whose deposit needs an approval: parked, its later payments wait, released after the approval.
+        const vip = `${stage.accountPrefix}vip`;
+        const big = randomUUID();
+        const amounts = [1000n, 2000000n, -900000n, 50n, -900000n];
+        const special = amounts.map((amount, i) => ({ key: vip, value: payment(vip, amount, i === 1 ? big : randomUUID()), headers: { 'message-id': `vip-${i}-${randomUUID()}` } }));
+        special.slice(1).forEach((m) => stage.released.add(m.headers['message-id']));
+        await sendRaw(stage, special);
+        const deadline = Date.now() + 120000;
+        while ((await stage.db.query('SELECT count(*)::int AS n FROM kafka_eo_parked_records WHERE consumer_group = $1 AND key_digest = sha256(convert_to($2, $3))', [stage.group, vip, 'UTF8'])).rows[0].n < 4) {
+          if (Date.now() > deadline) throw new Error(`${vip} was not parked with its 4 payments within 120 s`);
+          await sleep(300);
+        }
+        stage.fault(`${vip} parked`);
+        await stage.db.query(`INSERT INTO payment_approvals (payment_id, approved_by) VALUES ($1, 'verify')`, [big]);
+        const release = spawnSync(process.execPath, [KAFKA_EO_CLI, 'parked', 'release', stage.topic('payments.requested'), vip, '--group', stage.group, '--json', '--actor', 'verify'], {
+          encoding: 'utf8',
+          env: { ...process.env, DATABASE_URL: stage.databaseUrl, KAFKA_BROKERS: stage.brokers.join(',') },
+        });
+        if (release.status !== 0) throw new Error(`kafka-eo parked release exited ${release.status}: ${release.stderr}${release.stdout}`);
+        stage.fault(`${vip} released by kafka-eo (${JSON.parse(release.stdout).result.replayed} replayed)`);
+      },
+    },
+  ];
+};
