@@ -2,8 +2,8 @@
 /**
  * Checks of scripts/verify/fault-proxy.js (plain node:test, no jest):
  *
- *   node --test scripts/verify/fault-proxy.spec.js                      echo-server checks only
- *   VERIFY_TEST_PG=postgres://postgres@127.0.0.1:5432/postgres node --test scripts/verify/fault-proxy.spec.js
+ *   node --test scripts/verify/fault-proxy.node-test.js                      echo-server checks only
+ *   VERIFY_TEST_PG=postgres://postgres@127.0.0.1:5432/postgres node --test scripts/verify/fault-proxy.node-test.js
  *                                                                       plus the PostgreSQL checks
  */
 const { test } = require('node:test');

@@ -2,7 +2,7 @@
 /**
  * Real check of scripts/verify/java-reader.js against a running broker (plain node:test, no jest):
  *
- *   VERIFY_TEST_BROKERS=127.0.0.1:9292 node --test scripts/verify/java-reader.spec.js
+ *   VERIFY_TEST_BROKERS=127.0.0.1:9292 node --test scripts/verify/java-reader.node-test.js
  *
  * Skipped when VERIFY_TEST_BROKERS is not set. Produces with kafkajs (the test's writer only; the reader under test
  * is the Java client) plain records, a committed transaction, aborted transactions (one at the tail of a
