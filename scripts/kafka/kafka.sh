@@ -1,35 +1,78 @@
 #!/usr/bin/env bash
-# A real single-node Apache Kafka (KRaft, broker + controller) for development and CI, without Docker.
-# The broker's jars come from Maven Central through Maven and are cached outside the repository.
+# A real Apache Kafka (KRaft) for development and CI, without Docker: one node (broker + controller) by default,
+# or a three-node cluster with --nodes 3. The broker's jars come from Maven Central through Maven and are cached
+# outside the repository.
 #
 #   bash scripts/kafka/kafka.sh start|stop|status|kill|restart|reset|fetch
+#   bash scripts/kafka/kafka.sh --nodes 3 start|stop|status|kill|restart|reset|fetch
+#   bash scripts/kafka/kafka.sh --nodes 3 kill-node|stop-node|start-node|restart-node N
+#   bash scripts/kafka/kafka.sh --nodes 3 rolling-restart
 #
 # Environment (defaults in brackets):
+#   KAFKA_NODES            1: single node, 3: three-node cluster (--nodes N anywhere on the line wins) [1]
 #   KAFKA_VERSION          Kafka release, 4.x or 3.9.x                          [4.4.0]
 #   KAFKA_PORT             client listener on 127.0.0.1                         [9092]
 #   KAFKA_CONTROLLER_PORT  KRaft controller listener on 127.0.0.1               [9093]
-#   KAFKA_HEAP             JVM heap (-Xms and -Xmx)                             [512m]
+#   KAFKA_HEAP             JVM heap (-Xms and -Xmx), per node                   [512m; 384m with --nodes 3]
 #   KAFKA_STATE_DIR        data, logs and pid file                              [<repo>/.kafka]
 #   KAFKA_JARS_CACHE       where the Maven-resolved jars are kept between runs  [~/.cache/kafka-exactly-once/kafka]
-#   KAFKA_START_TIMEOUT    seconds to wait for the broker to answer             [90]
+#   KAFKA_START_TIMEOUT    seconds to wait for the broker (a cluster: each wait) to answer [90]
+#
+# Cluster mode (--nodes 3 or KAFKA_NODES=3): three KRaft nodes on 127.0.0.1, each broker and controller (a
+# three-voter quorum, node ids 1..3), one cluster id formatted into all three; default.replication.factor=3,
+# min.insync.replicas=2, offsets and transaction-state topics with replication factor 3 (min ISR 2). Its ports
+# and state never collide with the single node's (KAFKA_PORT, KAFKA_CONTROLLER_PORT and KAFKA_STATE_DIR are not
+# used). Node N (1..3) listens on KAFKA_CLUSTER_PORT_BASE+N-1 (advertised as 127.0.0.1:<that port>), its
+# controller on KAFKA_CLUSTER_CONTROLLER_PORT_BASE+N-1; pid file <state>/node-N/broker.pid, log
+# <state>/node-N/logs/server.log, data <state>/node-N/data-<version>.
+#   KAFKA_CLUSTER_PORT_BASE             client port of node 1                  [9192: nodes on 9192, 9193, 9194]
+#   KAFKA_CLUSTER_CONTROLLER_PORT_BASE  controller port of node 1              [9195: 9195, 9196, 9197]
+#   KAFKA_CLUSTER_STATE_DIR             the cluster's data, logs and pid files [<repo>/.kafka-cluster]
+# Cluster commands:
+#   start            starts the nodes that are not running; waits until each answers and lists 3 live brokers
+#   stop | kill      SIGTERM to every node at once and waits (60s, then SIGKILL) | SIGKILL to every node; data kept
+#   status           per node: pid, port, up or down; exit 0 only when all three answer
+#   restart | reset  stop then start | stop and delete the cluster's data of KAFKA_VERSION
+#   kill-node N      SIGKILL to node N (by its pid file), waits until the process is gone
+#   stop-node N      SIGTERM to node N, waits until it has exited (60s, then SIGKILL)
+#   start-node N     starts node N with its existing data, waits until it answers and is a live broker again
+#   restart-node N   stop-node N then start-node N
+#   rolling-restart  needs all nodes up; for N = 1, 2, 3: stop-node N, start-node N, then waits until no
+#                    partition is under-replicated before the next node
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 
+say() { printf 'kafka: %s\n' "$*"; }
+die() { printf 'kafka: %s\n' "$*" >&2; exit 1; }
+
+# --nodes N (or --nodes=N) may stand anywhere on the command line; it wins over KAFKA_NODES.
+KAFKA_NODES="${KAFKA_NODES:-1}"
+ARGS=()
+while (($#)); do
+  case "$1" in
+    --nodes) (($# >= 2)) || die "--nodes needs a value: --nodes 3"; KAFKA_NODES="$2"; shift 2 ;;
+    --nodes=*) KAFKA_NODES="${1#--nodes=}"; shift ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+set -- "${ARGS[@]+"${ARGS[@]}"}"
+case "$KAFKA_NODES" in
+  1 | 3) ;;
+  *) die "--nodes/KAFKA_NODES=$KAFKA_NODES is not supported: use 1 (single node) or 3 (three-node cluster)" ;;
+esac
+
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
-KAFKA_HEAP="${KAFKA_HEAP:-512m}"
+if [[ "$KAFKA_NODES" == 1 ]]; then KAFKA_HEAP="${KAFKA_HEAP:-512m}"; else KAFKA_HEAP="${KAFKA_HEAP:-384m}"; fi
 KAFKA_STATE_DIR="${KAFKA_STATE_DIR:-$ROOT/.kafka}"
 KAFKA_JARS_CACHE="${KAFKA_JARS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kafka-exactly-once/kafka}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 
 PID_FILE="$KAFKA_STATE_DIR/broker.pid"
 JARS="$KAFKA_JARS_CACHE/$KAFKA_VERSION"
-
-say() { printf 'kafka: %s\n' "$*"; }
-die() { printf 'kafka: %s\n' "$*" >&2; exit 1; }
 
 major_line() {
   case "$KAFKA_VERSION" in
@@ -124,13 +167,19 @@ transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=10
 group.initial.rebalance.delay.ms=0
 EOF
+  write_log_config "$data" "$data/logs"
+}
+
+# Logging configuration in the folder $1 (log4j2 for Kafka 4, log4j for 3.9) that writes into the folder $2.
+write_log_config() {
+  local data="$1" logs="$2"
   if [[ "$(major_line)" == 4 ]]; then
     cat >"$data/log4j2.properties" <<EOF
 status = warn
 appender.file.type = RollingFile
 appender.file.name = FILE
-appender.file.fileName = $data/logs/server.log
-appender.file.filePattern = $data/logs/server.log.%i
+appender.file.fileName = $logs/server.log
+appender.file.filePattern = $logs/server.log.%i
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 appender.file.policies.type = Policies
@@ -145,7 +194,7 @@ EOF
     cat >"$data/log4j.properties" <<EOF
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.RollingFileAppender
-log4j.appender.file.File=$data/logs/server.log
+log4j.appender.file.File=$logs/server.log
 log4j.appender.file.MaxFileSize=50MB
 log4j.appender.file.MaxBackupIndex=3
 log4j.appender.file.layout=org.apache.log4j.PatternLayout
@@ -274,6 +323,351 @@ status() {
   return 3
 }
 
+# ---------------------------------------------------------------------------------------------------------------
+# Cluster mode (--nodes 3): three broker+controller nodes, one pid file, log and data folder per node.
+
+CLUSTER_NODES=3
+KAFKA_CLUSTER_PORT_BASE="${KAFKA_CLUSTER_PORT_BASE:-9192}"
+KAFKA_CLUSTER_CONTROLLER_PORT_BASE="${KAFKA_CLUSTER_CONTROLLER_PORT_BASE:-9195}"
+KAFKA_CLUSTER_STATE_DIR="${KAFKA_CLUSTER_STATE_DIR:-$ROOT/.kafka-cluster}"
+
+node_dir() { echo "$KAFKA_CLUSTER_STATE_DIR/node-$1"; }
+node_port() { echo $((KAFKA_CLUSTER_PORT_BASE + $1 - 1)); }
+node_controller_port() { echo $((KAFKA_CLUSTER_CONTROLLER_PORT_BASE + $1 - 1)); }
+node_pid_file() { echo "$(node_dir "$1")/broker.pid"; }
+
+# The version the cluster runs (recorded at start), else KAFKA_VERSION.
+cluster_version() {
+  if [[ -f "$KAFKA_CLUSTER_STATE_DIR/cluster.version" ]]; then cat "$KAFKA_CLUSTER_STATE_DIR/cluster.version"; else echo "$KAFKA_VERSION"; fi
+}
+node_data() { echo "$(node_dir "$1")/data-${2:-$(cluster_version)}"; }
+
+# Alive and not a zombie waiting for its reaper.
+pid_alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [[ "$(sed -E 's/^[0-9]+ \(.*\) (.).*/\1/' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
+# Prints the recorded pid of node $1 when that process is alive and is the kafka.Kafka of this node's folder.
+node_running_pid() {
+  local file pid
+  file="$(node_pid_file "$1")"
+  [[ -f "$file" ]] || return 1
+  pid="$(cat "$file")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [[ -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "kafka.Kafka $(node_dir "$1")/" || return 1
+  pid_alive "$pid" || return 1
+  echo "$pid"
+}
+
+any_node_running() {
+  local i
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do node_running_pid "$i" >/dev/null && return 0; done
+  return 1
+}
+
+node_probe() { node "$HERE/probe.js" "127.0.0.1:$(node_port "$1")" "${2:-2000}" "${@:3}"; }
+
+check_node_number() {
+  [[ "${1:-}" =~ ^[1-9][0-9]*$ ]] && (($1 <= CLUSTER_NODES)) || die "name a node: 1..$CLUSTER_NODES (e.g. kafka.sh --nodes 3 ${2:-start-node} 2)"
+}
+
+check_cluster_ports() {
+  local c=$KAFKA_CLUSTER_PORT_BASE k=$KAFKA_CLUSTER_CONTROLLER_PORT_BASE n=$CLUSTER_NODES
+  [[ "$c" =~ ^[0-9]+$ && "$k" =~ ^[0-9]+$ ]] || die "KAFKA_CLUSTER_PORT_BASE and KAFKA_CLUSTER_CONTROLLER_PORT_BASE must be port numbers"
+  ((c + n <= k || k + n <= c)) || die "client ports $c..$((c + n - 1)) and controller ports $k..$((k + n - 1)) overlap: set KAFKA_CLUSTER_PORT_BASE / KAFKA_CLUSTER_CONTROLLER_PORT_BASE apart"
+}
+
+cluster_voters() {
+  local i voters=""
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do voters+="${voters:+,}$i@127.0.0.1:$(node_controller_port "$i")"; done
+  echo "$voters"
+}
+
+write_node_config() {
+  local i="$1" data port cport
+  data="$(node_data "$i" "$KAFKA_VERSION")" port="$(node_port "$i")" cport="$(node_controller_port "$i")"
+  mkdir -p "$data" "$(node_dir "$i")/logs"
+  cat >"$data/server.properties" <<EOF
+# Written by scripts/kafka/kafka.sh (--nodes $CLUSTER_NODES) on every start: edit the script, not this file.
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$(cluster_voters)
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$data/kraft
+num.partitions=1
+default.replication.factor=$CLUSTER_NODES
+min.insync.replicas=2
+auto.create.topics.enable=false
+offsets.topic.replication.factor=$CLUSTER_NODES
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=$CLUSTER_NODES
+transaction.state.log.min.isr=2
+transaction.state.log.num.partitions=10
+group.initial.rebalance.delay.ms=0
+EOF
+  write_log_config "$data" "$(node_dir "$i")/logs"
+}
+
+# One cluster id per version, kept in the state folder; every node's storage is formatted with it, once.
+cluster_id() {
+  local file="$KAFKA_CLUSTER_STATE_DIR/cluster-id-$KAFKA_VERSION" i meta
+  if [[ ! -s "$file" ]]; then
+    for ((i = 1; i <= CLUSTER_NODES; i++)); do
+      meta="$(node_data "$i" "$KAFKA_VERSION")/kraft/meta.properties"
+      if [[ -f "$meta" ]]; then sed -n 's/^cluster.id=//p' "$meta" >"$file"; break; fi
+    done
+  fi
+  if [[ ! -s "$file" ]]; then
+    # A base64url id may start with "-", which the storage tool would take for an option: begin with a letter.
+    echo "k$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' | cut -c2-)" >"$file"
+  fi
+  cat "$file"
+}
+
+format_node() {
+  local i="$1" data id
+  data="$(node_data "$i" "$KAFKA_VERSION")"
+  [[ -f "$data/kraft/meta.properties" ]] && return 0
+  id="$(cluster_id)"
+  say "node $i: formatting KRaft storage in $data/kraft (cluster $id, voters $(cluster_voters))"
+  # shellcheck disable=SC2046
+  if ! java $(log_options "$data") -cp "$JARS/*" kafka.tools.StorageTool format \
+      -t "$id" -c "$data/server.properties" --ignore-formatted >"$(node_dir "$i")/logs/format.log" 2>&1; then
+    die "node $i: formatting KRaft storage failed; see $(node_dir "$i")/logs/format.log"
+  fi
+}
+
+# Checks, fetches and picks the version before nodes start: nodes that run decide it (one version per cluster).
+prepare_cluster_start() {
+  check_cluster_ports
+  if any_node_running && [[ -f "$KAFKA_CLUSTER_STATE_DIR/cluster.version" ]]; then
+    local running_version
+    running_version="$(cat "$KAFKA_CLUSTER_STATE_DIR/cluster.version")"
+    if [[ "$running_version" != "$KAFKA_VERSION" ]]; then
+      say "note: KAFKA_VERSION=$KAFKA_VERSION was asked for, but the running nodes are Kafka $running_version: starting $running_version (stop the cluster first to switch)"
+      KAFKA_VERSION="$running_version"
+      JARS="$KAFKA_JARS_CACHE/$KAFKA_VERSION"
+    fi
+  fi
+  major_line >/dev/null
+  require_java
+  require_node
+  fetch
+  mkdir -p "$KAFKA_CLUSTER_STATE_DIR"
+}
+
+# Starts node $1 (not running) in the background and records its pid; does not wait.
+launch_node() {
+  local i="$1" data logs port pid
+  data="$(node_data "$i" "$KAFKA_VERSION")" logs="$(node_dir "$i")/logs" port="$(node_port "$i")"
+  for p in "$port" "$(node_controller_port "$i")"; do
+    if port_open "$p"; then
+      local owner
+      owner="$(port_owner "$p")"
+      die "node $i: port $p on 127.0.0.1 is already in use${owner:+ by $owner}: stop that process, or set KAFKA_CLUSTER_PORT_BASE / KAFKA_CLUSTER_CONTROLLER_PORT_BASE"
+    fi
+  done
+  write_node_config "$i"
+  format_node "$i"
+  say "node $i: starting Kafka $KAFKA_VERSION on 127.0.0.1:$port (controller 127.0.0.1:$(node_controller_port "$i"), heap $KAFKA_HEAP, log $logs/server.log)"
+  # setsid: the node outlives the shell that started it; it is stopped by its pid file.
+  # shellcheck disable=SC2046
+  setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -Djava.awt.headless=true -Dkafka.logs.dir="$logs" $(log_options "$data") \
+    -cp "$JARS/*" kafka.Kafka "$data/server.properties" \
+    >"$logs/console.log" 2>&1 </dev/null &
+  pid=$!
+  echo "$pid" >"$(node_pid_file "$i")"
+  echo "$KAFKA_VERSION" >"$KAFKA_CLUSTER_STATE_DIR/cluster.version"
+}
+
+# Waits until node $1 answers a metadata request that passes the probe options $3...; $2 is the deadline.
+wait_node() {
+  local i="$1" deadline="$2" pid answer logs
+  shift 2
+  logs="$(node_dir "$i")/logs"
+  until answer="$(node_probe "$i" 1000 "$@" 2>&1)"; do
+    if ! pid="$(node_running_pid "$i")"; then
+      rm -f "$(node_pid_file "$i")"
+      die "node $i exited during start-up; see $logs/server.log and $logs/console.log ($(tail -n 1 "$logs/console.log" 2>/dev/null || true))"
+    fi
+    if ((SECONDS >= deadline)); then
+      die "node $i (pid $pid) did not pass within ${KAFKA_START_TIMEOUT}s: $answer; see $logs/server.log"
+    fi
+    sleep 0.5
+  done
+  echo "$answer"
+}
+
+cluster_start() {
+  local i pid began=$SECONDS deadline answer
+  prepare_cluster_start
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do
+    if pid="$(node_running_pid "$i")"; then
+      say "node $i: already running (pid $pid, 127.0.0.1:$(node_port "$i"))"
+    else
+      rm -f "$(node_pid_file "$i")"
+      launch_node "$i"
+    fi
+  done
+  deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do
+    answer="$(wait_node "$i" "$deadline" --min-brokers="$CLUSTER_NODES" --has-broker="$i")"
+    say "node $i: ready: $answer (pid $(node_running_pid "$i"))"
+  done
+  say "cluster of $CLUSTER_NODES nodes ready in $((SECONDS - began))s: bootstrap servers $(bootstrap_servers)"
+}
+
+bootstrap_servers() {
+  local i list=""
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do list+="${list:+,}127.0.0.1:$(node_port "$i")"; done
+  echo "$list"
+}
+
+# Sends $1 (TERM or KILL) to the nodes $2...; waits until they are gone (TERM: 60s, then SIGKILL).
+signal_nodes() {
+  local signal="$1" i pid
+  shift
+  local -a pids=()
+  for i in "$@"; do
+    if pid="$(node_running_pid "$i")"; then
+      pids[$i]="$pid"
+      kill "-$signal" "$pid"
+    else
+      rm -f "$(node_pid_file "$i")"
+      say "node $i: not running"
+    fi
+  done
+  local deadline=$((SECONDS + 60))
+  for i in "${!pids[@]}"; do
+    pid="${pids[$i]}"
+    if [[ "$signal" == TERM ]]; then
+      while pid_alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+      if pid_alive "$pid"; then
+        say "node $i: pid $pid did not stop within 60s; sending SIGKILL"
+        kill -KILL "$pid"
+      fi
+    fi
+    while pid_alive "$pid"; do sleep 0.1; done
+    rm -f "$(node_pid_file "$i")"
+    if [[ "$signal" == KILL ]]; then
+      say "node $i: killed pid $pid with SIGKILL (data kept in $(node_data "$i"))"
+    else
+      say "node $i: stopped pid $pid (data kept in $(node_data "$i"))"
+    fi
+  done
+}
+
+all_nodes() { seq 1 "$CLUSTER_NODES"; }
+
+start_node() {
+  local i="$1" pid began=$SECONDS answer
+  if pid="$(node_running_pid "$i")"; then
+    say "node $i: already running (pid $pid, 127.0.0.1:$(node_port "$i"))"
+    return 0
+  fi
+  prepare_cluster_start
+  rm -f "$(node_pid_file "$i")"
+  [[ -f "$(node_data "$i" "$KAFKA_VERSION")/kraft/meta.properties" ]] || say "node $i: no data of Kafka $KAFKA_VERSION yet; it starts empty"
+  launch_node "$i"
+  answer="$(wait_node "$i" $((SECONDS + KAFKA_START_TIMEOUT)) --has-broker="$i")"
+  say "node $i: ready in $((SECONDS - began))s: $answer (pid $(node_running_pid "$i"))"
+}
+
+# Waits until every partition of every topic has its full replica set in sync (asked of node $1).
+wait_in_sync() {
+  local i="$1" began=$SECONDS answer
+  answer="$(wait_node "$i" $((SECONDS + KAFKA_START_TIMEOUT)) --min-brokers="$CLUSTER_NODES" --in-sync)"
+  say "in sync after $((SECONDS - began))s: $answer"
+}
+
+rolling_restart() {
+  local i began=$SECONDS
+  for i in $(all_nodes); do
+    node_running_pid "$i" >/dev/null || die "node $i is not running: a rolling restart needs every node up (kafka.sh --nodes 3 start)"
+  done
+  say "waiting until no partition is under-replicated"
+  wait_in_sync 1
+  for i in $(all_nodes); do
+    say "rolling restart: node $i"
+    signal_nodes TERM "$i"
+    start_node "$i"
+    wait_in_sync "$i"
+  done
+  say "rolling restart done in $((SECONDS - began))s"
+}
+
+cluster_status() {
+  local i pid answer owner port result=0 up=0
+  for i in $(all_nodes); do
+    port="$(node_port "$i")"
+    if pid="$(node_running_pid "$i")"; then
+      owner="$(port_owner "$port")"
+      if [[ -n "$owner" && "$owner" != *"(pid $pid)" ]]; then
+        say "node $i: pid $pid is alive, but 127.0.0.1:$port belongs to $owner (check KAFKA_CLUSTER_PORT_BASE and KAFKA_CLUSTER_STATE_DIR)"
+        ((result == 3)) || result=2
+      elif answer="$(node_probe "$i" 2000 2>&1)"; then
+        say "node $i: up, pid $pid, 127.0.0.1:$port, $answer"
+        up=$((up + 1))
+      else
+        say "node $i: pid $pid is alive but 127.0.0.1:$port does not answer: $answer (log: $(node_dir "$i")/logs/server.log)"
+        ((result == 3)) || result=2
+      fi
+    elif port_open "$port"; then
+      say "node $i: down (no pid of this script), but something listens on 127.0.0.1:$port"
+      result=3
+    else
+      say "node $i: down, 127.0.0.1:$port"
+      result=3
+    fi
+  done
+  if ((up > 0)); then
+    for i in $(all_nodes); do
+      if node_running_pid "$i" >/dev/null && answer="$(node_probe "$i" 3000 --in-sync 2>&1)"; then
+        say "cluster: $up of $CLUSTER_NODES nodes up, Kafka $(cluster_version), all partitions in sync, data $KAFKA_CLUSTER_STATE_DIR"
+        return "$result"
+      fi
+    done
+    say "cluster: $up of $CLUSTER_NODES nodes up, Kafka $(cluster_version); $answer"
+  else
+    say "cluster: not running ($KAFKA_CLUSTER_STATE_DIR)"
+  fi
+  return "$result"
+}
+
+cluster_reset() {
+  local i
+  signal_nodes TERM $(all_nodes)
+  for i in $(all_nodes); do rm -rf "$(node_data "$i" "$KAFKA_VERSION")"; done
+  rm -f "$KAFKA_CLUSTER_STATE_DIR/cluster-id-$KAFKA_VERSION" "$KAFKA_CLUSTER_STATE_DIR/cluster.version"
+  say "removed the cluster's data of Kafka $KAFKA_VERSION ($KAFKA_CLUSTER_STATE_DIR)"
+}
+
+if [[ "$KAFKA_NODES" != 1 ]]; then
+  case "${1:-}" in
+    fetch) major_line >/dev/null; fetch; say "jars in $JARS" ;;
+    start) cluster_start ;;
+    stop) signal_nodes TERM $(all_nodes) ;;
+    kill) signal_nodes KILL $(all_nodes) ;;
+    restart) signal_nodes TERM $(all_nodes); cluster_start ;;
+    status) cluster_status ;;
+    reset) cluster_reset ;;
+    kill-node) check_node_number "${2:-}" "$1"; signal_nodes KILL "$2" ;;
+    stop-node) check_node_number "${2:-}" "$1"; signal_nodes TERM "$2" ;;
+    start-node) check_node_number "${2:-}" "$1"; start_node "$2" ;;
+    restart-node) check_node_number "${2:-}" "$1"; signal_nodes TERM "$2"; start_node "$2" ;;
+    rolling-restart) rolling_restart ;;
+    *) die "usage: kafka.sh --nodes 3 start|stop|status|kill|restart|reset|fetch|kill-node N|stop-node N|start-node N|restart-node N|rolling-restart" ;;
+  esac
+  exit
+fi
+
 case "${1:-}" in
   fetch) major_line >/dev/null; fetch; say "jars in $JARS" ;;
   start) start ;;
@@ -286,5 +680,6 @@ case "${1:-}" in
     rm -rf "$KAFKA_STATE_DIR/data-$KAFKA_VERSION" "$KAFKA_STATE_DIR/broker.version"
     say "removed the data of Kafka $KAFKA_VERSION"
     ;;
+  kill-node | stop-node | start-node | restart-node | rolling-restart) die "$1 is a cluster command: kafka.sh --nodes 3 $*" ;;
   *) die "usage: kafka.sh start|stop|status|kill|restart|reset|fetch" ;;
 esac

@@ -2,12 +2,20 @@
 'use strict';
 // Asks a Kafka broker for cluster metadata (Metadata v4, raw protocol, no dependencies) and exits 0 when
 // it answers with at least one live broker and an active controller. Used by kafka.sh before npm install.
-//   node scripts/kafka/probe.js [host:port] [timeoutMs]
+//   node scripts/kafka/probe.js [host:port] [timeoutMs] [--min-brokers=N] [--has-broker=ID] [--in-sync]
+// Options (used by kafka.sh --nodes 3): at least N live brokers; broker ID among the live ones; no partition
+// of any topic with an in-sync replica set smaller than its replica set, or without a leader ("in sync"
+// also adds the partition count to the answer).
 const net = require('net');
 
 const [host, portText] = (process.argv[2] || '127.0.0.1:9092').split(':');
 const port = Number(portText || 9092);
 const timeoutMs = Number(process.argv[3] || 2000);
+const option = (name) => process.argv.slice(4).find((a) => a === `--${name}` || a.startsWith(`--${name}=`));
+const value = (name) => { const a = option(name); return a && a.includes('=') ? Number(a.slice(a.indexOf('=') + 1)) : undefined; };
+const minBrokers = value('min-brokers') || 1;
+const hasBroker = value('has-broker');
+const inSync = option('in-sync') !== undefined;
 
 function request() {
   const clientId = Buffer.from('kafka-exactly-once-probe');
@@ -36,7 +44,26 @@ function parse(buf) {
   for (let n = i32(); n > 0; n--) brokers.push({ nodeId: i32(), host: str(), port: i32(), rack: str() });
   const clusterId = str();
   const controllerId = i32();
-  return { brokers, clusterId, controllerId };
+  const i8 = () => { const v = buf.readInt8(o); o += 1; return v; };
+  const ids = () => { const a = []; for (let n = i32(); n > 0; n--) a.push(i32()); return a; };
+  const partitions = [];
+  if (inSync) {
+    // topics: null asks for all of them, internal ones included (Metadata v4)
+    for (let t = i32(); t > 0; t--) {
+      i16(); // error_code
+      const topic = str();
+      i8(); // is_internal
+      for (let n = i32(); n > 0; n--) {
+        i16(); // error_code
+        const partition = i32();
+        const leader = i32();
+        const replicas = ids();
+        const isr = ids();
+        partitions.push({ topic, partition, leader, replicas, isr });
+      }
+    }
+  }
+  return { brokers, clusterId, controllerId, partitions };
 }
 
 const socket = net.connect({ host, port });
@@ -58,7 +85,16 @@ socket.on('data', (chunk) => {
   try {
     const meta = parse(received.subarray(4));
     if (meta.brokers.length === 0 || meta.controllerId < 0) fail(`${host}:${port} answers but has no live broker or controller yet`);
-    process.stdout.write(`cluster ${meta.clusterId}, brokers ${meta.brokers.map((b) => `${b.nodeId}@${b.host}:${b.port}`).join(',')}, controller ${meta.controllerId}\n`);
+    const live = meta.brokers.map((b) => b.nodeId).sort((a, b) => a - b);
+    if (live.length < minBrokers) fail(`${host}:${port} answers but lists ${live.length} of ${minBrokers} brokers (live: ${live.join(',')})`);
+    if (hasBroker !== undefined && !live.includes(hasBroker)) fail(`${host}:${port} answers but broker ${hasBroker} is not live yet (live: ${live.join(',')})`);
+    const lagging = meta.partitions.filter((p) => p.leader < 0 || p.isr.length < p.replicas.length);
+    if (inSync && lagging.length > 0) {
+      const first = lagging[0];
+      fail(`${host}:${port}: ${lagging.length} of ${meta.partitions.length} partitions are under-replicated or leaderless (e.g. ${first.topic}-${first.partition}: leader ${first.leader}, replicas ${first.replicas.join(',')}, isr ${first.isr.join(',')})`);
+    }
+    const sync = inSync ? `, ${meta.partitions.length} partitions in sync` : '';
+    process.stdout.write(`cluster ${meta.clusterId}, brokers ${meta.brokers.map((b) => `${b.nodeId}@${b.host}:${b.port}`).join(',')}, controller ${meta.controllerId}${sync}\n`);
     process.exit(0);
   } catch (err) {
     fail(`${host}:${port} sent an unreadable metadata response: ${err.message}`);
