@@ -54,6 +54,7 @@ function outputFindings(outputs, expected) {
   const count = new Map();
   for (const o of outputs) count.set(o.paymentId, (count.get(o.paymentId) ?? 0) + 1);
   const duplicateOutputs = [...count.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0);
+  const duplicated = [...count].filter(([, n]) => n > 1).slice(0, 3).map(([id]) => `${id} at ${outputs.filter((o) => o.paymentId === id).map((o) => `${o.partition}/${o.offset}`).join(' and ')}`);
   const missingOutputs = [...expected.outcomes.keys()].filter((id) => !count.has(id)).length;
   const unexpectedOutputs = [...count.keys()].filter((id) => !expected.outcomes.has(id)).length;
   const wrongOutputs = outputs.filter((o) => {
@@ -79,7 +80,7 @@ function outputFindings(outputs, expected) {
     if (bad > 0) keysOutOfOrder.push(account);
     orderViolations += bad;
   }
-  return { outputs: outputs.length, duplicateOutputs, missingOutputs, unexpectedOutputs, wrongOutputs, orderViolations, keysOutOfOrder: keysOutOfOrder.slice(0, 10) };
+  return { outputs: outputs.length, duplicated, duplicateOutputs, missingOutputs, unexpectedOutputs, wrongOutputs, orderViolations, keysOutOfOrder: keysOutOfOrder.slice(0, 10) };
 }
 
 /** Checks a history; `pass` only if nothing was lost, duplicated, reordered or read from an aborted transaction. */
@@ -140,7 +141,7 @@ function check(history) {
   const problems = [];
   if (result.lost) problems.push(`${result.lost} payments lost (e.g. ${lost.slice(0, 3).join(', ')})`);
   if (result.duplicateEffects) problems.push(`${result.duplicateEffects} effects differ from the in-order fold (${wrongOutcomes} outcomes, ${wrongBalances} balances, ${extraEffects} extra)`);
-  if (result.duplicateOutputs) problems.push(`${result.duplicateOutputs} duplicate outputs`);
+  if (result.duplicateOutputs) problems.push(`${result.duplicateOutputs} duplicate outputs (e.g. ${(kafkajs.duplicated.length ? kafkajs.duplicated : java.duplicated).join('; ')})`);
   if (result.missingOutputs) problems.push(`${result.missingOutputs} missing outputs`);
   if (result.wrongOutputs) problems.push(`${result.wrongOutputs} outputs that differ from the fold or name no input`);
   if (result.orderViolations) problems.push(`${result.orderViolations} order violations (keys ${result.keysOutOfOrder.join(', ')})`);

@@ -10,7 +10,9 @@
  * committed, by KafkaJS and by the Java client), and checks it (checker.js). Results: a table on the terminal,
  * JSON, Markdown and one SVG lag chart per scenario under verify-results/<run>/.
  *
- *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--list]
+ *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--list] [--keep]
+ *
+ * --keep leaves each scenario's database in place (to inspect a failure); topics are never deleted.
  *
  * Environment: KAFKA_BROKERS (127.0.0.1:9092), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres; the
  * verifier creates and drops a database per scenario). Exits 0 only if every scenario passed.
@@ -47,7 +49,7 @@ function args(argv) {
   const seed = Number(flag('seed', String(Math.floor(Math.random() * 2 ** 31))));
   if (!Number.isInteger(seed)) throw new Error('--seed must be an integer');
   const scenarios = flag('scenario', '').split(',').filter(Boolean);
-  return { profile, seed, scenarios, list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
+  return { profile, seed, scenarios, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
 }
 
 /** A small seeded PRNG (mulberry32): the same seed, the same faults at the same points of the load. */
@@ -165,6 +167,7 @@ class Stage {
     clearInterval(this.sampler);
     await this.db?.end().catch(() => undefined);
     await this.admin?.disconnect().catch(() => undefined);
+    if (this.run.keep) return log(`  kept database ${this.database} (--keep)`);
     const admin = new Client({ connectionString: DATABASE_URL });
     await admin.connect();
     try {
@@ -429,7 +432,7 @@ async function main() {
   const postgres = (await pg.query('SHOW server_version')).rows[0].server_version;
   await pg.end();
   const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}`;
-  const run = { id, dir, seed: options.seed, profile: options.profile, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
+  const run = { id, dir, keep: options.keep, seed: options.seed, profile: options.profile, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
   log(`run ${id}: profile ${options.profile}, seed ${options.seed}, ${chosen.length} scenario(s); results in verify-results/${id}/`);
   const results = [];
   for (const scenario of chosen) {
