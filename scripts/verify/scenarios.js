@@ -13,6 +13,26 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
 
   const waitExit = (proc, ms) => Promise.race([proc.exited, sleep(ms)]);
 
+  const CLUSTER_BROKERS = ['127.0.0.1:9192', '127.0.0.1:9193', '127.0.0.1:9194'];
+  const cluster = (...argv) => {
+    const result = spawnSync('bash', [join(ROOT, 'scripts/kafka/kafka.sh'), '--nodes', '3', ...argv], { encoding: 'utf8' });
+    if (result.status !== 0 && argv[0] !== 'status') throw new Error(`kafka.sh --nodes 3 ${argv.join(' ')} failed: ${result.stdout}${result.stderr}`);
+    return result.status === 0;
+  };
+
+  /** Java's String.hashCode, as Kafka uses it to place a transactional id on a __transaction_state partition. */
+  const javaHash = (text) => {
+    let h = 0;
+    for (const c of text) h = (Math.imul(31, h) + c.charCodeAt(0)) | 0;
+    return h;
+  };
+
+  /** The node that leads a partition of a topic. */
+  async function leaderOf(admin, topic, partition) {
+    const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+    return topics[0].partitions.find((p) => p.partitionId === partition)?.leader;
+  }
+
   return [
     {
       name: 'consumer-kill',
@@ -181,6 +201,77 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
           stage.fault('broker back');
           await (await stage.startLoad(1)).exited; // drains what the killed one spooled
         }
+      },
+    },
+    {
+      name: 'network-postgres',
+      description: 'the consumers reach PostgreSQL through a TCP fault proxy: latency, connection resets, a blackhole and a half-open connection during commits',
+      async run(stage, cfg) {
+        const { createFaultProxy } = require('./fault-proxy');
+        const target = new URL(stage.databaseUrl);
+        const proxy = await createFaultProxy({ listenPort: 0, targetHost: target.hostname, targetPort: Number(target.port || 5432) });
+        stage.cleanup.push(() => proxy.close());
+        const viaProxy = new URL(stage.databaseUrl);
+        viaProxy.port = String(proxy.port);
+        const env = { DATABASE_URL: viaProxy.toString() };
+        await stage.startConsumer(env);
+        await stage.startConsumer(env);
+        stage.startLoad(cfg.count);
+        const faults = [
+          ['latency', async () => { proxy.setMode('latency', { ms: 40 }); await sleep(3000); }],
+          ['reset', async () => { proxy.setMode('reset'); await sleep(1000); }],
+          // A partition ends with the connections reset, as TCP keepalive or the server's idle timeout would.
+          ['blackhole', async () => { proxy.setMode('blackhole'); await sleep(3000); proxy.setMode('reset'); await sleep(500); }],
+          ['half-open', async () => { proxy.setMode('half-open'); await sleep(3000); proxy.setMode('reset'); await sleep(500); }],
+        ];
+        const rounds = Math.max(faults.length, cfg.faults);
+        for (let f = 0; f < rounds; f++) {
+          await stage.someTime(stage.loadTime(1 / (rounds + 1)));
+          const [name, apply] = faults[f % faults.length];
+          stage.fault(`PostgreSQL ${name}`);
+          await apply();
+          proxy.setMode('pass');
+        }
+      },
+    },
+    {
+      name: 'cluster',
+      description: 'a three-node cluster (RF 3, min ISR 2): SIGKILL the leader of an input partition, then of a transaction coordinator, under load; a rolling restart',
+      brokers: CLUSTER_BROKERS,
+      consumerEnv: { DEMO_TOPIC_REPLICATION_FACTOR: '3' },
+      catchUpMs: 420000,
+      async setup(stage) {
+        if (!cluster('status')) {
+          cluster('start');
+          stage.cleanup.push(() => cluster('stop'));
+        }
+      },
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        const input = stage.topic('payments.requested');
+        stage.startLoad(cfg.count * 2);
+        const rounds = Math.max(1, Math.floor(cfg.faults / 2));
+        for (let r = 0; r < rounds; r++) {
+          await stage.someTime(stage.loadTime(0.3 / rounds));
+          const partition = Math.floor(stage.random() * 6);
+          const leader = await leaderOf(stage.admin, input, partition);
+          stage.fault(`SIGKILL node ${leader} (leader of ${input}[${partition}])`);
+          cluster('kill-node', String(leader));
+          await sleep(3000);
+          cluster('start-node', String(leader));
+          stage.fault(`node ${leader} back`);
+          const txnId = `consumer-app.${stage.group}.${input}.${partition}`;
+          const coordinator = await leaderOf(stage.admin, '__transaction_state', Math.abs(javaHash(txnId)) % 50);
+          stage.fault(`SIGKILL node ${coordinator} (transaction coordinator of ${input}[${partition}])`);
+          cluster('kill-node', String(coordinator));
+          await sleep(3000);
+          cluster('start-node', String(coordinator));
+          stage.fault(`node ${coordinator} back`);
+        }
+        stage.fault('rolling restart');
+        cluster('rolling-restart');
+        stage.fault('rolling restart done');
       },
     },
     {

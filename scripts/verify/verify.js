@@ -135,6 +135,7 @@ class Stage {
     this.kafka = new Kafka({ clientId: 'verify', brokers: this.brokers, logLevel: logLevel.NOTHING });
     this.consumers = [];
     this.loads = [];
+    this.cleanup = [];
     this.faults = [];
     this.samples = [];
     this.planted = new Map();
@@ -165,6 +166,7 @@ class Stage {
   async teardown() {
     for (const p of [...this.loads, ...this.consumers]) await p.kill();
     clearInterval(this.sampler);
+    for (const step of this.cleanup.reverse()) await Promise.resolve().then(step).catch((err) => log(`  cleanup: ${err.message}`));
     await this.db?.end().catch(() => undefined);
     await this.admin?.disconnect().catch(() => undefined);
     if (this.run.keep) return log(`  kept database ${this.database} (--keep)`);
@@ -377,6 +379,7 @@ async function runScenario(run, scenario) {
   const result = { scenario: scenario.name, description: scenario.description, faults: stage.faults };
   const started = Date.now();
   try {
+    await scenario.setup?.(stage);
     await stage.setup();
     stage.startSampling();
     await scenario.run(stage, run.config);

@@ -13,6 +13,7 @@ import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
+import { StableOffsets } from './stable-offsets';
 import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork } from './unit-of-work';
@@ -51,6 +52,7 @@ export class ExactlyOnceConsumer {
   private readonly sessions = new Map<string, PartitionSession>();
   private readonly handlers: Map<string, HandlerDefinition>;
   private consumer?: Consumer;
+  private readonly stableOffsets: StableOffsets;
   private status: Omit<ConsumerStatus, 'partitions'>;
 
   constructor(
@@ -64,6 +66,7 @@ export class ExactlyOnceConsumer {
     private readonly topicLimits: ReadonlyMap<string, number> = new Map(),
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
+    this.stableOffsets = new StableOffsets(kafka);
     this.status = { state: 'idle', groupId: options.groupId, assignment: {} };
   }
 
@@ -128,6 +131,7 @@ export class ExactlyOnceConsumer {
     for (const session of this.sessions.values()) session.cancelResume();
     await Promise.all([...this.sessions.values()].map((s) => s.producer.close()));
     this.sessions.clear();
+    await this.stableOffsets.disconnect();
   }
 
   private onAssignment(assignment: Record<string, number[]>): void {
@@ -160,10 +164,12 @@ export class ExactlyOnceConsumer {
     return session;
   }
 
+  /**
+   * The group's committed offset of a partition, read after InitProducerId and only once stable: offsets of a
+   * transaction that committed a moment ago may not be applied by the group coordinator yet (see StableOffsets).
+   */
   private async committedOffset(topic: string, partition: number): Promise<bigint> {
-    const [result] = await this.admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] });
-    const offset = result?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-    return BigInt(offset);
+    return this.stableOffsets.committed(this.options.groupId, topic, partition);
   }
 
   private async onBatch(payload: EachBatchPayload): Promise<void> {

@@ -1,0 +1,124 @@
+import type { Kafka } from 'kafkajs';
+import { sleep } from './sleep';
+
+// NOTE: KafkaJS 2.2.4 speaks OffsetFetch up to v4, which returns the last *stable* committed offset and says
+// nothing of offsets a transaction committed a moment ago whose marker the group coordinator has not applied yet
+// (it does so asynchronously, after the transaction is complete and InitProducerId has returned). Read then, the
+// committed offset is stale, and records whose Kafka transaction did commit look uncommitted: their recorded
+// outputs would be sent a second time. OffsetFetch v7 (KIP-447) has `require_stable`: the broker answers
+// UNSTABLE_OFFSET_COMMIT until the pending offsets are applied. KafkaJS has no such request, so this sends one
+// through KafkaJS's own cluster and connections (same brokers, TLS, SASL), reached through its private symbols;
+// kafkajs is pinned in package.json, and a spec fails if these internals move.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const Encoder = require('kafkajs/src/protocol/encoder');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const Decoder = require('kafkajs/src/protocol/decoder');
+
+const OFFSET_FETCH = 9;
+const UNSTABLE_OFFSET_COMMIT = 88;
+/** Errors after which asking again (after finding the coordinator again) is right. */
+const RETRY = new Set([UNSTABLE_OFFSET_COMMIT, 14 /* COORDINATOR_LOAD_IN_PROGRESS */, 15 /* COORDINATOR_NOT_AVAILABLE */, 16 /* NOT_COORDINATOR */]);
+
+interface Cluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  findGroupCoordinator(args: { groupId: string }): Promise<object>;
+}
+
+interface PartitionAnswer {
+  partition: number;
+  offset: bigint;
+  errorCode: number;
+}
+
+function symbol(target: object, description: string): symbol {
+  const found = [...Object.getOwnPropertySymbols(target), ...Object.getOwnPropertySymbols(Object.getPrototypeOf(target))].find((s) => s.description === description);
+  if (!found) throw new Error(`kafkajs internals changed (${description} not found): kafka-exactly-once needs kafkajs 2.2.x`);
+  return found;
+}
+
+/** The OffsetFetch v7 request (flexible), require_stable set. KafkaJS writes request header v1: add its empty tagged fields. */
+export function offsetFetchV7(groupId: string, topic: string, partitions: number[]) {
+  return {
+    request: {
+      apiKey: OFFSET_FETCH,
+      apiVersion: 7,
+      apiName: 'OffsetFetch',
+      encode: async () => {
+        const encoder = new Encoder().writeUVarInt(0).writeUVarIntString(groupId).writeUVarInt(2).writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
+        for (const partition of partitions) encoder.writeInt32(partition);
+        return encoder.writeUVarInt(0).writeBoolean(true).writeUVarInt(0);
+      },
+    },
+    response: {
+      decode: async (payload: Buffer) => {
+        const decoder = new Decoder(payload);
+        decoder.readTaggedFields(); // response header v1
+        decoder.readInt32(); // throttle time
+        const topics = decoder.readUVarIntArray((t: any) => {
+          const name = t.readUVarIntString();
+          const answers: PartitionAnswer[] = t.readUVarIntArray((p: any) => {
+            const partition = p.readInt32();
+            const offset = p.readInt64();
+            p.readInt32(); // committed leader epoch
+            p.readUVarIntString(); // metadata
+            const errorCode = p.readInt16();
+            p.readTaggedFields();
+            return { partition, offset, errorCode };
+          });
+          t.readTaggedFields();
+          return { name, answers };
+        });
+        const errorCode = decoder.readInt16();
+        return { errorCode, answers: (topics ?? []).flatMap((t: { answers: PartitionAnswer[] }) => t.answers ?? []) };
+      },
+      parse: async (data: unknown) => data,
+    },
+  };
+}
+
+/**
+ * The consumer group's committed offsets that are stable: no transaction's offsets are pending for them. Used
+ * after InitProducerId, so that a transaction that committed just before is never taken for one that did not.
+ */
+export class StableOffsets {
+  private readonly cluster: Cluster;
+  private connected?: Promise<void>;
+
+  constructor(kafka: Kafka) {
+    const create = symbol(kafka, 'private:Kafka:createCluster');
+    this.cluster = (kafka as unknown as Record<symbol, (args: object) => Cluster>)[create]({ allowAutoTopicCreation: false });
+  }
+
+  async disconnect(): Promise<void> {
+    if (this.connected) await this.cluster.disconnect().catch(() => undefined);
+    this.connected = undefined;
+  }
+
+  /** The committed offset (-1 for none) of a partition, waiting (at most `timeoutMs`) while it is unstable. */
+  async committed(groupId: string, topic: string, partition: number, timeoutMs = 60000): Promise<bigint> {
+    const deadline = Date.now() + timeoutMs;
+    for (let attempt = 1; ; attempt++) {
+      let code: number;
+      try {
+        this.connected ??= this.cluster.connect();
+        await this.connected;
+        const coordinator = await this.cluster.findGroupCoordinator({ groupId });
+        const send = symbol(coordinator, 'private:Broker:sendRequest');
+        const answer: { errorCode: number; answers: PartitionAnswer[] } = await (coordinator as unknown as Record<symbol, (r: object) => Promise<never>>)[send](offsetFetchV7(groupId, topic, [partition]));
+        const mine = answer.answers.find((a) => a.partition === partition);
+        code = answer.errorCode || mine?.errorCode || 0;
+        if (code === 0) return mine ? mine.offset : -1n;
+      } catch (err) {
+        this.connected = undefined;
+        if (Date.now() > deadline) throw err;
+        await sleep(Math.min(1000, 50 * 2 ** attempt));
+        continue;
+      }
+      if (!RETRY.has(code) || Date.now() > deadline) {
+        throw new Error(`OffsetFetch of ${topic}[${partition}] for group ${groupId} failed with error code ${code}${code === UNSTABLE_OFFSET_COMMIT ? ' (offsets of a transaction still pending)' : ''}`);
+      }
+      await sleep(Math.min(1000, 20 * 2 ** attempt));
+    }
+  }
+}
