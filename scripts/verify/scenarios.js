@@ -13,7 +13,9 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
 
   const waitExit = (proc, ms) => Promise.race([proc.exited, sleep(ms)]);
 
-  const CLUSTER_BROKERS = ['127.0.0.1:9192', '127.0.0.1:9193', '127.0.0.1:9194'];
+  // The nodes of `kafka.sh --nodes 3` (KAFKA_CLUSTER_PORT_BASE moves them, as it moves the script's).
+  const base = Number(process.env.KAFKA_CLUSTER_PORT_BASE || 9192);
+  const CLUSTER_BROKERS = [0, 1, 2].map((i) => `127.0.0.1:${base + i}`);
   const cluster = (...argv) => {
     const result = spawnSync('bash', [join(ROOT, 'scripts/kafka/kafka.sh'), '--nodes', '3', ...argv], { encoding: 'utf8' });
     if (result.status !== 0 && argv[0] !== 'status') throw new Error(`kafka.sh --nodes 3 ${argv.join(' ')} failed: ${result.stdout}${result.stderr}`);

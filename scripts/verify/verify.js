@@ -36,7 +36,7 @@ const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:
 
 const PROFILES = {
   quick: { count: 2400, accounts: 40, rate: 300, faults: 2, duplicates: 0.05 },
-  full: { count: 100000, accounts: 500, rate: 2500, faults: 20, duplicates: 0.05 },
+  full: { count: 100000, accounts: 500, rate: 1500, faults: 20, duplicates: 0.05 },
 };
 
 function args(argv) {
@@ -255,7 +255,7 @@ class Stage {
       await sleep(300);
     }
     const lastFault = this.faults.length ? this.started + this.faults[this.faults.length - 1].t : this.started;
-    return zeroSince - lastFault;
+    return Math.max(0, zeroSince - lastFault);
   }
 
   /** A random moment in the next `ms`. */

@@ -75,9 +75,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     const admin = this.kafka.admin();
     await admin.connect();
     try {
-      await this.checkBrokerLimits(admin);
-      await this.checkTopics(admin);
-      const limits = await this.topicLimits(admin);
+      // On a cluster, topics created a moment ago reach every broker's metadata a little later: retry what the
+      // broker says is retriable (a missing topic is not: it is an Error of its own).
+      const limits = await this.retryStart('checking the brokers and topics', async () => {
+        await this.checkBrokerLimits(admin);
+        await this.checkTopics(admin);
+        return this.topicLimits(admin);
+      });
       const faults = new FaultInjector();
       this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits);
       const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
@@ -96,6 +100,19 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       throw err;
     }
     this.admin = admin;
+  }
+
+  private async retryStart<T>(what: string, work: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + 60000;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (err) {
+        if (!isConnectionFault(err) || Date.now() > deadline) throw err;
+        this.logger.warn(`${what} failed (${(err as Error).message}); retrying (attempt ${attempt})`);
+        await sleep(Math.min(5000, 250 * 2 ** attempt));
+      }
+    }
   }
 
   /**
