@@ -29,10 +29,17 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
     return h;
   };
 
-  /** The node that leads a partition of a topic. */
+  /** The node that leads a partition of a topic (asked again while the metadata has none: a node just came back). */
   async function leaderOf(admin, topic, partition) {
-    const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
-    return topics[0].partitions.find((p) => p.partitionId === partition)?.leader;
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      const leader = await admin
+        .fetchTopicMetadata({ topics: [topic] })
+        .then(({ topics }) => topics[0]?.partitions.find((p) => p.partitionId === partition)?.leader, () => undefined);
+      if (Number.isInteger(leader) && leader >= 1) return leader;
+      if (Date.now() > deadline) throw new Error(`no leader of ${topic}[${partition}] in the cluster's metadata within 60 s`);
+      await sleep(500);
+    }
   }
 
   return [
@@ -264,7 +271,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
           cluster('start-node', String(leader));
           stage.fault(`node ${leader} back`);
           const txnId = `consumer-app.${stage.group}.${input}.${partition}`;
-          const coordinator = await leaderOf(stage.admin, '__transaction_state', Math.abs(javaHash(txnId)) % 50);
+          const coordinator = await leaderOf(stage.admin, '__transaction_state', (javaHash(txnId) === -2147483648 ? 0 : Math.abs(javaHash(txnId))) % 50);
           stage.fault(`SIGKILL node ${coordinator} (transaction coordinator of ${input}[${partition}])`);
           cluster('kill-node', String(coordinator));
           await sleep(3000);
