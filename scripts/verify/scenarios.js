@@ -29,17 +29,36 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
     return h;
   };
 
-  /** The node that leads a partition of a topic (asked again while the metadata has none: a node just came back). */
-  async function leaderOf(admin, topic, partition) {
-    const deadline = Date.now() + 60000;
+  /**
+   * The node that leads a partition of a topic, asked of a fresh admin client each time (one whose connection to
+   * a node that was just killed is not reused), again while the metadata has none; undefined after `ms`.
+   */
+  async function leaderOf(kafka, topic, partition, ms = 20000) {
+    const deadline = Date.now() + ms;
     for (;;) {
+      const admin = kafka.admin();
       const leader = await admin
-        .fetchTopicMetadata({ topics: [topic] })
-        .then(({ topics }) => topics[0]?.partitions.find((p) => p.partitionId === partition)?.leader, () => undefined);
+        .connect()
+        .then(() => admin.fetchTopicMetadata({ topics: [topic] }))
+        .then(({ topics }) => topics[0]?.partitions.find((p) => p.partitionId === partition)?.leader, () => undefined)
+        .finally(() => admin.disconnect().catch(() => undefined));
       if (Number.isInteger(leader) && leader >= 1) return leader;
-      if (Date.now() > deadline) throw new Error(`no leader of ${topic}[${partition}] in the cluster's metadata within 60 s`);
+      if (Date.now() > deadline) return undefined;
       await sleep(500);
     }
+  }
+
+  /** The node that is the transaction coordinator of a transactional id: the leader of its __transaction_state partition. */
+  async function coordinatorOf(kafka, transactionalId) {
+    const admin = kafka.admin();
+    const count = await admin
+      .connect()
+      .then(() => admin.fetchTopicMetadata({ topics: ['__transaction_state'] }))
+      .then(({ topics }) => topics[0]?.partitions.length, () => undefined)
+      .finally(() => admin.disconnect().catch(() => undefined));
+    if (!count) return undefined;
+    const hash = javaHash(transactionalId);
+    return leaderOf(kafka, '__transaction_state', (hash === -2147483648 ? 0 : Math.abs(hash)) % count);
   }
 
   return [
@@ -264,15 +283,17 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
         for (let r = 0; r < rounds; r++) {
           await stage.someTime(stage.loadTime(0.3 / rounds));
           const partition = Math.floor(stage.random() * 6);
-          const leader = await leaderOf(stage.admin, input, partition);
+          const leader = (await leaderOf(stage.kafka, input, partition)) ?? 1 + Math.floor(stage.random() * 3);
           stage.fault(`SIGKILL node ${leader} (leader of ${input}[${partition}])`);
           cluster('kill-node', String(leader));
           await sleep(3000);
           cluster('start-node', String(leader));
           stage.fault(`node ${leader} back`);
           const txnId = `consumer-app.${stage.group}.${input}.${partition}`;
-          const coordinator = await leaderOf(stage.admin, '__transaction_state', (javaHash(txnId) === -2147483648 ? 0 : Math.abs(javaHash(txnId))) % 50);
-          stage.fault(`SIGKILL node ${coordinator} (transaction coordinator of ${input}[${partition}])`);
+          const found = await coordinatorOf(stage.kafka, txnId);
+          // When the metadata does not tell (it has none for a while after a node came back), another node dies instead.
+          const coordinator = found ?? 1 + ((leader + Math.floor(stage.random() * 2)) % 3);
+          stage.fault(`SIGKILL node ${coordinator} (${found ? 'transaction coordinator' : 'coordinator unknown; a node other than the last'} of ${input}[${partition}])`);
           cluster('kill-node', String(coordinator));
           await sleep(3000);
           cluster('start-node', String(coordinator));
