@@ -53,6 +53,9 @@ export class ExactlyOnceConsumer {
   private readonly handlers: Map<string, HandlerDefinition>;
   private consumer?: Consumer;
   private readonly stableOffsets: StableOffsets;
+  /** Set by stop(): no more recoveries after a crash. */
+  private stopRequested = false;
+  private recovery?: NodeJS.Timeout;
   private status: Omit<ConsumerStatus, 'partitions'>;
 
   constructor(
@@ -80,6 +83,12 @@ export class ExactlyOnceConsumer {
   }
 
   async start(): Promise<void> {
+    this.stopRequested = false;
+    await this.launch();
+  }
+
+  /** A new KafkaJS consumer: connect, subscribe, run. */
+  private async launch(): Promise<void> {
     const { consumer: c, groupId } = this.options;
     this.status.state = 'starting';
     const consumer = this.kafka.consumer({
@@ -100,7 +109,10 @@ export class ExactlyOnceConsumer {
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.status.lastError = payload.error?.message;
       this.status.state = payload.restart ? 'rebalancing' : 'crashed';
-      this.logger.error(`consumer of group ${groupId} crashed (${payload.restart ? 'restarting' : 'not restarting'}): ${payload.error?.message}`);
+      this.logger.error(`consumer of group ${groupId} crashed (${payload.restart ? 'KafkaJS restarts it' : 'KafkaJS does not restart it; starting a new one'}): ${payload.error?.message}`);
+      // KafkaJS gives up on errors it deems not retriable (say "Failed to find group coordinator" after a broker
+      // restart) and leaves the consumer stopped for good: the line would stop. Start a new one with backoff.
+      if (!payload.restart && consumer === this.consumer) this.recoverLater(1);
     });
     consumer.on(consumer.events.STOP, () => {
       if (this.status.state !== 'crashed') this.status.state = 'stopped';
@@ -116,8 +128,37 @@ export class ExactlyOnceConsumer {
     });
   }
 
+  /** Starts a new KafkaJS consumer after a crash it does not restart from, with capped backoff, until one runs. */
+  private recoverLater(attempt: number): void {
+    if (this.stopRequested || this.recovery) return;
+    const delay = retryDelay({ initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 }, attempt);
+    this.recovery = setTimeout(() => {
+      this.recovery = undefined;
+      if (this.stopRequested) return;
+      const crashed = this.consumer;
+      void (async () => {
+        await crashed?.disconnect().catch(() => undefined);
+        if (this.stopRequested) return;
+        try {
+          await this.launch();
+          this.logger.log(`consumer of group ${this.options.groupId} started again after a crash`);
+        } catch (err) {
+          this.status.state = 'crashed';
+          this.status.lastError = (err as Error)?.message;
+          this.logger.error(`consumer of group ${this.options.groupId} did not start again (${(err as Error)?.message}); next try in ${retryDelay({ initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 }, attempt + 1)} ms`);
+          await this.consumer?.disconnect().catch(() => undefined);
+          this.recoverLater(attempt + 1);
+        }
+      })();
+    }, delay);
+    this.recovery.unref?.();
+  }
+
   /** Stops fetching and waits for the units of work in flight to finish (each commits or rolls back). */
   async stop(): Promise<void> {
+    this.stopRequested = true;
+    if (this.recovery) clearTimeout(this.recovery);
+    this.recovery = undefined;
     if (!this.consumer) return;
     this.status.state = 'stopping';
     for (const session of this.sessions.values()) session.cancelResume();
@@ -126,6 +167,9 @@ export class ExactlyOnceConsumer {
   }
 
   async disconnect(): Promise<void> {
+    this.stopRequested = true;
+    if (this.recovery) clearTimeout(this.recovery);
+    this.recovery = undefined;
     await this.consumer?.disconnect().catch((err) => this.logger.warn(`consumer disconnect: ${err.message}`));
     this.consumer = undefined;
     for (const session of this.sessions.values()) session.cancelResume();
