@@ -144,7 +144,11 @@ describe('consumer-app: hostile input mixed into the payments', () => {
     // Nothing waited behind a bad record: no unit of work failed, so nothing was isolated or retried as a whole.
     const logs = apps.map((a) => a.logs()).join('\n');
     expect(logs.match(/failed alone|re-running them one per unit of work|infrastructure fault/g) ?? []).toEqual([]);
-    expect((logs.match(/dead letter \{/g) ?? []).length).toBeGreaterThanOrEqual(bad.length);
+    // Each dead letter is logged after its commit, so a SIGKILL can fall between the two and drop a line: the exact
+    // count is the dead-letter topic's (above). The lines that were written name a bad record's reason, never a good one.
+    const logged = [...logs.matchAll(/dead letter (\{.*\})/g)].map((m) => (JSON.parse(m[1]) as { reason: string }).reason);
+    expect(logged.length).toBeGreaterThan(0);
+    expect([...new Set(logged)].filter((reason) => !bad.some((record) => record.reason === reason))).toEqual([]);
     process.stdout.write(`hostile: ${good.length} good payments, ${bad.length} bad records, lag ${lag} at the second kill; ${summary.accepted} accepted, ${summary.rejected} rejected\n`);
   }, 600000);
 });
