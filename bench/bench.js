@@ -1,0 +1,406 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
+ *
+ *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,A,C,D,E] [--slow-count 1000]
+ *                    [--sweep] [--accounts 200]
+ *
+ * Publishers: P is producer-app's load command (the EventPublisher: idempotent producer, circuit breaker,
+ * spool) publishing `--count` payments; P0 is a plain KafkaJS idempotent producer sending the very same records
+ * (bytes, keys, headers, partitions) in batches of 500, acks all. P's topic is the input every consumer variant
+ * gets a copy of (sent by P0), so all of them read the same records.
+ *
+ * Consumers, each a process of its own, from the start of its own input topic with its own group and output:
+ *   A  plain KafkaJS consume → produce copy, at-least-once, no database (the limit)
+ *   C  exactly-once by hand: one Kafka and one PostgreSQL transaction per record (`--slow-count` records)
+ *   D  consumer-app as shipped (the payments handler: ledger rule in PostgreSQL through TypeORM)
+ *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
+ * A variant is done when its group has committed every input offset. For each: records/s (from its group
+ * being ready, every process a member, to its last commit), start-up time, CPU seconds and peak RSS of its
+ * processes, PostgreSQL transactions committed in its database, and the transaction markers on its output.
+ *
+ * --sweep repeats D and E over 1, 6 and 12 partitions and 1, 2 and 3 processes.
+ * Results: a table on stdout, and bench/results/<run>/{results.json,summary.md,throughput.svg}.
+ */
+const { spawn, spawnSync } = require('child_process');
+const { mkdirSync, readFileSync, writeFileSync, existsSync } = require('fs');
+const { join } = require('path');
+const { Kafka, logLevel } = require('kafkajs');
+const { Client } = require('pg');
+const report = require('./report');
+
+const ROOT = join(__dirname, '..');
+const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
+const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+const VARIANTS = {
+  A: { label: 'A. plain KafkaJS copy, at-least-once, no database', script: 'variants/plain-copy.js', database: false },
+  C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true },
+  D: { label: 'D. consumer-app as shipped (ledger rule, TypeORM)', consumerApp: true, database: true },
+  E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true },
+};
+
+function args(argv) {
+  const flag = (name, fallback) => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : fallback;
+  };
+  const int = (name, fallback) => {
+    const raw = flag(name, String(fallback));
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${raw}"`);
+    return n;
+  };
+  const variants = flag('variants', 'P,P0,A,C,D,E').split(',').filter(Boolean);
+  for (const v of variants) if (!['P', 'P0', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, ${Object.keys(VARIANTS).join(', ')})`);
+  return {
+    count: int('count', 100000),
+    partitions: int('partitions', 6),
+    accounts: int('accounts', 200),
+    slowCount: int('slow-count', 1000),
+    variants,
+    sweep: argv.includes('--sweep'),
+    brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
+  };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (line) => process.stdout.write(`bench [${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+function withDatabase(url, database) {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function adminQuery(sql, params = []) {
+  const client = new Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  try {
+    return (await client.query(sql, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** CPU seconds (user + system) and peak RSS (MB) of a live process, from /proc. */
+function processStats(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const cpu = (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+    const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return { cpu, peakRssMb: hwm ? Number(hwm[1]) / 1024 : undefined };
+  } catch {
+    return undefined;
+  }
+}
+
+class Bench {
+  constructor(opts) {
+    this.opts = opts;
+    this.id = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '');
+    this.tag = `bench-${this.id.toLowerCase()}-${Math.random().toString(36).slice(2, 6)}`;
+    this.dir = join(ROOT, 'bench/results', this.id);
+    mkdirSync(join(this.dir, 'logs'), { recursive: true });
+    this.kafka = new Kafka({ clientId: 'bench', brokers: opts.brokers, logLevel: logLevel.NOTHING });
+    this.admin = this.kafka.admin();
+    this.databases = [];
+  }
+
+  async createTopics(names, partitions) {
+    await this.admin.createTopics({ waitForLeaders: true, topics: names.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })) });
+  }
+
+  async createDatabase(name) {
+    await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await adminQuery(`CREATE DATABASE ${name}`);
+    this.databases.push(name);
+    return withDatabase(DATABASE_URL, name);
+  }
+
+  async dropDatabases() {
+    for (const name of this.databases.splice(0)) await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
+  }
+
+  /** P: producer-app's load command publishes the payments; its own "published N in T" figure and our clock. */
+  async publishWithLoadCommand(prefix, count) {
+    const started = Date.now();
+    const child = spawn(process.execPath, [LOAD_CLI, 'payments', '--count', String(count), '--accounts', String(this.opts.accounts), '--seed', '2026'], {
+      cwd: ROOT,
+      env: { ...process.env, KAFKA_BROKERS: this.opts.brokers.join(','), KAFKA_TOPIC_PREFIX: prefix, SPOOL_DIR: join(this.dir, 'spool') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    writeFileSync(join(this.dir, 'logs', 'P-load.log'), output);
+    if (code !== 0) throw new Error(`producer-app's load command exited with ${code}: ${output.slice(-1500)}`);
+    // The command's own clock (from its first publish to the last acknowledgement), without its start-up.
+    const summary = /^SUMMARY (\{.*\})$/m.exec(output);
+    const elapsedMs = summary ? JSON.parse(summary[1]).elapsedMs : undefined;
+    return { seconds: (elapsedMs ?? Date.now() - started) / 1000, startupSeconds: elapsedMs ? (Date.now() - started - elapsedMs) / 1000 : undefined };
+  }
+
+  /** Reads a topic from the beginning until `count` records (read committed). */
+  async readAll(topic, count, { withValues = true } = {}) {
+    const consumer = this.kafka.consumer({ groupId: `${this.tag}-reader-${Math.random().toString(36).slice(2)}`, readUncommitted: false, maxBytesPerPartition: 4 << 20 });
+    const records = [];
+    let n = 0;
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    const deadline = Date.now() + 300000;
+    await consumer.run({
+      eachBatch: async ({ batch }) => {
+        n += batch.messages.length;
+        if (withValues) for (const m of batch.messages) records.push({ partition: batch.partition, key: m.key, value: m.value, headers: m.headers, timestamp: m.timestamp });
+      },
+    });
+    let last = n;
+    let idleSince = Date.now();
+    while (n < count) {
+      if (n !== last) [last, idleSince] = [n, Date.now()];
+      if (!withValues && Date.now() - idleSince > 5000) break; // counting: what is there is the answer
+      if (Date.now() > deadline) throw new Error(`read only ${n} of ${count} records of ${topic}`);
+      await sleep(100);
+    }
+    await consumer.disconnect();
+    return withValues ? records : n;
+  }
+
+  /** P0: a plain KafkaJS idempotent producer sending the records in batches of 500, acks all, each to its partition. */
+  async copyRecords(records, topic) {
+    const producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const started = Date.now();
+    const byPartition = new Map();
+    for (const r of records) {
+      if (!byPartition.has(r.partition)) byPartition.set(r.partition, []);
+      byPartition.get(r.partition).push({ key: r.key, value: r.value, headers: r.headers, partition: r.partition });
+    }
+    // One request at a time per partition, the partitions side by side: per-key order as published.
+    await Promise.all(
+      [...byPartition.values()].map(async (messages) => {
+        for (let i = 0; i < messages.length; i += 500) await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 500) });
+      }),
+    );
+    const seconds = (Date.now() - started) / 1000;
+    await producer.disconnect();
+    return { seconds };
+  }
+
+  async committedLag(group, topic) {
+    const [ends, [committed]] = await Promise.all([this.admin.fetchTopicOffsets(topic), this.admin.fetchOffsets({ groupId: group, topics: [topic] })]);
+    let lag = 0;
+    for (const end of ends) {
+      const done = Number(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? -1);
+      lag += Number(end.high) - Math.max(Number(end.low), done);
+    }
+    return lag;
+  }
+
+  /** Transaction markers on a topic: its offsets minus its records (control records are never delivered). */
+  async markers(topic, records) {
+    const offsets = await this.admin.fetchTopicOffsets(topic);
+    const span = offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+    const read = await this.readAll(topic, records, { withValues: false });
+    return span - read;
+  }
+
+  /**
+   * Runs one consumer variant over `records` (copied into its own input topic) with `processes` processes and
+   * waits until its group has committed every offset.
+   */
+  async runConsumer(key, records, { partitions = this.opts.partitions, processes = 1, suffix = '' } = {}) {
+    const variant = VARIANTS[key];
+    const name = `${key}${suffix}`;
+    const prefix = `${this.tag}.${name.toLowerCase()}.`;
+    const input = `${prefix}payments.requested`;
+    const output = key === 'D' ? `${prefix}payments.processed` : `${prefix}payments.copied`;
+    const group = `${prefix}group`;
+    const topics = [input, output];
+    if (key === 'D') topics.push(`${prefix}payments.requested.dlq`);
+    await this.createTopics(topics, partitions);
+    const repartitioned = partitions === this.opts.partitions ? records : records.map((r, i) => ({ ...r, partition: hashPartition(r.key, partitions, i) }));
+    await this.copyRecords(repartitioned, input);
+    const count = records.length;
+    const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
+    const database = databaseUrl ? new URL(databaseUrl).pathname.slice(1) : undefined;
+    const xactBefore = database ? Number((await adminQuery('SELECT xact_commit FROM pg_stat_database WHERE datname = $1', [database]))[0]?.xact_commit ?? 0) : 0;
+
+    const env = {
+      ...process.env,
+      BENCH_BROKERS: this.opts.brokers.join(','),
+      BENCH_INPUT: input,
+      BENCH_OUTPUT: output,
+      BENCH_GROUP: group,
+      BENCH_PREFIX: prefix,
+      BENCH_PARTITIONS: String(partitions),
+      DATABASE_URL: databaseUrl ?? '',
+      // consumer-app's names
+      KAFKA_BROKERS: this.opts.brokers.join(','),
+      KAFKA_TOPIC_PREFIX: prefix,
+      KAFKA_GROUP_ID: group,
+      HTTP_PORT: '0',
+      DEMO_TOPIC_PARTITIONS: String(partitions),
+      // No payment waits for an approval here: the bench measures the flow, not the operators.
+      PAYMENT_APPROVAL_LIMIT_CENTS: String(Number.MAX_SAFE_INTEGER),
+    };
+    const started = Date.now();
+    const children = Array.from({ length: processes }, (_, i) => {
+      const argv = variant.consumerApp ? [CONSUMER_MAIN] : [join(__dirname, variant.script)];
+      const child = spawn(process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.output = '';
+      child.stdout.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
+      child.stderr.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
+      child.exitedEarly = new Promise((resolve) => child.on('close', (code) => resolve(code)));
+      child.logFile = join(this.dir, 'logs', `${name}-${i + 1}.log`);
+      return child;
+    });
+
+    let ready; // the group stable with every process a member: start-up (boot, migrations, join) is over
+    let firstProgress;
+    let lag = count;
+    let stats = children.map(() => undefined);
+    const samples = [];
+    const deadline = started + Math.max(600000, count * 20);
+    try {
+      for (;;) {
+        for (const child of children) if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${child.output.slice(-2000)}`);
+        lag = await this.committedLag(group, input).catch(() => lag);
+        stats = children.map((c, i) => processStats(c.pid) ?? stats[i]);
+        const t = Date.now() - started;
+        samples.push({ t, lag });
+        if (ready === undefined) {
+          const { groups } = await this.admin.describeGroups([group]).catch(() => ({ groups: [] }));
+          if (groups[0]?.state === 'Stable' && groups[0].members.length >= processes) ready = Date.now();
+        }
+        if (firstProgress === undefined && lag < count) firstProgress = Date.now();
+        if (lag === 0) break;
+        if (Date.now() > deadline) throw new Error(`${name}: lag ${lag} after ${(t / 1000).toFixed(0)} s`);
+        await sleep(200);
+      }
+    } finally {
+      for (const child of children) {
+        if (child.exitCode === null) child.kill('SIGTERM');
+      }
+      await Promise.race([Promise.all(children.map((c) => c.exitedEarly)), sleep(15000)]);
+      for (const child of children) {
+        if (child.exitCode === null) child.kill('SIGKILL');
+        writeFileSync(child.logFile, child.output);
+      }
+    }
+    const finished = samples[samples.length - 1].t + started;
+    const xactAfter = database ? Number((await adminQuery('SELECT xact_commit FROM pg_stat_database WHERE datname = $1', [database]))[0]?.xact_commit ?? 0) : 0;
+    const outputs = key === 'A' ? undefined : await this.markers(output, count);
+    // From the group being ready (or, if that was missed between two samples, the first committed offset).
+    const from = Math.min(ready ?? Infinity, firstProgress ?? Infinity, finished);
+    const steadySeconds = (finished - from) / 1000;
+    return {
+      variant: name,
+      label: variant.label,
+      records: count,
+      partitions,
+      processes,
+      recordsPerSecond: count / Math.max(steadySeconds, 0.001),
+      startupSeconds: (from - started) / 1000,
+      totalSeconds: (finished - started) / 1000,
+      cpuSeconds: sum(stats.map((s) => s?.cpu ?? 0)),
+      peakRssMb: Math.max(0, ...stats.map((s) => s?.peakRssMb ?? 0)),
+      pgTransactions: database ? xactAfter - xactBefore : undefined,
+      kafkaMarkers: outputs,
+      samples,
+    };
+  }
+}
+
+
+function sum(values) {
+  return values.reduce((a, b) => a + b, 0);
+}
+
+/** A stable partition for a record when the sweep repartitions (Kafka's own partitioner is not needed for a bench). */
+function hashPartition(key, partitions, i) {
+  if (!key) return i % partitions;
+  let h = 0;
+  for (const byte of key) h = (h * 31 + byte) >>> 0;
+  return h % partitions;
+}
+
+async function main() {
+  const opts = args(process.argv.slice(2));
+  if (!existsSync(LOAD_CLI) || !existsSync(CONSUMER_MAIN)) throw new Error('build first: npm run build');
+  const bench = new Bench(opts);
+  await bench.admin.connect();
+  const results = [];
+  const publishers = [];
+  try {
+    log(`run ${bench.id}: ${opts.count} payments, ${opts.partitions} partitions, variants ${opts.variants.join(',')}${opts.sweep ? ', sweep' : ''}; results in bench/results/${bench.id}/`);
+    // The input: P publishes it (timed when P is a variant), then it is read once into memory.
+    const srcPrefix = `${bench.tag}.src.`;
+    const src = `${srcPrefix}payments.requested`;
+    await bench.createTopics([src], opts.partitions);
+    log(`P: producer-app's load command publishes ${opts.count} payments`);
+    const p = await bench.publishWithLoadCommand(srcPrefix, opts.count);
+    const records = await bench.readAll(src, opts.count);
+    if (opts.variants.includes('P')) publishers.push({ variant: 'P', label: "P. producer-app's load command (EventPublisher)", records: opts.count, recordsPerSecond: opts.count / p.seconds, totalSeconds: p.seconds, startupSeconds: p.startupSeconds });
+    if (opts.variants.includes('P0')) {
+      const p0Topic = `${bench.tag}.p0.payments.requested`;
+      await bench.createTopics([p0Topic], opts.partitions);
+      const p0 = await bench.copyRecords(records, p0Topic);
+      publishers.push({ variant: 'P0', label: 'P0. plain KafkaJS idempotent producer, batches of 500', records: opts.count, recordsPerSecond: opts.count / p0.seconds, totalSeconds: p0.seconds });
+    }
+    for (const pub of publishers) log(`${pub.variant}: ${Math.round(pub.recordsPerSecond)} records/s`);
+
+    for (const key of opts.variants.filter((v) => VARIANTS[v])) {
+      const input = VARIANTS[key].slow ? records.slice(0, opts.slowCount) : records;
+      log(`${key}: ${VARIANTS[key].label}, ${input.length} records`);
+      const result = await bench.runConsumer(key, input);
+      results.push(result);
+      log(`${key}: ${Math.round(result.recordsPerSecond)} records/s, start-up ${result.startupSeconds.toFixed(1)} s, CPU ${result.cpuSeconds.toFixed(1)} s, peak RSS ${result.peakRssMb.toFixed(0)} MB`);
+    }
+    if (opts.sweep) {
+      for (const key of ['D', 'E']) {
+        for (const partitions of [1, 6, 12]) {
+          for (const processes of [1, 2, 3]) {
+            if (processes > partitions) continue;
+            const result = await bench.runConsumer(key, records, { partitions, processes, suffix: `-${partitions}p${processes}x` });
+            results.push(result);
+            log(`${result.variant}: ${Math.round(result.recordsPerSecond)} records/s`);
+          }
+        }
+      }
+    }
+  } finally {
+    await bench.admin.disconnect().catch(() => undefined);
+    await bench.dropDatabases();
+  }
+  const run = {
+    id: bench.id,
+    date: new Date().toISOString(),
+    count: opts.count,
+    partitions: opts.partitions,
+    node: process.version,
+    kafka: process.env.KAFKA_VERSION || '4.4.0',
+    postgres: (await adminQuery('SHOW server_version'))[0].server_version,
+    cpus: require('os').cpus().length,
+    cpuModel: require('os').cpus()[0]?.model,
+  };
+  const ratios = report.ratios(results, publishers);
+  writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios }, null, 2));
+  writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, ratios));
+  writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
+  process.stdout.write(`\n${report.table(publishers, results)}\n\n${report.ratioLines(ratios).join('\n')}\n\nbench/results/${bench.id}/summary.md\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    process.stderr.write(`bench failed: ${err.stack || err}\n`);
+    process.exit(1);
+  },
+);

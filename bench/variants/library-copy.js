@@ -1,0 +1,55 @@
+'use strict';
+/**
+ * Variant E: the library with a trivial handler (`ctx.emit` of the input to the output topic), default
+ * settings. Exactly-once: inbox claim, Kafka transaction with the offsets, PostgreSQL commit.
+ */
+require('reflect-metadata');
+const { join } = require('path');
+const { Injectable, Module } = require('@nestjs/common');
+const { NestFactory } = require('@nestjs/core');
+const { TypeOrmModule } = require('@nestjs/typeorm');
+const { IdempotentHandler, KafkaExactlyOnceModule } = require('../../dist/libs/kafka-exactly-once');
+const { benchEnv, onStop } = require('./common');
+
+async function main() {
+  const env = benchEnv();
+  const inputName = env.input.slice(env.prefix.length);
+  const outputName = env.output.slice(env.prefix.length);
+
+  class CopyHandler {
+    async onPayment(event, ctx) {
+      ctx.emit(outputName, event, { key: event.accountId });
+    }
+  }
+  Reflect.decorate([IdempotentHandler({ topic: inputName, schema: 'com.example.PaymentRequested' })], CopyHandler.prototype, 'onPayment', Object.getOwnPropertyDescriptor(CopyHandler.prototype, 'onPayment'));
+  Reflect.decorate([Injectable()], CopyHandler);
+
+  class BenchModule {}
+  Reflect.decorate(
+    [
+      Module({
+        imports: [
+          TypeOrmModule.forRoot({ type: 'postgres', url: env.databaseUrl }),
+          KafkaExactlyOnceModule.forRoot({
+            kafka: { clientId: 'bench-library-copy', brokers: env.brokers },
+            groupId: env.group,
+            transactionalIdPrefix: env.group,
+            schemas: { directory: join(__dirname, '../../schemas') },
+            topicPrefix: env.prefix,
+            topics: { [outputName]: { schema: 'com.example.PaymentRequested' } },
+          }),
+        ],
+        providers: [CopyHandler],
+      }),
+    ],
+    BenchModule,
+  );
+
+  const app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error', 'warn'] });
+  onStop(() => app.close());
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
