@@ -20,7 +20,8 @@
  * being ready, every process a member, to its last commit), start-up time, CPU seconds and peak RSS of its
  * processes, PostgreSQL transactions committed in its database, and the transaction markers on its output.
  *
- * --sweep repeats D and E over 1, 6 and 12 partitions and 1, 2 and 3 processes.
+ * --sweep repeats D and E over 1, 6 and 12 partitions and 1, 2 and 3 processes. --cpu-prof writes a V8 CPU
+ * profile of every consumer process (bench/results/<run>/profiles; summarise one with bench/profile-summary.js).
  * Results: a table on stdout, and bench/results/<run>/{results.json,summary.md,throughput.svg}.
  */
 const { spawn, spawnSync } = require('child_process');
@@ -63,6 +64,7 @@ function args(argv) {
     slowCount: int('slow-count', 1000),
     variants,
     sweep: argv.includes('--sweep'),
+    cpuProf: argv.includes('--cpu-prof'),
     brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
   };
 }
@@ -252,7 +254,8 @@ class Bench {
     };
     const started = Date.now();
     const children = Array.from({ length: processes }, (_, i) => {
-      const argv = variant.consumerApp ? [CONSUMER_MAIN] : [join(__dirname, variant.script)];
+      const prof = this.opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(this.dir, 'profiles'), '--cpu-prof-name', `${name}-${i + 1}.cpuprofile`] : [];
+      const argv = [...prof, variant.consumerApp ? CONSUMER_MAIN : join(__dirname, variant.script)];
       const child = spawn(process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       child.output = '';
       child.stdout.on('data', (d) => (child.output = (child.output + d).slice(-200000)));

@@ -15,7 +15,7 @@ const ITEM = { type: 'record', name: 'Item', namespace: 'test.recovery', fields:
 /** Keeps the error lines, to see which crashes KafkaJS restarted itself and which it left to the library. */
 class CapturingLogger extends ConsoleLogger {
   readonly lines: string[] = [];
-  error(message: unknown, ...rest: unknown[]): void {
+  override error(message: unknown, ...rest: unknown[]): void {
     this.lines.push(String(message));
     super.error(message, ...(rest as []));
   }

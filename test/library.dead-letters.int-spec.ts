@@ -26,7 +26,7 @@ const ORDER = {
   namespace: 'test.orders',
   fields: [
     { name: 'orderId', type: 'string' },
-    { name: 'behaviour', type: 'string', doc: 'ok | flaky | broken | fatal' },
+    { name: 'behaviour', type: 'string', doc: 'ok | flaky | broken | fatal | swallow' },
   ],
 };
 const CONFIRMED = { type: 'record', name: 'OrderConfirmed', namespace: 'test.orders', fields: [{ name: 'orderId', type: 'string' }] };
@@ -35,13 +35,17 @@ const CONFIRMED = { type: 'record', name: 'OrderConfirmed', namespace: 'test.ord
 @Injectable()
 class OrdersHandler {
   readonly attempts = new Map<string, number>();
+  readonly calls = new Map<string, number>();
   readonly handled: string[] = [];
 
   @IdempotentHandler({ topic: 'orders', schema: 'test.orders.OrderPlaced', retry: { attempts: 3, initialDelayMs: 20 } })
   async onOrder(event: { orderId: string; behaviour: string }, ctx: EventContext): Promise<void> {
     this.attempts.set(event.orderId, ctx.attempt);
+    this.calls.set(event.orderId, (this.calls.get(event.orderId) ?? 0) + 1);
     await ctx.manager.query('INSERT INTO orders_seen (order_id, attempt) VALUES ($1, $2)', [event.orderId, ctx.attempt]);
     if (event.behaviour === 'flaky' && ctx.attempt < 3) throw new Error(`flaky failure ${ctx.attempt}`);
+    // A handler that swallows the error of its own statement: the transaction is aborted all the same.
+    if (event.behaviour === 'swallow') await ctx.manager.query('SELECT 1 / 0').catch(() => undefined);
     if (event.behaviour === 'broken') throw new Error('broken for good');
     if (event.behaviour === 'fatal') throw new NonRetriableHandlerError('order cannot be placed');
     ctx.emit('orders.confirmed', { orderId: event.orderId }, { key: event.orderId });
@@ -124,9 +128,11 @@ describe('library: retries and dead letters', () => {
     const confirmed = await readTopic(kafka, `${prefix}orders.confirmed`, { until: (r) => r.length >= 3, timeoutMs: 60000 });
     const handler = moduleRef.get(OrdersHandler);
 
-    // Retried in place: o-2 succeeded on its third attempt; its failed attempts left no rows behind.
+    // Retried in place: o-2 succeeded on its third attempt; its failed attempts left no rows behind. (A unit of
+    // work runs without savepoints first; when a record fails it runs again with them, so the handler of o-1,
+    // before the failure in the same unit, may have been called twice: its first call's writes were rolled back.)
     expect(handler.attempts.get('o-2')).toBe(3);
-    expect(handler.handled).toEqual(['o-1', 'o-2', 'o-6']);
+    expect([...new Set(handler.handled)]).toEqual(['o-1', 'o-2', 'o-6']);
     expect(confirmed.map((r) => r.key).sort()).toEqual(['o-1', 'o-2', 'o-6']);
     expect(confirmed.every((r) => r.headers['causation-id'] && r.headers['event-type'] === 'test.orders.OrderConfirmed')).toBe(true);
 
@@ -176,6 +182,54 @@ describe('library: retries and dead letters', () => {
         [coordinates, 'processed', 1],
       ]);
       expect(confirmed.find((r) => r.key === 'o-6')?.headers['causation-id']).toBe(coordinates);
+    } finally {
+      await db.end();
+    }
+  });
+
+  it('runs a unit without savepoints, and when a record fails in it, rolls it all back and runs it again with them', async () => {
+    const schema = registry.schemas.current('test.orders.OrderPlaced');
+    const order = (orderId: string, behaviour: string) => ({ key: 'k2', value: encodeSingleObject(schema, { orderId, behaviour }), headers: { 'message-id': `m-${orderId}` } });
+    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    // One request, one key: one record batch, fetched and handled as one unit of work.
+    await producer.send({ topic: `${prefix}orders`, acks: -1, messages: [order('u-1', 'ok'), order('u-2', 'ok'), order('u-3', 'fatal'), order('u-4', 'swallow'), order('u-5', 'ok')] });
+    await producer.disconnect();
+
+    const dlq = await readTopic(kafka, `${prefix}orders.dlq`, { until: (r) => r.length >= 5, timeoutMs: 60000 });
+    const confirmed = await readTopic(kafka, `${prefix}orders.confirmed`, { until: (r) => r.length >= 6, timeoutMs: 60000 });
+    const handler = moduleRef.get(OrdersHandler);
+
+    // u-1 and u-2 ran before u-3 failed in the unit without savepoints, and once more in the careful run.
+    expect(handler.calls.get('u-1')).toBe(2);
+    expect(handler.calls.get('u-2')).toBe(2);
+    expect(confirmed.filter((r) => r.key?.startsWith('u-')).map((r) => r.key).sort()).toEqual(['u-1', 'u-2', 'u-5']);
+    const letters = dlq.filter((r) => r.headers['message-id']?.startsWith('m-u-'));
+    expect(letters.map((r) => [r.headers['message-id'], r.headers[DEAD_LETTER_HEADERS.reason]])).toEqual([
+      ['m-u-3', 'handler-failed'],
+      ['m-u-4', 'handler-failed'],
+    ]);
+    // The swallowed failure surfaced when the savepoint was released: that attempt failed, and its retries too.
+    expect(letters[1].headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/current transaction is aborted/);
+
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      // The rolled-back first run left nothing: one row per handled record, none of the failed ones.
+      const seen = await db.query(`SELECT order_id, attempt FROM orders_seen WHERE order_id LIKE 'u-%' ORDER BY order_id`);
+      expect(seen.rows).toEqual([
+        { order_id: 'u-1', attempt: 1 },
+        { order_id: 'u-2', attempt: 1 },
+        { order_id: 'u-5', attempt: 1 },
+      ]);
+      const inbox = await db.query(`SELECT message_id, status FROM kafka_eo_inbox WHERE message_id LIKE 'm-u-%' ORDER BY "offset"`);
+      expect(inbox.rows.map((r) => [r.message_id, r.status])).toEqual([
+        ['m-u-1', 'processed'],
+        ['m-u-2', 'processed'],
+        ['m-u-3', 'dead-lettered'],
+        ['m-u-4', 'dead-lettered'],
+        ['m-u-5', 'processed'],
+      ]);
     } finally {
       await db.end();
     }

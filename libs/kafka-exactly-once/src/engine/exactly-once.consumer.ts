@@ -16,7 +16,7 @@ import { identify } from './record-identity';
 import { StableOffsets } from './stable-offsets';
 import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
-import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork } from './unit-of-work';
+import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome } from './unit-of-work';
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
 
@@ -254,7 +254,7 @@ export class ExactlyOnceConsumer {
         offset: message.offset,
         id: identify(topic, partition, message, this.options.inbox.deduplicationScope),
       }));
-      const unit = new UnitOfWork(
+      const outcome = await this.runUnit(
         {
           dataSource: this.dataSource,
           inbox: this.inbox,
@@ -272,7 +272,6 @@ export class ExactlyOnceConsumer {
         },
         chunk,
       );
-      const outcome = await unit.run();
       if (outcome.kind === 'committed') {
         resolveOffset(outcome.lastOffset);
         index += outcome.count;
@@ -423,6 +422,19 @@ export class ExactlyOnceConsumer {
     } finally {
       await releaseClean(runner);
     }
+  }
+
+  /**
+   * Runs a chunk as one unit of work: first without savepoints (two round trips per record fewer), and when a
+   * record failed in it, once more from scratch with a savepoint around each handler attempt.
+   */
+  private async runUnit(deps: UnitOfWorkDeps, chunk: ChunkRecord[]): Promise<Exclude<UnitOfWorkOutcome, { kind: 'run-carefully' }>> {
+    const first = await new UnitOfWork({ ...deps, careful: false }, chunk).run();
+    if (first.kind !== 'run-carefully') return first;
+    this.logger.debug(`${deps.topic}[${deps.partition}]: offsets ${chunk[0].offset}..${chunk[chunk.length - 1].offset} run again with savepoints: ${(first.error as Error)?.message}`);
+    const careful = await new UnitOfWork({ ...deps, careful: true }, chunk).run();
+    // A careful unit never asks for another run; were it to, its error is treated as the unit's failure.
+    return careful.kind === 'run-carefully' ? { kind: 'aborted', error: careful.error } : careful;
   }
 
   /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */

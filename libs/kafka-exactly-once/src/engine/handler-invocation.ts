@@ -49,12 +49,37 @@ export function causationId(id: RecordIdentity): Buffer {
 }
 
 /**
+ * Thrown by an optimistic invocation (no savepoint) whose handler failed: the caller's transaction may hold the
+ * failed attempt's writes or be aborted, so the whole unit of work is rolled back and run again with savepoints.
+ */
+export class OptimisticInvocationFailed extends Error {
+  constructor(readonly handlerError: unknown) {
+    super(`handler failed without a savepoint (${(handlerError as Error)?.message ?? handlerError}); the unit of work runs again with savepoints`, { cause: handlerError });
+    this.name = 'OptimisticInvocationFailed';
+  }
+}
+
+/**
  * Runs the handler for one decoded event inside the caller's transaction, each attempt behind a SAVEPOINT, with
  * the handler's retry policy. A connection fault is thrown (the caller's whole transaction is gone); any other
  * failure that is final comes back as `{ ok: false }` with the database as it was before the first attempt.
+ *
+ * With `savepoints: false` (the common case of a unit of work: no record has failed in it yet) the handler runs
+ * once, without the two round trips of a savepoint, and any failure is thrown as OptimisticInvocationFailed for
+ * the caller to roll back and run the unit again with savepoints.
  */
-export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown): Promise<Invocation> {
+export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, { savepoints = true } = {}): Promise<Invocation> {
   const { handler, options } = deps;
+  if (!savepoints) {
+    const emitted: RecordedOutput[] = [];
+    try {
+      await handler.invoke(event, eventContext(deps, runner, record, 1, emitted));
+    } catch (err) {
+      if (isConnectionFault(err)) throw err;
+      throw new OptimisticInvocationFailed(err);
+    }
+    return { ok: true, attempts: 1, outputs: emitted };
+  }
   for (let attempt = 1; ; attempt++) {
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
     const emitted: RecordedOutput[] = [];

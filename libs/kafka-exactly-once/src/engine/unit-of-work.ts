@@ -14,7 +14,7 @@ import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } fr
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
-import { isFencedError, isOutputTooLarge } from './error-classification';
+import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { invokeHandler } from './handler-invocation';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
@@ -57,7 +57,9 @@ export interface UnitOfWorkStats {
 
 export type UnitOfWorkOutcome =
   | { kind: 'committed'; lastOffset: string; count: number; stats: UnitOfWorkStats }
-  | { kind: 'aborted' | 'outcome-unknown' | 'fenced'; error: unknown };
+  | { kind: 'aborted' | 'outcome-unknown' | 'fenced'; error: unknown }
+  /** Run without savepoints, a record failed: nothing of the unit is kept; run it again with `careful`. */
+  | { kind: 'run-carefully'; error: unknown };
 
 export interface UnitOfWorkDeps {
   dataSource: DataSource;
@@ -76,6 +78,11 @@ export interface UnitOfWorkDeps {
   /** Called once per dead letter, after its unit of work committed. */
   onDeadLetter?: (record: ChunkRecord, reason: DeadLetterReason, error: RecordedFailure, parked?: { key: string; parkedNow: boolean }) => void;
   parking?: ParkingRepository;
+  /**
+   * Each handler attempt behind a SAVEPOINT, with the handler's retries in place. Without (the default), the
+   * handlers run back to back and the first failure makes the whole unit run again carefully (`run-carefully`).
+   */
+  careful?: boolean;
 }
 
 interface HandledRecord {
@@ -165,8 +172,8 @@ export class UnitOfWork {
       const claimed = await ownStatement('the inbox claim', async () => {
         await db.connect();
         await db.startTransaction();
-        await db.query(`SET LOCAL lock_timeout = '${options.inbox.lockTimeoutMs}ms'`);
-        await db.query(`SET LOCAL idle_in_transaction_session_timeout = '${options.inbox.idleInTransactionTimeoutMs}ms'`);
+        // One round trip for both (numbers from the resolved options, no parameters: the simple query protocol).
+        await db.query(`SET LOCAL lock_timeout = '${options.inbox.lockTimeoutMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${options.inbox.idleInTransactionTimeoutMs}ms'`);
         return inbox.claim(db, group, topic, partition, requests);
       });
       const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
@@ -249,6 +256,10 @@ export class UnitOfWork {
       for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error, d.parked);
       return { kind: 'committed', lastOffset, count, stats: this.stats };
     } catch (err) {
+      // Without savepoints, anything that went wrong while handling (a handler's failure, or a statement of ours
+      // in a transaction a handler left aborted) may have been caused by a record: PostgreSQL rolls the unit back
+      // (nothing of it was sent to Kafka yet) and it runs again with savepoints, where records fail one by one.
+      if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(err)) return { kind: 'run-carefully', error: err };
       return this.fail(err);
     } finally {
       // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.
@@ -287,7 +298,7 @@ export class UnitOfWork {
     } catch (err) {
       return this.deadLetter(record, describeFailure(err, reasonOf(err)), 1);
     }
-    const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, event);
+    const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, event, { savepoints: this.deps.careful === true });
     if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
     return this.deadLetter(record, describeFailure(result.error, reasonOf(result.error)), result.attempts);
   }
@@ -313,7 +324,7 @@ export class UnitOfWork {
     } else if (prep.keyError !== undefined) {
       return this.deadLetter(record, describeFailure(prep.keyError, 'key-unresolved'), 1);
     } else {
-      const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, prep.event);
+      const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, prep.event, { savepoints: this.deps.careful === true });
       if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
       failure = describeFailure(result.error, reasonOf(result.error));
       attempts = result.attempts;
