@@ -38,21 +38,22 @@ export class PaymentsHandler {
         `payment ${event.paymentId} of ${event.amountCents} cents on ${event.accountId} needs an approval (at or over ${this.approvalLimitCents} cents): insert it into payment_approvals, then release the account`,
       );
     }
-    await manager.createQueryBuilder().insert().into(Account).values({ accountId: event.accountId, balanceCents: 0n }).orIgnore().execute();
-    const account = await manager.findOneOrFail(Account, { where: { accountId: event.accountId }, lock: { mode: 'pessimistic_write' } });
-
-    const candidate = account.balanceCents + event.amountCents;
+    // One round trip creates the account when it is new and locks its row either way (ON CONFLICT DO UPDATE takes
+    // the row lock, as SELECT ... FOR UPDATE would), returning the balance the rule is judged against.
+    const [{ balance_cents: current }] = await manager.query<{ balance_cents: string }[]>(
+      'INSERT INTO accounts (account_id, balance_cents) VALUES ($1, 0) ON CONFLICT (account_id) DO UPDATE SET account_id = EXCLUDED.account_id RETURNING balance_cents',
+      [event.accountId],
+    );
+    const balance = BigInt(current);
+    const candidate = balance + event.amountCents;
     const accepted = candidate >= 0n;
-    if (accepted) {
-      account.balanceCents = candidate;
-      await manager.save(account);
-    }
+    if (accepted) await manager.update(Account, { accountId: event.accountId }, { balanceCents: candidate });
     const outcome: PaymentProcessed = {
       paymentId: event.paymentId,
       accountId: event.accountId,
       amountCents: event.amountCents,
       status: accepted ? 'ACCEPTED' : 'REJECTED_INSUFFICIENT_FUNDS',
-      balanceAfterCents: account.balanceCents,
+      balanceAfterCents: accepted ? candidate : balance,
     };
     await manager.insert(LedgerEntry, { ...outcome, processedAt: new Date() });
     ctx.emit(DEMO_TOPICS.paymentsProcessed, outcome, { key: event.accountId });
