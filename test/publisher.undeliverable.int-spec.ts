@@ -1,14 +1,14 @@
 import { Test, TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'crypto';
 import { existsSync, readdirSync, readFileSync } from 'fs';
-import { Kafka } from 'kafkajs';
+import { ConfigResourceTypes, Kafka } from 'kafkajs';
 import { EventPublisher, KafkaExactlyOnceModule, UndeliverableEventError, encodeSingleObject } from 'kafka-exactly-once';
 import { Spool, REFUSED_QUARANTINE } from 'kafka-exactly-once/spool/spool';
 import { QuarantinedRecord, readFrame, SpooledRecord } from 'kafka-exactly-once/spool/spool-record';
 import { join } from 'path';
 import { kafkaControl } from './support/broker';
 import { REPO_ROOT, kafkaBrokers } from './support/environment';
-import { createTopics, uniqueTopic, withAdmin } from './support/kafka';
+import { createTopics, readTopic, uniqueTopic, withAdmin } from './support/kafka';
 import { demoSchemas } from './support/payments';
 import { getJson, newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
 import { Acknowledged, expectDeliveredInOrder, waitForEmptySpool } from './support/published';
@@ -102,6 +102,33 @@ describe('publisher: records Kafka can never take', () => {
       await expect(attempt).rejects.toMatchObject({ reason: 'too-large', topic: processed, limitBytes: 20000 });
       await expect(publisher.publish('payments.processed', { ...event, paymentId: 'y'.repeat(15_000) })).resolves.toMatchObject({ status: 'sent' });
       expect(await topicSize(kafka, processed)).toBe(1);
+      expect(publisher.status().spool.records).toBe(0);
+    });
+
+    it('groups concurrent publishes into one request and tells each its own partition and offset', async () => {
+      const before = await topicSize(kafka, requested);
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => publisher.publish('payments.requested', payment(`acc-group-${i}`))));
+      expect(results.every((r) => r.status === 'sent')).toBe(true);
+      const records = await readTopic(kafka, requested, { until: (r) => r.length >= before + 40, timeoutMs: 30000 });
+      const at = new Map(records.map((r) => [`${r.partition}/${r.offset}`, r.headers['message-id']]));
+      // Every publish's partition and offset hold that very event.
+      expect(results.map((r) => at.get(`${r.partition}/${r.offset}`))).toEqual(results.map((r) => r.messageId));
+    });
+
+    it('refuses only the record the broker refuses in a grouped request; the others are sent', async () => {
+      // Lower the topic's limit behind the publisher's back (its facts are cached): the check before the send
+      // passes, and the broker refuses the request that holds the large record.
+      await withAdmin(kafka, (admin) => admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: processed, configEntries: [{ name: 'max.message.bytes', value: '12000' }] }] }));
+      const before = await topicSize(kafka, processed);
+      const event = (paymentId: string) => ({ paymentId, accountId: `acc-${paymentId.slice(0, 8)}`, amountCents: 1n, status: 'ACCEPTED', balanceAfterCents: 1n });
+      const attempts = [
+        ...Array.from({ length: 10 }, (_, i) => publisher.publish('payments.processed', event(`small-${i}`))),
+        publisher.publish('payments.processed', event('z'.repeat(15_000))),
+      ];
+      const settled = await Promise.allSettled(attempts);
+      expect(settled.slice(0, 10).map((r) => r.status === 'fulfilled' && r.value.status)).toEqual(Array(10).fill('sent'));
+      expect(settled[10]).toMatchObject({ status: 'rejected', reason: expect.any(UndeliverableEventError) });
+      expect(await topicSize(kafka, processed)).toBe(before + 10);
       expect(publisher.status().spool.records).toBe(0);
     });
 

@@ -37,6 +37,8 @@ async function main() {
             schemas: { directory: join(__dirname, '../../schemas') },
             topicPrefix: env.prefix,
             topics: { [outputName]: { schema: 'com.example.PaymentRequested' } },
+            // For experiments only (the bench runs E with the defaults): BENCH_E_OPTIONS='{"chunk":{"maxRecords":500}}'
+            ...JSON.parse(process.env.BENCH_E_OPTIONS || '{}'),
           }),
         ],
         providers: [CopyHandler],

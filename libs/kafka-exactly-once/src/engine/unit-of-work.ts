@@ -259,7 +259,10 @@ export class UnitOfWork {
       // Without savepoints, anything that went wrong while handling (a handler's failure, or a statement of ours
       // in a transaction a handler left aborted) may have been caused by a record: PostgreSQL rolls the unit back
       // (nothing of it was sent to Kafka yet) and it runs again with savepoints, where records fail one by one.
-      if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(err)) return { kind: 'run-carefully', error: err };
+      // (Our own inbox statements count as infrastructure faults, unless what failed them is not: a transaction
+      // a handler left aborted fails them, and that is the record's doing.)
+      const cause = err instanceof InboxStatementError ? err.cause : err;
+      if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(cause)) return { kind: 'run-carefully', error: err };
       return this.fail(err);
     } finally {
       // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.

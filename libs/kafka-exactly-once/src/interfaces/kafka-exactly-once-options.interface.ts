@@ -21,7 +21,11 @@ export interface KafkaExactlyOnceModuleOptions {
   /** Name of the TypeORM DataSource to use (`TypeOrmModule.forRoot({ name })`); the default one if omitted. */
   dataSourceName?: string;
   consumer?: ConsumerOptions;
-  /** A unit of work is a chunk of consecutive records of one partition, capped by count and by time. */
+  /**
+   * A unit of work is a chunk of consecutive records of one partition, capped by count (default 500) and by
+   * handling time (default 1000 ms). Its cost is mostly per unit (one PostgreSQL and one Kafka transaction), so
+   * larger chunks go faster; a failing record makes its chunk run again (docs/benchmarks.md has the figures).
+   */
   chunk?: { maxRecords?: number; maxMillis?: number };
   /** Kafka transaction timeout in ms (KafkaJS `transactionTimeout`), default 60000. */
   transactionTimeoutMs?: number;

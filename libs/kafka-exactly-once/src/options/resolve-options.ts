@@ -135,7 +135,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       maxRetryDelayMs,
     },
     chunk: {
-      maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 100),
+      maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 500),
       maxMillis: positiveInt('chunk.maxMillis', options.chunk?.maxMillis, 1000),
     },
     transactionTimeoutMs,

@@ -29,6 +29,20 @@ const TOPIC_FACTS_MAX_AGE_MS = 60000;
 /** A refusal based on facts older than this is checked again first: an operator may just have fixed the topic. */
 const REFUSAL_RECHECK_AGE_MS = 5000;
 
+/** A publish waiting to go out in the next grouped request. */
+interface PendingSend {
+  record: SpooledRecord;
+  message: Message;
+  resolve: (sent: { partition?: number; offset?: string }) => void;
+  reject: (failure: GroupedSendFailure) => void;
+}
+
+/** Why a grouped request failed, and the producer it failed on (to be given up). */
+interface GroupedSendFailure {
+  error: unknown;
+  producer?: Producer;
+}
+
 const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
   [CircuitState.Closed]: 'closed',
   [CircuitState.Open]: 'open',
@@ -39,7 +53,8 @@ const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
 /**
  * Publishes events so that none is ever lost and each key keeps its order: validates against the topic's Avro
  * schema, encodes with single-object encoding, stamps `message-id` and `event-type`, and sends with an
- * idempotent producer (acks all, one request in flight). When Kafka fails, the send passes its deadline or the
+ * idempotent producer (acks all, one request in flight; the publishes made while a request is in flight go out
+ * together in the next one). When Kafka fails, the send passes its deadline or the
  * circuit breaker is open, the record is appended to a durable local spool (fsync before `publish` resolves
  * `spooled`), and a drainer replays the spool in order when Kafka is back. While a key has records in the
  * spool, its new records queue behind them. An event Kafka can never take (larger than the topic allows, or
@@ -77,6 +92,11 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private topics?: TopicInspector;
   /** When the drainer first found the topic of its oldest record missing (grace before quarantine). */
   private readonly missingSince = new Map<string, number>();
+  /** Publishes waiting for the request in flight to finish: they go out together in the next one. */
+  private pendingSends: PendingSend[] = [];
+  private sendingGroups = false;
+  /** The partition KafkaJS's partitioner chose for each message sent (to tell each publish its offset). */
+  private readonly chosenPartitions = new WeakMap<Message, number>();
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -306,7 +326,16 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
-      createPartitioner: Partitioners.DefaultPartitioner,
+      // KafkaJS's default partitioner, with the partition of each message noted (a grouped request's answer
+      // gives a base offset per partition; a publish's own offset follows from its place in the request).
+      createPartitioner: () => {
+        const partitioner = Partitioners.DefaultPartitioner();
+        return (args) => {
+          const partition = partitioner(args);
+          this.chosenPartitions.set(args.message, partition);
+          return partition;
+        };
+      },
       ...extra,
     });
   }
@@ -315,20 +344,12 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const spool = this.spool as Spool;
     const breaker = this.breaker as CircuitBreakerPolicy;
     if (spool.hasKey(record.topic, keyString(record)) || breaker.state === CircuitState.Open) return this.toSpool(record);
-    let producer: Producer | undefined;
     try {
-      const [meta] = await breaker.execute(() =>
-        withDeadline(
-          this.connected().then((connected) => {
-            producer = connected;
-            return this.tracked(connected, connected.send({ topic: record.topic, messages: [toMessage(record)], acks: -1 }));
-          }),
-          this.config().sendTimeoutMs,
-        ),
-      );
+      const sent = await this.sendGrouped(record);
       this.counters.sent++;
-      return { messageId: record.messageId, status: 'sent', partition: meta?.partition, offset: meta?.baseOffset };
-    } catch (err) {
+      return { messageId: record.messageId, status: 'sent', partition: sent.partition, offset: sent.offset };
+    } catch (failure) {
+      const { error: err, producer } = failure as GroupedSendFailure;
       if (producer) {
         this.discard(producer);
         (this.topics as TopicInspector).markStale(record.topic);
@@ -343,12 +364,85 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
+   * Sends a record together with the publishes made meanwhile: while a request is in flight, new publishes wait
+   * and then go out in one request (at most DRAIN_MAX_RECORDS records and DRAIN_MAX_BYTES), acks all, under the
+   * breaker and the send deadline. Per-key order holds: a key has at most one publish here at a time (its next
+   * one waits in the key's chain for this one's answer), and a request keeps the order it was given.
+   */
+  private sendGrouped(record: SpooledRecord): Promise<{ partition?: number; offset?: string }> {
+    return new Promise((resolve, reject) => {
+      this.pendingSends.push({ record, message: toMessage(record), resolve, reject });
+      if (this.sendingGroups) return;
+      this.sendingGroups = true;
+      // The publishes of this turn of the event loop join the first request.
+      setImmediate(() => void this.sendGroups());
+    });
+  }
+
+  private async sendGroups(): Promise<void> {
+    try {
+      while (this.pendingSends.length > 0) {
+        let count = 0;
+        let bytes = 0;
+        while (count < this.pendingSends.length && count < DRAIN_MAX_RECORDS) {
+          const size = estimateRecordBytes(this.pendingSends[count].record);
+          if (count > 0 && bytes + size > DRAIN_MAX_BYTES) break;
+          bytes += size;
+          count++;
+        }
+        await this.sendGroup(this.pendingSends.splice(0, count));
+      }
+    } finally {
+      this.sendingGroups = false;
+    }
+  }
+
+  /** One request for a group of publishes; each publish is answered with its own partition and offset. */
+  private async sendGroup(group: PendingSend[]): Promise<void> {
+    const breaker = this.breaker as CircuitBreakerPolicy;
+    let producer: Producer | undefined;
+    try {
+      const topicMessages = new Map<string, Message[]>();
+      for (const { record, message } of group) topicMessages.set(record.topic, [...(topicMessages.get(record.topic) ?? []), message]);
+      const metadata = await breaker.execute(() =>
+        withDeadline(
+          this.connected().then((connected) => {
+            producer = connected;
+            return this.tracked(connected, connected.sendBatch({ topicMessages: [...topicMessages].map(([topic, messages]) => ({ topic, messages })), acks: -1 }));
+          }),
+          this.config().sendTimeoutMs,
+        ),
+      );
+      const baseOffsets = new Map(metadata.map((m) => [`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? '-1')]));
+      const placed = new Map<string, bigint>();
+      for (const pending of group) {
+        const partition = this.chosenPartitions.get(pending.message);
+        const where = `${pending.record.topic}\u0000${partition}`;
+        const index = placed.get(where) ?? 0n;
+        placed.set(where, index + 1n);
+        const base = baseOffsets.get(where);
+        pending.resolve({ partition, offset: partition === undefined || base === undefined || base < 0n ? undefined : (base + index).toString() });
+      }
+    } catch (error) {
+      if (group.length > 1 && refusedForGood(error)) {
+        // The broker refused the request for good, maybe for one record of it: each goes alone, on a new
+        // producer, so that only a record Kafka can never take is refused.
+        if (producer) this.discard(producer);
+        for (const pending of group) await this.sendGroup([pending]);
+        return;
+      }
+      for (const pending of group) pending.reject({ error, producer });
+    }
+  }
+
+  /**
    * Gives up a producer after a failed or timed-out send. NOTE: after a failed produce request KafkaJS rolls the
    * partition's idempotent sequence number back (sendMessages.js); if that request was in fact written, the
    * broker then rejects or silently drops the producer's next batch as out of order or duplicate. A new
    * producer gets a new producer id and starts at sequence 0, which no earlier write can collide with.
    */
   private discard(producer: Producer): void {
+    if (this.discarded.has(producer)) return; // the publishes of one failed request each report it
     this.discarded.add(producer);
     if (this.producer === producer) {
       this.producer = undefined;
