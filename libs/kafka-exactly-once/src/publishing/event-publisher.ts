@@ -432,6 +432,9 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
         return;
       }
       for (const pending of group) pending.reject({ error, producer });
+      // Kafka just failed a request: the publishes waiting behind it go to the spool now (the drainer sends
+      // them when Kafka is back) rather than each waiting out another request's deadline.
+      for (const pending of this.pendingSends.splice(0)) pending.reject({ error });
     }
   }
 
