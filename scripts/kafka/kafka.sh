@@ -13,6 +13,10 @@
 #   KAFKA_VERSION          Kafka release, 4.x or 3.9.x                          [4.4.0]
 #   KAFKA_PORT             client listener on 127.0.0.1                         [9092]
 #   KAFKA_CONTROLLER_PORT  KRaft controller listener on 127.0.0.1               [9093]
+#   KAFKA_PROXIED_PORT     a second client listener (PROXIED) on 127.0.0.1, advertised as 127.0.0.1:
+#                          KAFKA_PROXY_PORT: clients that bootstrap through a TCP proxy on that port stay on
+#                          it for every request (the verifier's network-kafka faults); unused otherwise [9094]
+#   KAFKA_PROXY_PORT       the port the PROXIED listener is advertised on        [9095]
 #   KAFKA_HEAP             JVM heap (-Xms and -Xmx), per node                   [512m; 384m with --nodes 3]
 #   KAFKA_STATE_DIR        data, logs and pid file                              [<repo>/.kafka]
 #   KAFKA_JARS_CACHE       where the Maven-resolved jars are kept between runs  [~/.cache/kafka-exactly-once/kafka]
@@ -66,6 +70,8 @@ esac
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_PROXIED_PORT="${KAFKA_PROXIED_PORT:-9094}"
+KAFKA_PROXY_PORT="${KAFKA_PROXY_PORT:-9095}"
 if [[ "$KAFKA_NODES" == 1 ]]; then KAFKA_HEAP="${KAFKA_HEAP:-512m}"; else KAFKA_HEAP="${KAFKA_HEAP:-384m}"; fi
 KAFKA_STATE_DIR="${KAFKA_STATE_DIR:-$ROOT/.kafka}"
 KAFKA_JARS_CACHE="${KAFKA_JARS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kafka-exactly-once/kafka}"
@@ -152,11 +158,11 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT
 log.dirs=$data/kraft
 num.partitions=1
 auto.create.topics.enable=false

@@ -22,6 +22,38 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
     return result.status === 0;
   };
 
+  // The local broker's PROXIED listener (kafka.sh), advertised on the port where the network-kafka scenario's
+  // fault proxy listens: clients that bootstrap there reach the broker only through the proxy.
+  const PROXIED_PORT = Number(process.env.KAFKA_PROXIED_PORT || 9094);
+  const PROXY_PORT = Number(process.env.KAFKA_PROXY_PORT || 9095);
+  const proxiedListenerUp = () =>
+    new Promise((resolve) => {
+      const socket = require('net').connect({ host: '127.0.0.1', port: PROXIED_PORT }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+
+  /** Latency, resets, a blackhole and a half-open connection through a fault proxy, in turn, while the load flows. */
+  const networkFaults = async (stage, cfg, proxy, what) => {
+    const faults = [
+      ['latency', async () => { proxy.setMode('latency', { ms: 40 }); await sleep(3000); }],
+      ['reset', async () => { proxy.setMode('reset'); await sleep(1000); }],
+      // A partition ends with the connections reset, as TCP keepalive or the server's idle timeout would.
+      ['blackhole', async () => { proxy.setMode('blackhole'); await sleep(3000); proxy.setMode('reset'); await sleep(500); }],
+      ['half-open', async () => { proxy.setMode('half-open'); await sleep(3000); proxy.setMode('reset'); await sleep(500); }],
+    ];
+    const rounds = Math.max(faults.length, cfg.faults);
+    for (let f = 0; f < rounds; f++) {
+      await stage.someTime(stage.loadTime(1 / (rounds + 1)));
+      const [name, apply] = faults[f % faults.length];
+      stage.fault(`${what} ${name}`);
+      await apply();
+      proxy.setMode('pass');
+    }
+  };
+
   /** Java's String.hashCode, as Kafka uses it to place a transactional id on a __transaction_state partition. */
   const javaHash = (text) => {
     let h = 0;
@@ -245,21 +277,27 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
         await stage.startConsumer(env);
         await stage.startConsumer(env);
         stage.startLoad(cfg.count);
-        const faults = [
-          ['latency', async () => { proxy.setMode('latency', { ms: 40 }); await sleep(3000); }],
-          ['reset', async () => { proxy.setMode('reset'); await sleep(1000); }],
-          // A partition ends with the connections reset, as TCP keepalive or the server's idle timeout would.
-          ['blackhole', async () => { proxy.setMode('blackhole'); await sleep(3000); proxy.setMode('reset'); await sleep(500); }],
-          ['half-open', async () => { proxy.setMode('half-open'); await sleep(3000); proxy.setMode('reset'); await sleep(500); }],
-        ];
-        const rounds = Math.max(faults.length, cfg.faults);
-        for (let f = 0; f < rounds; f++) {
-          await stage.someTime(stage.loadTime(1 / (rounds + 1)));
-          const [name, apply] = faults[f % faults.length];
-          stage.fault(`PostgreSQL ${name}`);
-          await apply();
-          proxy.setMode('pass');
+        await networkFaults(stage, cfg, proxy, 'PostgreSQL');
+      },
+    },
+    {
+      name: 'network-kafka',
+      description: 'the apps reach Kafka through a TCP fault proxy (every connection, metadata included): latency, connection resets, a blackhole and a half-open connection during commits',
+      brokers: [`127.0.0.1:${PROXY_PORT}`],
+      async setup(stage) {
+        if (!(await proxiedListenerUp())) {
+          throw new Error(`the broker has no PROXIED listener on 127.0.0.1:${PROXIED_PORT}: restart it with scripts/kafka/kafka.sh restart (the listener came with the network-kafka scenario)`);
         }
+        const { createFaultProxy } = require('./fault-proxy');
+        stage.kafkaProxy = await createFaultProxy({ listenPort: PROXY_PORT, targetHost: '127.0.0.1', targetPort: PROXIED_PORT });
+        stage.cleanup.push(() => stage.kafkaProxy.close());
+      },
+      async run(stage, cfg) {
+        const proxy = stage.kafkaProxy;
+        await stage.startConsumer();
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        await networkFaults(stage, cfg, proxy, 'Kafka');
       },
     },
     {
