@@ -18,6 +18,9 @@ import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome } from './unit-of-work';
 
+/** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
+const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
+
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
 
 export interface ConsumerStatus {
@@ -131,7 +134,7 @@ export class ExactlyOnceConsumer {
   /** Starts a new KafkaJS consumer after a crash it does not restart from, with capped backoff, until one runs. */
   private recoverLater(attempt: number): void {
     if (this.stopRequested || this.recovery) return;
-    const delay = retryDelay({ initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 }, attempt);
+    const delay = retryDelay(RECOVERY_BACKOFF, attempt);
     this.recovery = setTimeout(() => {
       this.recovery = undefined;
       if (this.stopRequested) return;
@@ -145,7 +148,7 @@ export class ExactlyOnceConsumer {
         } catch (err) {
           this.status.state = 'crashed';
           this.status.lastError = (err as Error)?.message;
-          this.logger.error(`consumer of group ${this.options.groupId} did not start again (${(err as Error)?.message}); next try in ${retryDelay({ initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 }, attempt + 1)} ms`);
+          this.logger.error(`consumer of group ${this.options.groupId} did not start again (${(err as Error)?.message}); next try in ${retryDelay(RECOVERY_BACKOFF, attempt + 1)} ms`);
           await this.consumer?.disconnect().catch(() => undefined);
           this.recoverLater(attempt + 1);
         }
@@ -154,11 +157,16 @@ export class ExactlyOnceConsumer {
     this.recovery.unref?.();
   }
 
-  /** Stops fetching and waits for the units of work in flight to finish (each commits or rolls back). */
-  async stop(): Promise<void> {
+  /** No more recoveries after a crash: the application is stopping the consumer. */
+  private cancelRecovery(): void {
     this.stopRequested = true;
     if (this.recovery) clearTimeout(this.recovery);
     this.recovery = undefined;
+  }
+
+  /** Stops fetching and waits for the units of work in flight to finish (each commits or rolls back). */
+  async stop(): Promise<void> {
+    this.cancelRecovery();
     if (!this.consumer) return;
     this.status.state = 'stopping';
     for (const session of this.sessions.values()) session.cancelResume();
@@ -167,9 +175,7 @@ export class ExactlyOnceConsumer {
   }
 
   async disconnect(): Promise<void> {
-    this.stopRequested = true;
-    if (this.recovery) clearTimeout(this.recovery);
-    this.recovery = undefined;
+    this.cancelRecovery();
     await this.consumer?.disconnect().catch((err) => this.logger.warn(`consumer disconnect: ${err.message}`));
     this.consumer = undefined;
     for (const session of this.sessions.values()) session.cancelResume();

@@ -53,7 +53,7 @@ export function causationId(id: RecordIdentity): Buffer {
  * failed attempt's writes or be aborted, so the whole unit of work is rolled back and run again with savepoints.
  */
 export class OptimisticInvocationFailed extends Error {
-  constructor(readonly handlerError: unknown) {
+  constructor(handlerError: unknown) {
     super(`handler failed without a savepoint (${(handlerError as Error)?.message ?? handlerError}); the unit of work runs again with savepoints`, { cause: handlerError });
     this.name = 'OptimisticInvocationFailed';
   }

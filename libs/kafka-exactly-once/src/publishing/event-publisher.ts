@@ -382,15 +382,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private async sendGroups(): Promise<void> {
     try {
       while (this.pendingSends.length > 0) {
-        let count = 0;
-        let bytes = 0;
-        while (count < this.pendingSends.length && count < DRAIN_MAX_RECORDS) {
-          const size = estimateRecordBytes(this.pendingSends[count].record);
-          if (count > 0 && bytes + size > DRAIN_MAX_BYTES) break;
-          bytes += size;
-          count++;
-        }
-        await this.sendGroup(this.pendingSends.splice(0, count));
+        const sized = this.pendingSends.slice(0, DRAIN_MAX_RECORDS).map(({ record }) => ({ topic: record.topic, bytes: estimateRecordBytes(record) }));
+        await this.sendGroup(this.pendingSends.splice(0, drainBatchSize(sized, { maxRecords: DRAIN_MAX_RECORDS, maxBytes: DRAIN_MAX_BYTES })));
       }
     } finally {
       this.sendingGroups = false;
@@ -402,13 +395,12 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const breaker = this.breaker as CircuitBreakerPolicy;
     let producer: Producer | undefined;
     try {
-      const topicMessages = new Map<string, Message[]>();
-      for (const { record, message } of group) topicMessages.set(record.topic, [...(topicMessages.get(record.topic) ?? []), message]);
+      const request = byTopic(group.map(({ record, message }) => ({ topic: record.topic, message })));
       const metadata = await breaker.execute(() =>
         withDeadline(
           this.connected().then((connected) => {
             producer = connected;
-            return this.tracked(connected, connected.sendBatch({ topicMessages: [...topicMessages].map(([topic, messages]) => ({ topic, messages })), acks: -1 }));
+            return this.tracked(connected, connected.sendBatch({ topicMessages: request, acks: -1 }));
           }),
           this.config().sendTimeoutMs,
         ),
@@ -663,7 +655,16 @@ function toMessage(record: SpooledRecord): Message {
 }
 
 function groupByTopic(records: SpooledRecord[]): Array<{ topic: string; messages: Message[] }> {
-  const byTopic = new Map<string, Message[]>();
-  for (const record of records) byTopic.set(record.topic, [...(byTopic.get(record.topic) ?? []), toMessage(record)]);
-  return [...byTopic].map(([topic, messages]) => ({ topic, messages }));
+  return byTopic(records.map((record) => ({ topic: record.topic, message: toMessage(record) })));
+}
+
+/** The messages of a request grouped by topic, each topic's in the order given. */
+function byTopic(entries: Array<{ topic: string; message: Message }>): Array<{ topic: string; messages: Message[] }> {
+  const topics = new Map<string, Message[]>();
+  for (const { topic, message } of entries) {
+    const messages = topics.get(topic);
+    if (messages) messages.push(message);
+    else topics.set(topic, [message]);
+  }
+  return [...topics].map(([topic, messages]) => ({ topic, messages }));
 }
