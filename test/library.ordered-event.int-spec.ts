@@ -6,6 +6,8 @@ import { join } from 'path';
 import { Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
 import {
+  BatchContext,
+  BatchEvent,
   DEAD_LETTER_HEADERS,
   EventContext,
   IdempotentHandler,
@@ -76,6 +78,65 @@ class TransfersHandler {
   }
 }
 
+/** Sizes of the batches the batch handlers were called with, in call order. */
+const batchSizes: number[] = [];
+
+/**
+ * The same rule set-based, as a batch handler: one statement for the approvals, one that creates and locks the
+ * accounts, the running balances folded in offset order, one statement each for the balances and the applied
+ * rows. It emits in reverse on purpose: outputs still go out in offset order, each under its own event.
+ */
+async function applyBatch(events: ReadonlyArray<BatchEvent<Entry>>, batch: BatchContext): Promise<void> {
+  batchSizes.push(events.length);
+  const accounts = [...new Set(events.map((e) => e.event.account))].sort();
+  const rows: Array<{ account: string; balance: number }> = await batch.manager.query(
+    'INSERT INTO balances (account, balance) SELECT unnest($1::text[]), 0 ON CONFLICT (account) DO UPDATE SET account = EXCLUDED.account RETURNING account, balance',
+    [accounts],
+  );
+  const balances = new Map(rows.map((r) => [r.account, r.balance]));
+  const after = events.map(({ event }) => {
+    const balance = balances.get(event.account)! + event.amount;
+    balances.set(event.account, balance);
+    return balance;
+  });
+  await batch.manager.query('UPDATE balances b SET balance = v.balance FROM unnest($1::text[], $2::int[]) AS v(account, balance) WHERE b.account = v.account', [[...balances.keys()], [...balances.values()]]);
+  await batch.manager.query('INSERT INTO applied (entry_id, account, replay) SELECT e, a, r FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS v(e, a, r, n) ORDER BY n', [
+    events.map((e) => e.event.entryId),
+    events.map((e) => e.event.account),
+    events.map((e) => e.ctx.replay?.kind ?? null),
+  ]);
+  // Checked after the writes on purpose: a batch that fails half-way must leave nothing behind.
+  const large = events.filter((e) => e.event.amount > LIMIT).map((e) => e.event.entryId);
+  if (large.length > 0) {
+    const approved = new Set((await batch.manager.query('SELECT entry_id FROM approvals WHERE entry_id = ANY($1)', [large])).map((r: { entry_id: string }) => r.entry_id));
+    const refused = large.find((id) => !approved.has(id));
+    if (refused) throw new NonRetriableHandlerError(`entry ${refused} is over ${LIMIT} and not approved`);
+  }
+  for (let i = events.length - 1; i >= 0; i--) events[i].ctx.emit('ledger.applied', { entryId: events[i].event.entryId, balance: after[i] }, { key: events[i].event.account });
+}
+
+@Injectable()
+class LedgerBatchHandler {
+  @IdempotentHandler({ topic: 'ledger.entries', schema: 'test.ledger.Entry', retry: { attempts: 1 }, batch: true })
+  @OrderedEvent({ key: (e: Entry) => (e.account === 'no-key' ? '' : e.account) })
+  async onEntries(events: BatchEvent<Entry>[], batch: BatchContext): Promise<void> {
+    await applyBatch(events, batch);
+  }
+}
+
+@Injectable()
+class TransfersBatchHandler {
+  @IdempotentHandler({ topic: 'ledger.transfers', schema: 'test.ledger.Entry', retry: { attempts: 1 }, batch: true })
+  async onTransfers(events: BatchEvent<Entry>[], batch: BatchContext): Promise<void> {
+    await applyBatch(events, batch);
+  }
+}
+
+const MODES = [
+  { mode: 'one event per call', handlers: [LedgerHandler, TransfersHandler], batch: false },
+  { mode: 'batch handlers (set-based SQL)', handlers: [LedgerBatchHandler, TransfersBatchHandler], batch: true },
+];
+
 class CapturingLogger extends ConsoleLogger {
   readonly warnings: string[] = [];
   override warn(message: unknown, ...rest: unknown[]): void {
@@ -89,16 +150,17 @@ class CapturingLogger extends ConsoleLogger {
  * later records of that key are parked in order while other keys flow; a release (through the OperatorStore,
  * as the admin REST and the CLI do it) replays them in order exactly once, also while new records of the key
  * keep arriving; a release that fails again parks the key at the failing record; unresolved keys and records
- * of an unknown schema version; dead-letter replays run the handler exactly once.
+ * of an unknown schema version; dead-letter replays run the handler exactly once. Twice: with handlers called
+ * once per event, and with batch handlers (@IdempotentHandler({ batch: true })) under the same promises.
  */
-describe('library: @OrderedEvent parking, release and replay', () => {
+describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode', ({ handlers, batch }) => {
   let kafka: Kafka;
   let moduleRef: TestingModule;
   let databaseUrl: string;
   let pool: Pool;
   let store: OperatorStore;
   let logger: CapturingLogger;
-  const prefix = `${uniqueTopic('ordered')}.`;
+  const prefix = `${uniqueTopic(batch ? 'ordered-batch' : 'ordered')}.`;
   const entries = `${prefix}ledger.entries`;
   const transfers = `${prefix}ledger.transfers`;
   const group = `${prefix}group`;
@@ -135,7 +197,7 @@ describe('library: @OrderedEvent parking, release and replay', () => {
           operations: { pollIntervalMs: 200 },
         }),
       ],
-      providers: [LedgerHandler, TransfersHandler],
+      providers: handlers,
     })
     class LedgerModule {}
     logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
@@ -146,7 +208,7 @@ describe('library: @OrderedEvent parking, release and replay', () => {
 
   beforeAll(async () => {
     kafka = testKafka();
-    databaseUrl = await createSuiteDatabase('ordered');
+    databaseUrl = await createSuiteDatabase(batch ? 'ordered_batch' : 'ordered');
     pool = new Pool({ connectionString: databaseUrl, max: 4 });
     await pool.query('CREATE TABLE balances (account text PRIMARY KEY, balance int NOT NULL)');
     await pool.query('CREATE TABLE applied (seq bigserial PRIMARY KEY, entry_id text UNIQUE, account text, replay text)');
@@ -244,6 +306,27 @@ describe('library: @OrderedEvent parking, release and replay', () => {
       ['msg-a5', 'processed'],
     ]);
   });
+
+  if (batch) {
+    it('calls a batch handler with the events of a unit of work at once, each applied once, outputs in offset order', async () => {
+      const before = batchSizes.length;
+      const ids = Array.from({ length: 300 }, (_, i) => `m${i}`);
+      await sendRaw(kafka, entries, ids.map((id, i) => record(id, `acct-m${i % 7}`, i)));
+      const appliedM = async () => (await pool.query(`SELECT entry_id FROM applied WHERE account LIKE 'acct-m%' ORDER BY seq`)).rows.map((r) => r.entry_id);
+      await waitUntil('every m entry applied', async () => (await appliedM()).length === ids.length);
+      const sizes = batchSizes.slice(before);
+      // Nothing failed, so no event was handled alone: the calls add up to the events, and they were batches.
+      expect(sizes.reduce((a, b) => a + b, 0)).toBe(ids.length);
+      expect(Math.max(...sizes)).toBeGreaterThan(1);
+      for (let a = 0; a < 7; a++) {
+        const own = ids.filter((_, i) => i % 7 === a);
+        expect(await balance(`acct-m${a}`)).toBe(own.reduce((sum, id) => sum + Number(id.slice(1)), 0));
+        const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === `acct-m${a}`).length >= own.length, timeoutMs: 30000 });
+        const mine = outputs.filter((r) => r.key === `acct-m${a}`);
+        expect(mine.map((r) => r.headers['causation-id'])).toEqual(own.map((id) => `msg-${id}`));
+      }
+    });
+  }
 
   it('keeps the order when new records of the key keep arriving during the release: parked ones first, then the new ones', async () => {
     await sendRaw(kafka, entries, [record('c1', 'acct-c', 9000), record('c2', 'acct-c', 1), record('c3', 'acct-c', 1)]);

@@ -19,6 +19,9 @@ export type {
   EmitOptions,
   RecordInfo,
   IdempotentHandlerMethod,
+  IdempotentBatchHandlerMethod,
+  BatchEvent,
+  BatchContext,
 } from './interfaces';
 export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
 export { encodeSingleObject, decodeSingleObject, validationErrors, readFingerprint } from './serde/single-object.codec';

@@ -5,7 +5,7 @@ import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.d
 import type { OrderedEventOptions, OrderingKey } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
-import type { EventContext } from './interfaces/event-context.interface';
+import type { BatchContext, BatchEvent, EventContext } from './interfaces/event-context.interface';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';
 import { LoadedSchema, SchemaRegistry } from './serde/schema-registry';
@@ -23,7 +23,10 @@ export interface HandlerDefinition {
     /** The ordering key of an event; undefined: the record key. */
     key?: (event: unknown) => OrderingKey | null | undefined;
   };
+  /** One event (a batch handler gets it as a batch of one). */
   invoke(event: unknown, ctx: EventContext): Promise<void>;
+  /** Set for @IdempotentHandler({ batch: true }): the new events of a unit of work at once. */
+  invokeBatch?(events: BatchEvent[], batch: BatchContext): Promise<void>;
 }
 
 /** Finds the @IdempotentHandler methods of the application's providers and checks them (fail fast at boot). */
@@ -59,7 +62,7 @@ export class KafkaExactlyOnceExplorer {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
     for (const handler of handlers) {
-      const order = handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}` : '';
+      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}` : ''}`;
       this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId}${order})`);
     }
     return handlers;
@@ -79,8 +82,8 @@ export class KafkaExactlyOnceExplorer {
         `schema "${metadata.schema}" is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`,
       );
     }
-    const instance = wrapper.instance as Record<string, (event: unknown, ctx: EventContext) => unknown>;
-    return {
+    const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown>;
+    const definition: HandlerDefinition = {
       name,
       topic: `${this.options.topicPrefix}${metadata.topic}`,
       schema: this.registry.current(metadata.schema),
@@ -90,6 +93,15 @@ export class KafkaExactlyOnceExplorer {
         await instance[methodName](event, ctx);
       },
     };
+    if (metadata.batch) {
+      definition.invokeBatch = async (events, batch) => {
+        await instance[methodName](events, batch);
+      };
+      definition.invoke = async (event, ctx) => {
+        await instance[methodName]([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt });
+      };
+    }
+    return definition;
   }
 
   private checkUnique(handlers: HandlerDefinition[]): void {

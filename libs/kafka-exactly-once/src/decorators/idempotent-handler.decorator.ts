@@ -9,6 +9,12 @@ export interface IdempotentHandlerOptions {
   schema: string;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
+  /**
+   * The method takes the unit of work's new events at once: `(events: BatchEvent<T>[], batch: BatchContext)`,
+   * for set-based SQL (one statement for many events). Same guarantees; when it throws, the events are handled
+   * one by one (each a batch of one) to find the failing one. Default false: one call per event.
+   */
+  batch?: boolean;
 }
 
 /**
@@ -19,6 +25,11 @@ export interface IdempotentHandlerOptions {
  * @example
  * @IdempotentHandler({ topic: 'payments.requested', schema: 'com.example.PaymentRequested' })
  * async onPaymentRequested(event: PaymentRequested, ctx: EventContext) { ... }
+ *
+ * @example
+ * // A batch handler: the new events of a unit of work at once, in offset order.
+ * @IdempotentHandler({ topic: 'payments.requested', schema: 'com.example.PaymentRequested', batch: true })
+ * async onPaymentsRequested(events: BatchEvent<PaymentRequested>[], batch: BatchContext) { ... }
  */
 export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDecorator {
   if (!options || typeof options.topic !== 'string' || options.topic.trim() === '') {
@@ -26,6 +37,9 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   }
   if (typeof options.schema !== 'string' || options.schema.trim() === '') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }) needs the full name of its Avro schema in "schema"`);
+  }
+  if (options.batch !== undefined && typeof options.batch !== 'boolean') {
+    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);
   }
   return applyDecorators(SetMetadata(IDEMPOTENT_HANDLER_METADATA, { ...options }));
 }

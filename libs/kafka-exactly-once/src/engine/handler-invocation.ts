@@ -36,6 +36,14 @@ export interface InvocationRecord {
   replay?: { kind: 'release' | 'dead-letter'; auditId: string };
 }
 
+/** An event of a batch handler's call, and where its outputs go. */
+export interface BatchedInvocation {
+  record: InvocationRecord;
+  event: unknown;
+  /** Filled by the event's `ctx.emit` during the call. */
+  emitted: RecordedOutput[];
+}
+
 export type Invocation = { ok: true; attempts: number; outputs: RecordedOutput[] } | { ok: false; attempts: number; error: unknown };
 
 const SAVEPOINT = 'kafka_eo_record';
@@ -96,6 +104,21 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
       deps.logger.warn(`${handler.name} failed on ${topic}[${partition}]@${offset} (message ${messageId}) (attempt ${attempt}/${handler.retry.attempts}): ${(err as Error)?.message}`);
       await pauseWithHeartbeats(retryDelay(handler.retry, attempt), options.consumer.heartbeatInterval, deps.heartbeat);
     }
+  }
+}
+
+/**
+ * Runs a batch handler once for a unit of work's new events, without a savepoint (the optimistic case): any
+ * failure but a connection fault is thrown as OptimisticInvocationFailed, and the unit of work runs again with
+ * every event alone (a batch of one) behind its savepoint.
+ */
+export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunner, items: BatchedInvocation[]): Promise<void> {
+  const events = items.map((item) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted) }));
+  try {
+    await deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 });
+  } catch (err) {
+    if (isConnectionFault(err)) throw err;
+    throw new OptimisticInvocationFailed(err);
   }
 }
 

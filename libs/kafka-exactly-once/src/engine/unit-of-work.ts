@@ -16,7 +16,7 @@ import type { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
 import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
-import { invokeHandler } from './handler-invocation';
+import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler } from './handler-invocation';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
@@ -151,6 +151,8 @@ export class UnitOfWork {
   private prepared?: Map<string, OrderingPrep>;
   /** @OrderedEvent only: the parked keys among the chunk's, and those this unit parks. */
   private readonly parkedKeys = new Set<string>();
+  /** A batch handler run optimistically: the events it gets in one call once every record has been seen. */
+  private batch?: BatchedInvocation[];
 
   constructor(
     private readonly deps: UnitOfWorkDeps,
@@ -182,7 +184,9 @@ export class UnitOfWork {
       if (this.deps.handler.ordering) await this.prepareOrdering(db, this.records.filter(claimedHere));
 
       this.sm.transitionTo('handling');
-      const outputs: RecordedOutput[] = [];
+      if (this.deps.handler.invokeBatch && !this.deps.careful) this.batch = [];
+      // Each record's outputs in offset order; a batched event's list is filled when the batch handler runs.
+      const outputLists: RecordedOutput[][] = [];
       const completions: InboxCompletion[] = [];
       const started = Date.now();
       const middle = Math.floor((this.records.length - 1) / 2);
@@ -202,7 +206,7 @@ export class UnitOfWork {
             outputs: handled.outputs,
             deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
           });
-          outputs.push(...handled.outputs);
+          outputLists.push(handled.outputs);
           if (handled.deadLetter) {
             this.stats.deadLettered++;
             this.deadLetters.push({ record, ...handled.deadLetter });
@@ -218,16 +222,22 @@ export class UnitOfWork {
             // A claim committed without its handling can only come from a bug; never treat it as done.
             throw new Error(`inbox row of message ${record.id.displayId} is claimed but was never handled`);
           } else if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
-            outputs.push(...row.outputs);
+            outputLists.push(row.outputs);
             this.stats.replayed++;
           } else {
             this.stats.duplicates++;
           }
         }
         count = index + 1;
+        if (this.batch) continue; // one call for all: no time cap between records
         if (index === middle) faults.reach('mid-chunk');
         if (Date.now() - started >= options.chunk.maxMillis) break; // time cap: the rest goes to the next chunk
       }
+      if (this.batch) {
+        if (this.batch.length > 0) await invokeBatchHandler(this.invocationDeps(), runner, this.batch);
+        faults.reach('mid-chunk');
+      }
+      const outputs = outputLists.flat();
       if (count < this.records.length) {
         // Cut by the time cap: give back the claims of the records left for the next chunk, which would
         // otherwise commit as claimed-but-never-handled and be taken for replays.
@@ -301,7 +311,7 @@ export class UnitOfWork {
     } catch (err) {
       return this.deadLetter(record, describeFailure(err, reasonOf(err)), 1);
     }
-    const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, event, { savepoints: this.deps.careful === true });
+    const result = await this.invoke(runner, record, event);
     if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
     return this.deadLetter(record, describeFailure(result.error, reasonOf(result.error)), result.attempts);
   }
@@ -327,13 +337,27 @@ export class UnitOfWork {
     } else if (prep.keyError !== undefined) {
       return this.deadLetter(record, describeFailure(prep.keyError, 'key-unresolved'), 1);
     } else {
-      const result = await invokeHandler(this.invocationDeps(), runner, { info: this.recordInfo(record), id: record.id }, prep.event, { savepoints: this.deps.careful === true });
+      const result = await this.invoke(runner, record, prep.event);
       if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
       failure = describeFailure(result.error, reasonOf(result.error));
       attempts = result.attempts;
     }
     if (!prep.key) return this.deadLetter(record, failure, attempts);
     return this.park(runner, record, prep.key, failure, attempts, true);
+  }
+
+  /**
+   * Runs the handler for one record; a batch handler run optimistically only takes the event into its batch
+   * (it cannot fail here: if the batch call fails, the whole unit runs again carefully, one event at a time).
+   */
+  private invoke(runner: QueryRunner, record: ChunkRecord, event: unknown): Promise<Invocation> {
+    const invocation = { info: this.recordInfo(record), id: record.id };
+    if (this.batch) {
+      const emitted: RecordedOutput[] = [];
+      this.batch.push({ record: invocation, event, emitted });
+      return Promise.resolve({ ok: true, attempts: 1, outputs: emitted });
+    }
+    return invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: this.deps.careful === true });
   }
 
   /** Dead-letters the record and parks it (with its key, when `parkKey`) in the unit's transaction. */

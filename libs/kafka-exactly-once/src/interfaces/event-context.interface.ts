@@ -41,3 +41,25 @@ export interface EventContext {
 
 /** A method decorated with @IdempotentHandler. */
 export type IdempotentHandlerMethod<T = any> = (event: T, ctx: EventContext) => Promise<void> | void;
+
+/** One event of a batch, with its own context: `ctx.emit` adds an output of this event, `ctx.message` is its record. */
+export interface BatchEvent<T = any> {
+  readonly event: T;
+  readonly ctx: EventContext;
+}
+
+/** What a batch handler gets besides its events. */
+export interface BatchContext {
+  /** EntityManager of the unit of work's PostgreSQL transaction (the same as every event's `ctx.manager`). */
+  readonly manager: EntityManager;
+  /** 1 on the first try, 2 on the first retry... (a retry runs one event alone). */
+  readonly attempt: number;
+}
+
+/**
+ * A method decorated with @IdempotentHandler({ batch: true }): it gets the new events of a unit of work (no
+ * duplicates, no replays, none of a parked key), in offset order, for set-based SQL. It runs once per unit of
+ * work; when it throws, the unit is rolled back and the events are handled one at a time (a batch of one each),
+ * so that only the failing event is retried and dead-lettered or parks its key.
+ */
+export type IdempotentBatchHandlerMethod<T = any> = (events: ReadonlyArray<BatchEvent<T>>, batch: BatchContext) => Promise<void> | void;
