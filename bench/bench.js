@@ -42,6 +42,9 @@ const VARIANTS = {
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true },
   D: { label: 'D. consumer-app as shipped (ledger rule, TypeORM)', consumerApp: true, database: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true },
+  B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true },
+  // J runs on the JVM: its launch() compiles it once (cached) and answers the command line.
+  J: { label: 'J. the ledger rule by hand on the JVM: one Kafka and one PostgreSQL transaction per poll, set-based SQL', launch: () => require('./variants/jvm/build').launch(), database: true },
 };
 
 function args(argv) {
@@ -55,7 +58,7 @@ function args(argv) {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${raw}"`);
     return n;
   };
-  const variants = flag('variants', 'P,P0,A,C,D,E').split(',').filter(Boolean);
+  const variants = flag('variants', 'P,P0,A,B,C,D,E,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, ${Object.keys(VARIANTS).join(', ')})`);
   return {
     count: int('count', 100000),
@@ -222,7 +225,7 @@ class Bench {
     const name = `${key}${suffix}`;
     const prefix = `${this.tag}.${name.toLowerCase()}.`;
     const input = `${prefix}payments.requested`;
-    const output = key === 'D' ? `${prefix}payments.processed` : `${prefix}payments.copied`;
+    const output = ['A', 'E'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
     if (key === 'D') topics.push(`${prefix}payments.requested.dlq`);
@@ -252,11 +255,13 @@ class Bench {
       // No payment waits for an approval here: the bench measures the flow, not the operators.
       PAYMENT_APPROVAL_LIMIT_CENTS: String(Number.MAX_SAFE_INTEGER),
     };
+    // A variant that is not a Node script (J) is compiled before the clock starts; its JVM start-up is counted.
+    const launched = variant.launch ? await variant.launch() : undefined;
     const started = Date.now();
     const children = Array.from({ length: processes }, (_, i) => {
       const prof = this.opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(this.dir, 'profiles'), '--cpu-prof-name', `${name}-${i + 1}.cpuprofile`] : [];
-      const argv = [...prof, variant.consumerApp ? CONSUMER_MAIN : join(__dirname, variant.script)];
-      const child = spawn(process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const [command, argv] = launched ? [launched.command, launched.args] : [process.execPath, [...prof, variant.consumerApp ? CONSUMER_MAIN : join(__dirname, variant.script)]];
+      const child = spawn(command, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       child.output = '';
       child.stdout.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
       child.stderr.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
