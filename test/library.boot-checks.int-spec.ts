@@ -1,4 +1,4 @@
-import { Injectable, Module } from '@nestjs/common';
+import { ConsoleLogger, Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { EventContext, IdempotentHandler, InvalidOptionsError, KafkaExactlyOnceModule, KafkaExactlyOnceModuleOptions } from 'kafka-exactly-once';
@@ -26,23 +26,27 @@ describe('library: boot checks against the broker', () => {
     await createTopics(testKafka(), [`${prefix}notes`], 1);
   });
 
-  async function bootError(extra: Partial<KafkaExactlyOnceModuleOptions>): Promise<unknown> {
+  function notesModule(extra: Partial<KafkaExactlyOnceModuleOptions>, { topicPrefix = prefix, poolMax = 10 } = {}) {
     @Module({
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: poolMax } }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'boot-test', brokers: kafkaBrokers() },
-          groupId: `${prefix}group`,
+          groupId: `${topicPrefix}group`,
           transactionalIdPrefix: 'boot-test',
           schemas: { directory: dir },
-          topicPrefix: prefix,
+          topicPrefix,
           ...extra,
         }),
       ],
       providers: [NotesHandler],
     })
     class NotesModule {}
-    const moduleRef = await Test.createTestingModule({ imports: [NotesModule] }).compile();
+    return NotesModule;
+  }
+
+  async function bootError(extra: Partial<KafkaExactlyOnceModuleOptions>): Promise<unknown> {
+    const moduleRef = await Test.createTestingModule({ imports: [notesModule(extra)] }).compile();
     try {
       await moduleRef.init();
       return undefined;
@@ -64,5 +68,28 @@ describe('library: boot checks against the broker', () => {
     const err = await bootError({ consumer: { sessionTimeout: 2_000_000, rebalanceTimeout: 2_000_000 } });
     expect(err).toBeInstanceOf(InvalidOptionsError);
     expect((err as InvalidOptionsError).field).toBe('consumer.sessionTimeout');
+  });
+
+  it('warns at assignment when the PostgreSQL pool is smaller than the partitions handled at once', async () => {
+    const wide = `${uniqueTopic('boot-wide')}.`;
+    await createTopics(testKafka(), [`${wide}notes`], 4);
+    const warnings: string[] = [];
+    class CapturingLogger extends ConsoleLogger {
+      override warn(message: unknown, ...rest: unknown[]): void {
+        warnings.push(String(message));
+        super.warn(message, ...(rest as []));
+      }
+    }
+    const moduleRef = await Test.createTestingModule({ imports: [notesModule({}, { topicPrefix: wide, poolMax: 2 })] })
+      .setLogger(new CapturingLogger({ logLevels: ['warn', 'error'] }))
+      .compile();
+    try {
+      await moduleRef.init();
+      const deadline = Date.now() + 30000;
+      while (!warnings.some((w) => w.includes('partitions are handled at once')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(warnings.find((w) => w.includes('partitions are handled at once'))).toMatch(/4 partitions are handled at once, .* the pool has 2/);
+    } finally {
+      await moduleRef.close();
+    }
   });
 });

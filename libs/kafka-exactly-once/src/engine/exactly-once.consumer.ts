@@ -184,6 +184,18 @@ export class ExactlyOnceConsumer {
     await this.stableOffsets.disconnect();
   }
 
+  /** Partitions handled at once each hold a connection during a unit of work: fewer connections make them queue. */
+  private warnIfPoolTooSmall(assignment: Record<string, number[]>): void {
+    const assigned = Object.values(assignment).reduce((n, ps) => n + ps.length, 0);
+    const atOnce = Math.min(assigned, this.options.consumer.partitionsConsumedConcurrently);
+    const poolMax = (this.dataSource.driver as { master?: { options?: { max?: number } } }).master?.options?.max;
+    if (poolMax !== undefined && poolMax < atOnce) {
+      this.logger.warn(
+        `group ${this.options.groupId}: ${atOnce} partitions are handled at once, each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax}: partitions wait for a connection. Raise the DataSource's extra.max (or lower consumer.partitionsConsumedConcurrently).`,
+      );
+    }
+  }
+
   private onAssignment(assignment: Record<string, number[]>): void {
     this.status.state = 'running';
     this.status.assignment = assignment;
@@ -198,6 +210,7 @@ export class ExactlyOnceConsumer {
         void session.producer.close();
       }
     }
+    this.warnIfPoolTooSmall(assignment);
     this.logger.log(
       `group ${this.options.groupId}: assigned ${Object.entries(assignment).map(([t, ps]) => `${t}[${ps.join(',')}]`).join(' ') || 'nothing'}`,
     );

@@ -106,7 +106,12 @@ export interface ConsumerOptions {
   sessionTimeout?: number;
   heartbeatInterval?: number;
   rebalanceTimeout?: number;
-  /** How many partitions are handled at once (each one stays strictly in order). Default 3. */
+  /**
+   * How many partitions are handled at once (each one stays strictly in order, with its own transactional
+   * producer and, while a unit of work runs, its own PostgreSQL connection). Default 64: every assigned
+   * partition of a usual deployment. Size the DataSource's pool (`extra.max`) for it; the consumer warns at
+   * assignment when the pool is smaller than the partitions it handles at once.
+   */
   partitionsConsumedConcurrently?: number;
   maxBytesPerPartition?: number;
   maxWaitTimeInMs?: number;

@@ -26,7 +26,7 @@ describe('resolveOptions', () => {
       sessionTimeout: 30000,
       heartbeatInterval: 3000,
       rebalanceTimeout: 60000,
-      partitionsConsumedConcurrently: 3,
+      partitionsConsumedConcurrently: 64,
       maxBytesPerPartition: 1048576,
       maxWaitTimeInMs: 500,
       stallAfterMs: 60000,

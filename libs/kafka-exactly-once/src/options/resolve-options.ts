@@ -128,7 +128,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       sessionTimeout,
       heartbeatInterval,
       rebalanceTimeout,
-      partitionsConsumedConcurrently: positiveInt('consumer.partitionsConsumedConcurrently', consumer.partitionsConsumedConcurrently, 3),
+      partitionsConsumedConcurrently: positiveInt('consumer.partitionsConsumedConcurrently', consumer.partitionsConsumedConcurrently, 64),
       maxBytesPerPartition: positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 1048576),
       maxWaitTimeInMs: positiveInt('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 500),
       stallAfterMs,
