@@ -268,7 +268,7 @@ export class ExactlyOnceConsumer {
       if (!isRunning() || isStale() || session.generation !== generation || session.fenced) return;
       const isolating = BigInt(records[index].offset) <= session.isolateThrough;
       session.progress.activity = isolating ? 'isolating' : 'working';
-      const chunk: ChunkRecord[] = records.slice(index, index + (isolating ? 1 : this.options.chunk.maxRecords)).map((message) => ({
+      const chunk: ChunkRecord[] = records.slice(index, index + (isolating ? 1 : chunkLength(records, index, this.options.chunk))).map((message) => ({
         message,
         offset: message.offset,
         id: identify(topic, partition, message, this.options.inbox.deduplicationScope),
@@ -486,3 +486,14 @@ export class ExactlyOnceConsumer {
   }
 }
 
+/** How many records from `start` make the next chunk: at most `maxRecords`, and `maxBytes` of keys and values (at least one record). */
+export function chunkLength(records: ReadonlyArray<{ key?: Buffer | null; value: Buffer | null }>, start: number, { maxRecords, maxBytes }: { maxRecords: number; maxBytes: number }): number {
+  let bytes = 0;
+  let n = 0;
+  while (start + n < records.length && n < maxRecords) {
+    bytes += (records[start + n].key?.length ?? 0) + (records[start + n].value?.length ?? 0);
+    if (n > 0 && bytes > maxBytes) break;
+    n++;
+  }
+  return n;
+}

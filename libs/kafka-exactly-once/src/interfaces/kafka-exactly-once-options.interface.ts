@@ -22,11 +22,13 @@ export interface KafkaExactlyOnceModuleOptions {
   dataSourceName?: string;
   consumer?: ConsumerOptions;
   /**
-   * A unit of work is a chunk of consecutive records of one partition, capped by count (default 500) and by
-   * handling time (default 1000 ms). Its cost is mostly per unit (one PostgreSQL and one Kafka transaction), so
-   * larger chunks go faster; a failing record makes its chunk run again (docs/benchmarks.md has the figures).
+   * A unit of work is a chunk of consecutive records of one partition, capped by count (default 500), by the
+   * bytes of its records' keys and values (default 4 MiB; a record larger than that is a chunk of its own) and
+   * by handling time (default 1000 ms; not for batch handlers, which are called once per chunk). Its cost is
+   * mostly per unit (one PostgreSQL and one Kafka transaction), so larger chunks go faster; a failing record
+   * makes its chunk run again (docs/benchmarks.md has the figures).
    */
-  chunk?: { maxRecords?: number; maxMillis?: number };
+  chunk?: { maxRecords?: number; maxBytes?: number; maxMillis?: number };
   /** Kafka transaction timeout in ms (KafkaJS `transactionTimeout`), default 60000. */
   transactionTimeoutMs?: number;
   inbox?: InboxOptions;

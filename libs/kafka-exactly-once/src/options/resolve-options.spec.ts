@@ -35,7 +35,7 @@ describe('resolveOptions', () => {
     expect(resolved.isolation).toEqual({ maxFailures: 3, retryDelayMs: 500 });
     expect(resolved.outputs).toEqual({ maxRequestBytes: 524288 });
     expect(resolved.inbox.deduplicationScope).toBe('topic');
-    expect(resolved.chunk).toEqual({ maxRecords: 500, maxMillis: 1000 });
+    expect(resolved.chunk).toEqual({ maxRecords: 500, maxBytes: 4194304, maxMillis: 1000 });
     expect(resolved.inbox).toMatchObject({ retentionDays: 7, lockTimeoutMs: 5000, idleInTransactionTimeoutMs: 30000, runMigrations: true });
     expect(resolved.retry).toEqual({ attempts: 3, initialDelayMs: 100, maxDelayMs: 5000, multiplier: 2 });
     expect(resolved.deadLetter.topicSuffix).toBe('.dlq');
@@ -60,6 +60,7 @@ describe('resolveOptions', () => {
     [{ ...valid, consumer: { sessionTimeout: 500 } }, 'consumer.sessionTimeout'],
     [{ ...valid, consumer: { sessionTimeout: 6000, heartbeatInterval: 6000 } }, 'consumer.heartbeatInterval'],
     [{ ...valid, chunk: { maxRecords: 0 } }, 'chunk.maxRecords'],
+    [{ ...valid, chunk: { maxBytes: -1 } }, 'chunk.maxBytes'],
     [{ ...valid, inbox: { idleInTransactionTimeoutMs: 90000 } }, 'inbox.idleInTransactionTimeoutMs'],
     [{ ...valid, retry: { attempts: 1.5 } }, 'retry.attempts'],
     [{ ...valid, retry: { multiplier: 0.5 } }, 'retry.multiplier'],

@@ -136,6 +136,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     },
     chunk: {
       maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 500),
+      maxBytes: positiveInt('chunk.maxBytes', options.chunk?.maxBytes, 4 * 1024 * 1024),
       maxMillis: positiveInt('chunk.maxMillis', options.chunk?.maxMillis, 1000),
     },
     transactionTimeoutMs,

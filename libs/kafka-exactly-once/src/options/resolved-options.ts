@@ -20,7 +20,7 @@ export interface ResolvedOptions {
     stallAfterMs: number;
     maxRetryDelayMs: number;
   };
-  chunk: { maxRecords: number; maxMillis: number };
+  chunk: { maxRecords: number; maxBytes: number; maxMillis: number };
   transactionTimeoutMs: number;
   inbox: {
     runMigrations: boolean;
