@@ -3,8 +3,9 @@
 /**
  * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
  *
- *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,A,C,D,E] [--slow-count 1000]
- *                    [--sweep] [--accounts 200]
+ *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,A,B,C,D,E,J] [--slow-count 1000]
+ *                    [--sweep] [--accounts 200] [--cpu-prof]
+ *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N]
  *
  * Publishers: P is producer-app's load command (the EventPublisher: idempotent producer, circuit breaker,
  * spool) publishing `--count` payments; P0 is a plain KafkaJS idempotent producer sending the very same records
@@ -16,35 +17,57 @@
  *   C  exactly-once by hand: one Kafka and one PostgreSQL transaction per record (`--slow-count` records)
  *   D  consumer-app as shipped (the payments handler: ledger rule in PostgreSQL through TypeORM)
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
+ *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once
+ *   J  the ledger rule by hand on the JVM, one Kafka and one PostgreSQL transaction per poll
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
  * being ready, every process a member, to its last commit), start-up time, CPU seconds and peak RSS of its
  * processes, PostgreSQL transactions committed in its database, and the transaction markers on its output.
  *
+ * Latency (on by default when --count is 20,000 or more, so not in the CI smoke run; --latency / --no-latency
+ * override): after each consumer variant's throughput run, a second run of it (one process) on a fresh input
+ * topic, group, output topic and database, idle until its group is ready. A read_committed reader of its output
+ * joins first; then a plain KafkaJS idempotent producer in the bench publishes the input records at a steady rate
+ * (every 10 ms the records due, each stamped with its publish time as CreateTime) for 2 s of warm-up (not
+ * counted) and then --latency-seconds. The rate is half the variant's records/s of its throughput run in this
+ * bench run (--latency-rate N: N records/s for every variant). When more records are needed than the input has,
+ * they come round again with a fresh message-id and paymentId. Each output is matched to its input (A: the
+ * copied message-id header; D, E: causation-id; B, C, J, whose outputs carry no link: the paymentId in the
+ * value); its latency is the moment the reader receives it minus the input's publish time, also split at the
+ * output's own CreateTime (when the variant sent it, before its commit). Reported per variant: the rate
+ * achieved, outputs matched of published, p50, p99 and max; the targets (p99 of D ≤ 250 ms, of E ≤ 100 ms, at
+ * half the peak) are reported as met or missed, never asserted. Code: bench/latency.js.
+ *
  * --sweep repeats D and E over 1, 6 and 12 partitions and 1, 2 and 3 processes. --cpu-prof writes a V8 CPU
  * profile of every consumer process (bench/results/<run>/profiles; summarise one with bench/profile-summary.js).
- * Results: a table on stdout, and bench/results/<run>/{results.json,summary.md,throughput.svg}.
+ * Results: a table on stdout, and bench/results/<run>/{results.json,summary.md,throughput.svg,latency.svg}.
  */
 const { spawn, spawnSync } = require('child_process');
 const { mkdirSync, readFileSync, writeFileSync, existsSync } = require('fs');
 const { join } = require('path');
 const { Kafka, logLevel } = require('kafkajs');
 const { Client } = require('pg');
+const latency = require('./latency');
 const report = require('./report');
 
 const ROOT = join(__dirname, '..');
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
 const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');
+/** The first records of a latency phase are published but not counted: the variant's first units of work start
+ * its per-partition producers (the library's InitProducerId runs on a partition's first batch) and warm the JIT. */
+const LATENCY_WARMUP_MS = 2000;
 const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
+// match: how the latency phase finds an output's input (bench/latency.js); transactional: outputs in Kafka
+// transactions (the latency phase then counts the markers of its output).
 const VARIANTS = {
-  A: { label: 'A. plain KafkaJS copy, at-least-once, no database', script: 'variants/plain-copy.js', database: false },
-  C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true },
-  D: { label: 'D. consumer-app as shipped (ledger rule, TypeORM)', consumerApp: true, database: true },
-  E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true },
-  B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true },
+  A: { label: 'A. plain KafkaJS copy, at-least-once, no database', script: 'variants/plain-copy.js', database: false, match: 'message-id' },
+  C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
+  D: { label: 'D. consumer-app as shipped (ledger rule, TypeORM)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
+  E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
+  B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true, match: 'avro-payment' },
   // J runs on the JVM: its launch() compiles it once (cached) and answers the command line.
-  J: { label: 'J. the ledger rule by hand on the JVM: one Kafka and one PostgreSQL transaction per poll, set-based SQL', launch: () => require('./variants/jvm/build').launch(), database: true },
+  J: { label: 'J. the ledger rule by hand on the JVM: one Kafka and one PostgreSQL transaction per poll, set-based SQL', launch: () => require('./variants/jvm/build').launch(), database: true, match: 'json-payment', transactional: true },
 };
 
 function args(argv) {
@@ -58,16 +81,22 @@ function args(argv) {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got "${raw}"`);
     return n;
   };
+  const count = int('count', 100000);
+  if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
   const variants = flag('variants', 'P,P0,A,B,C,D,E,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, ${Object.keys(VARIANTS).join(', ')})`);
   return {
-    count: int('count', 100000),
+    count,
     partitions: int('partitions', 6),
     accounts: int('accounts', 200),
     slowCount: int('slow-count', 1000),
     variants,
     sweep: argv.includes('--sweep'),
     cpuProf: argv.includes('--cpu-prof'),
+    // On by default for runs of 20,000 records or more (not for the CI smoke run).
+    latency: argv.includes('--latency') || (!argv.includes('--no-latency') && count >= 20000),
+    latencySeconds: int('latency-seconds', 20),
+    latencyRate: flag('latency-rate') === undefined ? undefined : int('latency-rate', 1),
     brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
   };
 }
@@ -217,10 +246,10 @@ class Bench {
   }
 
   /**
-   * Runs one consumer variant over `records` (copied into its own input topic) with `processes` processes and
-   * waits until its group has committed every offset.
+   * A consumer variant's own input and output topics (and D's dead-letter topic), group, database, and the
+   * environment its processes get. `suffix` names a second set for the same variant (the sweep, the latency phase).
    */
-  async runConsumer(key, records, { partitions = this.opts.partitions, processes = 1, suffix = '' } = {}) {
+  async prepareVariant(key, { partitions = this.opts.partitions, suffix = '' } = {}) {
     const variant = VARIANTS[key];
     const name = `${key}${suffix}`;
     const prefix = `${this.tag}.${name.toLowerCase()}.`;
@@ -230,13 +259,8 @@ class Bench {
     const topics = [input, output];
     if (key === 'D') topics.push(`${prefix}payments.requested.dlq`);
     await this.createTopics(topics, partitions);
-    const repartitioned = partitions === this.opts.partitions ? records : records.map((r, i) => ({ ...r, partition: hashPartition(r.key, partitions, i) }));
-    await this.copyRecords(repartitioned, input);
-    const count = records.length;
     const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
     const database = databaseUrl ? new URL(databaseUrl).pathname.slice(1) : undefined;
-    const xactBefore = database ? Number((await adminQuery('SELECT xact_commit FROM pg_stat_database WHERE datname = $1', [database]))[0]?.xact_commit ?? 0) : 0;
-
     const env = {
       ...process.env,
       BENCH_BROKERS: this.opts.brokers.join(','),
@@ -255,7 +279,15 @@ class Bench {
       // No payment waits for an approval here: the bench measures the flow, not the operators.
       PAYMENT_APPROVAL_LIMIT_CENTS: String(Number.MAX_SAFE_INTEGER),
     };
-    // A variant that is not a Node script (J) is compiled before the clock starts; its JVM start-up is counted.
+    return { key, variant, name, prefix, input, output, group, partitions, database, env };
+  }
+
+  /**
+   * Starts `processes` processes of a prepared variant. A variant that is not a Node script (J) is compiled first;
+   * `started` is taken after that, so its JVM start-up is counted and its build is not.
+   */
+  async spawnVariant(setup, processes) {
+    const { variant, name, env } = setup;
     const launched = variant.launch ? await variant.launch() : undefined;
     const started = Date.now();
     const children = Array.from({ length: processes }, (_, i) => {
@@ -269,6 +301,48 @@ class Bench {
       child.logFile = join(this.dir, 'logs', `${name}-${i + 1}.log`);
       return child;
     });
+    return { children, started };
+  }
+
+  /** Throws if a process of the variant has exited. */
+  assertRunning(name, children) {
+    for (const child of children) if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${child.output.slice(-2000)}`);
+  }
+
+  /** The group stable with every process a member: start-up (boot, migrations, join) is over. */
+  async groupReady(group, processes) {
+    const { groups } = await this.admin.describeGroups([group]).catch(() => ({ groups: [] }));
+    return groups[0]?.state === 'Stable' && groups[0].members.length >= processes;
+  }
+
+  /** SIGTERM, up to 15 s for a clean exit, then SIGKILL; each process's output to its log file. */
+  async stopVariant(children) {
+    for (const child of children) {
+      if (child.exitCode === null) child.kill('SIGTERM');
+    }
+    await Promise.race([Promise.all(children.map((c) => c.exitedEarly)), sleep(15000)]);
+    for (const child of children) {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      writeFileSync(child.logFile, child.output);
+    }
+  }
+
+  async xactCommit(database) {
+    return database ? Number((await adminQuery('SELECT xact_commit FROM pg_stat_database WHERE datname = $1', [database]))[0]?.xact_commit ?? 0) : 0;
+  }
+
+  /**
+   * Runs one consumer variant over `records` (copied into its own input topic) with `processes` processes and
+   * waits until its group has committed every offset.
+   */
+  async runConsumer(key, records, { partitions = this.opts.partitions, processes = 1, suffix = '' } = {}) {
+    const setup = await this.prepareVariant(key, { partitions, suffix });
+    const { variant, name, input, output, group, database } = setup;
+    const repartitioned = partitions === this.opts.partitions ? records : records.map((r, i) => ({ ...r, partition: hashPartition(r.key, partitions, i) }));
+    await this.copyRecords(repartitioned, input);
+    const count = records.length;
+    const xactBefore = await this.xactCommit(database);
+    const { children, started } = await this.spawnVariant(setup, processes);
 
     let ready; // the group stable with every process a member: start-up (boot, migrations, join) is over
     let firstProgress;
@@ -278,32 +352,22 @@ class Bench {
     const deadline = started + Math.max(600000, count * 20);
     try {
       for (;;) {
-        for (const child of children) if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${child.output.slice(-2000)}`);
+        this.assertRunning(name, children);
         lag = await this.committedLag(group, input).catch(() => lag);
         stats = children.map((c, i) => processStats(c.pid) ?? stats[i]);
         const t = Date.now() - started;
         samples.push({ t, lag });
-        if (ready === undefined) {
-          const { groups } = await this.admin.describeGroups([group]).catch(() => ({ groups: [] }));
-          if (groups[0]?.state === 'Stable' && groups[0].members.length >= processes) ready = Date.now();
-        }
+        if (ready === undefined && (await this.groupReady(group, processes))) ready = Date.now();
         if (firstProgress === undefined && lag < count) firstProgress = Date.now();
         if (lag === 0) break;
         if (Date.now() > deadline) throw new Error(`${name}: lag ${lag} after ${(t / 1000).toFixed(0)} s`);
         await sleep(200);
       }
     } finally {
-      for (const child of children) {
-        if (child.exitCode === null) child.kill('SIGTERM');
-      }
-      await Promise.race([Promise.all(children.map((c) => c.exitedEarly)), sleep(15000)]);
-      for (const child of children) {
-        if (child.exitCode === null) child.kill('SIGKILL');
-        writeFileSync(child.logFile, child.output);
-      }
+      await this.stopVariant(children);
     }
     const finished = samples[samples.length - 1].t + started;
-    const xactAfter = database ? Number((await adminQuery('SELECT xact_commit FROM pg_stat_database WHERE datname = $1', [database]))[0]?.xact_commit ?? 0) : 0;
+    const xactAfter = await this.xactCommit(database);
     const outputs = key === 'A' ? undefined : await this.markers(output, count);
     // From the group being ready (or, if that was missed between two samples, the first committed offset).
     const from = Math.min(ready ?? Infinity, firstProgress ?? Infinity, finished);
@@ -323,6 +387,67 @@ class Bench {
       kafkaMarkers: outputs,
       samples,
     };
+  }
+
+  /**
+   * The latency phase of a variant: one process of it on a fresh input topic, group, output topic and database
+   * (the same set-up as its throughput run); a read_committed reader of its output joined first; once its group
+   * is ready, `rate` records/s for a warm-up and then `seconds`, and the wait until every output is seen.
+   */
+  async runLatency(key, records, rate) {
+    const { latencySeconds: seconds } = this.opts;
+    const setup = await this.prepareVariant(key, { suffix: '-lat' });
+    const { variant, name, input, output, group, database } = setup;
+    const tracker = new latency.Tracker();
+    const reader = await latency.startReader(this.kafka, output, `${setup.prefix}reader`, variant.match, tracker);
+    let children = [];
+    try {
+      const spawned = await this.spawnVariant(setup, 1);
+      children = spawned.children;
+      const deadline = spawned.started + 300000;
+      while (!(await this.groupReady(group, 1))) {
+        this.assertRunning(name, children);
+        if (Date.now() > deadline) throw new Error(`${name}: its group was not ready after 300 s`);
+        await sleep(200);
+      }
+      const ready = Date.now();
+      const xactBefore = await this.xactCommit(database);
+      const cpuBefore = children.map((c) => processStats(c.pid)?.cpu ?? 0);
+      const benchCpuBefore = process.cpuUsage();
+      const check = () => this.assertRunning(name, children);
+      const published = await latency.publishSteady(this.kafka, input, latency.feed(records, variant.match), { rate, seconds, warmupMs: LATENCY_WARMUP_MS, tracker, check });
+      // Every output seen, or none for 10 s, or the cap.
+      const cap = published.end + Math.max(60000, seconds * 3000);
+      while (tracker.pending.size > 0 && Date.now() < cap && Date.now() - Math.max(tracker.lastMatchAt, published.end) < 10000) {
+        check();
+        await sleep(100);
+      }
+      const drainSeconds = (Date.now() - published.end) / 1000;
+      const cpuSeconds = sum(children.map((c, i) => (processStats(c.pid)?.cpu ?? cpuBefore[i]) - cpuBefore[i]));
+      const benchCpu = process.cpuUsage(benchCpuBefore);
+      const xactAfter = await this.xactCommit(database);
+      const offsets = await this.admin.fetchTopicOffsets(output);
+      const span = offsets.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
+      const wall = (Date.now() - published.start) / 1000;
+      return {
+        rate,
+        seconds,
+        warmupSeconds: LATENCY_WARMUP_MS / 1000,
+        startupSeconds: (ready - spawned.started) / 1000,
+        drainSeconds,
+        ...latency.summarize(tracker, { measuredSeconds: published.measuredSeconds, measureFrom: tracker.measureFrom }),
+        // Over the whole publishing and drain, warm-up included.
+        cpuSeconds,
+        benchCpuSeconds: (benchCpu.user + benchCpu.system) / 1e6,
+        wallSeconds: wall,
+        pgTransactions: database ? xactAfter - xactBefore : undefined,
+        // Offsets minus records on the output: one marker per transaction per output partition (once all is read).
+        kafkaMarkers: variant.transactional && tracker.pending.size === 0 ? span - tracker.received : undefined,
+      };
+    } finally {
+      await this.stopVariant(children);
+      await reader.disconnect().catch(() => undefined);
+    }
   }
 }
 
@@ -370,6 +495,14 @@ async function main() {
       const result = await bench.runConsumer(key, input);
       results.push(result);
       log(`${key}: ${Math.round(result.recordsPerSecond)} records/s, start-up ${result.startupSeconds.toFixed(1)} s, CPU ${result.cpuSeconds.toFixed(1)} s, peak RSS ${result.peakRssMb.toFixed(0)} MB`);
+      if (opts.latency) {
+        // Half the peak this run measured (a backlog), unless --latency-rate says otherwise.
+        const rate = opts.latencyRate ?? Math.max(1, Math.round(result.recordsPerSecond / 2));
+        log(`${key}: latency at ${rate} records/s for ${opts.latencySeconds} s (after ${LATENCY_WARMUP_MS / 1000} s of warm-up)`);
+        result.latency = await bench.runLatency(key, input, rate);
+        result.latency.halfPeak = opts.latencyRate === undefined;
+        log(`${key}: ${report.latencyLine(result)}`);
+      }
     }
     if (opts.sweep) {
       for (const key of ['D', 'E']) {
@@ -399,10 +532,14 @@ async function main() {
     cpuModel: require('os').cpus()[0]?.model,
   };
   const ratios = report.ratios(results, publishers);
-  writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios }, null, 2));
-  writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, ratios));
+  const latencyTargets = report.latencyTargets(results);
+  writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios, latencyTargets }, null, 2));
+  writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, ratios, latencyTargets));
   writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
-  process.stdout.write(`\n${report.table(publishers, results)}\n\n${report.ratioLines(ratios).join('\n')}\n\nbench/results/${bench.id}/summary.md\n`);
+  if (results.some((r) => r.latency)) writeFileSync(join(bench.dir, 'latency.svg'), report.latencyChart(`end-to-end latency (read committed), ${opts.partitions} partitions`, results));
+  const latencyText = results.some((r) => r.latency) ? `\n\n${report.latencyTable(results)}` : '';
+  const lines = [...report.ratioLines(ratios), ...report.latencyTargetLines(latencyTargets)];
+  process.stdout.write(`\n${report.table(publishers, results)}${latencyText}\n\n${lines.map((l) => `${l}\n`).join('')}${lines.length ? '\n' : ''}bench/results/${bench.id}/summary.md\n`);
 }
 
 main().then(

@@ -1,5 +1,5 @@
 'use strict';
-/** The bench's outputs: a terminal table, Markdown, the target ratios and an SVG bar chart of records/s. */
+/** The bench's outputs: terminal tables, Markdown, the targets (ratios, latency) and SVG bar charts. */
 
 const fmt = (v, digits = 0) => (v === undefined || v === null || Number.isNaN(v) ? '-' : Number(v).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 
@@ -37,7 +37,93 @@ function ratioLines(list) {
   return list.map((r) => `${r.name} = ${r.value.toFixed(3)} (target ≥ ${r.target}: ${r.value >= r.target ? 'met' : 'missed'})`);
 }
 
-function markdown(run, publishers, results, list) {
+// --- latency (bench/latency.js) ---
+
+/** The issue's latency targets: p99 end-to-end (read committed) at half the variant's peak rate. */
+const LATENCY_TARGETS = { D: 250, E: 100 };
+
+const ms = (v) => fmt(v);
+const LATENCY_COLUMNS = [
+  ['variant', (r) => r.variant],
+  ['rate asked/s', (r) => fmt(r.latency.rate)],
+  ['achieved/s', (r) => fmt(r.latency.achievedRate)],
+  ['matched', (r) => `${fmt(r.latency.matched)} / ${fmt(r.latency.published)}`],
+  ['p50 ms', (r) => ms(r.latency.p50)],
+  ['p99 ms', (r) => ms(r.latency.p99)],
+  ['max ms', (r) => ms(r.latency.max)],
+  ['to produced p50/p99', (r) => `${ms(r.latency.toProduced.p50)} / ${ms(r.latency.toProduced.p99)}`],
+  ['to visible p50/p99', (r) => `${ms(r.latency.producedToVisible.p50)} / ${ms(r.latency.producedToVisible.p99)}`],
+  ['records/marker', (r) => fmt(recordsPerMarker(r.latency), 1)],
+  ['CPU s', (r) => fmt(r.latency.cpuSeconds, 1)],
+  ['bench CPU s', (r) => fmt(r.latency.benchCpuSeconds, 1)],
+];
+
+/**
+ * Output records per transaction marker in the latency phase: a transaction writes one marker on each output
+ * partition it wrote to (the library and C: one input partition's unit, whose outputs here go to one partition;
+ * J: one poll over every partition), so this is how many records a commit made visible on a partition at once.
+ */
+function recordsPerMarker(l) {
+  return l.kafkaMarkers ? l.outputsReceived / l.kafkaMarkers : undefined;
+}
+
+function latencyRows(results) {
+  return results.filter((r) => r.latency).map((r) => LATENCY_COLUMNS.map(([, get]) => get(r)));
+}
+
+function latencyTable(results) {
+  const body = latencyRows(results);
+  const widths = LATENCY_COLUMNS.map(([name], i) => Math.max(name.length, ...body.map((r) => r[i].length)));
+  const line = (values) => values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
+  return [line(LATENCY_COLUMNS.map(([name]) => name)), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+}
+
+/** One line for the log as a phase ends. */
+function latencyLine(r) {
+  const l = r.latency;
+  return `latency p50 ${ms(l.p50)} ms, p99 ${ms(l.p99)} ms, max ${ms(l.max)} ms at ${fmt(l.achievedRate)} records/s (asked ${fmt(l.rate)}); ${fmt(l.matched)} of ${fmt(l.published)} outputs matched`;
+}
+
+/** Each latency target of a variant that had a latency phase: met when every output came and p99 ≤ the target. */
+function latencyTargets(results) {
+  return Object.entries(LATENCY_TARGETS)
+    .map(([variant, target]) => {
+      const l = results.find((r) => r.variant === variant)?.latency;
+      if (!l) return undefined;
+      const complete = l.missing === 0 && l.matched > 0;
+      return { variant, target, p50: l.p50, p99: l.p99, rate: l.achievedRate, halfPeak: l.halfPeak, complete, met: complete && l.p99 <= target };
+    })
+    .filter(Boolean);
+}
+
+function latencyTargetLines(list) {
+  return list.map((t) => {
+    const where = `${fmt(t.rate)} records/s${t.halfPeak ? ', half its peak' : ', --latency-rate (not half its peak)'}`;
+    const why = t.complete ? '' : ', outputs missing';
+    return `${t.variant} latency p99 = ${ms(t.p99)} ms, p50 ${ms(t.p50)} ms at ${where} (target p99 ≤ ${t.target} ms: ${t.met ? 'met' : 'missed'}${why})`;
+  });
+}
+
+function latencyMarkdown(results, targets) {
+  const body = latencyRows(results);
+  if (body.length === 0) return [];
+  const l = results.find((r) => r.latency).latency;
+  return [
+    `## Latency`,
+    '',
+    `Each variant again, one process, on fresh topics and database; inputs published at a steady rate (half its records/s above unless --latency-rate) for ${l.warmupSeconds} s of warm-up (not counted) and ${l.seconds} s; latency = output received by a read_committed reader − input published. "to produced": input published → the output's own CreateTime (the variant sent it); "to visible": that → received (the variant's commits, the transaction marker, the reader's fetch). records/marker: outputs per transaction marker, i.e. made visible on an output partition by one commit. CPU s: the variant's processes and the bench process itself (publisher and reader) over the phase.`,
+    '',
+    `| ${LATENCY_COLUMNS.map(([name]) => name).join(' | ')} |`,
+    `|${LATENCY_COLUMNS.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`,
+    ...body.map((r) => `| ${r.join(' | ')} |`),
+    '',
+    ...(targets.length
+      ? ['| target | measured | |', '|---|---|---|', ...targets.map((t) => `| p99 of ${t.variant} ≤ ${t.target} ms at half its peak | p99 ${ms(t.p99)} ms, p50 ${ms(t.p50)} ms at ${fmt(t.rate)} records/s${t.halfPeak ? '' : ' (--latency-rate)'}${t.complete ? '' : ', outputs missing'} | ${t.met ? 'met' : 'missed'} |`), '']
+      : []),
+  ];
+}
+
+function markdown(run, publishers, results, list, targets = []) {
   const body = rows(publishers, results);
   const labels = [...publishers, ...results].map((r) => `- **${r.variant}**: ${r.label.replace(/^\w+\. /, '')}`);
   return [
@@ -53,6 +139,7 @@ function markdown(run, publishers, results, list) {
     '',
     ...ratioLines(list).map((l) => `- ${l}`),
     '',
+    ...latencyMarkdown(results, targets),
   ].join('\n');
 }
 
@@ -86,4 +173,34 @@ function chart(title, entries) {
   return parts.join('\n');
 }
 
-module.exports = { table, markdown, ratios, ratioLines, chart };
+/** Per variant with a latency phase: a bar to p99, p50 marked on it, the target (if any) as a red tick. */
+function latencyChart(title, results) {
+  const entries = results.filter((r) => r.latency && r.latency.p99 !== undefined);
+  const width = 760;
+  const bar = 22;
+  const pad = { left: 110, right: 150, top: 34, bottom: 16 };
+  const height = pad.top + pad.bottom + entries.length * (bar + 8);
+  const max = Math.max(1, ...entries.map((e) => Math.max(e.latency.p99, LATENCY_TARGETS[e.variant] ?? 0)));
+  const x = (v) => pad.left + ((v ?? 0) / max) * (width - pad.left - pad.right);
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
+    `<text x="${pad.left}" y="20" font-size="13">${escape(title)}: p50 (dark) and p99 (bar), ms; target in red</text>`,
+    ...entries.map((e, i) => {
+      const y = pad.top + i * (bar + 8);
+      const l = e.latency;
+      const target = LATENCY_TARGETS[e.variant];
+      return [
+        `<text x="${pad.left - 8}" y="${y + bar / 2 + 4}" text-anchor="end">${escape(e.variant)}</text>`,
+        `<rect x="${pad.left}" y="${y}" width="${(x(l.p99) - pad.left).toFixed(1)}" height="${bar}" fill="#9bb8e6"/>`,
+        `<rect x="${pad.left}" y="${y}" width="${(x(l.p50) - pad.left).toFixed(1)}" height="${bar}" fill="#1f5fbf"/>`,
+        target ? `<line x1="${x(target).toFixed(1)}" x2="${x(target).toFixed(1)}" y1="${y - 3}" y2="${y + bar + 3}" stroke="#d00" stroke-width="2"/>` : '',
+        `<text x="${x(Math.max(l.p99, target ?? 0)) + 6}" y="${y + bar / 2 + 4}">${ms(l.p50)} / ${ms(l.p99)} ms</text>`,
+      ].join('');
+    }),
+    '</svg>',
+  ];
+  return parts.join('\n');
+}
+
+module.exports = { table, markdown, ratios, ratioLines, chart, latencyTable, latencyLine, latencyTargets, latencyTargetLines, latencyChart };
