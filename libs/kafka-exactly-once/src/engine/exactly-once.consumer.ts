@@ -221,7 +221,7 @@ export class ExactlyOnceConsumer {
     let session = this.sessions.get(key);
     if (!session) {
       const id = `${this.options.transactionalIdPrefix}.${this.options.groupId}.${topic}.${partition}`;
-      session = new PartitionSession(topic, partition, new PartitionProducer(this.kafka, id, this.options.transactionTimeoutMs));
+      session = new PartitionSession(topic, partition, new PartitionProducer(this.kafka, id, this.options.transactionTimeoutMs, this.options.kafka.retry));
       this.sessions.set(key, session);
     }
     return session;

@@ -101,7 +101,7 @@ export class ReplayWorker {
     private readonly faults?: FaultInjector,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
-    this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs);
+    this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs, options.kafka.retry);
   }
 
   start(): void {
