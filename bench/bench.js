@@ -15,9 +15,9 @@
  * Consumers, each a process of its own, from the start of its own input topic with its own group and output:
  *   A  plain KafkaJS consume → produce copy, at-least-once, no database (the limit)
  *   C  exactly-once by hand: one Kafka and one PostgreSQL transaction per record (`--slow-count` records)
- *   D  consumer-app as shipped (the payments handler: ledger rule in PostgreSQL through TypeORM)
+ *   D  consumer-app as shipped (the payments handler, a batch handler: the ledger rule in set-based SQL)
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
- *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once
+ *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once (`--slow-count` records)
  *   J  the ledger rule by hand on the JVM, one Kafka and one PostgreSQL transaction per poll
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
  * being ready, every process a member, to its last commit), start-up time, CPU seconds and peak RSS of its
@@ -65,7 +65,7 @@ const VARIANTS = {
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
   D: { label: 'D. consumer-app as shipped (ledger rule, TypeORM)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
-  B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true, match: 'avro-payment' },
+  B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true, slow: true, match: 'avro-payment' },
   // J runs on the JVM: its launch() compiles it once (cached) and answers the command line.
   J: { label: 'J. the ledger rule by hand on the JVM: one Kafka and one PostgreSQL transaction per poll, set-based SQL', launch: () => require('./variants/jvm/build').launch(), database: true, match: 'json-payment', transactional: true },
 };
