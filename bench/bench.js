@@ -63,7 +63,7 @@ const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' 
 const VARIANTS = {
   A: { label: 'A. plain KafkaJS copy, at-least-once, no database', script: 'variants/plain-copy.js', database: false, match: 'message-id' },
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
-  D: { label: 'D. consumer-app as shipped (ledger rule, TypeORM)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
+  D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
   B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true, slow: true, match: 'avro-payment' },
   // J runs on the JVM: its launch() compiles it once (cached) and answers the command line.

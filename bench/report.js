@@ -30,7 +30,7 @@ function table(publishers, results) {
 function ratios(results, publishers) {
   const rate = (v) => [...results, ...publishers].find((r) => r.variant === v)?.recordsPerSecond;
   const ratio = (a, b, target) => (rate(a) && rate(b) ? { name: `${a}/${b}`, value: rate(a) / rate(b), target } : undefined);
-  return [ratio('E', 'A', 0.5), ratio('D', 'C', 10), ratio('P', 'P0', 0.5)].filter(Boolean);
+  return [ratio('E', 'A', 0.5), ratio('D', 'J', 0.5), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5)].filter(Boolean);
 }
 
 function ratioLines(list) {
