@@ -15,6 +15,13 @@ describe('chunkLength', () => {
     expect(chunkLength(records, 0, { maxRecords: 100, maxBytes: 99 })).toBe(2);
   });
 
+  it('counts header names and values too (a message id can be large)', () => {
+    const withHeaders = { key: null, value: Buffer.alloc(10), headers: { 'message-id': Buffer.alloc(80), multi: ['ab', Buffer.alloc(3)], none: undefined } };
+    // 10 + 'message-id' (10) + 80 + 'multi' (5) + 2 + 3 + 'none' (4) = 114
+    expect(chunkLength([withHeaders, withHeaders], 0, { maxRecords: 10, maxBytes: 227 })).toBe(1);
+    expect(chunkLength([withHeaders, withHeaders], 0, { maxRecords: 10, maxBytes: 228 })).toBe(2);
+  });
+
   it('makes a record larger than the cap a chunk of its own, never an empty chunk', () => {
     const records = [rec(500), rec(1), rec(1)];
     expect(chunkLength(records, 0, { maxRecords: 100, maxBytes: 100 })).toBe(1);

@@ -189,9 +189,11 @@ export class ExactlyOnceConsumer {
     const assigned = Object.values(assignment).reduce((n, ps) => n + ps.length, 0);
     const atOnce = Math.min(assigned, this.options.consumer.partitionsConsumedConcurrently);
     const poolMax = (this.dataSource.driver as { master?: { options?: { max?: number } } }).master?.options?.max;
-    if (poolMax !== undefined && poolMax < atOnce) {
+    // Plus two for the library's own jobs: the replay worker (its lock and a step) and the inbox retention.
+    const needed = atOnce + 2;
+    if (poolMax !== undefined && poolMax < needed) {
       this.logger.warn(
-        `group ${this.options.groupId}: ${atOnce} partitions are handled at once, each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax}: partitions wait for a connection. Raise the DataSource's extra.max (or lower consumer.partitionsConsumedConcurrently).`,
+        `group ${this.options.groupId}: ${atOnce} partitions are handled at once, each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax} (it needs ${needed} with the library's replay and retention jobs): partitions wait for a connection. Raise the DataSource's extra.max (or lower consumer.partitionsConsumedConcurrently).`,
       );
     }
   }
@@ -486,12 +488,24 @@ export class ExactlyOnceConsumer {
   }
 }
 
-/** How many records from `start` make the next chunk: at most `maxRecords`, and `maxBytes` of keys and values (at least one record). */
-export function chunkLength(records: ReadonlyArray<{ key?: Buffer | null; value: Buffer | null }>, start: number, { maxRecords, maxBytes }: { maxRecords: number; maxBytes: number }): number {
+type SizedRecord = { key?: Buffer | null; value: Buffer | null; headers?: Record<string, Buffer | string | Array<Buffer | string> | undefined> };
+
+/** Bytes of a record's key, value and headers (names and values), as the unit of work holds and records them. */
+function recordBytes(record: SizedRecord): number {
+  let bytes = (record.key?.length ?? 0) + (record.value?.length ?? 0);
+  for (const [name, value] of Object.entries(record.headers ?? {})) {
+    bytes += name.length;
+    for (const v of Array.isArray(value) ? value : [value]) bytes += v?.length ?? 0;
+  }
+  return bytes;
+}
+
+/** How many records from `start` make the next chunk: at most `maxRecords`, and `maxBytes` of keys, values and headers (at least one record). */
+export function chunkLength(records: ReadonlyArray<SizedRecord>, start: number, { maxRecords, maxBytes }: { maxRecords: number; maxBytes: number }): number {
   let bytes = 0;
   let n = 0;
   while (start + n < records.length && n < maxRecords) {
-    bytes += (records[start + n].key?.length ?? 0) + (records[start + n].value?.length ?? 0);
+    bytes += recordBytes(records[start + n]);
     if (n > 0 && bytes > maxBytes) break;
     n++;
   }

@@ -114,11 +114,16 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
  */
 export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunner, items: BatchedInvocation[]): Promise<void> {
   const events = items.map((item) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted) }));
+  // One call for up to a whole chunk: keep the group membership alive meanwhile (KafkaJS heartbeats on its own
+  // only between batches), or a long batch would cost the partition in a rebalance.
+  const heartbeats = setInterval(() => void deps.heartbeat().catch(() => undefined), deps.options.consumer.heartbeatInterval);
   try {
     await deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 });
   } catch (err) {
     if (isConnectionFault(err)) throw err;
     throw new OptimisticInvocationFailed(err);
+  } finally {
+    clearInterval(heartbeats);
   }
 }
 

@@ -23,7 +23,7 @@ export interface KafkaExactlyOnceModuleOptions {
   consumer?: ConsumerOptions;
   /**
    * A unit of work is a chunk of consecutive records of one partition, capped by count (default 500), by the
-   * bytes of its records' keys and values (default 4 MiB; a record larger than that is a chunk of its own) and
+   * bytes of its records' keys, values and headers (default 4 MiB; a record larger than that is a chunk of its own) and
    * by handling time (default 1000 ms; not for batch handlers, which are called once per chunk). Its cost is
    * mostly per unit (one PostgreSQL and one Kafka transaction), so larger chunks go faster; a failing record
    * makes its chunk run again (docs/benchmarks.md has the figures).
