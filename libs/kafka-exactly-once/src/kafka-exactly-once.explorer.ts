@@ -83,25 +83,19 @@ export class KafkaExactlyOnceExplorer {
       );
     }
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown>;
-    const definition: HandlerDefinition = {
+    const call = async (...args: unknown[]) => {
+      await instance[methodName](...args);
+    };
+    return {
       name,
       topic: `${this.options.topicPrefix}${metadata.topic}`,
       schema: this.registry.current(metadata.schema),
       retry: { ...this.options.retry, ...metadata.retry },
       ordering: ordering ? { key: ordering.key } : undefined,
-      invoke: async (event, ctx) => {
-        await instance[methodName](event, ctx);
-      },
+      // A batch handler gets one event as a batch of one.
+      invoke: metadata.batch ? (event, ctx) => call([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt }) : (event, ctx) => call(event, ctx),
+      invokeBatch: metadata.batch ? (events, batch) => call(events, batch) : undefined,
     };
-    if (metadata.batch) {
-      definition.invokeBatch = async (events, batch) => {
-        await instance[methodName](events, batch);
-      };
-      definition.invoke = async (event, ctx) => {
-        await instance[methodName]([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt });
-      };
-    }
-    return definition;
   }
 
   private checkUnique(handlers: HandlerDefinition[]): void {

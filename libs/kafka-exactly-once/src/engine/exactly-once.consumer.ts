@@ -5,6 +5,7 @@ import { InboxRepository } from '../inbox/inbox.repository';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
 import type { ResolvedOptions } from '../options/resolved-options';
+import { drainBatchSize } from '../publishing/drain-batch';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
@@ -488,10 +489,10 @@ export class ExactlyOnceConsumer {
   }
 }
 
-type SizedRecord = { key?: Buffer | null; value: Buffer | null; headers?: Record<string, Buffer | string | Array<Buffer | string> | undefined> };
+type ChunkSizedRecord = { key?: Buffer | null; value: Buffer | null; headers?: Record<string, Buffer | string | Array<Buffer | string> | undefined> };
 
 /** Bytes of a record's key, value and headers (names and values), as the unit of work holds and records them. */
-function recordBytes(record: SizedRecord): number {
+function recordBytes(record: ChunkSizedRecord): number {
   let bytes = (record.key?.length ?? 0) + (record.value?.length ?? 0);
   for (const [name, value] of Object.entries(record.headers ?? {})) {
     bytes += name.length;
@@ -501,13 +502,7 @@ function recordBytes(record: SizedRecord): number {
 }
 
 /** How many records from `start` make the next chunk: at most `maxRecords`, and `maxBytes` of keys, values and headers (at least one record). */
-export function chunkLength(records: ReadonlyArray<SizedRecord>, start: number, { maxRecords, maxBytes }: { maxRecords: number; maxBytes: number }): number {
-  let bytes = 0;
-  let n = 0;
-  while (start + n < records.length && n < maxRecords) {
-    bytes += recordBytes(records[start + n]);
-    if (n > 0 && bytes > maxBytes) break;
-    n++;
-  }
-  return n;
+export function chunkLength(records: ReadonlyArray<ChunkSizedRecord>, start: number, limits: { maxRecords: number; maxBytes: number }): number {
+  // The spool drainer's caps, on one partition's records (so no per-topic limit).
+  return drainBatchSize(records.slice(start, start + limits.maxRecords).map((r) => ({ topic: '', bytes: recordBytes(r) })), limits);
 }

@@ -80,12 +80,7 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
   const { handler, options } = deps;
   if (!savepoints) {
     const emitted: RecordedOutput[] = [];
-    try {
-      await handler.invoke(event, eventContext(deps, runner, record, 1, emitted));
-    } catch (err) {
-      if (isConnectionFault(err)) throw err;
-      throw new OptimisticInvocationFailed(err);
-    }
+    await optimistically(() => handler.invoke(event, eventContext(deps, runner, record, 1, emitted)));
     return { ok: true, attempts: 1, outputs: emitted };
   }
   for (let attempt = 1; ; attempt++) {
@@ -118,12 +113,19 @@ export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunn
   // only between batches), or a long batch would cost the partition in a rebalance.
   const heartbeats = setInterval(() => void deps.heartbeat().catch(() => undefined), deps.options.consumer.heartbeatInterval);
   try {
-    await deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 });
+    await optimistically(() => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 }));
+  } finally {
+    clearInterval(heartbeats);
+  }
+}
+
+/** A handler call without a savepoint: a connection fault as it is, any other failure as OptimisticInvocationFailed. */
+async function optimistically(call: () => Promise<void>): Promise<void> {
+  try {
+    await call();
   } catch (err) {
     if (isConnectionFault(err)) throw err;
     throw new OptimisticInvocationFailed(err);
-  } finally {
-    clearInterval(heartbeats);
   }
 }
 
