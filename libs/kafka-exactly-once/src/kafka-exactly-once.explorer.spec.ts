@@ -39,6 +39,20 @@ class OrderedPingHandler {
 }
 
 @Injectable()
+class LanesPingHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping' })
+  @OrderedEvent({ lanes: 16 })
+  onPing() {}
+}
+
+@Injectable()
+class LanesBatchHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', batch: true })
+  @OrderedEvent({ lanes: 4 })
+  onPings() {}
+}
+
+@Injectable()
 class OrderedWithoutHandler {
   @OrderedEvent()
   onPing() {}
@@ -103,6 +117,13 @@ describe('KafkaExactlyOnceExplorer', () => {
     expect(ordered.ordering?.key?.({ n: 7 })).toBe(7);
     const [plain] = (await moduleWith([PingHandler])).get(KafkaExactlyOnceExplorer).explore();
     expect(plain.ordering).toBeUndefined();
+    expect(ordered.ordering?.lanes).toBe(1);
+  });
+
+  it('reads key lanes, and refuses them on a batch handler', async () => {
+    const [lanes] = (await moduleWith([LanesPingHandler])).get(KafkaExactlyOnceExplorer).explore();
+    expect(lanes.ordering).toEqual({ key: undefined, lanes: 16 });
+    await expect(moduleWith([LanesBatchHandler]).then((m) => m.init())).rejects.toThrow(/@OrderedEvent\(\{ lanes \}\) is for handlers called once per event/);
   });
 
   it('refuses @OrderedEvent without @IdempotentHandler', async () => {
@@ -112,6 +133,8 @@ describe('KafkaExactlyOnceExplorer', () => {
   it('checks decorator arguments when applied', () => {
     expect(() => OrderedEvent({ key: 'accountId' as never })).toThrow(/needs a function of the event/);
     expect(() => OrderedEvent(null as never)).toThrow(/takes an options object/);
+    for (const lanes of [0, -1, 2.5, 257, Number.NaN, '8' as never]) expect(() => OrderedEvent({ lanes })).toThrow(/lanes \}\) needs a whole number from 1 to 256/);
+    expect(() => OrderedEvent({ lanes: 256 })).not.toThrow();
     expect(() => IdempotentHandler({ topic: '', schema: 't.Ping' })).toThrow(/needs a topic/);
     expect(() => IdempotentHandler({ topic: 'x', schema: '' })).toThrow(/full name of its Avro schema/);
   });

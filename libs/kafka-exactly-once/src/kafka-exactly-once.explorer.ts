@@ -22,6 +22,8 @@ export interface HandlerDefinition {
   ordering?: {
     /** The ordering key of an event; undefined: the record key. */
     key?: (event: unknown) => OrderingKey | null | undefined;
+    /** Key lanes: ordering keys of one partition handled at once (1: one record after the other). */
+    lanes: number;
   };
   /** One event (a batch handler gets it as a batch of one). */
   invoke(event: unknown, ctx: EventContext): Promise<void>;
@@ -62,7 +64,7 @@ export class KafkaExactlyOnceExplorer {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
     for (const handler of handlers) {
-      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}` : ''}`;
+      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}`;
       this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId}${order})`);
     }
     return handlers;
@@ -82,6 +84,9 @@ export class KafkaExactlyOnceExplorer {
         `schema "${metadata.schema}" is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`,
       );
     }
+    if (metadata.batch && (ordering?.lanes ?? 1) > 1) {
+      throw new HandlerRegistrationError(name, '@OrderedEvent({ lanes }) is for handlers called once per event; a batch handler already gets the events of a unit of work at once (leave lanes out)');
+    }
     const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown>;
     const call = async (...args: unknown[]) => {
       await instance[methodName](...args);
@@ -91,7 +96,7 @@ export class KafkaExactlyOnceExplorer {
       topic: `${this.options.topicPrefix}${metadata.topic}`,
       schema: this.registry.current(metadata.schema),
       retry: { ...this.options.retry, ...metadata.retry },
-      ordering: ordering ? { key: ordering.key } : undefined,
+      ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
       // A batch handler gets one event as a batch of one.
       invoke: metadata.batch ? (event, ctx) => call([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt }) : (event, ctx) => call(event, ctx),
       invokeBatch: metadata.batch ? (events, batch) => call(events, batch) : undefined,

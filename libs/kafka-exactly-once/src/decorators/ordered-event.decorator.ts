@@ -13,7 +13,18 @@ export interface OrderedEventOptions<T = any> {
    * partition order, and a record of it that fails for good parks the key.
    */
   key?: (event: T) => OrderingKey | null | undefined;
+  /**
+   * Key lanes: how many ordering keys of one partition are handled at the same time (default 1: one record
+   * after the other). Each key stays strictly in partition order, and a unit of work still commits its records
+   * atomically in one PostgreSQL and one Kafka transaction. The handlers share the unit's connection, so lanes
+   * speed up handlers that wait on something besides PostgreSQL (a lookup, a remote call); a handler in lanes
+   * must not open a transaction of its own (`manager.transaction`). Not for batch handlers.
+   */
+  lanes?: number;
 }
+
+/** The most key lanes a handler may ask for. */
+export const MAX_KEY_LANES = 256;
 
 /**
  * Promises per-key order even under failure, on an @IdempotentHandler method: when a record of ordering key
@@ -31,6 +42,9 @@ export function OrderedEvent<T = any>(options: OrderedEventOptions<T> = {}): Met
   if (options === null || typeof options !== 'object') throw new TypeError('@OrderedEvent takes an options object, e.g. @OrderedEvent({ key: (e) => e.accountId })');
   if (options.key !== undefined && typeof options.key !== 'function') {
     throw new TypeError('@OrderedEvent({ key }) needs a function of the event, e.g. (e) => e.accountId; leave it out to order by the record key');
+  }
+  if (options.lanes !== undefined && !(Number.isInteger(options.lanes) && options.lanes >= 1 && options.lanes <= MAX_KEY_LANES)) {
+    throw new TypeError(`@OrderedEvent({ lanes }) needs a whole number from 1 to ${MAX_KEY_LANES} (the ordering keys of a partition handled at once), got ${String(options.lanes)}`);
   }
   return applyDecorators(SetMetadata(ORDERED_EVENT_METADATA, { ...options }));
 }

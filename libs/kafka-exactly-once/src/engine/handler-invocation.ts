@@ -109,11 +109,18 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
  */
 export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunner, items: BatchedInvocation[]): Promise<void> {
   const events = items.map((item) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted) }));
-  // One call for up to a whole chunk: keep the group membership alive meanwhile (KafkaJS heartbeats on its own
-  // only between batches), or a long batch would cost the partition in a rebalance.
+  await whileHeartbeating(deps, () => optimistically(() => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 })));
+}
+
+/**
+ * Handling up to a whole chunk in one go (a batch handler's call, key lanes): keeps the group membership alive
+ * meanwhile (KafkaJS heartbeats on its own only between batches), or a long unit would cost the partition in
+ * a rebalance.
+ */
+export async function whileHeartbeating<T>(deps: Pick<InvocationDeps, 'heartbeat' | 'options'>, call: () => Promise<T>): Promise<T> {
   const heartbeats = setInterval(() => void deps.heartbeat().catch(() => undefined), deps.options.consumer.heartbeatInterval);
   try {
-    await optimistically(() => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 }));
+    return await call();
   } finally {
     clearInterval(heartbeats);
   }

@@ -16,7 +16,8 @@ import type { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
 import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
-import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler } from './handler-invocation';
+import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, whileHeartbeating } from './handler-invocation';
+import { KeyLanes } from './key-lanes';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
@@ -91,6 +92,16 @@ interface HandledRecord {
   outputs: RecordedOutput[];
   deadLetter?: { reason: DeadLetterReason; error: RecordedFailure; parked?: { key: string; parkedNow: boolean } };
 }
+
+/** A unit of work's key lanes: `run` starts a record in its key's lane, `settle` waits for all of them. */
+interface KeyLanesRun {
+  run(record: ChunkRecord, claim: Claim): Promise<HandledRecord>;
+  /** Waits until every started record has settled; throws the first failure. */
+  settle(): Promise<void>;
+}
+
+/** A record of a key lane not started because an earlier record of the unit failed (the unit runs again). */
+class LaneSkipped extends Error {}
 
 /** Handlers already warned that an ordering key differs from the record key (once per handler and process). */
 const warnedMismatch = new WeakSet<object>();
@@ -167,6 +178,7 @@ export class UnitOfWork {
     const { dataSource, inbox, producer, options, faults, topic, partition } = this.deps;
     const group = options.groupId;
     let runner: QueryRunner | undefined;
+    let lanes: KeyLanesRun | undefined;
     try {
       this.sm.transitionTo('claiming');
       const db = (runner = dataSource.createQueryRunner());
@@ -191,26 +203,19 @@ export class UnitOfWork {
       const started = Date.now();
       const middle = Math.floor((this.records.length - 1) / 2);
       const done = new Set<string>();
+      // @OrderedEvent({ lanes }) run optimistically: the records of different ordering keys at the same time.
+      lanes = this.lanes(runner);
+      // Each record's place in the unit, in offset order: handled here, or the outputs of an earlier delivery.
+      const slots: Array<{ record: ChunkRecord; handled: Promise<HandledRecord> } | { outputs: RecordedOutput[] }> = [];
       let count = 0;
       for (const [index, record] of this.records.entries()) {
         const key = keyOf(record.id);
         const claim = claimed.get(key);
         if (claim && claim.offset === record.offset && !done.has(key)) {
           done.add(key);
-          const handled = await this.handleClaimed(runner, record, claim);
-          completions.push({
-            scope: record.id.scope,
-            digest: record.id.digest,
-            status: handled.status,
-            attempts: handled.attempts,
-            outputs: handled.outputs,
-            deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
-          });
-          outputLists.push(handled.outputs);
-          if (handled.deadLetter) {
-            this.stats.deadLettered++;
-            this.deadLetters.push({ record, ...handled.deadLetter });
-          } else this.stats.handled++;
+          const handled = lanes ? lanes.run(record, claim) : this.handleClaimed(runner, record, claim);
+          if (!lanes) await handled; // one after the other: the time cap is checked between records
+          slots.push({ record, handled });
         } else {
           // Claimed before: by an earlier delivery of this very record whose Kafka transaction did not commit
           // (same coordinates: re-send what it emitted), or it is a duplicate publish (other coordinates: skip).
@@ -222,20 +227,44 @@ export class UnitOfWork {
             // A claim committed without its handling can only come from a bug; never treat it as done.
             throw new Error(`inbox row of message ${record.id.displayId} is claimed but was never handled`);
           } else if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
-            outputLists.push(row.outputs);
+            slots.push({ outputs: row.outputs });
             this.stats.replayed++;
           } else {
             this.stats.duplicates++;
           }
         }
         count = index + 1;
-        if (this.batch) continue; // one call for all: no time cap between records
+        if (this.batch || lanes) continue; // all at once: no time cap between records
         if (index === middle) faults.reach('mid-chunk');
         if (Date.now() - started >= options.chunk.maxMillis) break; // time cap: the rest goes to the next chunk
+      }
+      if (lanes) {
+        await lanes.settle();
+        faults.reach('mid-chunk');
       }
       if (this.batch) {
         if (this.batch.length > 0) await invokeBatchHandler(this.invocationDeps(), runner, this.batch);
         faults.reach('mid-chunk');
+      }
+      for (const slot of slots) {
+        if ('outputs' in slot) {
+          outputLists.push(slot.outputs);
+          continue;
+        }
+        const handled = await slot.handled;
+        completions.push({
+          scope: slot.record.id.scope,
+          digest: slot.record.id.digest,
+          status: handled.status,
+          attempts: handled.attempts,
+          outputs: handled.outputs,
+          deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
+        });
+        outputLists.push(handled.outputs);
+        if (handled.deadLetter) {
+          this.stats.deadLettered++;
+          this.deadLetters.push({ record: slot.record, ...handled.deadLetter });
+        } else this.stats.handled++;
       }
       const outputs = outputLists.flat();
       if (count < this.records.length) {
@@ -266,6 +295,8 @@ export class UnitOfWork {
       for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error, d.parked);
       return { kind: 'committed', lastOffset, count, stats: this.stats };
     } catch (err) {
+      // Never roll back under a lane still using the connection (its statements would run after the rollback).
+      await lanes?.settle().catch(() => undefined);
       // Without savepoints, anything that went wrong while handling (a handler's failure, or a statement of ours
       // in a transaction a handler left aborted) may have been caused by a record: PostgreSQL rolls the unit back
       // (nothing of it was sent to Kafka yet) and it runs again with savepoints, where records fail one by one.
@@ -344,6 +375,43 @@ export class UnitOfWork {
     }
     if (!prep.key) return this.deadLetter(record, failure, attempts);
     return this.park(runner, record, prep.key, failure, attempts, true);
+  }
+
+  /**
+   * Key lanes, when the handler asks for them (`@OrderedEvent({ lanes })`) and the unit runs optimistically: a
+   * lane per ordering key, so records of different keys are handled at the same time and each key in offset
+   * order. After the first failure no record is started any more; `settle` waits for those in flight (nothing
+   * may still use the connection when the unit rolls back) and throws that failure, and the unit runs again
+   * carefully, one record after the other.
+   */
+  private lanes(runner: QueryRunner): KeyLanesRun | undefined {
+    const limit = this.deps.handler.ordering?.lanes ?? 1;
+    if (limit <= 1 || this.deps.careful || this.batch) return undefined;
+    const lanes = new KeyLanes(limit);
+    const started: Array<Promise<HandledRecord>> = [];
+    let failed = false;
+    return {
+      run: (record, claim) => {
+        // A record without an ordering key is dead-lettered without its handler: a lane of its own.
+        const lane = this.prepared?.get(record.offset)?.key?.digest ?? `offset ${record.offset}`;
+        const handled = lanes.run(lane, async () => {
+          if (failed) throw new LaneSkipped();
+          try {
+            return await this.handleClaimed(runner, record, claim);
+          } catch (err) {
+            failed = true;
+            throw err;
+          }
+        });
+        started.push(handled);
+        return handled;
+      },
+      settle: async () => {
+        const results = await whileHeartbeating(this.deps, () => Promise.allSettled(started));
+        const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !(r.reason instanceof LaneSkipped));
+        if (failure) throw failure.reason;
+      },
+    };
   }
 
   /**
