@@ -19,6 +19,8 @@
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
  *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once (`--slow-count` records)
  *   J  the ledger rule by hand on the JVM, one Kafka and one PostgreSQL transaction per poll
+ *   K1, K (only when named in --variants) E's copy after a 2 ms lookup per event, under @OrderedEvent by the
+ *      record key: one key of a partition at a time (K1), 16 keys of a partition at once in key lanes (K)
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
  * being ready, every process a member, to its last commit), start-up time, CPU seconds and peak RSS of its
  * processes, PostgreSQL transactions committed in its database, and the transaction markers on its output.
@@ -66,6 +68,11 @@ const VARIANTS = {
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
   B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true, slow: true, match: 'avro-payment' },
+  // Key lanes (not in the default set: --variants K1,K): E's copy under @OrderedEvent by the record key, each
+  // handler call first waiting BENCH_LOOKUP_MS for a lookup (a remote call, simulated by a timer); one key of a
+  // partition at a time (K1), and 16 keys of a partition at once (K).
+  K1: { label: 'K1. the library, copy after a 2 ms lookup, @OrderedEvent, one key at a time', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_LOOKUP_MS: '2', BENCH_LANES: '1' } },
+  K: { label: 'K. the library, copy after a 2 ms lookup, @OrderedEvent({ lanes: 16 })', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_LOOKUP_MS: '2', BENCH_LANES: '16' } },
   // J runs on the JVM: its launch() compiles it once (cached) and answers the command line.
   J: { label: 'J. the ledger rule by hand on the JVM: one Kafka and one PostgreSQL transaction per poll, set-based SQL', launch: () => require('./variants/jvm/build').launch(), database: true, match: 'json-payment', transactional: true },
 };
@@ -254,7 +261,7 @@ class Bench {
     const name = `${key}${suffix}`;
     const prefix = `${this.tag}.${name.toLowerCase()}.`;
     const input = `${prefix}payments.requested`;
-    const output = ['A', 'E'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
+    const output = ['A', 'E', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
     if (key === 'D') topics.push(`${prefix}payments.requested.dlq`);
@@ -278,6 +285,7 @@ class Bench {
       DEMO_TOPIC_PARTITIONS: String(partitions),
       // No payment waits for an approval here: the bench measures the flow, not the operators.
       PAYMENT_APPROVAL_LIMIT_CENTS: String(Number.MAX_SAFE_INTEGER),
+      ...variant.env,
     };
     return { key, variant, name, prefix, input, output, group, partitions, database, env };
   }
@@ -292,7 +300,9 @@ class Bench {
     const started = Date.now();
     const children = Array.from({ length: processes }, (_, i) => {
       const prof = this.opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(this.dir, 'profiles'), '--cpu-prof-name', `${name}-${i + 1}.cpuprofile`] : [];
-      const [command, argv] = launched ? [launched.command, launched.args] : [process.execPath, [...prof, variant.consumerApp ? CONSUMER_MAIN : join(__dirname, variant.script)]];
+      // For experiments with V8's settings: BENCH_NODE_FLAGS='--max-semi-space-size=32' (Node variants only).
+      const flags = (process.env.BENCH_NODE_FLAGS || '').split(' ').filter(Boolean);
+      const [command, argv] = launched ? [launched.command, launched.args] : [process.execPath, [...flags, ...prof, variant.consumerApp ? CONSUMER_MAIN : join(__dirname, variant.script)]];
       const child = spawn(command, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
       child.output = '';
       child.stdout.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
