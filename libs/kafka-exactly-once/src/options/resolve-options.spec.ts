@@ -27,7 +27,7 @@ describe('resolveOptions', () => {
       heartbeatInterval: 3000,
       rebalanceTimeout: 60000,
       partitionsConsumedConcurrently: 64,
-      maxBytesPerPartition: 1048576,
+      maxBytesPerPartition: 262144,
       maxWaitTimeInMs: 500,
       stallAfterMs: 60000,
       maxRetryDelayMs: 10000,
