@@ -133,7 +133,7 @@ class TransfersBatchHandler {
 }
 
 /** Key lanes: what the lanes handler saw, to show that keys ran at once and each key one after the other. */
-const laneStats = { inFlight: 0, maxInFlight: 0, inFlightByKey: new Map<string, number>(), overlapWithinKey: 0 };
+const laneStats = { inFlight: 0, maxInFlight: 0, inFlightByKey: new Map<string, number>(), overlapWithinKey: 0, calls: new Map<string, number>() };
 
 /**
  * The per-event rule in key lanes: each call first waits on a lookup (a remote call, simulated by a timer),
@@ -144,13 +144,19 @@ class LedgerLanesHandler {
   @IdempotentHandler({ topic: 'ledger.entries', schema: 'test.ledger.Entry', retry: { attempts: 1 } })
   @OrderedEvent({ key: (e: Entry) => (e.account === 'no-key' ? '' : e.account), lanes: 8 })
   async onEntry(event: Entry, ctx: EventContext): Promise<void> {
+    laneStats.calls.set(event.entryId, (laneStats.calls.get(event.entryId) ?? 0) + 1);
     const own = (laneStats.inFlightByKey.get(event.account) ?? 0) + 1;
     laneStats.inFlightByKey.set(event.account, own);
     if (own > 1) laneStats.overlapWithinKey++;
     laneStats.maxInFlight = Math.max(laneStats.maxInFlight, ++laneStats.inFlight);
     try {
-      await new Promise((r) => setTimeout(r, 5));
-      await apply(event, ctx);
+      // A write before the lookup: a lane that fails later must leave nothing of it behind. The count of calls
+      // in flight is committed with it, so the test sees concurrency of units that committed.
+      await ctx.manager.query('INSERT INTO lane_log (entry_id, in_flight) VALUES ($1, $2)', [event.entryId, laneStats.inFlight]);
+      await new Promise((r) => setTimeout(r, event.account === 'acct-slow' ? 150 : 5));
+      // A transaction of the handler's own cannot be in lanes: the unit runs again without them, and it works.
+      if (event.account === 'acct-tx') await ctx.manager.transaction(() => apply(event, ctx));
+      else await apply(event, ctx);
     } finally {
       laneStats.inFlight--;
       laneStats.inFlightByKey.set(event.account, laneStats.inFlightByKey.get(event.account)! - 1);
@@ -240,6 +246,7 @@ describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode'
     await pool.query('CREATE TABLE balances (account text PRIMARY KEY, balance int NOT NULL)');
     await pool.query('CREATE TABLE applied (seq bigserial PRIMARY KEY, entry_id text UNIQUE, account text, replay text)');
     await pool.query('CREATE TABLE approvals (entry_id text PRIMARY KEY)');
+    await pool.query('CREATE TABLE lane_log (entry_id text PRIMARY KEY, in_flight int NOT NULL)');
     await createTopics(kafka, [entries, transfers, `${prefix}ledger.applied`], 3);
     await start();
     store = new OperatorStore(pgPoolSql(pool), group);
@@ -356,34 +363,98 @@ describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode'
   }
 
   if (lanes) {
-    it('handles the keys of one partition at once in key lanes, each key in offset order, each entry once, and a failure in one lane parks only its key', async () => {
-      // One partition (one record key), 12 accounts in runs of three: without lanes these would run one by one.
-      const ids = Array.from({ length: 240 }, (_, i) => `l${i}`);
-      const account = (i: number) => `acct-l${Math.floor(i / 3) % 12}`;
+    // One partition (one record key), 12 accounts in runs of three: without lanes these would run one by one.
+    const account = (tag: string, i: number) => `acct-${tag}${Math.floor(i / 3) % 12}`;
+    const entriesOf = (tag: string) => Array.from({ length: 240 }, (_, i) => `${tag}${i}`);
+    const appliedCount = async (tag: string) => (await pool.query(`SELECT count(*)::int AS n FROM applied WHERE entry_id LIKE $1`, [`${tag}%`])).rows[0].n;
+    async function expectEachAccountInOrder(tag: string, ids: string[], except: Map<string, string[]> = new Map()) {
+      for (let a = 0; a < 12; a++) {
+        const name = `acct-${tag}${a}`;
+        const expected = except.get(name) ?? ids.filter((_, i) => account(tag, i) === name);
+        // Applied in offset order within the account (seq is the order of the inserts), each once.
+        expect((await applied(name)).map((r) => r.entry_id)).toEqual(expected);
+        expect(await balance(name)).toBe(expected.length === 0 ? null : expected.reduce((sum, id) => sum + Number(id.slice(tag.length)), 0));
+        const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === name).length >= expected.length, timeoutMs: 30000 });
+        expect(outputs.filter((r) => r.key === name).map((r) => r.headers['causation-id'])).toEqual(expected.map((id) => `msg-${id}`));
+      }
+    }
+
+    it('handles the keys of one partition at once in key lanes, each key in offset order, each entry once', async () => {
+      const ids = entriesOf('l');
       laneStats.maxInFlight = 0;
       laneStats.overlapWithinKey = 0;
-      const ofL5 = ids.filter((_, i) => account(i) === 'acct-l5');
-      const failing = ofL5[3]; // fails for good, parks acct-l5 behind it
-      await sendRaw(kafka, entries, ids.map((id, i) => record(id, account(i), id === failing ? 5000 : i, 'one-partition')));
-      const appliedL = async () => (await pool.query(`SELECT entry_id FROM applied WHERE account LIKE 'acct-l%'`)).rowCount ?? 0;
-      const l5Before = ofL5.slice(0, ofL5.indexOf(failing));
-      await waitUntil('every l entry applied or parked', async () => (await appliedL()) === ids.length - (ofL5.length - l5Before.length));
-      // Keys ran at the same time, never two records of one key.
+      await sendRaw(kafka, entries, ids.map((id, i) => record(id, account('l', i), i, 'one-partition')));
+      await waitUntil('every l entry applied', async () => (await appliedCount('l')) === ids.length);
+      // Nothing failed, so nothing ran twice: keys ran at the same time, never two records of one key.
       expect(laneStats.maxInFlight).toBeGreaterThan(1);
       expect(laneStats.maxInFlight).toBeLessThanOrEqual(8);
       expect(laneStats.overlapWithinKey).toBe(0);
-      for (let a = 0; a < 12; a++) {
-        const own = ids.filter((_, i) => account(i) === `acct-l${a}`);
-        const expected = a === 5 ? l5Before : own;
-        // Applied in offset order within the account (seq is the order of the inserts), each once.
-        expect((await applied(`acct-l${a}`)).map((r) => r.entry_id)).toEqual(expected);
-        expect(await balance(`acct-l${a}`)).toBe(expected.reduce((sum, id) => sum + Number(id.slice(1)), 0));
-        const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === `acct-l${a}`).length >= expected.length, timeoutMs: 30000 });
-        expect(outputs.filter((r) => r.key === `acct-l${a}`).map((r) => r.headers['causation-id'])).toEqual(expected.map((id) => `msg-${id}`));
-      }
-      const parked = await store.showParkedKey(entries, 'acct-l5');
-      expect(parked.records.map((r) => r.messageId)).toEqual(ofL5.slice(ofL5.indexOf(failing)).map((id) => `msg-${id}`));
+      // And that concurrency is what committed.
+      const { rows } = await pool.query(`SELECT max(in_flight) AS most, count(*)::int AS n FROM lane_log WHERE entry_id LIKE 'l%'`);
+      expect(rows[0]).toEqual({ most: expect.any(Number), n: ids.length });
+      expect(rows[0].most).toBeGreaterThan(1);
+      await expectEachAccountInOrder('l', ids);
+    });
+
+    it('a record failing in one lane (after its writes, while other lanes are mid-way) leaves nothing of the attempt, and parks only its key', async () => {
+      const ids = entriesOf('f');
+      const ofF5 = ids.filter((_, i) => account('f', i) === 'acct-f5');
+      const failing = ofF5[3]; // over the limit, not approved: fails for good after its lane_log write
+      await sendRaw(kafka, entries, ids.map((id, i) => record(id, account('f', i), id === failing ? 5000 : i, 'one-partition')));
+      const f5Before = ofF5.slice(0, ofF5.indexOf(failing));
+      await waitUntil('every f entry applied or parked', async () => (await appliedCount('f')) === ids.length - (ofF5.length - f5Before.length));
+      await expectEachAccountInOrder('f', ids, new Map([['acct-f5', f5Before]]));
+      // The rolled-back attempt left no write: lane_log holds exactly the applied entries.
+      const logged = (await pool.query(`SELECT entry_id FROM lane_log WHERE entry_id LIKE 'f%' ORDER BY entry_id`)).rows.map((r) => r.entry_id);
+      const appliedF = (await pool.query(`SELECT entry_id FROM applied WHERE entry_id LIKE 'f%' ORDER BY entry_id`)).rows.map((r) => r.entry_id);
+      expect(logged).toEqual(appliedF);
+      const parked = await store.showParkedKey(entries, 'acct-f5');
+      expect(parked.records.map((r) => r.messageId)).toEqual(ofF5.slice(ofF5.indexOf(failing)).map((id) => `msg-${id}`));
       expect(parked.records[0]).toMatchObject({ reason: 'handler-failed' });
+    });
+
+    it('keeps the time cap: a slow key ends the unit before its first record not started, and what other lanes did after that point is sent once, by the next unit', async () => {
+      // 20 records of a slow key (150 ms each: 3 s, past chunk.maxMillis of 1 s) among 60 of fast keys, one unit.
+      const ids = Array.from({ length: 80 }, (_, i) => `s${i}`);
+      const accountOf = (i: number) => (i % 4 === 0 ? 'acct-slow' : `acct-s${i % 3}`);
+      const started = Date.now();
+      await sendRaw(kafka, entries, ids.map((id, i) => record(id, accountOf(i), i, 'one-partition')));
+      await waitUntil('every s entry applied', async () => (await appliedCount('s')) === ids.length);
+      expect(Date.now() - started).toBeGreaterThan(3000);
+      // Read until every s output is there (the slow key's last one included) and nothing more came for 1.5 s:
+      // a record sent twice would be among them.
+      const ofS = <T extends { headers: Record<string, string> }>(rs: T[]) => rs.filter((r) => /^msg-s\d+$/.test(r.headers['causation-id']));
+      const lastSlow = `msg-${ids.filter((_, i) => accountOf(i) === 'acct-slow').at(-1)}`;
+      let seen = 0;
+      let quietSince = Date.now();
+      const again = ofS(
+        await readTopic(kafka, `${prefix}ledger.applied`, {
+          until: (rs) => {
+            if (rs.length !== seen) [seen, quietSince] = [rs.length, Date.now()];
+            return ofS(rs).length >= ids.length && rs.some((r) => r.headers['causation-id'] === lastSlow) && Date.now() - quietSince > 1500;
+          },
+          timeoutMs: 30000,
+          pollIdleMs: 300,
+        }),
+      );
+      expect(again).toHaveLength(ids.length);
+      for (const name of ['acct-slow', 'acct-s0', 'acct-s1', 'acct-s2']) {
+        const own = ids.filter((_, i) => accountOf(i) === name);
+        expect((await applied(name)).map((r) => r.entry_id)).toEqual(own);
+        expect(await balance(name)).toBe(own.reduce((sum, id) => sum + Number(id.slice(1)), 0));
+        // Each output once and in order: the fast keys' records handled after the cut were not sent twice.
+        expect(again.filter((r) => r.key === name).map((r) => r.headers['causation-id'])).toEqual(own.map((id) => `msg-${id}`));
+      }
+      // Nothing ran twice: the records handled after the cut were replayed from the inbox, not handled again.
+      expect(ids.map((id) => laneStats.calls.get(id))).toEqual(ids.map(() => 1));
+    });
+
+    it('a handler opening a transaction of its own in lanes still applies its record once (its unit runs without lanes) and is warned about', async () => {
+      await sendRaw(kafka, entries, [record('x1', 'acct-tx', 3, 'one-partition'), record('x2', 'acct-x', 4, 'one-partition'), record('x3', 'acct-tx', 5, 'one-partition')]);
+      await waitUntil('x entries applied', async () => (await appliedCount('x')) === 3);
+      expect((await applied('acct-tx')).map((r) => r.entry_id)).toEqual(['x1', 'x3']);
+      expect(await balance('acct-tx')).toBe(8);
+      expect(logger.warnings.some((w) => w.includes('opened a transaction of its own (manager.transaction) in key lanes'))).toBe(true);
     });
   }
 

@@ -17,8 +17,11 @@ export interface OrderedEventOptions<T = any> {
    * Key lanes: how many ordering keys of one partition are handled at the same time (default 1: one record
    * after the other). Each key stays strictly in partition order, and a unit of work still commits its records
    * atomically in one PostgreSQL and one Kafka transaction. The handlers share the unit's connection, so lanes
-   * speed up handlers that wait on something besides PostgreSQL (a lookup, a remote call); a handler in lanes
-   * must not open a transaction of its own (`manager.transaction`). Not for batch handlers.
+   * speed up handlers that wait on something besides PostgreSQL (a lookup, a remote call). They also share its
+   * transaction: a handler in lanes may write only rows of its own ordering key, or shared rows in single
+   * statements (a read-then-write of a row another key's handler writes can lose an update). A handler that
+   * opens a transaction of its own (`manager.transaction`) makes its units run without lanes. Not for batch
+   * handlers.
    */
   lanes?: number;
 }

@@ -1,7 +1,7 @@
 /**
  * Runs tasks in lanes: the tasks of one lane strictly one after the other, in the order they were added; tasks
- * of different lanes at the same time, at most `limit` at once (taken in the order they were added). A task
- * waits for its lane's previous task to settle, whether that one succeeded or failed.
+ * of different lanes at the same time, at most `limit` at once (a freed slot goes to the task that has waited
+ * for one longest). A task waits for its lane's previous task to settle, whether that one succeeded or failed.
  *
  * Used by a unit of work with `@OrderedEvent({ lanes })`: a lane per ordering key, so that records of different
  * keys of one partition are handled concurrently while each key keeps its partition order.

@@ -16,7 +16,7 @@ import type { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
 import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
-import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, whileHeartbeating } from './handler-invocation';
+import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
 import { KeyLanes } from './key-lanes';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
@@ -95,13 +95,27 @@ interface HandledRecord {
 
 /** A unit of work's key lanes: `run` starts a record in its key's lane, `settle` waits for all of them. */
 interface KeyLanesRun {
-  run(record: ChunkRecord, claim: Claim): Promise<HandledRecord>;
+  /** Undefined: not started, the unit's time cap had passed. */
+  run(record: ChunkRecord, claim: Claim): Promise<HandledRecord | undefined>;
+  /** Starts no further record (the unit is failing). */
+  abort(): void;
   /** Waits until every started record has settled; throws the first failure. */
   settle(): Promise<void>;
 }
 
 /** A record of a key lane not started because an earlier record of the unit failed (the unit runs again). */
 class LaneSkipped extends Error {}
+
+/** A handler in key lanes tried to open a transaction of its own (the unit runs again without lanes). */
+export class TransactionInLanesError extends Error {
+  constructor(handler: string) {
+    super(`${handler} runs in key lanes (@OrderedEvent({ lanes })), where a handler cannot open a transaction of its own; ctx.manager is already in the unit's transaction`);
+    this.name = 'TransactionInLanesError';
+  }
+}
+
+/** Handlers already warned that they open transactions in key lanes (once per handler and process). */
+const warnedTransactionInLanes = new WeakSet<object>();
 
 /** Handlers already warned that an ordering key differs from the record key (once per handler and process). */
 const warnedMismatch = new WeakSet<object>();
@@ -204,9 +218,10 @@ export class UnitOfWork {
       const middle = Math.floor((this.records.length - 1) / 2);
       const done = new Set<string>();
       // @OrderedEvent({ lanes }) run optimistically: the records of different ordering keys at the same time.
-      lanes = this.lanes(runner);
-      // Each record's place in the unit, in offset order: handled here, or the outputs of an earlier delivery.
-      const slots: Array<{ record: ChunkRecord; handled: Promise<HandledRecord> } | { outputs: RecordedOutput[] }> = [];
+      lanes = this.lanes(runner, started);
+      // Each record's place in the unit, in offset order: handled here (undefined: a record of key lanes not
+      // started before the time cap), the outputs of an earlier delivery, or a duplicate.
+      const slots: Array<{ index: number } & ({ record: ChunkRecord; handled: Promise<HandledRecord | undefined> } | { outputs: RecordedOutput[] } | { duplicate: true })> = [];
       let count = 0;
       for (const [index, record] of this.records.entries()) {
         const key = keyOf(record.id);
@@ -215,22 +230,21 @@ export class UnitOfWork {
           done.add(key);
           const handled = lanes ? lanes.run(record, claim) : this.handleClaimed(runner, record, claim);
           if (!lanes) await handled; // one after the other: the time cap is checked between records
-          slots.push({ record, handled });
+          slots.push({ index, record, handled });
         } else {
           // Claimed before: by an earlier delivery of this very record whose Kafka transaction did not commit
           // (same coordinates: re-send what it emitted), or it is a duplicate publish (other coordinates: skip).
           const row = existing.get(key);
           if (claim) {
             // The same message id earlier in this very chunk: a duplicate publish.
-            this.stats.duplicates++;
+            slots.push({ index, duplicate: true });
           } else if (row && row.status === 'claimed') {
             // A claim committed without its handling can only come from a bug; never treat it as done.
             throw new Error(`inbox row of message ${record.id.displayId} is claimed but was never handled`);
           } else if (row && row.topic === topic && row.partition === partition && row.offset === record.offset) {
-            slots.push({ outputs: row.outputs });
-            this.stats.replayed++;
+            slots.push({ index, outputs: row.outputs });
           } else {
-            this.stats.duplicates++;
+            slots.push({ index, duplicate: true });
           }
         }
         count = index + 1;
@@ -241,38 +255,59 @@ export class UnitOfWork {
       if (lanes) {
         await lanes.settle();
         faults.reach('mid-chunk');
+        // Key lanes cut by the time cap: the unit ends before its first record not started. Records after it that
+        // other lanes did handle are recorded in the inbox now; their offsets are not committed, so the next unit
+        // fetches them again and sends their recorded outputs, in offset order (a replay).
+        for (const slot of slots) {
+          if ('record' in slot && (await slot.handled) === undefined) {
+            count = slot.index;
+            break;
+          }
+        }
       }
       if (this.batch) {
         if (this.batch.length > 0) await invokeBatchHandler(this.invocationDeps(), runner, this.batch);
         faults.reach('mid-chunk');
       }
+      const released: RecordIdentity[] = [];
       for (const slot of slots) {
-        if ('outputs' in slot) {
-          outputLists.push(slot.outputs);
-          continue;
+        const now = slot.index < count; // in this unit's Kafka transaction, offset committed
+        if ('duplicate' in slot) {
+          if (now) this.stats.duplicates++;
+        } else if ('outputs' in slot) {
+          if (now) {
+            outputLists.push(slot.outputs);
+            this.stats.replayed++;
+          }
+        } else {
+          const handled = await slot.handled;
+          if (!handled) {
+            released.push(slot.record.id);
+            continue;
+          }
+          completions.push({
+            scope: slot.record.id.scope,
+            digest: slot.record.id.digest,
+            status: handled.status,
+            attempts: handled.attempts,
+            outputs: handled.outputs,
+            deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
+          });
+          if (now) outputLists.push(handled.outputs);
+          if (handled.deadLetter) {
+            this.stats.deadLettered++;
+            this.deadLetters.push({ record: slot.record, ...handled.deadLetter });
+          } else this.stats.handled++;
         }
-        const handled = await slot.handled;
-        completions.push({
-          scope: slot.record.id.scope,
-          digest: slot.record.id.digest,
-          status: handled.status,
-          attempts: handled.attempts,
-          outputs: handled.outputs,
-          deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
-        });
-        outputLists.push(handled.outputs);
-        if (handled.deadLetter) {
-          this.stats.deadLettered++;
-          this.deadLetters.push({ record: slot.record, ...handled.deadLetter });
-        } else this.stats.handled++;
       }
       const outputs = outputLists.flat();
-      if (count < this.records.length) {
-        // Cut by the time cap: give back the claims of the records left for the next chunk, which would
-        // otherwise commit as claimed-but-never-handled and be taken for replays.
-        const released = this.records.slice(count).filter((r) => claimedHere(r) && !done.has(keyOf(r.id)));
-        await ownStatement('giving back claims', () => inbox.release(db, group, released.map((r) => r.id)));
+      if (count < this.records.length && !lanes) {
+        // Cut by the time cap: the records left for the next chunk were not handled.
+        released.push(...this.records.slice(count).filter((r) => claimedHere(r) && !done.has(keyOf(r.id))).map((r) => r.id));
       }
+      // Give back the claims of the records not handled, which would otherwise commit as claimed-but-never-handled
+      // and be taken for replays.
+      if (released.length > 0) await ownStatement('giving back claims', () => inbox.release(db, group, released));
       await ownStatement('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
 
       this.sm.transitionTo('producing');
@@ -296,6 +331,7 @@ export class UnitOfWork {
       return { kind: 'committed', lastOffset, count, stats: this.stats };
     } catch (err) {
       // Never roll back under a lane still using the connection (its statements would run after the rollback).
+      lanes?.abort();
       await lanes?.settle().catch(() => undefined);
       // Without savepoints, anything that went wrong while handling (a handler's failure, or a statement of ours
       // in a transaction a handler left aborted) may have been caused by a record: PostgreSQL rolls the unit back
@@ -380,38 +416,88 @@ export class UnitOfWork {
   /**
    * Key lanes, when the handler asks for them (`@OrderedEvent({ lanes })`) and the unit runs optimistically: a
    * lane per ordering key, so records of different keys are handled at the same time and each key in offset
-   * order. After the first failure no record is started any more; `settle` waits for those in flight (nothing
-   * may still use the connection when the unit rolls back) and throws that failure, and the unit runs again
-   * carefully, one record after the other.
+   * order. While lanes run, the unit's statements go to PostgreSQL one after the other in the order they are
+   * issued (a queue of our own: node-postgres's own queue is deprecated), and a handler cannot open a
+   * transaction of its own (TypeORM's savepoints of concurrent handlers would interleave). After the first
+   * failure no record is started any more; `settle` waits for those in flight (nothing may still use the
+   * connection when the unit rolls back) and throws that failure, and the unit runs again carefully, one record
+   * after the other.
    */
-  private lanes(runner: QueryRunner): KeyLanesRun | undefined {
+  private lanes(runner: QueryRunner, unitStarted: number): KeyLanesRun | undefined {
     const limit = this.deps.handler.ordering?.lanes ?? 1;
     if (limit <= 1 || this.deps.careful || this.batch) return undefined;
     const lanes = new KeyLanes(limit);
-    const started: Array<Promise<HandledRecord>> = [];
-    let failed = false;
+    const started: Array<Promise<HandledRecord | undefined>> = [];
+    let failure: { error: unknown } | undefined;
+    let startedAny = false;
+    const restore = this.guardRunnerForLanes(runner);
     return {
       run: (record, claim) => {
         // A record without an ordering key is dead-lettered without its handler: a lane of its own.
         const lane = this.prepared?.get(record.offset)?.key?.digest ?? `offset ${record.offset}`;
         const handled = lanes.run(lane, async () => {
-          if (failed) throw new LaneSkipped();
+          if (failure) throw new LaneSkipped();
+          // The time cap: past chunk.maxMillis no record is started (the first always is: the unit progresses).
+          if (startedAny && Date.now() - unitStarted >= this.deps.options.chunk.maxMillis) return undefined;
+          startedAny = true;
           try {
             return await this.handleClaimed(runner, record, claim);
           } catch (err) {
-            failed = true;
+            failure ??= { error: err };
             throw err;
           }
         });
         started.push(handled);
         return handled;
       },
+      abort: () => {
+        failure ??= { error: new LaneSkipped() };
+      },
       settle: async () => {
-        const results = await whileHeartbeating(this.deps, () => Promise.allSettled(started));
-        const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !(r.reason instanceof LaneSkipped));
-        if (failure) throw failure.reason;
+        let results: PromiseSettledResult<HandledRecord | undefined>[];
+        try {
+          results = await whileHeartbeating(this.deps, () => Promise.allSettled(started));
+        } finally {
+          restore();
+        }
+        const errors = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected' && !(r.reason instanceof LaneSkipped)).map((r) => r.reason);
+        if (errors.length === 0) return;
+        // A lost connection wins (the unit is retried as an infrastructure fault); else the first failure in time
+        // (the others may only be "current transaction is aborted" after it).
+        const cause = (e: unknown) => (e instanceof OptimisticInvocationFailed ? e.cause : e);
+        const error = errors.find((e) => isConnectionFault(cause(e))) ?? (failure && errors.includes(failure.error) ? failure.error : errors[0]);
+        if (cause(error) instanceof TransactionInLanesError) this.warnTransactionInLanes();
+        throw error;
       },
     };
+  }
+
+  /** For the time of the lanes: statements queued in the order issued, and no transaction of a handler's own. */
+  private guardRunnerForLanes(runner: QueryRunner): () => void {
+    const guarded = runner as QueryRunner & Record<'query' | 'startTransaction', unknown>;
+    const own = { query: runner.query, startTransaction: runner.startTransaction };
+    let tail: Promise<unknown> = Promise.resolve();
+    guarded.query = (...args: Parameters<QueryRunner['query']>) => {
+      const next = tail.then(() => own.query.apply(runner, args));
+      tail = next.then(
+        () => undefined,
+        () => undefined,
+      );
+      return next;
+    };
+    guarded.startTransaction = () => Promise.reject(new TransactionInLanesError(this.deps.handler.name));
+    return () => {
+      guarded.query = own.query;
+      guarded.startTransaction = own.startTransaction;
+    };
+  }
+
+  private warnTransactionInLanes(): void {
+    if (warnedTransactionInLanes.has(this.deps.handler)) return;
+    warnedTransactionInLanes.add(this.deps.handler);
+    this.logger.warn(
+      `${this.deps.handler.name} opened a transaction of its own (manager.transaction) in key lanes, which cannot be: each of its units of work that does so runs again one record after the other, without lanes. Use ctx.manager directly (it is already in the unit's transaction), or leave lanes out.`,
+    );
   }
 
   /**
