@@ -116,11 +116,13 @@ export interface ConsumerOptions {
    */
   partitionsConsumedConcurrently?: number;
   /**
-   * Bytes fetched per partition per fetch request. Default 262144 (256 KiB): with every partition handled at
+   * Bytes fetched per partition per fetch request. Default 524288 (512 KiB): with every partition handled at
    * once, each partition's fetched records are held in memory until handled, so this bounds the consumer's
-   * memory (1 MiB per partition doubled consumer-app's peak RSS at 12 partitions: docs/benchmarks.md). A
-   * larger record still arrives whole, alone. Raise it for records over about 500 bytes, so that a unit of
-   * work can still fill `chunk.maxRecords`.
+   * memory (1 MiB per partition made consumer-app's peak RSS about 15% higher at 12 partitions:
+   * docs/benchmarks.md). Keep it at least the largest record batch your producers write: a larger batch still
+   * arrives whole, but only when its partition is the first with data in a fetch, so it may wait while other
+   * partitions of the broker have records. 512 KiB is the largest batch the library itself writes. Raise it
+   * too when records are larger than about 1 KB, so that a unit of work can fill `chunk.maxRecords`.
    */
   maxBytesPerPartition?: number;
   maxWaitTimeInMs?: number;

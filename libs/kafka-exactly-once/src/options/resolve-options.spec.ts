@@ -27,7 +27,7 @@ describe('resolveOptions', () => {
       heartbeatInterval: 3000,
       rebalanceTimeout: 60000,
       partitionsConsumedConcurrently: 64,
-      maxBytesPerPartition: 262144,
+      maxBytesPerPartition: 524288,
       maxWaitTimeInMs: 500,
       stallAfterMs: 60000,
       maxRetryDelayMs: 10000,

@@ -129,7 +129,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       heartbeatInterval,
       rebalanceTimeout,
       partitionsConsumedConcurrently: positiveInt('consumer.partitionsConsumedConcurrently', consumer.partitionsConsumedConcurrently, 64),
-      maxBytesPerPartition: positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 256 * 1024),
+      maxBytesPerPartition: positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 512 * 1024),
       maxWaitTimeInMs: positiveInt('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 500),
       stallAfterMs,
       maxRetryDelayMs,
