@@ -476,15 +476,9 @@ export class UnitOfWork {
   private guardRunnerForLanes(runner: QueryRunner): () => void {
     const guarded = runner as QueryRunner & Record<'query' | 'startTransaction', unknown>;
     const own = { query: runner.query, startTransaction: runner.startTransaction };
-    let tail: Promise<unknown> = Promise.resolve();
-    guarded.query = (...args: Parameters<QueryRunner['query']>) => {
-      const next = tail.then(() => own.query.apply(runner, args));
-      tail = next.then(
-        () => undefined,
-        () => undefined,
-      );
-      return next;
-    };
+    // One lane: each statement starts when the one before it has settled.
+    const statements = new KeyLanes(1);
+    guarded.query = (...args: Parameters<QueryRunner['query']>) => statements.run('statements', () => own.query.apply(runner, args));
     guarded.startTransaction = () => Promise.reject(new TransactionInLanesError(this.deps.handler.name));
     return () => {
       guarded.query = own.query;
