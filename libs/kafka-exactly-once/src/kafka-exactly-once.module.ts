@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { TerminusModule } from '@nestjs/terminus';
 import { Kafka, logLevel } from 'kafkajs';
 import { InboxHealthIndicator } from './health/inbox.health-indicator';
 import { PublisherHealthIndicator } from './health/publisher.health-indicator';
@@ -13,13 +12,15 @@ import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
 import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
 import { nestLogCreator } from './kafka-logger';
+import { fixKafkaJsRequestQueue } from './kafkajs-request-queue.fix';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 
 /**
  * Exactly-once, key-ordered Kafka consumption for the application's @IdempotentHandler methods, with the
- * inbox in the application's TypeORM PostgreSQL DataSource.
+ * inbox in the application's TypeORM PostgreSQL DataSource. Its health indicators return results in the shape
+ * @nestjs/terminus reads, without depending on it.
  *
  * @example
  * KafkaExactlyOnceModule.forRootAsync({
@@ -33,7 +34,7 @@ import { SchemaRegistry } from './serde/schema-registry';
  * })
  */
 @Module({
-  imports: [DiscoveryModule, TerminusModule],
+  imports: [DiscoveryModule],
   providers: [
     {
       provide: RESOLVED_OPTIONS,
@@ -47,7 +48,10 @@ import { SchemaRegistry } from './serde/schema-registry';
     },
     {
       provide: KAFKA_CLIENT,
-      useFactory: (options: ResolvedOptions) => new Kafka({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator }),
+      useFactory: (options: ResolvedOptions) => {
+        fixKafkaJsRequestQueue();
+        return new Kafka({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator });
+      },
       inject: [RESOLVED_OPTIONS],
     },
     HandlerMetadataAccessor,

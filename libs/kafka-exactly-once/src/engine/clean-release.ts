@@ -1,16 +1,10 @@
 import type { QueryRunner } from 'typeorm';
+import { withDeadline } from './deadline';
 
 interface PgClient {
   query(sql: string): Promise<unknown>;
   /** 'I' idle, 'T' in a transaction, 'E' in a failed transaction (pg >= 8.12). */
   getTransactionStatus?(): string | null;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`ROLLBACK did not answer within ${ms} ms`)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
 }
 
 /**
@@ -23,7 +17,7 @@ export async function releaseClean(runner: QueryRunner): Promise<void> {
   const client = (runner as unknown as { databaseConnection?: PgClient }).databaseConnection;
   let broken: Error | undefined;
   try {
-    if (client && client.getTransactionStatus?.() !== 'I') await withTimeout(client.query('ROLLBACK'), 5000);
+    if (client && client.getTransactionStatus?.() !== 'I') await withDeadline(client.query('ROLLBACK'), 5000, 'ROLLBACK');
     const status = client?.getTransactionStatus?.();
     if (client && status !== 'I' && status !== null && status !== undefined) broken = new Error(`connection left in transaction state ${status}`);
   } catch (err) {

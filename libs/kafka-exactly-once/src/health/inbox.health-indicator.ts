@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { HealthIndicatorService } from '@nestjs/terminus';
+import { withDeadline } from '../engine/deadline';
 import { PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
+import { down, up, type HealthCheckOptions, type HealthResult } from './health-result';
 
 /**
  * The inbox database's health: up when PostgreSQL answers a query within the timeout. Its details name the
@@ -13,27 +14,13 @@ import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
  */
 @Injectable()
 export class InboxHealthIndicator {
-  constructor(
-    private readonly indicators: HealthIndicatorService,
-    private readonly lifecycle: KafkaExactlyOnceLifecycle,
-  ) {}
+  constructor(private readonly lifecycle: KafkaExactlyOnceLifecycle) {}
 
-  async isHealthy<const Key extends string>(key: Key, options: { timeoutMs?: number } = {}) {
-    const indicator = this.indicators.check(key);
-    const timeoutMs = options.timeoutMs ?? 3000;
-    let timer: NodeJS.Timeout | undefined;
+  async isHealthy<const Key extends string>(key: Key, options: HealthCheckOptions = {}): Promise<HealthResult<Key>> {
     try {
-      const parked = await Promise.race([
-        this.parkedKeys(),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`PostgreSQL did not answer within ${timeoutMs} ms`)), timeoutMs);
-        }),
-      ]);
-      return indicator.up(parked);
+      return up(key, await withDeadline(this.parkedKeys(), options.timeoutMs ?? 3000, 'PostgreSQL'));
     } catch (err) {
-      return indicator.down({ message: (err as Error).message });
-    } finally {
-      clearTimeout(timer);
+      return down(key, { message: (err as Error).message });
     }
   }
 

@@ -1,22 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HealthIndicatorService } from '@nestjs/terminus';
 import type { Kafka } from 'kafkajs';
 import { KAFKA_CLIENT } from '../kafka-exactly-once.constants';
+import { withDeadline } from '../engine/deadline';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
+import { down, up, type HealthCheckOptions, type HealthResult } from './health-result';
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    promise,
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-export interface KafkaHealthOptions {
-  /** How long a broker may take to answer. Default 3000. */
-  timeoutMs?: number;
+export interface KafkaHealthOptions extends HealthCheckOptions {
   /** Overrides the module's `consumer.stallAfterMs` for this check. */
   stallAfterMs?: number;
 }
@@ -34,17 +23,15 @@ export interface KafkaHealthOptions {
 @Injectable()
 export class KafkaHealthIndicator {
   constructor(
-    private readonly indicators: HealthIndicatorService,
     @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
     private readonly lifecycle: KafkaExactlyOnceLifecycle,
   ) {}
 
-  async isHealthy<const Key extends string>(key: Key, options: KafkaHealthOptions = {}) {
-    const indicator = this.indicators.check(key);
+  async isHealthy<const Key extends string>(key: Key, options: KafkaHealthOptions = {}): Promise<HealthResult<Key>> {
     const consumer = this.lifecycle.status(options.stallAfterMs);
     const admin = this.kafka.admin({ retry: { retries: 0 } });
     try {
-      const cluster = await withTimeout(
+      const cluster = await withDeadline(
         admin.connect().then(() => admin.describeCluster()),
         options.timeoutMs ?? 3000,
         'Kafka',
@@ -55,15 +42,15 @@ export class KafkaHealthIndicator {
         assignment: consumer?.assignment ?? {},
         partitions: consumer?.partitions ?? [],
       };
-      if (consumer?.state === 'crashed') return indicator.down({ ...details, error: consumer.lastError ?? 'crashed' });
+      if (consumer?.state === 'crashed') return down(key, { ...details, error: consumer.lastError ?? 'crashed' });
       const stalled = details.partitions.filter((p) => p.stalled);
       if (stalled.length > 0) {
         const names = stalled.map((p) => `${p.topic}[${p.partition}] (waiting ${Math.round((p.waitingMs ?? 0) / 1000)} s, ${p.lastError ? `last error: ${p.lastError.message}` : 'no error'})`);
-        return indicator.down({ ...details, message: `stalled: ${names.join('; ')}` });
+        return down(key, { ...details, message: `stalled: ${names.join('; ')}` });
       }
-      return indicator.up(details);
+      return up(key, details);
     } catch (err) {
-      return indicator.down({ message: (err as Error).message, consumer: consumer?.state ?? 'not-started', partitions: consumer?.partitions ?? [] });
+      return down(key, { message: (err as Error).message, consumer: consumer?.state ?? 'not-started', partitions: consumer?.partitions ?? [] });
     } finally {
       await admin.disconnect().catch(() => undefined);
     }

@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { HealthIndicatorService } from '@nestjs/terminus';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { EventPublisher } from '../publishing/event-publisher';
+import { down, up, type HealthResult } from './health-result';
 
 /**
  * The publisher's health: circuit breaker state, spool backlog (records, bytes, age of the oldest), counters,
@@ -13,13 +13,11 @@ import { EventPublisher } from '../publishing/event-publisher';
 @Injectable()
 export class PublisherHealthIndicator {
   constructor(
-    private readonly indicators: HealthIndicatorService,
     private readonly publisher: EventPublisher,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
   ) {}
 
-  isHealthy<const Key extends string>(key: Key) {
-    const indicator = this.indicators.check(key);
+  isHealthy<const Key extends string>(key: Key): HealthResult<Key> {
     const status = this.publisher.status();
     const limit = this.options.publisher?.unhealthyBacklogAgeMs ?? Infinity;
     const details = {
@@ -32,8 +30,8 @@ export class PublisherHealthIndicator {
       ...(status.lastQuarantineReason === undefined ? {} : { lastQuarantineReason: status.lastQuarantineReason }),
     };
     if (status.spool.oldestAgeMs > limit) {
-      return indicator.down({ ...details, message: `spooled events have waited ${Math.round(status.spool.oldestAgeMs / 1000)} s for Kafka` });
+      return down(key, { ...details, message: `spooled events have waited ${Math.round(status.spool.oldestAgeMs / 1000)} s for Kafka` });
     }
-    return indicator.up(details);
+    return up(key, details);
   }
 }

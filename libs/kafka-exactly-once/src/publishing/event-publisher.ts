@@ -14,7 +14,7 @@ import { encodeSingleObject } from '../serde/single-object.codec';
 import { spoolInstanceId } from '../spool/instance-id';
 import { Spool } from '../spool/spool';
 import type { SpooledRecord } from '../spool/spool-record';
-import { withDeadline } from './deadline';
+import { withDeadline } from '../engine/deadline';
 import { drainBatchSize } from './drain-batch';
 import type { PublishAllItem, PublishOptions, PublishResult, PublisherStatus } from './publish.interfaces';
 import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from './record-size';

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import { sleep } from '../engine/sleep';
-import { withDeadline } from './deadline';
+import { withDeadline } from '../engine/deadline';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './record-size';
 
 /** What the cluster said about a topic, and when. */
