@@ -217,6 +217,7 @@ async function main() {
   const { Kafka, logLevel } = require('kafkajs');
   const { Client } = require('pg');
   const lib = require(join(ROOT, 'dist/libs/kafka-exactly-once'));
+  const { decodeSingleObject } = require(join(ROOT, 'dist/libs/kafka-exactly-once/testing'));
   const kafka = new Kafka({ clientId: 'demo', brokers: BROKERS, logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   await admin.connect();
@@ -332,7 +333,7 @@ async function main() {
   const processed = registry.current('com.example.PaymentProcessed');
   const header = (r, name) => (r.headers[name] === undefined ? undefined : r.headers[name].toString());
   const inputs = (await readAll(kafka, topic, (rs) => rs.length > 0))
-    .map((r) => ({ messageId: header(r, 'message-id'), event: lib.decodeSingleObject(registry, requested, r.value) }))
+    .map((r) => ({ messageId: header(r, 'message-id'), event: decodeSingleObject(registry, requested, r.value) }))
     .filter((r) => r.event.accountId.startsWith(prefix));
   const seen = new Set();
   const unique = [];
@@ -362,7 +363,7 @@ async function main() {
   const wrongBalances = [...balances].filter(([id, balance]) => accounts.find((a) => a.account_id === id)?.balance !== balance.toString()).length;
 
   const outputs = (await readAll(kafka, 'payments.processed', (rs) => rs.length > 0))
-    .map((r) => lib.decodeSingleObject(registry, processed, r.value))
+    .map((r) => decodeSingleObject(registry, processed, r.value))
     .filter((e) => e.accountId.startsWith(prefix));
   const perPayment = new Map();
   for (const o of outputs) perPayment.set(o.paymentId, (perPayment.get(o.paymentId) ?? 0) + 1);

@@ -1,6 +1,6 @@
 import { Kafka } from 'kafkajs';
 import { Client } from 'pg';
-import { UNIT_OF_WORK_FAULT_POINTS } from 'kafka-exactly-once';
+import { UNIT_OF_WORK_FAULT_POINTS } from 'kafka-exactly-once/testing';
 import { consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
 import { processSuite } from './support/suite';
 import { checkPaymentInvariants, generatePayments, publishPayments, republish, waitForGroupCaughtUp } from './support/payments';

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'crypto';
 import { IHeaders, Kafka, Message, Partitioners } from 'kafkajs';
-import { DEAD_LETTER_HEADERS, encodeSingleObject } from 'kafka-exactly-once';
+import { DEAD_LETTER_HEADERS } from 'kafka-exactly-once';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createConsumerAppScope, startConsumerApp } from './support/consumer-app';
 import { AppProcess } from './support/processes';
 import { readTopic } from './support/kafka';

@@ -6,15 +6,8 @@ import { Kafka, Partitioners } from 'kafkajs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { Client } from 'pg';
-import {
-  DEAD_LETTER_HEADERS,
-  EventContext,
-  IdempotentHandler,
-  KafkaExactlyOnceModule,
-  NonRetriableHandlerError,
-  SchemaRegistry,
-  encodeSingleObject,
-} from 'kafka-exactly-once';
+import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, SchemaRegistry } from 'kafka-exactly-once';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';

@@ -4,15 +4,8 @@ import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { ConfigResourceTypes, IHeaders, Kafka, Message } from 'kafkajs';
 import { Client } from 'pg';
-import {
-  DEAD_LETTER_HEADERS,
-  EventContext,
-  IdempotentHandler,
-  KafkaExactlyOnceLifecycle,
-  KafkaExactlyOnceModule,
-  SchemaRegistry,
-  encodeSingleObject,
-} from 'kafka-exactly-once';
+import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry } from 'kafka-exactly-once';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';

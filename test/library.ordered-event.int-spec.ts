@@ -5,21 +5,8 @@ import { writeFileSync } from 'fs';
 import { join } from 'path';
 import { Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
-import {
-  BatchContext,
-  BatchEvent,
-  DEAD_LETTER_HEADERS,
-  EventContext,
-  IdempotentHandler,
-  KafkaExactlyOnceModule,
-  NonRetriableHandlerError,
-  OperatorRequestError,
-  OperatorStore,
-  OrderedEvent,
-  SchemaRegistry,
-  encodeSingleObject,
-  pgPoolSql,
-} from 'kafka-exactly-once';
+import { BatchContext, BatchEvent, DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, OperatorRequestError, OperatorStore, OrderedEvent, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';

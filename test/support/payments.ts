@@ -1,7 +1,8 @@
 import { randomUUID } from 'crypto';
 import { Kafka, Message, Partitioners } from 'kafkajs';
 import { Client } from 'pg';
-import { SchemaRegistry, encodeSingleObject, decodeSingleObject } from 'kafka-exactly-once';
+import { SchemaRegistry } from 'kafka-exactly-once';
+import { encodeSingleObject, decodeSingleObject } from 'kafka-exactly-once/testing';
 import { join } from 'path';
 import { REPO_ROOT } from './environment';
 import { ReadRecord, readTopic } from './kafka';

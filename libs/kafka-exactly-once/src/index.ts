@@ -1,4 +1,5 @@
-// The public API of kafka-exactly-once. Everything a user imports is exported here, and nothing else.
+// The public API of kafka-exactly-once. Everything a user imports is exported here, and nothing else; helpers
+// for tests (the fault switch, the codec's internals) are in kafka-exactly-once/testing (testing.ts).
 export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
 export { KafkaExactlyOnceLifecycle, waitForTopicLeaders } from './kafka-exactly-once.lifecycle';
 export * from './decorators';
@@ -24,11 +25,8 @@ export type {
   BatchContext,
 } from './interfaces';
 export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
-export { encodeSingleObject, decodeSingleObject, validationErrors, readFingerprint } from './serde/single-object.codec';
-export { rabinFingerprint64 } from './serde/rabin-fingerprint';
 export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000 } from './inbox/migrations';
-export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE, FAULT_ENV } from './kafka-exactly-once.constants';
-export { FAULT_POINTS, UNIT_OF_WORK_FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
+export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE } from './kafka-exactly-once.constants';
 export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';
 export type { PartitionHealth, PartitionActivity } from './engine/partition-progress';
 export type { DeduplicationScope } from './engine/record-identity';
