@@ -11,6 +11,10 @@ const moduleNameMapper = {
   '^kafka-exactly-once/(.*)$': '<rootDir>/libs/kafka-exactly-once/src/$1',
 };
 
+// Built output (with the packed library's staging folder) and the example applications, which have package.json
+// files of their own, are not modules of the repository.
+const modulePathIgnorePatterns = ['<rootDir>/dist/', '<rootDir>/examples/'];
+
 module.exports = {
   // Integration suites run real processes against a real broker; unit specs finish in milliseconds anyway.
   testTimeout: 180000,
@@ -23,6 +27,7 @@ module.exports = {
       testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/scripts/**/*.spec.js'],
       transform,
       moduleNameMapper,
+      modulePathIgnorePatterns,
     },
     {
       displayName: 'integration',
@@ -31,6 +36,7 @@ module.exports = {
       testMatch: ['<rootDir>/test/**/*.int-spec.ts'],
       transform,
       moduleNameMapper,
+      modulePathIgnorePatterns,
       globalSetup: '<rootDir>/test/setup/global-setup.ts',
       globalTeardown: '<rootDir>/test/setup/global-teardown.ts',
     },

@@ -1,7 +1,13 @@
 import { ChildProcess, spawn } from 'child_process';
 import { createWriteStream, mkdirSync, readFileSync } from 'fs';
-import { join } from 'path';
+import { join, resolve } from 'path';
 import { REPO_ROOT } from './environment';
+
+/** Which Node.js binary runs the process (the test's own by default) and in which folder (the repository's). */
+export interface AppProcessOptions {
+  node?: string;
+  cwd?: string;
+}
 
 /** A demo app running as a child process of the test, with its output in a log file. */
 export class AppProcess {
@@ -13,11 +19,12 @@ export class AppProcess {
     script: string,
     env: Record<string, string>,
     readonly logFile: string,
+    options: AppProcessOptions = {},
   ) {
     mkdirSync(join(logFile, '..'), { recursive: true });
     const log = createWriteStream(logFile, { flags: 'w' });
-    this.child = spawn(process.execPath, [join(REPO_ROOT, script)], {
-      cwd: REPO_ROOT,
+    this.child = spawn(options.node ?? process.execPath, [resolve(REPO_ROOT, script)], {
+      cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
