@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { KafkaExactlyOnceAdminModule, KafkaExactlyOnceModule } from 'kafka-exactly-once';
+import { KafkaExactlyOnceAdminModule, KafkaExactlyOnceMetricsController, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { join } from 'path';
 import { APPROVAL_LIMIT_CENTS, consumerAppConfig } from './consumer-app.config';
 import { HealthController } from './health/health.controller';
@@ -55,6 +55,7 @@ export function schemasDirectory(): string {
           consumer: { sessionTimeout: config.sessionTimeoutMs, stallAfterMs: config.stallAfterMs },
           ...(config.transactionTimeoutMs ? { transactionTimeoutMs: config.transactionTimeoutMs } : {}),
           inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },
+          metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics
         };
       },
     }),
@@ -62,7 +63,7 @@ export function schemasDirectory(): string {
     // Operators' REST endpoints (dead letters, parked accounts), only with a token (ADMIN_TOKEN).
     ...(consumerAppConfig().adminToken ? [KafkaExactlyOnceAdminModule.forRoot({ token: consumerAppConfig().adminToken! })] : []),
   ],
-  controllers: [HealthController],
+  controllers: [HealthController, KafkaExactlyOnceMetricsController],
   providers: [DemoTopicsInitializer, PaymentsHandler, UsersHandler, { provide: APPROVAL_LIMIT_CENTS, useFactory: () => consumerAppConfig().approvalLimitCents }],
 })
 export class ConsumerAppModule {}

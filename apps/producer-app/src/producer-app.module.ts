@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { TerminusModule } from '@nestjs/terminus';
-import { KafkaExactlyOnceModule } from 'kafka-exactly-once';
+import { KafkaExactlyOnceMetricsController, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { HealthController } from './health/health.controller';
 import { EventsController } from './http/events.controller';
 import { PublishErrorsFilter } from './http/publish-errors.filter';
@@ -25,13 +25,14 @@ export const publisherModule = () =>
           [TOPICS.paymentsRequested]: { schema: 'com.example.PaymentRequested', key: (e: PaymentRequested) => e.accountId },
         },
         publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs, missingTopicGraceMs: config.missingTopicGraceMs },
+        metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics
       };
     },
   });
 
 @Module({
   imports: [publisherModule(), TerminusModule],
-  controllers: [EventsController, HealthController],
+  controllers: [EventsController, HealthController, KafkaExactlyOnceMetricsController],
   providers: [{ provide: APP_FILTER, useClass: PublishErrorsFilter }],
 })
 export class ProducerAppModule {}

@@ -6,6 +6,7 @@ export * from './decorators';
 export * from './admin';
 export * from './errors';
 export * from './health';
+export * from './metrics';
 export { EventPublisher } from './publishing/event-publisher';
 export type { PublishOptions, PublishResult, PublishAllItem, PublisherStatus } from './publishing/publish.interfaces';
 export type {
@@ -16,6 +17,7 @@ export type {
   RetryOptions,
   IsolationOptions,
   PublisherOptions,
+  MetricsOptions,
   EventContext,
   EmitOptions,
   RecordInfo,

@@ -23,6 +23,7 @@ import { HandlerDefinition, KafkaExactlyOnceExplorer } from './kafka-exactly-onc
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 import { ReplayWorker } from './parking/replay-worker';
+import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 
 /**
  * Owns the module's runtime: discovers and checks the handlers at module init (fail fast), applies the inbox
@@ -45,6 +46,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     private readonly explorer: KafkaExactlyOnceExplorer,
     private readonly registry: SchemaRegistry,
     private readonly moduleRef: ModuleRef,
+    private readonly metrics: KafkaExactlyOnceMetrics,
   ) {}
 
   onModuleInit(): void {
@@ -83,11 +85,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         return this.topicLimits(admin);
       });
       const faults = new FaultInjector();
-      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits);
+      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics);
+      const consumer = this.consumer;
+      this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
       const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
       if (keyedByFunction.length > 0) this.warnSplitOrderingKeys(await admin.fetchTopicMetadata({ topics: keyedByFunction }));
       await this.startConsumer(this.consumer);
-      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits, faults);
+      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics);
       this.replays.start();
     } catch (err) {
       // A failed start must not leave connections behind (the application is not going to shut us down).
@@ -192,6 +196,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   async onApplicationShutdown(): Promise<void> {
+    this.metrics.detach();
     await this.consumer?.disconnect();
     await this.admin?.disconnect().catch(() => undefined);
     if (this.consumer) this.logger.log('disconnected from Kafka');

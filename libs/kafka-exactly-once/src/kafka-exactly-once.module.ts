@@ -16,6 +16,7 @@ import { fixKafkaJsRequestQueue } from './kafkajs-request-queue.fix';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
+import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 
 /**
  * Exactly-once, key-ordered Kafka consumption for the application's @IdempotentHandler methods, with the
@@ -54,6 +55,11 @@ import { SchemaRegistry } from './serde/schema-registry';
       },
       inject: [RESOLVED_OPTIONS],
     },
+    {
+      provide: KafkaExactlyOnceMetrics,
+      useFactory: (options: ResolvedOptions) => new KafkaExactlyOnceMetrics(options),
+      inject: [RESOLVED_OPTIONS],
+    },
     HandlerMetadataAccessor,
     KafkaExactlyOnceExplorer,
     KafkaExactlyOnceLifecycle,
@@ -62,6 +68,6 @@ import { SchemaRegistry } from './serde/schema-registry';
     EventPublisher,
     PublisherHealthIndicator,
   ],
-  exports: [KafkaHealthIndicator, InboxHealthIndicator, PublisherHealthIndicator, EventPublisher, SchemaRegistry, KafkaExactlyOnceLifecycle],
+  exports: [KafkaExactlyOnceMetrics, KafkaHealthIndicator, InboxHealthIndicator, PublisherHealthIndicator, EventPublisher, SchemaRegistry, KafkaExactlyOnceLifecycle],
 })
 export class KafkaExactlyOnceModule extends KafkaExactlyOnceConfigurableModule {}

@@ -9,6 +9,7 @@ import { drainBatchSize } from '../publishing/drain-batch';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
+import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { isConnectionFault } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
@@ -71,6 +72,7 @@ export class ExactlyOnceConsumer {
     private readonly faults: FaultInjector,
     handlers: HandlerDefinition[],
     private readonly topicLimits: ReadonlyMap<string, number> = new Map(),
+    private readonly metrics?: KafkaExactlyOnceMetrics,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.stableOffsets = new StableOffsets(kafka);
@@ -259,7 +261,10 @@ export class ExactlyOnceConsumer {
       session.verifyOwnership = false;
     }
     try {
-      if (!session.ready) await session.start(() => this.committedOffset(topic, partition));
+      if (!session.ready) {
+        await session.start(() => this.committedOffset(topic, partition));
+        if (session.starts > 1) this.metrics?.producerRecreated(topic);
+      }
     } catch (err) {
       this.backOff(session, payload, err, `cannot start the partition's transactional producer`);
       return;
@@ -276,6 +281,7 @@ export class ExactlyOnceConsumer {
         offset: message.offset,
         id: identify(topic, partition, message, this.options.inbox.deduplicationScope),
       }));
+      const unitStarted = performance.now();
       const outcome = await this.runUnit(
         {
           dataSource: this.dataSource,
@@ -291,6 +297,7 @@ export class ExactlyOnceConsumer {
           heartbeat,
           onDeadLetter: (record, reason, error, parked) => this.logDeadLetter(topic, partition, record, reason, error.message, parked),
           parking: this.parking,
+          metrics: this.metrics,
         },
         chunk,
       );
@@ -299,6 +306,7 @@ export class ExactlyOnceConsumer {
         index += outcome.count;
         session.infrastructureFailures = 0;
         session.progress.committedUpTo(BigInt(outcome.lastOffset) + 1n);
+        this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered`;
         if (replayed > 0 || duplicates > 0 || deadLettered > 0) this.logger.log(summary);
@@ -310,6 +318,7 @@ export class ExactlyOnceConsumer {
       const error = outcome.error;
       const reason = (error as Error)?.message ?? String(error);
       if (outcome.kind === 'fenced') {
+        this.metrics?.fencedCommit(topic);
         const owner = await this.ownership(payload, session, generation);
         if (owner === 'lost') {
           // Another member owns the partition now. Re-initialising the producer would fence that owner.
@@ -370,6 +379,7 @@ export class ExactlyOnceConsumer {
       if (!isRunning() || isStale() || session.generation !== generation) return;
       try {
         await session.start(() => this.committedOffset(topic, partition));
+        if (session.starts > 1) this.metrics?.producerRecreated(topic);
       } catch (err) {
         this.backOff(session, payload, err, 'cannot recreate the producer');
         return;
@@ -461,6 +471,7 @@ export class ExactlyOnceConsumer {
 
   /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */
   private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string, parked?: { key: string; parkedNow: boolean }): void {
+    this.metrics?.deadLetter(topic, reason, parked?.parkedNow === true);
     const line = { topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) };
     this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
     if (parked?.parkedNow) {

@@ -20,6 +20,8 @@ export class PartitionSession {
   isolateThrough = -1n;
   /** Failed units of work in a row that were not blamed on one record (infrastructure), for the backoff. */
   infrastructureFailures = 0;
+  /** How often its producer was initialised (more than once: recreated after a fault or a new assignment). */
+  starts = 0;
   /** The timer that resumes the partition after a backoff, and what it calls. */
   resumeTimer?: NodeJS.Timeout;
   resume?: () => void;
@@ -36,6 +38,7 @@ export class PartitionSession {
   /** Fences a previous owner (InitProducerId), then reads where the group really stands. */
   async start(readCommitted: () => Promise<bigint>): Promise<void> {
     this.ready = false;
+    this.starts++;
     await this.producer.start();
     this.floor = await readCommitted();
     this.progress.startedAt(this.floor);

@@ -17,6 +17,7 @@ import { releaseClean } from './clean-release';
 import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
+import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KeyLanes } from './key-lanes';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
@@ -57,7 +58,7 @@ export interface UnitOfWorkStats {
 }
 
 export type UnitOfWorkOutcome =
-  | { kind: 'committed'; lastOffset: string; count: number; stats: UnitOfWorkStats }
+  | { kind: 'committed'; lastOffset: string; count: number; stats: UnitOfWorkStats; timings: { postgresCommitMs: number; kafkaCommitMs: number } }
   | { kind: 'aborted' | 'outcome-unknown' | 'fenced'; error: unknown }
   /** Run without savepoints, a record failed: nothing of the unit is kept; run it again with `careful`. */
   | { kind: 'run-carefully'; error: unknown };
@@ -79,6 +80,8 @@ export interface UnitOfWorkDeps {
   /** Called once per dead letter, after its unit of work committed. */
   onDeadLetter?: (record: ChunkRecord, reason: DeadLetterReason, error: RecordedFailure, parked?: { key: string; parkedNow: boolean }) => void;
   parking?: ParkingRepository;
+  /** Handler calls are timed here (kafka_eo_handler_seconds). */
+  metrics?: KafkaExactlyOnceMetrics;
   /**
    * Each handler attempt behind a SAVEPOINT, with the handler's retries in place. Without (the default), the
    * handlers run back to back and the first failure makes the whole unit run again carefully (`run-carefully`).
@@ -265,8 +268,10 @@ export class UnitOfWork {
           }
         }
       }
-      if (this.batch) {
-        if (this.batch.length > 0) await invokeBatchHandler(this.invocationDeps(), runner, this.batch);
+      const batch = this.batch;
+      if (batch) {
+        const connection = runner;
+        if (batch.length > 0) await this.timed(() => invokeBatchHandler(this.invocationDeps(), connection, batch));
         faults.reach('mid-chunk');
       }
       const released: RecordIdentity[] = [];
@@ -316,7 +321,9 @@ export class UnitOfWork {
       for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes, (t) => this.deps.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
 
       this.sm.transitionTo('committing-db');
+      const postgresCommitStarted = performance.now();
       await runner.commitTransaction();
+      const kafkaCommitStarted = performance.now();
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
       const lastOffset = this.records[count - 1].offset;
@@ -327,8 +334,9 @@ export class UnitOfWork {
       faults.reach('before-kafka-commit');
       await txn.commit();
       this.sm.transitionTo('committed');
+      const timings = { postgresCommitMs: kafkaCommitStarted - postgresCommitStarted, kafkaCommitMs: performance.now() - kafkaCommitStarted };
       for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error, d.parked);
-      return { kind: 'committed', lastOffset, count, stats: this.stats };
+      return { kind: 'committed', lastOffset, count, stats: this.stats, timings };
     } catch (err) {
       // Never roll back under a lane still using the connection (its statements would run after the rollback).
       lanes?.abort();
@@ -505,7 +513,16 @@ export class UnitOfWork {
       this.batch.push({ record: invocation, event, emitted });
       return Promise.resolve({ ok: true, attempts: 1, outputs: emitted });
     }
-    return invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: this.deps.careful === true });
+    return this.timed(() => invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: this.deps.careful === true }));
+  }
+
+  private async timed<T>(call: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      return await call();
+    } finally {
+      this.deps.metrics?.handlerTime(this.deps.topic, performance.now() - started);
+    }
   }
 
   /** Dead-letters the record and parks it (with its key, when `parkKey`) in the unit's transaction. */

@@ -56,6 +56,16 @@ export interface KafkaExactlyOnceModuleOptions {
   autoStart?: boolean;
   /** Enables the EventPublisher: idempotent sends, circuit breaker, durable local spool. */
   publisher?: PublisherOptions;
+  /**
+   * Prometheus metrics (`kafka_eo_*`, docs/metrics.md) through prom-client, an optional peer dependency: set
+   * `metrics: {}` to register them on prom-client's global registry, or pass `{ registry }`. Off by default.
+   */
+  metrics?: MetricsOptions;
+}
+
+export interface MetricsOptions {
+  /** A prom-client `Registry`; default prom-client's global `register`. */
+  registry?: object;
 }
 
 export interface PublisherOptions {

@@ -159,7 +159,17 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     operations: { pollIntervalMs: positiveInt('operations.pollIntervalMs', options.operations?.pollIntervalMs, 1000, 50) },
     autoStart: options.autoStart ?? true,
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),
+    metrics: resolveMetrics(options.metrics),
   };
+}
+
+function resolveMetrics(metrics: KafkaExactlyOnceModuleOptions['metrics']): ResolvedOptions['metrics'] {
+  if (metrics === undefined) return undefined;
+  if (metrics === null || typeof metrics !== 'object') throw new InvalidOptionsError('metrics', 'must be an object: {} for prom-client\'s global registry, or { registry }');
+  if (metrics.registry !== undefined && typeof (metrics.registry as { getSingleMetric?: unknown })?.getSingleMetric !== 'function') {
+    throw new InvalidOptionsError('metrics.registry', 'must be a prom-client Registry (new Registry() from prom-client)');
+  }
+  return { registry: metrics.registry };
 }
 
 function resolvePublisher(publisher: NonNullable<KafkaExactlyOnceModuleOptions['publisher']>): NonNullable<ResolvedOptions['publisher']> {

@@ -37,6 +37,8 @@ export interface ResolvedOptions {
   deadLetter: { topicSuffix: string };
   operations: { pollIntervalMs: number };
   autoStart: boolean;
+  /** undefined: no metrics */
+  metrics?: { registry?: object };
   publisher?: {
     sendTimeoutMs: number;
     spool: { directory: string; maxBytes: number; segmentBytes: number };

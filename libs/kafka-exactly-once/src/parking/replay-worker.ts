@@ -15,6 +15,7 @@ import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { decodeSingleObject } from '../serde/single-object.codec';
+import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { PartitionProducer } from '../transaction/partition-producer';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
@@ -99,6 +100,7 @@ export class ReplayWorker {
     handlers: HandlerDefinition[],
     private readonly topicLimits: ReadonlyMap<string, number>,
     private readonly faults?: FaultInjector,
+    private readonly metrics?: KafkaExactlyOnceMetrics,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs, options.kafka.retry);
@@ -194,6 +196,7 @@ export class ReplayWorker {
         return this.finish(operation, 'failed', { replayed: previous, error: { name: result.error.name, message: result.error.message }, ...result.at });
       }
       this.logger.log(`key ${operation.ordering_key} of ${operation.topic} released: ${previous} parked record(s) replayed in order`);
+      this.metrics?.keyReleased(operation.topic);
       return this.finish(operation, 'done', { replayed: previous });
     }
   }

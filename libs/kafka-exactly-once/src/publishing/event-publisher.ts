@@ -19,6 +19,7 @@ import { drainBatchSize } from './drain-batch';
 import type { PublishAllItem, PublishOptions, PublishResult, PublisherStatus } from './publish.interfaces';
 import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from './record-size';
 import { describeRefusal, refusedForGood } from './send-refusal';
+import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { TopicFacts, TopicInspector } from './topic-inspector';
 
 /** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */
@@ -102,6 +103,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
     private readonly registry: SchemaRegistry,
+    private readonly metrics: KafkaExactlyOnceMetrics,
   ) {}
 
   private config() {
@@ -123,6 +125,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     );
     this.breaker.onStateChange((state) => this.logger.warn(`Kafka circuit breaker is ${BREAKER_STATES[state]}`));
     this.running = true;
+    this.metrics.attach({ publisher: () => this.status() });
     // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back.
     void this.connected().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
     // Learn the declared topics' existence and size limits now, so that publishes need not wait for them.
@@ -252,6 +255,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
             });
       }
       this.counters.sent += records.length;
+      for (const r of records) this.metrics.published(r.topic, 'sent');
       return records.map((r) => ({ messageId: r.messageId }));
     });
     this.transactionalQueue = run;
@@ -347,6 +351,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     try {
       const sent = await this.sendGrouped(record);
       this.counters.sent++;
+      this.metrics.published(record.topic, 'sent');
       return { messageId: record.messageId, status: 'sent', partition: sent.partition, offset: sent.offset };
     } catch (failure) {
       const { error: err, producer } = failure as GroupedSendFailure;
@@ -465,6 +470,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private async toSpool(record: SpooledRecord): Promise<PublishResult> {
     await (this.spool as Spool).append({ ...record, spooledAt: Date.now() });
     this.counters.spooled++;
+    this.metrics.published(record.topic, 'spooled');
     return { messageId: record.messageId, status: 'spooled' };
   }
 
@@ -535,6 +541,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           );
           spool.acknowledge(batch.length);
           this.counters.drained += batch.length;
+          this.metrics.drained(batch.length);
           failures = 0;
           maxRecords = DRAIN_MAX_RECORDS;
           if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);

@@ -1,0 +1,2 @@
+export { KafkaExactlyOnceMetrics } from './kafka-exactly-once.metrics';
+export { KafkaExactlyOnceMetricsController } from './kafka-exactly-once-metrics.controller';

@@ -1,0 +1,193 @@
+import { InvalidOptionsError } from '../errors/invalid-options.error';
+import type { ResolvedOptions } from '../options/resolved-options';
+
+/** A unit of work's counts, as the consumer logs them. */
+export interface UnitCounts {
+  handled: number;
+  replayed: number;
+  duplicates: number;
+  deadLettered: number;
+}
+
+/** Where a unit of work spent its time, in milliseconds. */
+export interface UnitTimings {
+  unitMs: number;
+  postgresCommitMs: number;
+  kafkaCommitMs: number;
+}
+
+/** What the gauges read at each scrape. */
+export interface MetricsSources {
+  partitions?: () => Array<{ topic: string; partition: number; lag: number | null; lastCommitAt: string | null }>;
+  publisher?: () => { breaker: string; spool: { records: number; bytes: number; oldestAgeMs: number } };
+}
+
+// prom-client is an optional peer: its types are not imported, so that applications without it compile.
+interface PromMetric {
+  labels(labels: Record<string, string>): { inc(value?: number): void; observe(value: number): void; set(value: number): void };
+  inc(value?: number): void;
+  reset(): void;
+  set(labels: Record<string, string>, value: number): void;
+}
+interface PromClient {
+  register: object;
+  Counter: new (config: object) => PromMetric;
+  Histogram: new (config: object) => PromMetric;
+  Gauge: new (config: object) => PromMetric;
+}
+interface PromRegistry {
+  getSingleMetric(name: string): unknown;
+  metrics(): Promise<string>;
+}
+
+const SOURCES = Symbol.for('kafka-exactly-once:metric-sources');
+interface Attached {
+  group: string;
+  sources: MetricsSources;
+}
+type SourcedGauge = PromMetric & { [SOURCES]?: Set<Attached> };
+
+/** Seconds, from 1 ms to 30 s: a unit of work commits in milliseconds; tens of seconds are a problem. */
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const BREAKER = { closed: 0, 'half-open': 1, open: 2, isolated: 3 } as Record<string, number>;
+
+/**
+ * The library's Prometheus metrics (`kafka_eo_*`), registered on a prom-client Registry when the module option
+ * `metrics` is set, and doing nothing otherwise. Labels are low-cardinality: consumer group, topic, and the
+ * dead-letter reason or publish outcome; only the per-partition gauges carry a partition number. Several
+ * modules in one process (one per consumer group) share the metrics and tell themselves apart by `group`.
+ */
+export class KafkaExactlyOnceMetrics {
+  private readonly metrics?: Record<string, PromMetric>;
+  private readonly registry?: PromRegistry;
+  private readonly group: string;
+  private readonly attached: Attached;
+  private readonly gauges: SourcedGauge[] = [];
+
+  constructor(options: Pick<ResolvedOptions, 'groupId' | 'metrics'>) {
+    this.group = options.groupId;
+    this.attached = { group: options.groupId, sources: {} };
+    if (!options.metrics) return;
+    const prom = loadPromClient();
+    const registry = (options.metrics.registry ?? prom.register) as PromRegistry;
+    this.registry = registry;
+    const existing = (name: string) => registry.getSingleMetric(name) as PromMetric | undefined;
+    const make = (kind: 'Counter' | 'Histogram' | 'Gauge', name: string, help: string, labelNames: string[], extra: object = {}): PromMetric =>
+      existing(name) ?? new prom[kind]({ name, help, labelNames, registers: [registry], ...extra });
+    const unit = ['group', 'topic'];
+    const gauge = (name: string, help: string, labelNames: string[], read: (metric: PromMetric, sources: MetricsSources, group: string) => void): PromMetric => {
+      const metric = make('Gauge', name, help, labelNames, {
+        collect(this: SourcedGauge) {
+          this.reset();
+          for (const { sources, group } of this[SOURCES] ?? []) read(this, sources, group);
+        },
+      }) as SourcedGauge;
+      (metric[SOURCES] ??= new Set()).add(this.attached);
+      this.gauges.push(metric);
+      return metric;
+    };
+    this.metrics = {
+      unitSeconds: make('Histogram', 'kafka_eo_unit_of_work_seconds', 'Units of work committed: from the claim to the Kafka commit', unit, { buckets: BUCKETS }),
+      postgresCommitSeconds: make('Histogram', 'kafka_eo_postgres_commit_seconds', "A unit of work's PostgreSQL COMMIT", unit, { buckets: BUCKETS }),
+      kafkaCommitSeconds: make('Histogram', 'kafka_eo_kafka_commit_seconds', "A unit of work's offsets and Kafka transaction commit", unit, { buckets: BUCKETS }),
+      handlerSeconds: make('Histogram', 'kafka_eo_handler_seconds', 'A handler call (a record, or a batch), retries included', unit, { buckets: BUCKETS }),
+      handled: make('Counter', 'kafka_eo_records_handled_total', 'Records handled and committed', unit),
+      duplicates: make('Counter', 'kafka_eo_duplicates_skipped_total', 'Records skipped as duplicates of a message id handled before', unit),
+      replayed: make('Counter', 'kafka_eo_outputs_replayed_total', 'Records whose recorded outputs were sent again (a Kafka commit had not happened)', unit),
+      deadLetters: make('Counter', 'kafka_eo_dead_letters_total', 'Records dead-lettered, by reason', [...unit, 'reason']),
+      parked: make('Counter', 'kafka_eo_keys_parked_total', 'Ordering keys parked (@OrderedEvent)', unit),
+      released: make('Counter', 'kafka_eo_keys_released_total', 'Ordering keys released by an operator and replayed', unit),
+      recreated: make('Counter', 'kafka_eo_producers_recreated_total', "A partition's transactional producer initialised again (after a fault or a new assignment)", unit),
+      fenced: make('Counter', 'kafka_eo_fenced_commits_total', 'Kafka commits refused because another producer epoch took over', unit),
+      published: make('Counter', 'kafka_eo_published_total', 'Events EventPublisher acknowledged, by outcome: sent to Kafka or spooled to disk', ['topic', 'status']),
+      drained: make('Counter', 'kafka_eo_spool_drained_total', 'Spooled events delivered to Kafka by the drainer', []),
+      lag: gauge('kafka_eo_partition_lag', 'Records of the partition not committed yet, at its last fetch', [...unit, 'partition'], (metric, sources, group) => {
+        for (const p of sources.partitions?.() ?? []) if (p.lag !== null) metric.set({ group, topic: p.topic, partition: String(p.partition) }, p.lag);
+      }),
+      sinceCommit: gauge('kafka_eo_seconds_since_last_commit', 'Seconds since the partition last committed a unit of work', [...unit, 'partition'], (metric, sources, group) => {
+        const now = Date.now();
+        for (const p of sources.partitions?.() ?? []) {
+          if (p.lastCommitAt !== null) metric.set({ group, topic: p.topic, partition: String(p.partition) }, (now - Date.parse(p.lastCommitAt)) / 1000);
+        }
+      }),
+      backlog: gauge('kafka_eo_spool_backlog_records', 'Events waiting in the publisher spool for Kafka', [], (metric, sources) => {
+        const status = sources.publisher?.();
+        if (status) metric.set({}, status.spool.records);
+      }),
+      breaker: gauge('kafka_eo_breaker_state', "The publisher's circuit breaker: 0 closed, 1 half-open, 2 open, 3 isolated", [], (metric, sources) => {
+        const status = sources.publisher?.();
+        if (status) metric.set({}, BREAKER[status.breaker] ?? -1);
+      }),
+    };
+  }
+
+  get enabled(): boolean {
+    return this.metrics !== undefined;
+  }
+
+  /** Every metric of the registry (the application's own too), in Prometheus's text format; undefined when off. */
+  async scrape(): Promise<string | undefined> {
+    return this.registry?.metrics();
+  }
+
+  /** The gauges read these at each scrape; the lifecycle and the publisher attach theirs. */
+  attach(sources: MetricsSources): void {
+    Object.assign(this.attached.sources, sources);
+  }
+
+  /** Stops this module's gauges from reporting (module shutdown); counters keep their totals. */
+  detach(): void {
+    for (const gauge of this.gauges) gauge[SOURCES]?.delete(this.attached);
+  }
+
+  unitCommitted(topic: string, counts: UnitCounts, timings: UnitTimings): void {
+    if (!this.metrics) return;
+    const labels = { group: this.group, topic };
+    this.metrics.unitSeconds.labels(labels).observe(timings.unitMs / 1000);
+    this.metrics.postgresCommitSeconds.labels(labels).observe(timings.postgresCommitMs / 1000);
+    this.metrics.kafkaCommitSeconds.labels(labels).observe(timings.kafkaCommitMs / 1000);
+    // Dead letters are counted by reason, as they are reported (deadLetter).
+    if (counts.handled > 0) this.metrics.handled.labels(labels).inc(counts.handled);
+    if (counts.duplicates > 0) this.metrics.duplicates.labels(labels).inc(counts.duplicates);
+    if (counts.replayed > 0) this.metrics.replayed.labels(labels).inc(counts.replayed);
+  }
+
+  handlerTime(topic: string, ms: number): void {
+    this.metrics?.handlerSeconds.labels({ group: this.group, topic }).observe(ms / 1000);
+  }
+
+  deadLetter(topic: string, reason: string, parkedNow: boolean): void {
+    this.metrics?.deadLetters.labels({ group: this.group, topic, reason }).inc();
+    if (parkedNow) this.metrics?.parked.labels({ group: this.group, topic }).inc();
+  }
+
+  keyReleased(topic: string): void {
+    this.metrics?.released.labels({ group: this.group, topic }).inc();
+  }
+
+  producerRecreated(topic: string): void {
+    this.metrics?.recreated.labels({ group: this.group, topic }).inc();
+  }
+
+  fencedCommit(topic: string): void {
+    this.metrics?.fenced.labels({ group: this.group, topic }).inc();
+  }
+
+  published(topic: string, status: 'sent' | 'spooled', count = 1): void {
+    this.metrics?.published.labels({ topic, status }).inc(count);
+  }
+
+  drained(count: number): void {
+    this.metrics?.drained.inc(count);
+  }
+}
+
+function loadPromClient(): PromClient {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('prom-client') as PromClient;
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
+    throw new InvalidOptionsError('metrics', 'needs the package prom-client (an optional peer dependency): npm install prom-client');
+  }
+}
