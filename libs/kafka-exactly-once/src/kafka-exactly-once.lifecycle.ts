@@ -24,6 +24,7 @@ import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
+import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 
 /**
  * Owns the module's runtime: discovers and checks the handlers at module init (fail fast), applies the inbox
@@ -47,6 +48,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     private readonly registry: SchemaRegistry,
     private readonly moduleRef: ModuleRef,
     private readonly metrics: KafkaExactlyOnceMetrics,
+    private readonly tracing: KafkaExactlyOnceTracing,
   ) {}
 
   onModuleInit(): void {
@@ -85,13 +87,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         return this.topicLimits(admin);
       });
       const faults = new FaultInjector();
-      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics);
+      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing);
       const consumer = this.consumer;
       this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
       const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
       if (keyedByFunction.length > 0) this.warnSplitOrderingKeys(await admin.fetchTopicMetadata({ topics: keyedByFunction }));
       await this.startConsumer(this.consumer);
-      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics);
+      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
       this.replays.start();
     } catch (err) {
       // A failed start must not leave connections behind (the application is not going to shut us down).

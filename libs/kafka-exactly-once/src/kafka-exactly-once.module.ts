@@ -17,6 +17,7 @@ import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
+import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 
 /**
  * Exactly-once, key-ordered Kafka consumption for the application's @IdempotentHandler methods, with the
@@ -60,6 +61,7 @@ import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
       useFactory: (options: ResolvedOptions) => new KafkaExactlyOnceMetrics(options),
       inject: [RESOLVED_OPTIONS],
     },
+    { provide: KafkaExactlyOnceTracing, useFactory: () => new KafkaExactlyOnceTracing() },
     HandlerMetadataAccessor,
     KafkaExactlyOnceExplorer,
     KafkaExactlyOnceLifecycle,

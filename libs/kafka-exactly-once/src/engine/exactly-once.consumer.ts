@@ -10,6 +10,7 @@ import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
+import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { isConnectionFault } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
@@ -73,6 +74,7 @@ export class ExactlyOnceConsumer {
     handlers: HandlerDefinition[],
     private readonly topicLimits: ReadonlyMap<string, number> = new Map(),
     private readonly metrics?: KafkaExactlyOnceMetrics,
+    private readonly tracing?: KafkaExactlyOnceTracing,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.stableOffsets = new StableOffsets(kafka);
@@ -298,6 +300,7 @@ export class ExactlyOnceConsumer {
           onDeadLetter: (record, reason, error, parked) => this.logDeadLetter(topic, partition, record, reason, error.message, parked),
           parking: this.parking,
           metrics: this.metrics,
+          tracing: this.tracing,
         },
         chunk,
       );

@@ -13,6 +13,7 @@ import { encodeSingleObject } from '../serde/single-object.codec';
 import { isConnectionFault, isRetriableHandlerError } from './error-classification';
 import { outputMessageId } from './message-ids';
 import { outputSize, textHeaderPairs } from './record-headers';
+import { TRACING_OFF, type KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { outputIdSeed, RecordIdentity } from './record-identity';
 import { retryDelay } from './retry-policy';
 import { pauseWithHeartbeats } from './sleep';
@@ -26,6 +27,8 @@ export interface InvocationDeps {
   topicLimits: ReadonlyMap<string, number>;
   heartbeat: () => Promise<void>;
   logger: Logger;
+  /** A span around each record's handling (OpenTelemetry, when the application has it). */
+  tracing?: KafkaExactlyOnceTracing;
 }
 
 /** The record a handler is called for. */
@@ -77,17 +80,29 @@ export class OptimisticInvocationFailed extends Error {
  * the caller to roll back and run the unit again with savepoints.
  */
 export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, { savepoints = true } = {}): Promise<Invocation> {
+  const span = (deps.tracing ?? TRACING_OFF).process(record.info, deps.handler.name);
+  try {
+    const result = await span.run(() => attempts(deps, runner, record, event, savepoints, span.headers));
+    span.end(result.ok ? undefined : result.error, { 'kafka_eo.attempts': result.attempts });
+    return result;
+  } catch (err) {
+    span.end(err);
+    throw err;
+  }
+}
+
+async function attempts(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, savepoints: boolean, traceHeaders: Record<string, string>): Promise<Invocation> {
   const { handler, options } = deps;
   if (!savepoints) {
     const emitted: RecordedOutput[] = [];
-    await optimistically(() => handler.invoke(event, eventContext(deps, runner, record, 1, emitted)));
+    await optimistically(() => handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders)));
     return { ok: true, attempts: 1, outputs: emitted };
   }
   for (let attempt = 1; ; attempt++) {
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
     const emitted: RecordedOutput[] = [];
     try {
-      await handler.invoke(event, eventContext(deps, runner, record, attempt, emitted));
+      await handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders));
       await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
       return { ok: true, attempts: attempt, outputs: emitted };
     } catch (err) {
@@ -108,8 +123,16 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
  * every event alone (a batch of one) behind its savepoint.
  */
 export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunner, items: BatchedInvocation[]): Promise<void> {
-  const events = items.map((item) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted) }));
-  await whileHeartbeating(deps, () => optimistically(() => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 })));
+  // A span per event (each the child of its record's trace), so that each event's outputs continue its trace.
+  const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name));
+  const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers) }));
+  try {
+    await whileHeartbeating(deps, () => optimistically(() => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 })));
+  } catch (err) {
+    for (const span of spans) span.end(err);
+    throw err;
+  }
+  for (const span of spans) span.end(undefined, { 'messaging.batch.message_count': items.length });
 }
 
 /**
@@ -136,7 +159,8 @@ async function optimistically(call: () => Promise<void>): Promise<void> {
   }
 }
 
-function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: RecordedOutput[]): EventContext {
+/** `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own). */
+function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: RecordedOutput[], traceHeaders: Record<string, string>): EventContext {
   const { options, registry, topicLimits } = deps;
   return {
     manager: runner.manager,
@@ -155,6 +179,7 @@ function eventContext(deps: InvocationDeps, runner: QueryRunner, record: Invocat
         key: Buffer.from(key).toString('base64'),
         value: value.toString('base64'),
         h: textHeaderPairs({
+          ...traceHeaders,
           ...emitOptions.headers,
           [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
           [HEADERS.eventType]: schema.name,

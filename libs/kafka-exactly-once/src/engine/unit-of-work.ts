@@ -18,6 +18,7 @@ import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-clas
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
+import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KeyLanes } from './key-lanes';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
@@ -82,6 +83,7 @@ export interface UnitOfWorkDeps {
   parking?: ParkingRepository;
   /** Handler calls are timed here (kafka_eo_handler_seconds). */
   metrics?: KafkaExactlyOnceMetrics;
+  tracing?: KafkaExactlyOnceTracing;
   /**
    * Each handler attempt behind a SAVEPOINT, with the handler's retries in place. Without (the default), the
    * handlers run back to back and the first failure makes the whole unit run again carefully (`run-carefully`).
@@ -602,8 +604,8 @@ export class UnitOfWork {
   }
 
   private invocationDeps() {
-    const { handler, registry, options, topicLimits, heartbeat } = this.deps;
-    return { handler, registry, options, topicLimits, heartbeat, logger: this.logger };
+    const { handler, registry, options, topicLimits, heartbeat, tracing } = this.deps;
+    return { handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing };
   }
 
   private recordInfo(record: ChunkRecord): RecordInfo {

@@ -16,6 +16,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { decodeSingleObject } from '../serde/single-object.codec';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
+import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { PartitionProducer } from '../transaction/partition-producer';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
@@ -101,6 +102,7 @@ export class ReplayWorker {
     private readonly topicLimits: ReadonlyMap<string, number>,
     private readonly faults?: FaultInjector,
     private readonly metrics?: KafkaExactlyOnceMetrics,
+    private readonly tracing?: KafkaExactlyOnceTracing,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs, options.kafka.retry);
@@ -375,7 +377,7 @@ export class ReplayWorker {
     // One attempt: a step holds its key's lock while the handler runs (the consumer waits on it), and the
     // operator is there to try again.
     const once = { ...handler, retry: { ...handler.retry, attempts: 1 } };
-    const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger };
+    const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger, tracing: this.tracing };
     const result = await invokeHandler(deps, runner, { info, id, replay }, event);
     if (!result.ok) return { ok: false, error: describeFailure(result.error, reasonOf(result.error)) };
     return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };

@@ -20,6 +20,7 @@ import type { PublishAllItem, PublishOptions, PublishResult, PublisherStatus } f
 import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from './record-size';
 import { describeRefusal, refusedForGood } from './send-refusal';
 import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
+import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { TopicFacts, TopicInspector } from './topic-inspector';
 
 /** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */
@@ -104,6 +105,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
     private readonly registry: SchemaRegistry,
     private readonly metrics: KafkaExactlyOnceMetrics,
+    private readonly tracing: KafkaExactlyOnceTracing,
   ) {}
 
   private config() {
@@ -159,13 +161,22 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
    */
   async publish(topic: string, event: unknown, options: PublishOptions = {}): Promise<PublishResult> {
     this.config();
-    const record = this.prepare(topic, event, options);
-    // Checked inside the key's chain, so that publishes of a key keep their call order whatever a look-up costs.
-    return this.inKeyOrder([record], async () => {
-      const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
-      if (undeliverable) throw undeliverable;
-      return this.deliver(record);
-    });
+    // The record carries the send span's traceparent (OpenTelemetry), unless the caller set headers of its own.
+    const span = this.tracing.send(`${this.options.topicPrefix}${topic}`);
+    try {
+      const record = this.prepare(topic, event, { ...options, headers: { ...span.headers, ...options.headers } });
+      // Checked inside the key's chain, so that publishes of a key keep their call order whatever a look-up costs.
+      const result = await this.inKeyOrder([record], async () => {
+        const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
+        if (undeliverable) throw undeliverable;
+        return this.deliver(record);
+      });
+      span.end(undefined, { 'messaging.message.id': result.messageId.slice(0, 256), 'kafka_eo.status': result.status });
+      return result;
+    } catch (err) {
+      span.end(err);
+      throw err;
+    }
   }
 
   /**
@@ -214,7 +225,14 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
    */
   async publishAll(items: PublishAllItem[]): Promise<Array<Required<Pick<PublishResult, 'messageId'>>>> {
     this.config();
-    const records = items.map((item) => this.prepare(item.topic, item.event, item));
+    const span = this.tracing.send([...new Set(items.map((item) => `${this.options.topicPrefix}${item.topic}`))].join(','), items.length);
+    let records: SpooledRecord[];
+    try {
+      records = items.map((item) => this.prepare(item.topic, item.event, { ...item, headers: { ...span.headers, ...item.headers } }));
+    } catch (err) {
+      span.end(err);
+      throw err;
+    }
     const messageIds = records.map((r) => r.messageId);
     const transactions = this.transactionalQueue.catch(() => undefined);
     const run = this.inKeyOrder(records, async () => {
@@ -259,6 +277,10 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       return records.map((r) => ({ messageId: r.messageId }));
     });
     this.transactionalQueue = run;
+    run.then(
+      () => span.end(),
+      (err) => span.end(err),
+    );
     return run;
   }
 
