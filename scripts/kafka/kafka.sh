@@ -17,6 +17,11 @@
 #                          KAFKA_PROXY_PORT: clients that bootstrap through a TCP proxy on that port stay on
 #                          it for every request (the verifier's network-kafka faults); unused otherwise [9094]
 #   KAFKA_PROXY_PORT       the port the PROXIED listener is advertised on        [9095]
+#   KAFKA_SCRAM_PORT       a SASL_PLAINTEXT listener (SASL_SCRAM) on 127.0.0.1 with SCRAM-SHA-256 and
+#                          SCRAM-SHA-512, for clients that authenticate                              [9096]
+#   KAFKA_SCRAM_USER       the user the storage is formatted with, for both mechanisms                [kafka-eo]
+#   KAFKA_SCRAM_PASSWORD   its password                                                   [kafka-eo-secret]
+#                          (users are written when the storage is formatted: after changing them, reset)
 #   KAFKA_HEAP             JVM heap (-Xms and -Xmx), per node                   [512m; 384m with --nodes 3]
 #   KAFKA_STATE_DIR        data, logs and pid file                              [<repo>/.kafka]
 #   KAFKA_JARS_CACHE       where the Maven-resolved jars are kept between runs  [~/.cache/kafka-exactly-once/kafka]
@@ -72,6 +77,9 @@ KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_PROXIED_PORT="${KAFKA_PROXIED_PORT:-9094}"
 KAFKA_PROXY_PORT="${KAFKA_PROXY_PORT:-9095}"
+KAFKA_SCRAM_PORT="${KAFKA_SCRAM_PORT:-9096}"
+KAFKA_SCRAM_USER="${KAFKA_SCRAM_USER:-kafka-eo}"
+KAFKA_SCRAM_PASSWORD="${KAFKA_SCRAM_PASSWORD:-kafka-eo-secret}"
 if [[ "$KAFKA_NODES" == 1 ]]; then KAFKA_HEAP="${KAFKA_HEAP:-512m}"; else KAFKA_HEAP="${KAFKA_HEAP:-384m}"; fi
 KAFKA_STATE_DIR="${KAFKA_STATE_DIR:-$ROOT/.kafka}"
 KAFKA_JARS_CACHE="${KAFKA_JARS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kafka-exactly-once/kafka}"
@@ -158,11 +166,14 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT,SASL_SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT,SASL_SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SASL_SCRAM:SASL_PLAINTEXT
+listener.name.sasl_scram.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_scram.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_scram.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$data/kraft
 num.partitions=1
 auto.create.topics.enable=false
@@ -226,10 +237,14 @@ format_storage() {
   cluster_id="k$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' | cut -c2-)"
   say "formatting KRaft storage in $data/kraft (cluster $cluster_id)"
   # shellcheck disable=SC2046
+  # The SCRAM listener's user, for both mechanisms (KIP-900: SCRAM credentials written with the storage).
+  local user="name=$KAFKA_SCRAM_USER,password=$KAFKA_SCRAM_PASSWORD"
   if ! java $(log_options "$data") -cp "$JARS/*" kafka.tools.StorageTool format \
-      -t "$cluster_id" -c "$data/server.properties" --ignore-formatted >"$data/logs/format.log" 2>&1; then
+      -t "$cluster_id" -c "$data/server.properties" --ignore-formatted \
+      --add-scram "SCRAM-SHA-256=[$user]" --add-scram "SCRAM-SHA-512=[$user]" >"$data/logs/format.log" 2>&1; then
     die "formatting KRaft storage failed; see $data/logs/format.log"
   fi
+  echo "$KAFKA_SCRAM_USER" >"$data/scram-user"
 }
 
 start() {
@@ -256,7 +271,8 @@ start() {
   local data="$KAFKA_STATE_DIR/data-$KAFKA_VERSION"
   write_config "$data"
   format_storage "$data"
-  say "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller 127.0.0.1:$KAFKA_CONTROLLER_PORT, heap $KAFKA_HEAP, log $data/logs/server.log)"
+  [[ -f "$data/scram-user" ]] || say "note: $data was formatted without SCRAM users; the SASL_SCRAM listener on $KAFKA_SCRAM_PORT refuses every login until kafka:reset"
+  say "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (SCRAM 127.0.0.1:$KAFKA_SCRAM_PORT, controller 127.0.0.1:$KAFKA_CONTROLLER_PORT, heap $KAFKA_HEAP, log $data/logs/server.log)"
   # setsid: the broker outlives the shell, npm or jest process that started it; it is stopped by its pid file.
   # shellcheck disable=SC2046
   setsid java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \

@@ -29,3 +29,13 @@ export function withDatabase(url: string, database: string): string {
   parsed.pathname = `/${database}`;
   return parsed.toString();
 }
+
+/** The local broker's SASL_SCRAM listener and its user (scripts/kafka/kafka.sh writes them when it formats). */
+export function scramListener(): { brokers: string[]; username: string; password: string } {
+  const host = kafkaBrokers()[0].split(':')[0];
+  return {
+    brokers: [`${host}:${process.env.KAFKA_SCRAM_PORT ?? '9096'}`],
+    username: process.env.KAFKA_SCRAM_USER ?? 'kafka-eo',
+    password: process.env.KAFKA_SCRAM_PASSWORD ?? 'kafka-eo-secret',
+  };
+}

@@ -25,6 +25,7 @@ import { SchemaRegistry } from './serde/schema-registry';
 import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
+import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
 
 /**
  * Owns the module's runtime: discovers and checks the handlers at module init (fail fast), applies the inbox
@@ -114,6 +115,9 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       try {
         return await work();
       } catch (err) {
+        // Waiting does not fix refused credentials: fail the boot now, naming them.
+        const refused = KafkaAuthenticationError.from(err, this.options.kafka);
+        if (refused) throw refused;
         if (!isConnectionFault(err) || Date.now() > deadline) throw err;
         this.logger.warn(`${what} failed (${(err as Error).message}); retrying (attempt ${attempt})`);
         await sleep(Math.min(5000, 250 * 2 ** attempt));
@@ -132,6 +136,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         await consumer.start();
         return;
       } catch (err) {
+        const refused = KafkaAuthenticationError.from(err, this.options.kafka);
+        if (refused) throw refused;
         if (!isConnectionFault(err) || Date.now() > deadline) throw err;
         this.logger.warn(`consumer start failed (${(err as Error).message}); retrying (attempt ${attempt})`);
         await consumer.stop().catch(() => undefined);

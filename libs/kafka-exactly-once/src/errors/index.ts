@@ -13,3 +13,4 @@ export * from './publish.error';
 export * from './output-too-large.error';
 export * from './undeliverable-event.error';
 export * from './operator-request.error';
+export * from './kafka-authentication.error';

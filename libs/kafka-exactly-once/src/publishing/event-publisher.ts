@@ -21,6 +21,7 @@ import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from './record-size';
 import { describeRefusal, refusedForGood } from './send-refusal';
 import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
+import { KafkaAuthenticationError } from '../errors/kafka-authentication.error';
 import { TopicFacts, TopicInspector } from './topic-inspector';
 
 /** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */
@@ -128,8 +129,24 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     this.breaker.onStateChange((state) => this.logger.warn(`Kafka circuit breaker is ${BREAKER_STATES[state]}`));
     this.running = true;
     this.metrics.attach({ publisher: () => this.status() });
-    // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back.
-    void this.connected().catch((err) => this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`));
+    // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back. Refused
+    // credentials are another matter (waiting does not fix them, and everything would go to the spool): the
+    // first connection is awaited for up to sendTimeoutMs, and a refusal fails the boot.
+    const connecting = this.connected().then(
+      () => undefined,
+      (err: Error) => {
+        const refused = KafkaAuthenticationError.from(err, this.options.kafka);
+        if (refused) return refused;
+        this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`);
+        return undefined;
+      },
+    );
+    const refused = await withDeadline(connecting, config.sendTimeoutMs, 'Kafka').catch(() => undefined); // not connected yet: spool
+    if (refused) {
+      this.running = false;
+      await this.producer?.disconnect().catch(() => undefined);
+      throw refused;
+    }
     // Learn the declared topics' existence and size limits now, so that publishes need not wait for them.
     for (const topic of Object.keys(this.options.topics)) void this.topics.get(`${this.options.topicPrefix}${topic}`, 0);
     this.settling = this.settleEarlierTransaction();

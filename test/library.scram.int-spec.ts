@@ -1,0 +1,100 @@
+import { Injectable, Module } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import type { SASLOptions } from 'kafkajs';
+import { EventContext, EventPublisher, IdempotentHandler, KafkaAuthenticationError, KafkaExactlyOnceModule } from 'kafka-exactly-once';
+import { createSuiteDatabase } from './support/database';
+import { scramListener } from './support/environment';
+import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
+import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
+import { waitUntil } from './support/payments';
+
+const NOTE = { type: 'record', name: 'Note', namespace: 'test.scram', fields: [{ name: 'id', type: 'string' }] };
+
+@Injectable()
+class NotesHandler {
+  @IdempotentHandler({ topic: 'notes', schema: 'test.scram.Note' })
+  async onNote(note: { id: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO scram_notes (id) VALUES ($1)', [note.id]);
+    ctx.emit('notes.seen', note, { key: note.id });
+  }
+}
+
+/**
+ * SASL/SCRAM against the local broker's SASL_SCRAM listener (scripts/kafka/kafka.sh formats its storage with
+ * the user): the handler's unit of work (transactions, offsets, the group) and EventPublisher work over
+ * SCRAM-SHA-256 and SCRAM-SHA-512, and a wrong password fails the boot at once with an error that names the
+ * mechanism and the user, not a hang or a spool that never drains.
+ */
+describe('library: SASL/SCRAM', () => {
+  const prefix = `${uniqueTopic('scram')}.`;
+  const dir = schemasDirectory('scram', { 'note.avsc': NOTE });
+  const listener = scramListener();
+  let databaseUrl: string;
+
+  beforeAll(async () => {
+    databaseUrl = await createSuiteDatabase('scram');
+    await queryDatabase(databaseUrl, 'CREATE TABLE scram_notes (id text PRIMARY KEY)');
+    await createTopics(testKafka(), [`${prefix}notes`, `${prefix}notes.seen`], 2);
+  });
+
+  function notesModule(sasl: SASLOptions, { consume = true } = {}) {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'scram-test', brokers: listener.brokers, sasl, retry: { retries: 2 } },
+          ...(consume ? { groupId: `${prefix}group` } : {}),
+          transactionalIdPrefix: 'scram-test',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { notes: { schema: 'test.scram.Note', key: (n: { id: string }) => n.id }, 'notes.seen': { schema: 'test.scram.Note' } },
+          publisher: { spool: { directory: schemasDirectory('scram-spool', {}) }, sendTimeoutMs: 5000 },
+        }),
+      ],
+      providers: consume ? [NotesHandler] : [],
+    })
+    class NotesModule {}
+    return NotesModule;
+  }
+
+  it.each(['scram-sha-256', 'scram-sha-512'] as const)('publishes and handles exactly once over %s', async (mechanism) => {
+    const moduleRef = await startLibraryModule(notesModule({ mechanism, username: listener.username, password: listener.password }));
+    try {
+      const publisher = moduleRef.get(EventPublisher);
+      const ids = Array.from({ length: 10 }, (_, i) => `${mechanism}-${i}`);
+      for (const id of ids) expect((await publisher.publish('notes', { id }, { messageId: id })).status).toBe('sent');
+      await publisher.publish('notes', { id: ids[0] }, { messageId: ids[0] }); // a duplicate publish
+      await waitUntil(async () => (await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM scram_notes WHERE id LIKE $1', [`${mechanism}-%`]))[0].n === ids.length, 60000, 'notes applied');
+      const seen = await readTopic(testKafka(), `${prefix}notes.seen`, { until: (rs) => rs.filter((r) => r.key?.startsWith(mechanism)).length >= ids.length, pollIdleMs: 1500, timeoutMs: 30000 });
+      expect(seen.filter((r) => r.key?.startsWith(mechanism)).map((r) => r.key).sort()).toEqual([...ids].sort());
+    } finally {
+      await moduleRef.close();
+    }
+  });
+
+  async function bootError(module: unknown): Promise<{ error: unknown; ms: number }> {
+    const started = Date.now();
+    const moduleRef: TestingModule = await Test.createTestingModule({ imports: [module as never] }).compile();
+    try {
+      await moduleRef.init();
+      return { error: undefined, ms: Date.now() - started };
+    } catch (error) {
+      return { error, ms: Date.now() - started };
+    } finally {
+      await moduleRef.close().catch(() => undefined);
+    }
+  }
+
+  it.each([
+    ['a consumer', { consume: true }],
+    ['a publisher alone', { consume: false }],
+  ])('fails the boot of %s at once when the password is wrong, naming mechanism and user', async (_what, options) => {
+    const { error, ms } = await bootError(notesModule({ mechanism: 'scram-sha-512', username: listener.username, password: 'not-the-password' }, options));
+    expect(error).toBeInstanceOf(KafkaAuthenticationError);
+    expect((error as Error).message).toMatch(/refused SASL scram-sha-512 as user "kafka-eo"/);
+    expect((error as Error).message).toMatch(/authentication failed/i);
+    expect((error as Error).message).not.toMatch(/not-the-password/);
+    expect(ms).toBeLessThan(15000); // not the 60 s of retries a broker that is down gets
+  });
+});
