@@ -1,5 +1,6 @@
-# Multi-stage image for the demo apps. One image, two services: docker-compose.yml picks the entry point.
-FROM node:20-bookworm-slim AS build
+# Multi-stage image for the demo apps on Node 24 (the LTS line). One image, two services: docker-compose.yml picks
+# the entry point.
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -8,7 +9,7 @@ COPY libs ./libs
 COPY apps ./apps
 RUN npm run build
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
