@@ -7,7 +7,7 @@ import { checkPaymentInvariants, generatePayments, publishPayments, republish, w
 
 /**
  * consumer-app as a real process against the real broker and PostgreSQL: duplicate publishes and a crash at
- * each commit point of the unit of work (DESIGN §2) must leave exactly one effect per payment.
+ * each commit point of the unit of work (docs/protocol.md) must leave exactly one effect per payment.
  */
 describe('consumer-app: exactly-once effects', () => {
   const { processes, kafka: client } = processSuite();

@@ -2,7 +2,7 @@
 /**
  * The verifier's checker: pure functions over a history read independently of the library under test (the
  * input topic, the database, read-committed reads of the output topics by KafkaJS and by the Java client).
- * It computes what the state must be (an in-order fold of the distinct payments of the input topic, DESIGN §7)
+ * It computes what the state must be (an in-order fold of the distinct payments of the input topic, docs/demo.md)
  * and reports every difference. `selfTest()` plants each kind of anomaly and checks that it is reported.
  */
 

@@ -169,7 +169,7 @@ export interface Expected {
   orderByAccount: Map<string, string[]>;
 }
 
-/** The independent in-order fold of DESIGN §7: what the final state must be if every payment applied once, in order. */
+/** The independent in-order fold of docs/demo.md: what the final state must be if every payment applied once, in order. */
 export function foldPayments(payments: Payment[]): Expected {
   const balances = new Map<string, bigint>();
   const status = new Map<string, { status: string; balanceAfterCents: bigint }>();

@@ -1,7 +1,7 @@
 /** Injection token of the approval limit of payments (cents, bigint). */
 export const APPROVAL_LIMIT_CENTS = Symbol('consumer-app:approval-limit-cents');
 
-/** consumer-app's settings, read from the environment (the names of DESIGN §7, plus a few for tests). */
+/** consumer-app's settings, read from the environment (the names of docs/demo.md, plus a few for tests). */
 export interface ConsumerAppConfig {
   kafkaBrokers: string[];
   databaseUrl: string;

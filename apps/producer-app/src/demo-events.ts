@@ -1,4 +1,4 @@
-/** The demo's topics and events (DESIGN §7), as this app publishes them. */
+/** The demo's topics and events (docs/demo.md), as this app publishes them. */
 export const TOPICS = {
   usersSignedUp: 'users.signed-up',
   paymentsRequested: 'payments.requested',

@@ -1,4 +1,4 @@
-/** producer-app's settings, read from the environment (the names of DESIGN §7). */
+/** producer-app's settings, read from the environment (the names of docs/demo.md). */
 export interface ProducerAppConfig {
   kafkaBrokers: string[];
   httpPort: number;

@@ -17,7 +17,7 @@ export const HEADERS = {
   causationId: 'causation-id',
 } as const;
 
-/** Headers stamped on dead letters (DESIGN §3). */
+/** Headers stamped on dead letters (docs/operations.md). */
 export const DEAD_LETTER_HEADERS = {
   originalTopic: 'dlq-original-topic',
   originalPartition: 'dlq-original-partition',

@@ -2,34 +2,13 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
-import type { OrderedEventOptions, OrderingKey } from './decorators/ordered-event.decorator';
+import type { OrderedEventOptions } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
-import type { BatchContext, BatchEvent, EventContext } from './interfaces/event-context.interface';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';
-import { LoadedSchema, SchemaRegistry } from './serde/schema-registry';
-
-/** A discovered @IdempotentHandler, ready to be called by the engine. */
-export interface HandlerDefinition {
-  /** `Class.method`, for logs and errors. */
-  name: string;
-  /** Topic as consumed (with the module's topicPrefix). */
-  topic: string;
-  schema: LoadedSchema;
-  retry: ResolvedOptions['retry'];
-  /** Set by @OrderedEvent: a record that fails for good parks its ordering key. */
-  ordering?: {
-    /** The ordering key of an event; undefined: the record key. */
-    key?: (event: unknown) => OrderingKey | null | undefined;
-    /** Key lanes: ordering keys of one partition handled at once (1: one record after the other). */
-    lanes: number;
-  };
-  /** One event (a batch handler gets it as a batch of one). */
-  invoke(event: unknown, ctx: EventContext): Promise<void>;
-  /** Set for @IdempotentHandler({ batch: true }): the new events of a unit of work at once. */
-  invokeBatch?(events: BatchEvent[], batch: BatchContext): Promise<void>;
-}
+import { SchemaRegistry } from './serde/schema-registry';
+import type { HandlerDefinition } from './engine/handler-definition';
 
 /** Finds the @IdempotentHandler methods of the application's providers and checks them (fail fast at boot). */
 @Injectable()

@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
-/** The demo's tables (DESIGN §7). */
+/** The demo's tables (docs/demo.md). */
 export class CreateDemoTables1764400100000 implements MigrationInterface {
   name = 'CreateDemoTables1764400100000';
 

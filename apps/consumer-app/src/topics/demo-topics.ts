@@ -1,4 +1,4 @@
-/** The demo's topics (DESIGN §7). */
+/** The demo's topics (docs/demo.md). */
 export const DEMO_TOPICS = {
   usersSignedUp: 'users.signed-up',
   paymentsRequested: 'payments.requested',

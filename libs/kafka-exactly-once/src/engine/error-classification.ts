@@ -1,5 +1,5 @@
 /**
- * What a failed unit of work tells the engine, decided by evidence (DESIGN §1.4): only faults of the
+ * What a failed unit of work tells the engine, decided by evidence (docs/protocol.md, "Failures"): only faults of the
  * infrastructure itself are retried without end; anything else may have been caused by one of the records,
  * so the chunk is re-run record by record and the record that fails alone is counted and, in the end,
  * dead-lettered.

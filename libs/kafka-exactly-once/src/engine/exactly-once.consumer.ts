@@ -3,7 +3,7 @@ import type { Admin, Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import { InboxRepository } from '../inbox/inbox.repository';
 import { ParkingRepository } from '../parking/parking.repository';
-import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
+import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { drainBatchSize } from '../publishing/drain-batch';
 import type { SchemaRegistry } from '../serde/schema-registry';
@@ -42,7 +42,7 @@ const OWNERSHIP_LOST = new Set(['UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'REBA
 
 /**
  * One KafkaJS consumer for all the handlers of a group, running the units of work of each assigned partition
- * in order (DESIGN §2). Offsets are committed only inside Kafka transactions (autoCommit off), and the fetch
+ * in order (docs/protocol.md). Offsets are committed only inside Kafka transactions (autoCommit off), and the fetch
  * position advances (resolveOffset) only after a unit of work committed.
  *
  * Failures are handled per partition, so that no partition waits behind another: a partition that must wait
@@ -265,7 +265,7 @@ export class ExactlyOnceConsumer {
     try {
       if (!session.ready) {
         await session.start(() => this.committedOffset(topic, partition));
-        if (session.starts > 1) this.metrics?.producerRecreated(topic);
+        if (session.starts > 1) this.producerRecreated(session);
       }
     } catch (err) {
       this.backOff(session, payload, err, `cannot start the partition's transactional producer`);
@@ -382,7 +382,7 @@ export class ExactlyOnceConsumer {
       if (!isRunning() || isStale() || session.generation !== generation) return;
       try {
         await session.start(() => this.committedOffset(topic, partition));
-        if (session.starts > 1) this.metrics?.producerRecreated(topic);
+        if (session.starts > 1) this.producerRecreated(session);
       } catch (err) {
         this.backOff(session, payload, err, 'cannot recreate the producer');
         return;
@@ -470,6 +470,12 @@ export class ExactlyOnceConsumer {
     const careful = await new UnitOfWork({ ...deps, careful: true }, chunk).run();
     // A careful unit never asks for another run; were it to, its error is treated as the unit's failure.
     return careful.kind === 'run-carefully' ? { kind: 'aborted', error: careful.error } : careful;
+  }
+
+  /** A partition's transactional producer initialised again (the first time is not logged): one structured line. */
+  private producerRecreated(session: PartitionSession): void {
+    this.metrics?.producerRecreated(session.topic);
+    this.logger.log(`producer recreated ${JSON.stringify({ group: this.options.groupId, topic: session.topic, partition: session.partition, starts: session.starts, lastFailure: session.progress.snapshot(0).lastError?.kind ?? null })}`);
   }
 
   /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */

@@ -1,15 +1,13 @@
 import type { Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
-import { MissingKeyError } from '../errors/missing-key.error';
 import { OutputTooLargeError } from '../errors/output-too-large.error';
-import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
 import type { RecordedOutput } from '../inbox/inbox.repository';
 import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
 import { HEADERS } from '../kafka-exactly-once.constants';
-import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
+import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
-import { encodeSingleObject } from '../serde/single-object.codec';
+import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { isConnectionFault, isRetriableHandlerError } from './error-classification';
 import { outputMessageId } from './message-ids';
 import { outputSize, textHeaderPairs } from './record-headers';
@@ -168,21 +166,16 @@ function eventContext(deps: InvocationDeps, runner: QueryRunner, record: Invocat
     attempt,
     replay: record.replay,
     emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {
-      const declared = options.topics[target];
-      if (!declared) throw new UndeclaredTopicError(target);
-      const key = emitOptions.key ?? declared.key?.(event);
-      if (typeof key !== 'string' || key === '') throw new MissingKeyError(target);
-      const schema = registry.current(declared.schema);
-      const value = encodeSingleObject(schema, event);
+      const encoded = encodeDeclaredEvent(options, registry, target, event, emitOptions.key);
       const output: RecordedOutput = {
-        topic: `${options.topicPrefix}${target}`,
-        key: Buffer.from(key).toString('base64'),
-        value: value.toString('base64'),
+        topic: encoded.topic,
+        key: Buffer.from(encoded.key).toString('base64'),
+        value: encoded.value.toString('base64'),
         h: textHeaderPairs({
           ...traceHeaders,
           ...emitOptions.headers,
           [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
-          [HEADERS.eventType]: schema.name,
+          [HEADERS.eventType]: encoded.eventType,
           [HEADERS.causationId]: causationId(record.id),
         }),
       };

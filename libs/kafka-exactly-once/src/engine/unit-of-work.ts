@@ -6,7 +6,7 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import type { RecordInfo } from '../interfaces/event-context.interface';
 import { DEAD_LETTER_HEADERS } from '../kafka-exactly-once.constants';
-import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
+import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { decodeSingleObject } from '../serde/single-object.codec';
@@ -166,7 +166,7 @@ export function reasonOf(error: unknown): DeadLetterReason {
 }
 
 /**
- * One chunk of consecutive records of one partition, processed by the protocol of DESIGN §2: claim all
+ * One chunk of consecutive records of one partition, processed by the protocol of docs/protocol.md: claim all
  * records in one statement, handle each newly claimed record in offset order (a SAVEPOINT isolates a failing
  * attempt), replay the recorded outputs of a record whose earlier Kafka transaction did not commit, skip
  * duplicates, then commit PostgreSQL first and the Kafka transaction (outputs + offsets) second. A record

@@ -12,7 +12,7 @@ async function registeredSeries(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const metric of await registry.getMetricsAsJSON()) {
     names.add(metric.name);
-    if (metric.type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${metric.name}${suffix}`);
+    if (String(metric.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${metric.name}${suffix}`);
   }
   return names;
 }

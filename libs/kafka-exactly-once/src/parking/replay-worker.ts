@@ -11,7 +11,7 @@ import type { FaultInjector } from '../engine/fault-injector';
 import { describeFailure, reasonOf } from '../engine/unit-of-work';
 import type { RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
-import type { HandlerDefinition } from '../kafka-exactly-once.explorer';
+import type { HandlerDefinition } from '../engine/handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { decodeSingleObject } from '../serde/single-object.codec';
@@ -197,7 +197,7 @@ export class ReplayWorker {
         this.logger.error(`release of key ${operation.ordering_key} of ${operation.topic} failed at a parked record (${result.error.message}); the key stays parked there`);
         return this.finish(operation, 'failed', { replayed: previous, error: { name: result.error.name, message: result.error.message }, ...result.at });
       }
-      this.logger.log(`key ${operation.ordering_key} of ${operation.topic} released: ${previous} parked record(s) replayed in order`);
+      this.logger.log(`key released ${JSON.stringify({ group: this.options.groupId, topic: operation.topic, key: operation.ordering_key, replayed: previous, audit: operation.id })}: its parked records were replayed in order`);
       this.metrics?.keyReleased(operation.topic);
       return this.finish(operation, 'done', { replayed: previous });
     }

@@ -3,14 +3,12 @@ import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker,
 import { Kafka, Message, Partitioners, Producer, ProducerConfig } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { uuidv7 } from '../engine/message-ids';
-import { MissingKeyError } from '../errors/missing-key.error';
 import { PublishError } from '../errors/publish.error';
-import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
 import { UndeliverableEventError } from '../errors/undeliverable-event.error';
 import { HEADERS, KAFKA_CLIENT, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { SchemaRegistry } from '../serde/schema-registry';
-import { encodeSingleObject } from '../serde/single-object.codec';
+import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { spoolInstanceId } from '../spool/instance-id';
 import { Spool } from '../spool/spool';
 import type { SpooledRecord } from '../spool/spool-record';
@@ -323,18 +321,13 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   }
 
   private prepare(topic: string, event: unknown, options: PublishOptions): SpooledRecord {
-    const declared = this.options.topics[topic];
-    if (!declared) throw new UndeclaredTopicError(topic);
-    const key = options.key ?? declared.key?.(event);
-    if (typeof key !== 'string' || key === '') throw new MissingKeyError(topic);
-    const schema = this.registry.current(declared.schema);
-    const value = encodeSingleObject(schema, event); // throws EventValidationError: nothing sent or spooled
+    const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing sent or spooled
     const messageId = options.messageId ?? uuidv7();
     return {
-      topic: `${this.options.topicPrefix}${topic}`,
-      key: Buffer.from(key).toString('base64'),
-      value: value.toString('base64'),
-      headers: { ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: schema.name },
+      topic: encoded.topic,
+      key: Buffer.from(encoded.key).toString('base64'),
+      value: encoded.value.toString('base64'),
+      headers: { ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType },
       messageId,
       spooledAt: 0,
     };

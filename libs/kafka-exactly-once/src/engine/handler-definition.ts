@@ -1,0 +1,25 @@
+import type { OrderingKey } from '../decorators/ordered-event.decorator';
+import type { BatchContext, BatchEvent, EventContext } from '../interfaces/event-context.interface';
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { LoadedSchema } from '../serde/schema-registry';
+
+/** A discovered @IdempotentHandler, ready to be called by the engine. */
+export interface HandlerDefinition {
+  /** `Class.method`, for logs and errors. */
+  name: string;
+  /** Topic as consumed (with the module's topicPrefix). */
+  topic: string;
+  schema: LoadedSchema;
+  retry: ResolvedOptions['retry'];
+  /** Set by @OrderedEvent: a record that fails for good parks its ordering key. */
+  ordering?: {
+    /** The ordering key of an event; undefined: the record key. */
+    key?: (event: unknown) => OrderingKey | null | undefined;
+    /** Key lanes: ordering keys of one partition handled at once (1: one record after the other). */
+    lanes: number;
+  };
+  /** One event (a batch handler gets it as a batch of one). */
+  invoke(event: unknown, ctx: EventContext): Promise<void>;
+  /** Set for @IdempotentHandler({ batch: true }): the new events of a unit of work at once. */
+  invokeBatch?(events: BatchEvent[], batch: BatchContext): Promise<void>;
+}
