@@ -58,6 +58,24 @@ class OrderedWithoutHandler {
   onPing() {}
 }
 
+@Injectable()
+class UndefinedRetryHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retry: { attempts: undefined, maxDelayMs: 50 } })
+  onPing() {}
+}
+
+@Injectable()
+class ZeroAttemptsHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retry: { attempts: 0 } })
+  onPing() {}
+}
+
+@Injectable()
+class LongRetryHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retry: { attempts: 20, initialDelayMs: 1000, maxDelayMs: 60000 } })
+  onPing() {}
+}
+
 @Injectable({ scope: Scope.REQUEST })
 class RequestScopedHandler {
   @IdempotentHandler({ topic: 'pings', schema: 't.Ping' })
@@ -88,6 +106,16 @@ describe('KafkaExactlyOnceExplorer', () => {
     expect(rest).toEqual([]);
     expect(handler).toMatchObject({ name: 'PingHandler.onPing', topic: 'env.pings', retry: { attempts: 5, initialDelayMs: 100 } });
     expect(handler.schema.name).toBe('t.Ping');
+  });
+
+  it("holds a handler's own retry policy to the module's rules: a field left undefined keeps the module's value", async () => {
+    const [handler] = (await moduleWith([UndefinedRetryHandler])).get(KafkaExactlyOnceExplorer).explore();
+    expect(handler.retry).toEqual({ attempts: 3, initialDelayMs: 100, maxDelayMs: 50, multiplier: 2 });
+    await expect(moduleWith([ZeroAttemptsHandler]).then((m) => m.init())).rejects.toThrow(
+      /ZeroAttemptsHandler\.onPing: @IdempotentHandler option "retry\.attempts" must be an integer >= 1, got 0/,
+    );
+    // Waits between attempts happen inside the unit of work's transaction: they must end before PostgreSQL ends it.
+    await expect(moduleWith([LongRetryHandler]).then((m) => m.init())).rejects.toThrow(/LongRetryHandler\.onPing: .*must stay below inbox\.idleInTransactionTimeoutMs \(30000\)/);
   });
 
   it('refuses two handlers for one topic at boot', async () => {

@@ -4,6 +4,8 @@ import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
 import type { OrderedEventOptions } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
+import { InvalidOptionsError } from './errors/invalid-options.error';
+import { resolveRetry } from './options/resolve-options';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';
@@ -74,12 +76,22 @@ export class KafkaExactlyOnceExplorer {
       name,
       topic: `${this.options.topicPrefix}${metadata.topic}`,
       schema: this.registry.current(metadata.schema),
-      retry: { ...this.options.retry, ...metadata.retry },
+      retry: this.handlerRetry(name, metadata.retry),
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
       // A batch handler gets one event as a batch of one.
       invoke: metadata.batch ? (event, ctx) => call([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt }) : (event, ctx) => call(event, ctx),
       invokeBatch: metadata.batch ? (events, batch) => call(events, batch) : undefined,
     };
+  }
+
+  /** The handler's own retry policy over the module's, held to the same rules (a boot error names the handler). */
+  private handlerRetry(name: string, retry: IdempotentHandlerOptions['retry']): HandlerDefinition['retry'] {
+    try {
+      return resolveRetry(retry, this.options.retry, this.options.inbox.idleInTransactionTimeoutMs);
+    } catch (err) {
+      if (err instanceof InvalidOptionsError) throw new HandlerRegistrationError(name, `@IdempotentHandler option "${err.field}" ${err.problem}`);
+      throw err;
+    }
   }
 
   private checkUnique(handlers: HandlerDefinition[]): void {

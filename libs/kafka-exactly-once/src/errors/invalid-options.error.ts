@@ -6,7 +6,8 @@ export class InvalidOptionsError extends KafkaExactlyOnceError {
 
   constructor(
     readonly field: string,
-    problem: string,
+    /** What is wrong with it, without the option's name. */
+    readonly problem: string,
   ) {
     super(`KafkaExactlyOnceModule option "${field}" ${problem}`);
   }

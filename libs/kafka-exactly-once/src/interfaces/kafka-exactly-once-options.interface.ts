@@ -29,7 +29,7 @@ export interface KafkaExactlyOnceModuleOptions {
    * makes its chunk run again (docs/benchmarks.md has the figures).
    */
   chunk?: { maxRecords?: number; maxBytes?: number; maxMillis?: number };
-  /** Kafka transaction timeout in ms (KafkaJS `transactionTimeout`), default 60000. */
+  /** Kafka transaction timeout in ms (KafkaJS `transactionTimeout`) of every transactional producer of the module, default 60000. */
   transactionTimeoutMs?: number;
   inbox?: InboxOptions;
   /** Retries of a failing handler, in place, before the record is dead-lettered. */
@@ -101,8 +101,9 @@ export interface PublisherOptions {
    */
   instanceId?: string;
   /**
-   * KafkaJS producer settings. Ordering and idempotence are enforced: `idempotent: false`,
-   * `maxInFlightRequests` other than 1 or `acks` other than -1 (all) is a boot error.
+   * Not settings to choose: the publisher's producer is always idempotent, with one request in flight and acks
+   * from all replicas (order and no loss). These fields exist to refuse a weaker setting at boot:
+   * `idempotent: false`, `maxInFlightRequests` other than 1 or `acks` other than -1 is a boot error.
    */
   producer?: { idempotent?: boolean; maxInFlightRequests?: number; acks?: number };
 }
@@ -148,14 +149,19 @@ export interface ConsumerOptions {
 export interface IsolationOptions {
   /** Failed units of work of a record run alone before it is dead-lettered. Default 3. */
   maxFailures?: number;
-  /** Wait before the first re-run of a record that failed alone, doubled after each failure. Default 500. */
+  /** Wait before the first re-run of a record that failed alone, doubled after each failure up to `consumer.maxRetryDelayMs`. Default 500. */
   retryDelayMs?: number;
 }
 
 export interface InboxOptions {
   /** Apply the library's migrations at boot (default true). Set false to run them with your own TypeORM migrations. */
   runMigrations?: boolean;
-  /** Processed rows older than this are deleted; a duplicate arriving later is no longer recognised. Default 7. */
+  /**
+   * Days an inbox row is kept after it was handled (processed, dead-lettered, replayed or discarded); the
+   * retention job then deletes it, so that a duplicate arriving later is no longer recognised and a dead letter
+   * no longer listed by `kafka-eo dlq` or the admin API (its record stays on the dead-letter topic). Rows of
+   * parked records are kept until released. Default 7.
+   */
   retentionDays?: number;
   /** How often the retention job runs, ms (default one hour; 0 disables it). */
   retentionIntervalMs?: number;

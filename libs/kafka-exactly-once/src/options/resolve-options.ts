@@ -1,5 +1,5 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
-import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import type { KafkaExactlyOnceModuleOptions, RetryOptions } from '../interfaces/kafka-exactly-once-options.interface';
 import { totalRetryDelay } from '../engine/retry-policy';
 import { INSTANCE_ID_PATTERN } from '../spool/instance-id';
 import type { ResolvedOptions } from './resolved-options';
@@ -102,19 +102,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   const suffix = options.deadLetter?.topicSuffix ?? '.dlq';
   if (typeof suffix !== 'string' || suffix === '') throw new InvalidOptionsError('deadLetter.topicSuffix', "must be a non-empty string such as '.dlq'");
 
-  const resolvedRetry = {
-    attempts: positiveInt('retry.attempts', retry.attempts, 3),
-    initialDelayMs: positiveInt('retry.initialDelayMs', retry.initialDelayMs, 100, 0),
-    maxDelayMs: positiveInt('retry.maxDelayMs', retry.maxDelayMs, 5000, 0),
-    multiplier: atLeastOne('retry.multiplier', retry.multiplier, 2),
-  };
-  // Retries wait inside the unit of work's database transaction: they must end before PostgreSQL gives up on it.
-  if (totalRetryDelay(resolvedRetry) >= idleInTransactionTimeoutMs) {
-    throw new InvalidOptionsError(
-      'retry',
-      `waits ${totalRetryDelay(resolvedRetry)} ms in all between attempts, which must stay below inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs}); lower attempts or delays`,
-    );
-  }
+  const resolvedRetry = resolveRetry(retry, { attempts: 3, initialDelayMs: 100, maxDelayMs: 5000, multiplier: 2 }, idleInTransactionTimeoutMs);
 
   return {
     kafka,
@@ -161,6 +149,29 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),
     metrics: resolveMetrics(options.metrics),
   };
+}
+
+/**
+ * A retry policy over `base` (the defaults, or for a handler's own `retry` the module's policy), validated: each
+ * field in range, and the waits between attempts, which happen inside the unit of work's database transaction,
+ * ending before PostgreSQL gives up on it (`inbox.idleInTransactionTimeoutMs`). Throws InvalidOptionsError
+ * naming `${field}.<name>`.
+ */
+export function resolveRetry(retry: RetryOptions | undefined, base: ResolvedOptions['retry'], idleInTransactionTimeoutMs: number, field = 'retry'): ResolvedOptions['retry'] {
+  if (retry !== undefined && (retry === null || typeof retry !== 'object')) throw new InvalidOptionsError(field, 'must be an object: { attempts, initialDelayMs, maxDelayMs, multiplier }');
+  const resolved = {
+    attempts: positiveInt(`${field}.attempts`, retry?.attempts, base.attempts),
+    initialDelayMs: positiveInt(`${field}.initialDelayMs`, retry?.initialDelayMs, base.initialDelayMs, 0),
+    maxDelayMs: positiveInt(`${field}.maxDelayMs`, retry?.maxDelayMs, base.maxDelayMs, 0),
+    multiplier: atLeastOne(`${field}.multiplier`, retry?.multiplier, base.multiplier),
+  };
+  if (totalRetryDelay(resolved) >= idleInTransactionTimeoutMs) {
+    throw new InvalidOptionsError(
+      field,
+      `waits ${totalRetryDelay(resolved)} ms in all between attempts, which must stay below inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs}); lower attempts or delays`,
+    );
+  }
+  return resolved;
 }
 
 function resolveMetrics(metrics: KafkaExactlyOnceModuleOptions['metrics']): ResolvedOptions['metrics'] {

@@ -629,6 +629,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     if (this.transactional && this.transactionalReady) return this.transactional;
     const producer = (this.transactional ??= this.createProducer({
       transactionalId: `${this.options.transactionalIdPrefix}.publisher.${this.instanceId}`,
+      transactionTimeout: this.options.transactionTimeoutMs,
       retry: { retries: 3 },
     }));
     const deadline = Math.max(10000, this.config().sendTimeoutMs * 2);
