@@ -66,6 +66,9 @@ describe('library: SASL/SCRAM', () => {
       for (const id of ids) expect((await publisher.publish('notes', { id }, { messageId: id })).status).toBe('sent');
       await publisher.publish('notes', { id: ids[0] }, { messageId: ids[0] }); // a duplicate publish
       await waitUntil(async () => (await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM scram_notes WHERE id LIKE $1', [`${mechanism}-%`]))[0].n === ids.length, 60000, 'notes applied');
+      // The duplicate publish was skipped, not handled again (a second insert would have dead-lettered it).
+      const inbox = await queryDatabase(databaseUrl, 'SELECT status, count(*)::int AS n FROM kafka_eo_inbox WHERE message_id LIKE $1 GROUP BY status', [`${mechanism}-%`]);
+      expect(inbox).toEqual([{ status: 'processed', n: ids.length }]);
       const seen = await readTopic(testKafka(), `${prefix}notes.seen`, { until: (rs) => rs.filter((r) => r.key?.startsWith(mechanism)).length >= ids.length, pollIdleMs: 1500, timeoutMs: 30000 });
       expect(seen.filter((r) => r.key?.startsWith(mechanism)).map((r) => r.key).sort()).toEqual([...ids].sort());
     } finally {

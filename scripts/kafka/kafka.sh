@@ -236,9 +236,9 @@ format_storage() {
   # A base64url id may start with "-", which the storage tool would take for an option: begin with a letter.
   cluster_id="k$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=' | cut -c2-)"
   say "formatting KRaft storage in $data/kraft (cluster $cluster_id)"
-  # shellcheck disable=SC2046
   # The SCRAM listener's user, for both mechanisms (KIP-900: SCRAM credentials written with the storage).
   local user="name=$KAFKA_SCRAM_USER,password=$KAFKA_SCRAM_PASSWORD"
+  # shellcheck disable=SC2046
   if ! java $(log_options "$data") -cp "$JARS/*" kafka.tools.StorageTool format \
       -t "$cluster_id" -c "$data/server.properties" --ignore-formatted \
       --add-scram "SCRAM-SHA-256=[$user]" --add-scram "SCRAM-SHA-512=[$user]" >"$data/logs/format.log" 2>&1; then
@@ -259,11 +259,11 @@ start() {
   major_line >/dev/null
   require_java
   require_node
-  for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+  for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_PROXIED_PORT" "$KAFKA_SCRAM_PORT"; do
     if port_open "$port"; then
       local owner
       owner="$(port_owner "$port")"
-      die "port $port on 127.0.0.1 is already in use${owner:+ by $owner}: stop that process, or set KAFKA_PORT / KAFKA_CONTROLLER_PORT"
+      die "port $port on 127.0.0.1 is already in use${owner:+ by $owner}: stop that process, or set KAFKA_PORT / KAFKA_CONTROLLER_PORT / KAFKA_PROXIED_PORT / KAFKA_SCRAM_PORT"
     fi
   done
   fetch

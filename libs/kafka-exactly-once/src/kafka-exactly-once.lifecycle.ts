@@ -79,8 +79,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     this.retention = new InboxRetention(dataSource, this.options.inbox);
     this.retention.start();
     const admin = this.kafka.admin();
-    await admin.connect();
     try {
+      await this.retryStart('connecting to Kafka', () => admin.connect());
       // On a cluster, topics created a moment ago reach every broker's metadata a little later: retry what the
       // broker says is retriable (a missing topic is not: it is an Error of its own).
       const limits = await this.retryStart('checking the brokers and topics', async () => {

@@ -38,8 +38,8 @@ export class PartitionSession {
   /** Fences a previous owner (InitProducerId), then reads where the group really stands. */
   async start(readCommitted: () => Promise<bigint>): Promise<void> {
     this.ready = false;
-    this.starts++;
     await this.producer.start();
+    this.starts++;
     this.floor = await readCommitted();
     this.progress.startedAt(this.floor);
     this.ready = true;

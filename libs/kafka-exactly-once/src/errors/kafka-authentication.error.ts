@@ -31,7 +31,10 @@ export class KafkaAuthenticationError extends KafkaExactlyOnceError {
   static from(err: unknown, kafka: { brokers: unknown; sasl?: unknown; ssl?: unknown }): KafkaAuthenticationError | undefined {
     for (let e = err as { name?: string; code?: string; message?: string; cause?: unknown } | undefined, depth = 0; e && depth < 10; e = e.cause as typeof e, depth++) {
       const tls = typeof e.code === 'string' && (/^ERR_SSL_|^ERR_TLS_/.test(e.code) || TLS_CERTIFICATE_CODES.has(e.code));
-      if (e.name === 'KafkaJSSASLAuthenticationError' || tls) {
+      // KafkaJS wraps whatever fails during the SASL exchange in this error, a connection closed or a request
+      // timed out mid-handshake too: those are waited out like any connection fault, not refusals.
+      const refusedSasl = e.name === 'KafkaJSSASLAuthenticationError' && !TRANSIENT.test(String(e.message ?? ''));
+      if (refusedSasl || tls) {
         const sasl = kafka.sasl as { mechanism?: string; username?: string } | undefined;
         return new KafkaAuthenticationError(
           {
@@ -46,6 +49,9 @@ export class KafkaAuthenticationError extends KafkaExactlyOnceError {
     return undefined;
   }
 }
+
+/** What a SASL exchange cut short by the network says (KafkaJS keeps only the message). */
+const TRANSIENT = /connection (closed|error|timeout)|closed connection|socket|timed? ?out|timeout|ECONN|EPIPE|EHOSTUNREACH|ENOTFOUND|EAI_AGAIN|not connected|disconnected/i;
 
 /** Node's certificate verification failures (a TLS listener whose certificate the client does not trust). */
 const TLS_CERTIFICATE_CODES = new Set([

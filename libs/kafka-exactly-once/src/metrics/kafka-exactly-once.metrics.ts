@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { ResolvedOptions } from '../options/resolved-options';
 
@@ -18,7 +19,7 @@ export interface UnitTimings {
 
 /** What the gauges read at each scrape. */
 export interface MetricsSources {
-  partitions?: () => Array<{ topic: string; partition: number; lag: number | null; lastCommitAt: string | null }>;
+  partitions?: () => Array<{ topic: string; partition: number; lag: number | null; lastCommitAt: string | null; waitingMs: number | null }>;
   publisher?: () => { breaker: string; spool: { records: number; bytes: number; oldestAgeMs: number } };
 }
 
@@ -43,6 +44,8 @@ interface PromRegistry {
 const SOURCES = Symbol.for('kafka-exactly-once:metric-sources');
 interface Attached {
   group: string;
+  /** The module's `kafka.clientId`: what tells publishers apart. */
+  client: string;
   sources: MetricsSources;
 }
 type SourcedGauge = PromMetric & { [SOURCES]?: Set<Attached> };
@@ -55,31 +58,50 @@ const BREAKER = { closed: 0, 'half-open': 1, open: 2, isolated: 3 } as Record<st
  * The library's Prometheus metrics (`kafka_eo_*`), registered on a prom-client Registry when the module option
  * `metrics` is set, and doing nothing otherwise. Labels are low-cardinality: consumer group, topic, and the
  * dead-letter reason or publish outcome; only the per-partition gauges carry a partition number. Several
- * modules in one process (one per consumer group) share the metrics and tell themselves apart by `group`.
+ * modules in one process share the metrics and tell themselves apart by `group` (the consumer's) and `client`
+ * (the publisher's: `kafka.clientId`). Recording a metric never fails the work it measures: an error is logged
+ * once and the metric skipped.
  */
 export class KafkaExactlyOnceMetrics {
   private readonly metrics?: Record<string, PromMetric>;
   private readonly registry?: PromRegistry;
   private readonly group: string;
+  private readonly client: string;
   private readonly attached: Attached;
   private readonly gauges: SourcedGauge[] = [];
+  private readonly logger = new Logger('KafkaExactlyOnceMetrics');
+  private failed = false;
 
-  constructor(options: Pick<ResolvedOptions, 'groupId' | 'metrics'>) {
+  constructor(options: Pick<ResolvedOptions, 'groupId' | 'metrics'> & { kafka?: { clientId?: string } }) {
     this.group = options.groupId;
-    this.attached = { group: options.groupId, sources: {} };
+    this.client = options.kafka?.clientId ?? '';
+    this.attached = { group: this.group, client: this.client, sources: {} };
     if (!options.metrics) return;
     const prom = loadPromClient();
     const registry = (options.metrics.registry ?? prom.register) as PromRegistry;
     this.registry = registry;
-    const existing = (name: string) => registry.getSingleMetric(name) as PromMetric | undefined;
-    const make = (kind: 'Counter' | 'Histogram' | 'Gauge', name: string, help: string, labelNames: string[], extra: object = {}): PromMetric =>
-      existing(name) ?? new prom[kind]({ name, help, labelNames, registers: [registry], ...extra });
+    const make = (kind: 'Counter' | 'Histogram' | 'Gauge', name: string, help: string, labelNames: string[], extra: object = {}): PromMetric => {
+      const existing = registry.getSingleMetric(name) as (PromMetric & { labelNames?: string[] }) | undefined;
+      if (!existing) return new prom[kind]({ name, help, labelNames, registers: [registry], ...extra });
+      // Another module of this process registered it: share it. Anything else of that name is a conflict.
+      if (!(existing instanceof prom[kind]) || (existing.labelNames ?? []).join() !== labelNames.join()) {
+        throw new InvalidOptionsError('metrics', `finds a metric "${name}" in the registry that is not the library's (another type or labels): give the module a registry of its own ({ registry: new Registry() })`);
+      }
+      return existing;
+    };
     const unit = ['group', 'topic'];
-    const gauge = (name: string, help: string, labelNames: string[], read: (metric: PromMetric, sources: MetricsSources, group: string) => void): PromMetric => {
+    const gauge = (name: string, help: string, labelNames: string[], read: (metric: PromMetric, attached: Attached) => void): PromMetric => {
       const metric = make('Gauge', name, help, labelNames, {
         collect(this: SourcedGauge) {
           this.reset();
-          for (const { sources, group } of this[SOURCES] ?? []) read(this, sources, group);
+          // A source that throws (a module shutting down) leaves its series out of this scrape.
+          for (const attached of this[SOURCES] ?? []) {
+            try {
+              read(this, attached);
+            } catch {
+              // skipped
+            }
+          }
         },
       }) as SourcedGauge;
       (metric[SOURCES] ??= new Set()).add(this.attached);
@@ -99,24 +121,27 @@ export class KafkaExactlyOnceMetrics {
       released: make('Counter', 'kafka_eo_keys_released_total', 'Ordering keys released by an operator and replayed', unit),
       recreated: make('Counter', 'kafka_eo_producers_recreated_total', "A partition's transactional producer initialised again (after a fault or a new assignment)", unit),
       fenced: make('Counter', 'kafka_eo_fenced_commits_total', 'Kafka commits refused because another producer epoch took over', unit),
-      published: make('Counter', 'kafka_eo_published_total', 'Events EventPublisher acknowledged, by outcome: sent to Kafka or spooled to disk', ['topic', 'status']),
-      drained: make('Counter', 'kafka_eo_spool_drained_total', 'Spooled events delivered to Kafka by the drainer', []),
-      lag: gauge('kafka_eo_partition_lag', 'Records of the partition not committed yet, at its last fetch', [...unit, 'partition'], (metric, sources, group) => {
+      published: make('Counter', 'kafka_eo_published_total', 'Events EventPublisher acknowledged, by outcome: sent to Kafka or spooled to disk', ['client', 'topic', 'status']),
+      drained: make('Counter', 'kafka_eo_spool_drained_total', 'Spooled events delivered to Kafka by the drainer', ['client']),
+      lag: gauge('kafka_eo_partition_lag', 'Records of the partition not committed yet, at its last fetch', [...unit, 'partition'], (metric, { sources, group }) => {
         for (const p of sources.partitions?.() ?? []) if (p.lag !== null) metric.set({ group, topic: p.topic, partition: String(p.partition) }, p.lag);
       }),
-      sinceCommit: gauge('kafka_eo_seconds_since_last_commit', 'Seconds since the partition last committed a unit of work', [...unit, 'partition'], (metric, sources, group) => {
+      waiting: gauge('kafka_eo_partition_waiting_seconds', 'Seconds the oldest fetched record of the partition has waited without a commit (0: nothing waits); over consumer.stallAfterMs the partition is stalled', [...unit, 'partition'], (metric, { sources, group }) => {
+        for (const p of sources.partitions?.() ?? []) metric.set({ group, topic: p.topic, partition: String(p.partition) }, (p.waitingMs ?? 0) / 1000);
+      }),
+      sinceCommit: gauge('kafka_eo_seconds_since_last_commit', 'Seconds since the partition last committed a unit of work', [...unit, 'partition'], (metric, { sources, group }) => {
         const now = Date.now();
         for (const p of sources.partitions?.() ?? []) {
           if (p.lastCommitAt !== null) metric.set({ group, topic: p.topic, partition: String(p.partition) }, (now - Date.parse(p.lastCommitAt)) / 1000);
         }
       }),
-      backlog: gauge('kafka_eo_spool_backlog_records', 'Events waiting in the publisher spool for Kafka', [], (metric, sources) => {
+      backlog: gauge('kafka_eo_spool_backlog_records', 'Events waiting in the publisher spool for Kafka', ['client'], (metric, { sources, client }) => {
         const status = sources.publisher?.();
-        if (status) metric.set({}, status.spool.records);
+        if (status) metric.set({ client }, status.spool.records);
       }),
-      breaker: gauge('kafka_eo_breaker_state', "The publisher's circuit breaker: 0 closed, 1 half-open, 2 open, 3 isolated", [], (metric, sources) => {
+      breaker: gauge('kafka_eo_breaker_state', "The publisher's circuit breaker: 0 closed, 1 half-open, 2 open, 3 isolated", ['client'], (metric, { sources, client }) => {
         const status = sources.publisher?.();
-        if (status) metric.set({}, BREAKER[status.breaker] ?? -1);
+        if (status) metric.set({ client }, BREAKER[status.breaker] ?? -1);
       }),
     };
   }
@@ -141,44 +166,59 @@ export class KafkaExactlyOnceMetrics {
   }
 
   unitCommitted(topic: string, counts: UnitCounts, timings: UnitTimings): void {
-    if (!this.metrics) return;
-    const labels = { group: this.group, topic };
-    this.metrics.unitSeconds.labels(labels).observe(timings.unitMs / 1000);
-    this.metrics.postgresCommitSeconds.labels(labels).observe(timings.postgresCommitMs / 1000);
-    this.metrics.kafkaCommitSeconds.labels(labels).observe(timings.kafkaCommitMs / 1000);
-    // Dead letters are counted by reason, as they are reported (deadLetter).
-    if (counts.handled > 0) this.metrics.handled.labels(labels).inc(counts.handled);
-    if (counts.duplicates > 0) this.metrics.duplicates.labels(labels).inc(counts.duplicates);
-    if (counts.replayed > 0) this.metrics.replayed.labels(labels).inc(counts.replayed);
+    this.record((m) => {
+      const labels = { group: this.group, topic };
+      m.unitSeconds.labels(labels).observe(timings.unitMs / 1000);
+      m.postgresCommitSeconds.labels(labels).observe(timings.postgresCommitMs / 1000);
+      m.kafkaCommitSeconds.labels(labels).observe(timings.kafkaCommitMs / 1000);
+      // Dead letters are counted by reason, as they are reported (deadLetter).
+      if (counts.handled > 0) m.handled.labels(labels).inc(counts.handled);
+      if (counts.duplicates > 0) m.duplicates.labels(labels).inc(counts.duplicates);
+      if (counts.replayed > 0) m.replayed.labels(labels).inc(counts.replayed);
+    });
   }
 
   handlerTime(topic: string, ms: number): void {
-    this.metrics?.handlerSeconds.labels({ group: this.group, topic }).observe(ms / 1000);
+    this.record((m) => m.handlerSeconds.labels({ group: this.group, topic }).observe(ms / 1000));
   }
 
   deadLetter(topic: string, reason: string, parkedNow: boolean): void {
-    this.metrics?.deadLetters.labels({ group: this.group, topic, reason }).inc();
-    if (parkedNow) this.metrics?.parked.labels({ group: this.group, topic }).inc();
+    this.record((m) => {
+      m.deadLetters.labels({ group: this.group, topic, reason }).inc();
+      if (parkedNow) m.parked.labels({ group: this.group, topic }).inc();
+    });
   }
 
   keyReleased(topic: string): void {
-    this.metrics?.released.labels({ group: this.group, topic }).inc();
+    this.record((m) => m.released.labels({ group: this.group, topic }).inc());
   }
 
   producerRecreated(topic: string): void {
-    this.metrics?.recreated.labels({ group: this.group, topic }).inc();
+    this.record((m) => m.recreated.labels({ group: this.group, topic }).inc());
   }
 
   fencedCommit(topic: string): void {
-    this.metrics?.fenced.labels({ group: this.group, topic }).inc();
+    this.record((m) => m.fenced.labels({ group: this.group, topic }).inc());
   }
 
   published(topic: string, status: 'sent' | 'spooled', count = 1): void {
-    this.metrics?.published.labels({ topic, status }).inc(count);
+    this.record((m) => m.published.labels({ client: this.client, topic, status }).inc(count));
   }
 
   drained(count: number): void {
-    this.metrics?.drained.inc(count);
+    this.record((m) => m.drained.labels({ client: this.client }).inc(count));
+  }
+
+  /** Records a metric; an error (prom-client's, or a registry in a strange state) is logged once, never thrown. */
+  private record(update: (metrics: Record<string, PromMetric>) => void): void {
+    if (!this.metrics) return;
+    try {
+      update(this.metrics);
+    } catch (err) {
+      if (this.failed) return;
+      this.failed = true;
+      this.logger.warn(`a metric could not be recorded (${(err as Error).message}); the work it measures is not affected, and further errors are not logged`);
+    }
   }
 }
 

@@ -130,16 +130,20 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     // Kafka may be down at boot: the publisher starts anyway, spools, and connects when Kafka is back. Refused
     // credentials are another matter (waiting does not fix them, and everything would go to the spool): the
     // first connection is awaited for up to sendTimeoutMs, and a refusal fails the boot.
+    let booted = false;
     const connecting = this.connected().then(
       () => undefined,
       (err: Error) => {
         const refused = KafkaAuthenticationError.from(err, this.options.kafka);
+        // Refused after the boot went on (a slow handshake): say so loudly; publishes wait in the spool meanwhile.
+        if (refused && booted) this.logger.error(`${refused.message} Publishes go to the spool until this is fixed and the application restarted.`);
         if (refused) return refused;
         this.logger.warn(`Kafka not reachable at start-up (${err.message}); publishing to the spool`);
         return undefined;
       },
     );
     const refused = await withDeadline(connecting, config.sendTimeoutMs, 'Kafka').catch(() => undefined); // not connected yet: spool
+    booted = true;
     if (refused) {
       this.running = false;
       await this.producer?.disconnect().catch(() => undefined);
@@ -260,8 +264,16 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           );
         }
       }
-      const producer = await this.readyTransactional();
-      const txn = await producer.transaction();
+      let txn: Awaited<ReturnType<Producer['transaction']>>;
+      try {
+        txn = await (await this.readyTransactional()).transaction();
+      } catch (err) {
+        throw new PublishError(`publishAll: no transaction could be started (${(err as Error).message}); none of the ${records.length} events was sent`, {
+          messageIds,
+          outcome: 'not-sent',
+          cause: err,
+        });
+      }
       let committing = false;
       try {
         await txn.sendBatch({ topicMessages: groupByTopic(records), acks: -1 });

@@ -62,7 +62,12 @@ export class KafkaExactlyOnceTracing {
   /** A CONSUMER span for one record's handling, the child of the context its headers carry. */
   process(record: RecordInfo, handlerName: string): TracedSpan {
     if (!this.api) return OFF;
-    const parent = this.api.propagation.extract(this.api.ROOT_CONTEXT, record.headers);
+    let parent: Context;
+    try {
+      parent = this.api.propagation.extract(this.api.ROOT_CONTEXT, record.headers);
+    } catch {
+      parent = this.api.ROOT_CONTEXT; // a propagator that cannot read this record's headers: a trace of its own
+    }
     return this.start(`process ${record.topic}`, this.api.SpanKind.CONSUMER, {
       'messaging.system': 'kafka',
       'messaging.operation.type': 'process',
@@ -74,22 +79,33 @@ export class KafkaExactlyOnceTracing {
     }, parent);
   }
 
+  /** A span, or no span when the SDK or a propagator throws: tracing never fails the work it traces. */
   private start(name: string, kind: number, attributes: Record<string, string | number>, parent: Context): TracedSpan {
     const api = this.api as OpenTelemetryApi;
-    const span = api.trace.getTracer('kafka-exactly-once').startSpan(name, { kind, attributes }, parent);
-    const context = api.trace.setSpan(parent, span);
+    let span: Span;
+    let context: Context;
     const headers: Record<string, string> = {};
-    api.propagation.inject(context, headers);
+    try {
+      span = api.trace.getTracer('kafka-exactly-once').startSpan(name, { kind, attributes }, parent);
+      context = api.trace.setSpan(parent, span);
+      api.propagation.inject(context, headers);
+    } catch {
+      return OFF;
+    }
     return {
       headers,
       run: (fn) => api.context.with(context, fn),
       end: (error, more) => {
-        for (const [key, value] of Object.entries(more ?? {})) span.setAttribute(key, value);
-        if (error !== undefined) {
-          span.recordException(error instanceof Error ? error : String(error));
-          span.setStatus({ code: api.SpanStatusCode.ERROR, message: (error as Error)?.message ?? String(error) });
+        try {
+          for (const [key, value] of Object.entries(more ?? {})) span.setAttribute(key, value);
+          if (error !== undefined) {
+            span.recordException(error instanceof Error ? error : String(error));
+            span.setStatus({ code: api.SpanStatusCode.ERROR, message: (error as Error)?.message ?? String(error) });
+          }
+          span.end();
+        } catch {
+          // an SDK that fails to record must not fail the handler or the publish
         }
-        span.end();
       },
     };
   }
