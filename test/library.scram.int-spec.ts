@@ -38,7 +38,7 @@ describe('library: SASL/SCRAM', () => {
     await createTopics(testKafka(), [`${prefix}notes`, `${prefix}notes.seen`], 2);
   });
 
-  function notesModule(sasl: SASLOptions, { consume = true } = {}) {
+  function notesModule(sasl: SASLOptions, { consume = true, publish = true } = {}) {
     @Module({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
@@ -49,7 +49,7 @@ describe('library: SASL/SCRAM', () => {
           schemas: { directory: dir },
           topicPrefix: prefix,
           topics: { notes: { schema: 'test.scram.Note', key: (n: { id: string }) => n.id }, 'notes.seen': { schema: 'test.scram.Note' } },
-          publisher: { spool: { directory: schemasDirectory('scram-spool', {}) }, sendTimeoutMs: 5000 },
+          ...(publish ? { publisher: { spool: { directory: schemasDirectory('scram-spool', {}) }, sendTimeoutMs: 5000 } } : {}),
         }),
       ],
       providers: consume ? [NotesHandler] : [],
@@ -90,8 +90,8 @@ describe('library: SASL/SCRAM', () => {
   }
 
   it.each([
-    ['a consumer', { consume: true }],
-    ['a publisher alone', { consume: false }],
+    ['a consumer alone', { consume: true, publish: false }],
+    ['a publisher alone', { consume: false, publish: true }],
   ])('fails the boot of %s at once when the password is wrong, naming mechanism and user', async (_what, options) => {
     const { error, ms } = await bootError(notesModule({ mechanism: 'scram-sha-512', username: listener.username, password: 'not-the-password' }, options));
     expect(error).toBeInstanceOf(KafkaAuthenticationError);
