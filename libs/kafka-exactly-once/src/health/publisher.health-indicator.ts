@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { EventPublisher } from '../publishing/event-publisher';
-import { down, up, type HealthResult } from './health-result';
+import { down, up, type HealthCheckOptions, type HealthResult } from './health-result';
 
 /**
  * The publisher's health: circuit breaker state, spool backlog (records, bytes, age of the oldest), counters,
@@ -17,7 +17,8 @@ export class PublisherHealthIndicator {
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
   ) {}
 
-  isHealthy<const Key extends string>(key: Key): HealthResult<Key> {
+  /** `options` as the other indicators take them; the publisher's state is in memory, so nothing can time out. */
+  isHealthy<const Key extends string>(key: Key, _options: HealthCheckOptions = {}): HealthResult<Key> {
     const status = this.publisher.status();
     const limit = this.options.publisher?.unhealthyBacklogAgeMs ?? Infinity;
     const details = {
