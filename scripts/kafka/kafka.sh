@@ -17,9 +17,9 @@
 #                          KAFKA_PROXY_PORT: clients that bootstrap through a TCP proxy on that port stay on
 #                          it for every request (the verifier's network-kafka faults); unused otherwise [9094]
 #   KAFKA_PROXY_PORT       the port the PROXIED listener is advertised on        [9095]
-#   KAFKA_SCRAM_PORT       a SASL_PLAINTEXT listener (SASL_SCRAM) on 127.0.0.1 with SCRAM-SHA-256 and
-#                          SCRAM-SHA-512, for clients that authenticate                              [9096]
-#   KAFKA_SCRAM_USER       the user the storage is formatted with, for both mechanisms                [kafka-eo]
+#   KAFKA_SCRAM_PORT       a SASL_PLAINTEXT listener (SASL_SCRAM) on 127.0.0.1 with SCRAM-SHA-256,
+#                          SCRAM-SHA-512 and PLAIN, for clients that authenticate                    [9096]
+#   KAFKA_SCRAM_USER       the user: written into the storage for SCRAM, into the listener's config for PLAIN [kafka-eo]
 #   KAFKA_SCRAM_PASSWORD   its password                                                   [kafka-eo-secret]
 #                          (users are written when the storage is formatted: after changing them, reset)
 #   KAFKA_HEAP             JVM heap (-Xms and -Xmx), per node                   [512m; 384m with --nodes 3]
@@ -171,9 +171,10 @@ advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,PROXIED://127.0.0.1:$KAFK
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SASL_SCRAM:SASL_PLAINTEXT
-listener.name.sasl_scram.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_scram.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
 listener.name.sasl_scram.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_scram.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_scram.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SCRAM_USER="$KAFKA_SCRAM_PASSWORD";
 log.dirs=$data/kraft
 num.partitions=1
 auto.create.topics.enable=false
