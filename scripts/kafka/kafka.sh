@@ -22,6 +22,8 @@
 #   KAFKA_SCRAM_USER       the user: written into the storage for SCRAM, into the listener's config for PLAIN [kafka-eo]
 #   KAFKA_SCRAM_PASSWORD   its password                                                   [kafka-eo-secret]
 #                          (users are written when the storage is formatted: after changing them, reset)
+#   KAFKA_TLS_PORT         a TLS listener (TLS) on 127.0.0.1, its certificate signed by a local CA that is
+#                          made once with openssl: clients trust <state>/tls/ca.pem                 [9097]
 #   KAFKA_HEAP             JVM heap (-Xms and -Xmx), per node                   [512m; 384m with --nodes 3]
 #   KAFKA_STATE_DIR        data, logs and pid file                              [<repo>/.kafka]
 #   KAFKA_JARS_CACHE       where the Maven-resolved jars are kept between runs  [~/.cache/kafka-exactly-once/kafka]
@@ -80,6 +82,7 @@ KAFKA_PROXY_PORT="${KAFKA_PROXY_PORT:-9095}"
 KAFKA_SCRAM_PORT="${KAFKA_SCRAM_PORT:-9096}"
 KAFKA_SCRAM_USER="${KAFKA_SCRAM_USER:-kafka-eo}"
 KAFKA_SCRAM_PASSWORD="${KAFKA_SCRAM_PASSWORD:-kafka-eo-secret}"
+KAFKA_TLS_PORT="${KAFKA_TLS_PORT:-9097}"
 if [[ "$KAFKA_NODES" == 1 ]]; then KAFKA_HEAP="${KAFKA_HEAP:-512m}"; else KAFKA_HEAP="${KAFKA_HEAP:-384m}"; fi
 KAFKA_STATE_DIR="${KAFKA_STATE_DIR:-$ROOT/.kafka}"
 KAFKA_JARS_CACHE="${KAFKA_JARS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kafka-exactly-once/kafka}"
@@ -158,6 +161,29 @@ fetch() {
   mv "$tmp" "$JARS"
 }
 
+# The TLS listener's certificate, made once per state folder: a local CA and a broker certificate for
+# 127.0.0.1 and localhost that it signs (PEM; Kafka reads a PEM keystore of key and chain, KIP-651).
+ensure_tls() {
+  local dir="$KAFKA_STATE_DIR/tls"
+  [[ -f "$dir/broker.pem" && -f "$dir/ca.pem" ]] && return 0
+  command -v openssl >/dev/null 2>&1 || die "openssl not found: needed once to make the TLS listener's certificate (Debian: apt-get install openssl)"
+  mkdir -p "$dir"
+  local log="$dir/openssl.log"
+  if ! {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=kafka-exactly-once local CA" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+      -keyout "$dir/ca.key" -out "$dir/ca.pem" &&
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$dir/broker.key" -out "$dir/broker.csr" &&
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$dir/broker.ext" &&
+      openssl x509 -req -in "$dir/broker.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
+        -extfile "$dir/broker.ext" -out "$dir/broker.crt" &&
+      cat "$dir/broker.key" "$dir/broker.crt" "$dir/ca.pem" >"$dir/broker.pem"
+  } >"$log" 2>&1; then
+    rm -f "$dir/broker.pem"
+    die "making the TLS listener's certificate failed; see $log"
+  fi
+}
+
 write_config() {
   local data="$1"
   mkdir -p "$data/logs"
@@ -166,11 +192,14 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT,SASL_SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT,SASL_SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,PROXIED://127.0.0.1:$KAFKA_PROXIED_PORT,SASL_SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT,TLS://127.0.0.1:$KAFKA_TLS_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,PROXIED://127.0.0.1:$KAFKA_PROXY_PORT,SASL_SCRAM://127.0.0.1:$KAFKA_SCRAM_PORT,TLS://127.0.0.1:$KAFKA_TLS_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SASL_SCRAM:SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SASL_SCRAM:SASL_PLAINTEXT,TLS:SSL
+listener.name.tls.ssl.keystore.type=PEM
+listener.name.tls.ssl.keystore.location=$KAFKA_STATE_DIR/tls/broker.pem
+listener.name.tls.ssl.client.auth=none
 listener.name.sasl_scram.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
 listener.name.sasl_scram.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_scram.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -260,16 +289,17 @@ start() {
   major_line >/dev/null
   require_java
   require_node
-  for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_PROXIED_PORT" "$KAFKA_SCRAM_PORT"; do
+  for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_PROXIED_PORT" "$KAFKA_SCRAM_PORT" "$KAFKA_TLS_PORT"; do
     if port_open "$port"; then
       local owner
       owner="$(port_owner "$port")"
-      die "port $port on 127.0.0.1 is already in use${owner:+ by $owner}: stop that process, or set KAFKA_PORT / KAFKA_CONTROLLER_PORT / KAFKA_PROXIED_PORT / KAFKA_SCRAM_PORT"
+      die "port $port on 127.0.0.1 is already in use${owner:+ by $owner}: stop that process, or set KAFKA_PORT / KAFKA_CONTROLLER_PORT / KAFKA_PROXIED_PORT / KAFKA_SCRAM_PORT / KAFKA_TLS_PORT"
     fi
   done
   fetch
   mkdir -p "$KAFKA_STATE_DIR"
   local data="$KAFKA_STATE_DIR/data-$KAFKA_VERSION"
+  ensure_tls
   write_config "$data"
   format_storage "$data"
   [[ -f "$data/scram-user" ]] || say "note: $data was formatted without SCRAM users; the SASL_SCRAM listener on $KAFKA_SCRAM_PORT refuses every login until kafka:reset"

@@ -1,4 +1,4 @@
-import { resolve } from 'path';
+import { join, resolve } from 'path';
 
 /** Where the suites find Kafka and PostgreSQL; the same variables the apps read. */
 export const REPO_ROOT = resolve(__dirname, '..', '..');
@@ -30,12 +30,21 @@ export function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
-/** The local broker's SASL_SCRAM listener and its user (scripts/kafka/kafka.sh writes them when it formats). */
-export function scramListener(): { brokers: string[]; username: string; password: string } {
+/** The local broker's SASL listener and its user (scripts/kafka/kafka.sh writes them when it formats). */
+export function saslListener(): { brokers: string[]; username: string; password: string } {
   const host = kafkaBrokers()[0].split(':')[0];
   return {
     brokers: [`${host}:${process.env.KAFKA_SCRAM_PORT ?? '9096'}`],
     username: process.env.KAFKA_SCRAM_USER ?? 'kafka-eo',
     password: process.env.KAFKA_SCRAM_PASSWORD ?? 'kafka-eo-secret',
+  };
+}
+
+/** The local broker's TLS listener and the CA that signed its certificate (scripts/kafka/kafka.sh makes both). */
+export function tlsListener(): { brokers: string[]; caFile: string } {
+  const host = kafkaBrokers()[0].split(':')[0];
+  return {
+    brokers: [`${host}:${process.env.KAFKA_TLS_PORT ?? '9097'}`],
+    caFile: join(process.env.KAFKA_STATE_DIR ?? join(REPO_ROOT, '.kafka'), 'tls', 'ca.pem'),
   };
 }
