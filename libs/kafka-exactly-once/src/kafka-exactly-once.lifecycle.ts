@@ -130,22 +130,17 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * Topics created a moment ago may not be served by their leaders yet ("This server does not host this
    * topic-partition"): retry the start for retriable broker errors instead of failing the application.
    */
-  private async startConsumer(consumer: ExactlyOnceConsumer): Promise<void> {
-    const deadline = Date.now() + 60000;
-    for (let attempt = 1; ; attempt++) {
+  private startConsumer(consumer: ExactlyOnceConsumer): Promise<void> {
+    return this.retryStart('starting the consumer', async () => {
       try {
         await consumer.start();
-        return;
       } catch (err) {
-        const refused = KafkaAuthenticationError.from(err, this.options.kafka);
-        if (refused) throw refused;
-        if (!isConnectionFault(err) || Date.now() > deadline) throw err;
-        this.logger.warn(`consumer start failed (${(err as Error).message}); retrying (attempt ${attempt})`);
+        // A consumer that failed half-way through its start is stopped before the next try.
         await consumer.stop().catch(() => undefined);
         await consumer.disconnect().catch(() => undefined);
-        await sleep(Math.min(5000, 250 * 2 ** attempt));
+        throw err;
       }
-    }
+    });
   }
 
   /**

@@ -65,17 +65,13 @@ const BREAKER = { closed: 0, 'half-open': 1, open: 2, isolated: 3 } as Record<st
 export class KafkaExactlyOnceMetrics {
   private readonly metrics?: Record<string, PromMetric>;
   private readonly registry?: PromRegistry;
-  private readonly group: string;
-  private readonly client: string;
   private readonly attached: Attached;
   private readonly gauges: SourcedGauge[] = [];
   private readonly logger = new Logger('KafkaExactlyOnceMetrics');
   private failed = false;
 
   constructor(options: Pick<ResolvedOptions, 'groupId' | 'metrics'> & { kafka?: { clientId?: string } }) {
-    this.group = options.groupId;
-    this.client = options.kafka?.clientId ?? '';
-    this.attached = { group: this.group, client: this.client, sources: {} };
+    this.attached = { group: options.groupId, client: options.kafka?.clientId ?? '', sources: {} };
     if (!options.metrics) return;
     const prom = loadPromClient();
     const registry = (options.metrics.registry ?? prom.register) as PromRegistry;
@@ -167,7 +163,7 @@ export class KafkaExactlyOnceMetrics {
 
   unitCommitted(topic: string, counts: UnitCounts, timings: UnitTimings): void {
     this.record((m) => {
-      const labels = { group: this.group, topic };
+      const labels = { group: this.attached.group, topic };
       m.unitSeconds.labels(labels).observe(timings.unitMs / 1000);
       m.postgresCommitSeconds.labels(labels).observe(timings.postgresCommitMs / 1000);
       m.kafkaCommitSeconds.labels(labels).observe(timings.kafkaCommitMs / 1000);
@@ -179,34 +175,34 @@ export class KafkaExactlyOnceMetrics {
   }
 
   handlerTime(topic: string, ms: number): void {
-    this.record((m) => m.handlerSeconds.labels({ group: this.group, topic }).observe(ms / 1000));
+    this.record((m) => m.handlerSeconds.labels({ group: this.attached.group, topic }).observe(ms / 1000));
   }
 
   deadLetter(topic: string, reason: string, parkedNow: boolean): void {
     this.record((m) => {
-      m.deadLetters.labels({ group: this.group, topic, reason }).inc();
-      if (parkedNow) m.parked.labels({ group: this.group, topic }).inc();
+      m.deadLetters.labels({ group: this.attached.group, topic, reason }).inc();
+      if (parkedNow) m.parked.labels({ group: this.attached.group, topic }).inc();
     });
   }
 
   keyReleased(topic: string): void {
-    this.record((m) => m.released.labels({ group: this.group, topic }).inc());
+    this.record((m) => m.released.labels({ group: this.attached.group, topic }).inc());
   }
 
   producerRecreated(topic: string): void {
-    this.record((m) => m.recreated.labels({ group: this.group, topic }).inc());
+    this.record((m) => m.recreated.labels({ group: this.attached.group, topic }).inc());
   }
 
   fencedCommit(topic: string): void {
-    this.record((m) => m.fenced.labels({ group: this.group, topic }).inc());
+    this.record((m) => m.fenced.labels({ group: this.attached.group, topic }).inc());
   }
 
   published(topic: string, status: 'sent' | 'spooled', count = 1): void {
-    this.record((m) => m.published.labels({ client: this.client, topic, status }).inc(count));
+    this.record((m) => m.published.labels({ client: this.attached.client, topic, status }).inc(count));
   }
 
   drained(count: number): void {
-    this.record((m) => m.drained.labels({ client: this.client }).inc(count));
+    this.record((m) => m.drained.labels({ client: this.attached.client }).inc(count));
   }
 
   /** Records a metric; an error (prom-client's, or a registry in a strange state) is logged once, never thrown. */
