@@ -47,10 +47,16 @@ async function apply(event: Entry, ctx: EventContext): Promise<void> {
   ctx.emit('ledger.applied', { entryId: event.entryId, balance }, { key: event.account });
 }
 
+/** The ordering key of an entry: its account; an empty key for 'no-key', and a key function that throws for 'throws-key'. */
+function entryKey(e: Entry): string {
+  if (e.account === 'throws-key') throw new Error(`entry ${e.entryId} names no ledger account`);
+  return e.account === 'no-key' ? '' : e.account;
+}
+
 @Injectable()
 class LedgerHandler {
   @IdempotentHandler({ topic: 'ledger.entries', schema: 'test.ledger.Entry', retry: { attempts: 1 } })
-  @OrderedEvent({ key: (e: Entry) => (e.account === 'no-key' ? '' : e.account) })
+  @OrderedEvent({ key: entryKey })
   async onEntry(event: Entry, ctx: EventContext): Promise<void> {
     await apply(event, ctx);
   }
@@ -105,7 +111,7 @@ async function applyBatch(events: ReadonlyArray<BatchEvent<Entry>>, batch: Batch
 @Injectable()
 class LedgerBatchHandler {
   @IdempotentHandler({ topic: 'ledger.entries', schema: 'test.ledger.Entry', retry: { attempts: 1 }, batch: true })
-  @OrderedEvent({ key: (e: Entry) => (e.account === 'no-key' ? '' : e.account) })
+  @OrderedEvent({ key: entryKey })
   async onEntries(events: BatchEvent<Entry>[], batch: BatchContext): Promise<void> {
     await applyBatch(events, batch);
   }
@@ -129,7 +135,7 @@ const laneStats = { inFlight: 0, maxInFlight: 0, inFlightByKey: new Map<string, 
 @Injectable()
 class LedgerLanesHandler {
   @IdempotentHandler({ topic: 'ledger.entries', schema: 'test.ledger.Entry', retry: { attempts: 1 } })
-  @OrderedEvent({ key: (e: Entry) => (e.account === 'no-key' ? '' : e.account), lanes: 8 })
+  @OrderedEvent({ key: entryKey, lanes: 8 })
   async onEntry(event: Entry, ctx: EventContext): Promise<void> {
     laneStats.calls.set(event.entryId, (laneStats.calls.get(event.entryId) ?? 0) + 1);
     const own = (laneStats.inFlightByKey.get(event.account) ?? 0) + 1;
@@ -449,19 +455,29 @@ describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode'
     await sendRaw(kafka, entries, [record('c1', 'acct-c', 9000), record('c2', 'acct-c', 1), record('c3', 'acct-c', 1)]);
     await waitUntil('acct-c parked', async () => (await store.listParkedKeys({ key: 'acct-c' })).items[0]?.parkedRecords === 3);
     await pool.query(`INSERT INTO approvals VALUES ('c1')`);
-    const release = await store.requestRelease(entries, 'acct-c');
-    // New records of acct-c while the release runs, in several sends.
+    // New records of acct-c before the release (they park behind c1..c3) and while it runs, in several sends.
     const later: string[] = [];
-    for (let batch = 0; batch < 6; batch++) {
+    const sendLater = async (batch: number) => {
       const ids = Array.from({ length: 5 }, (_, i) => `c${4 + batch * 5 + i}`);
       later.push(...ids);
       await sendRaw(kafka, entries, ids.map((id) => record(id, 'acct-c', 1)));
+    };
+    await sendLater(0);
+    await waitUntil('c4..c8 parked too', async () => (await store.listParkedKeys({ key: 'acct-c' })).items[0]?.parkedRecords === 8);
+    const release = await store.requestRelease(entries, 'acct-c');
+    for (let batch = 1; batch < 6; batch++) {
+      await sendLater(batch);
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect((await store.waitFor(release.id, 60000)).state).toBe('done');
+    const done = await store.waitFor(release.id, 60000);
+    expect(done.state).toBe('done');
+    // The release replayed at least the records parked when it was asked for; the rest were parked behind them or flowed after it.
+    expect((done.result as { replayed: number }).replayed).toBeGreaterThanOrEqual(8);
     const expected = ['c1', 'c2', 'c3', ...later];
     await waitUntil('every acct-c entry applied', async () => (await applied('acct-c')).length === expected.length);
-    expect((await applied('acct-c')).map((r) => r.entry_id)).toEqual(expected);
+    const rows = await applied('acct-c');
+    expect(rows.map((r) => r.entry_id)).toEqual(expected);
+    expect(rows.slice(0, 8).map((r) => r.replay)).toEqual(Array(8).fill('release'));
     expect(await balance('acct-c')).toBe(9000 + 2 + later.length);
     const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === 'acct-c').length >= expected.length, timeoutMs: 30000 });
     expect(outputs.filter((r) => r.key === 'acct-c').map((r) => r.headers['causation-id'])).toEqual(expected.map((id) => `msg-${id}`));
@@ -497,13 +513,19 @@ describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode'
   });
 
   it('dead-letters a record whose ordering key cannot be derived (key-unresolved) without parking anything', async () => {
-    await sendRaw(kafka, entries, [record('u1', 'no-key', 1, 'rk-u'), record('u2', 'acct-u', 3, 'rk-u')]);
+    await sendRaw(kafka, entries, [record('u1', 'no-key', 1, 'rk-u'), record('u0', 'throws-key', 2, 'rk-u'), record('u2', 'acct-u', 3, 'rk-u')]);
     await waitUntil('u2 applied', async () => (await applied('acct-u')).length === 1);
-    const [letter] = (await store.listDeadLetters({ topic: entries, reason: 'key-unresolved' })).items;
-    expect(letter).toMatchObject({ messageId: 'msg-u1', status: 'dead-lettered', key: 'rk-u' });
-    expect(letter.error?.message).toContain('empty key');
+    const letters = (await store.listDeadLetters({ topic: entries, reason: 'key-unresolved' })).items;
+    const byId = new Map(letters.map((l) => [l.messageId, l]));
+    expect([...byId.keys()].sort()).toEqual(['msg-u0', 'msg-u1']);
+    expect(byId.get('msg-u1')).toMatchObject({ status: 'dead-lettered', key: 'rk-u' });
+    expect(byId.get('msg-u1')!.error?.message).toContain('empty key');
+    // A key function that throws: the same reason, and its own message is kept.
+    expect(byId.get('msg-u0')).toMatchObject({ status: 'dead-lettered', key: 'rk-u' });
+    expect(byId.get('msg-u0')!.error?.message).toContain('entry u0 names no ledger account');
     expect((await store.listParkedKeys({ reason: 'key-unresolved' })).items).toEqual([]);
-    expect((await applied('no-key')).length).toBe(0);
+    expect((await store.listParkedKeys({ key: 'rk-u' })).items).toEqual([]);
+    expect((await applied('no-key')).length + (await applied('throws-key')).length).toBe(0);
   });
 
   it('replays a dead letter of a handler without @OrderedEvent exactly once: a second replay is refused and changes nothing', async () => {
