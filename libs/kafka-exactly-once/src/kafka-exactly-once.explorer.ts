@@ -1,6 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
 import type { OrderedEventOptions } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
@@ -11,6 +10,27 @@ import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 import type { HandlerDefinition } from './engine/handler-definition';
+import { HandlerPipeline } from './handler-pipeline';
+
+/**
+ * A handler that a transport found for the module (an `@EventPattern` method bound to KafkaExactlyOnceServer):
+ * the module checks it like an @IdempotentHandler and consumes its topic in the same consumer group.
+ */
+export interface TransportHandlerSpec {
+  /** `Class.method`, for logs and errors. */
+  name: string;
+  instance: object;
+  methodName: string;
+  /** Key of the module that declares the class (a controller's enhancers given by class are found there). */
+  moduleKey?: string;
+  /** Whether the class and everything it depends on are singletons. */
+  isStatic: boolean;
+  /** Topic, without the module's topicPrefix. */
+  topic: string;
+  /** Schema full name; undefined: the module's `topics[topic].schema`. */
+  schema?: string;
+  retry?: IdempotentHandlerOptions['retry'];
+}
 
 /** Finds the @IdempotentHandler methods of the application's providers and checks them (fail fast at boot). */
 @Injectable()
@@ -22,10 +42,12 @@ export class KafkaExactlyOnceExplorer {
     private readonly scanner: MetadataScanner,
     private readonly accessor: HandlerMetadataAccessor,
     private readonly registry: SchemaRegistry,
+    private readonly pipeline: HandlerPipeline,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
   ) {}
 
-  explore(): HandlerDefinition[] {
+  /** The @IdempotentHandler methods of the application's providers, and the handlers transports found. */
+  explore(transportHandlers: TransportHandlerSpec[] = []): HandlerDefinition[] {
     const handlers: HandlerDefinition[] = [];
     for (const wrapper of this.discovery.getProviders()) {
       const metatype = (wrapper.instance?.constructor ?? wrapper.metatype) as (new (...args: unknown[]) => unknown) | undefined;
@@ -34,11 +56,18 @@ export class KafkaExactlyOnceExplorer {
         const method = metatype.prototype[methodName as keyof typeof metatype.prototype] as (...args: unknown[]) => unknown;
         const metadata = this.accessor.idempotentHandler(method);
         const ordering = this.accessor.orderedEvent(method);
-        if (metadata) handlers.push(this.define(wrapper, metatype.name, methodName, metadata, ordering));
+        if (metadata) {
+          handlers.push(
+            this.define({ name: `${metatype.name}.${methodName}`, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, schema: metadata.schema, retry: metadata.retry }, metadata.batch ?? false, ordering),
+          );
+        }
         else if (ordering) {
           throw new HandlerRegistrationError(`${metatype.name}.${methodName}`, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
         }
       }
+    }
+    for (const spec of transportHandlers) {
+      handlers.push(this.define(spec, false, this.accessor.orderedEvent((spec.instance as Record<string, (...args: unknown[]) => unknown>)[spec.methodName])));
     }
     this.checkUnique(handlers);
     if (handlers.length > 0 && !this.options.groupId) {
@@ -51,36 +80,51 @@ export class KafkaExactlyOnceExplorer {
     return handlers;
   }
 
-  private define(wrapper: InstanceWrapper, className: string, methodName: string, metadata: IdempotentHandlerOptions, ordering?: OrderedEventOptions): HandlerDefinition {
-    const name = `${className}.${methodName}`;
-    if (!wrapper.isDependencyTreeStatic()) {
+  private define(spec: TransportHandlerSpec, batch: boolean, ordering?: OrderedEventOptions): HandlerDefinition {
+    const name = spec.name;
+    if (!spec.isStatic) {
       throw new HandlerRegistrationError(
         name,
         'request- or transient-scoped providers cannot be Kafka handlers (there is no request); make the provider a singleton',
       );
     }
-    if (!this.registry.has(metadata.schema)) {
+    const schemaName = spec.schema ?? this.options.topics[spec.topic]?.schema;
+    if (!schemaName) {
       throw new HandlerRegistrationError(
         name,
-        `schema "${metadata.schema}" is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`,
+        `no schema for topic "${spec.topic}": give it with @EventPattern('${spec.topic}', { schema: '<full name>' }) or declare topics["${spec.topic}"].schema in the module options`,
       );
     }
-    if (metadata.batch && (ordering?.lanes ?? 1) > 1) {
+    if (!this.registry.has(schemaName)) {
+      throw new HandlerRegistrationError(
+        name,
+        `schema "${schemaName}" is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`,
+      );
+    }
+    if (batch && (ordering?.lanes ?? 1) > 1) {
       throw new HandlerRegistrationError(name, '@OrderedEvent({ lanes }) is for handlers called once per event; a batch handler already gets the events of a unit of work at once (leave lanes out)');
     }
-    const instance = wrapper.instance as Record<string, (...args: unknown[]) => unknown>;
-    const call = async (...args: unknown[]) => {
-      await instance[methodName](...args);
-    };
+    // Guards, interceptors, pipes and exception filters run around the method, as for a microservice handler.
+    const call = this.pipeline.create({ instance: spec.instance, methodName: spec.methodName, moduleKey: spec.moduleKey });
     return {
       name,
-      topic: `${this.options.topicPrefix}${metadata.topic}`,
-      schema: this.registry.current(metadata.schema),
-      retry: this.handlerRetry(name, metadata.retry),
+      topic: `${this.options.topicPrefix}${spec.topic}`,
+      schema: this.registry.current(schemaName),
+      retry: this.handlerRetry(name, spec.retry),
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
       // A batch handler gets one event as a batch of one.
-      invoke: metadata.batch ? (event, ctx) => call([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt }) : (event, ctx) => call(event, ctx),
-      invokeBatch: metadata.batch ? (events, batch) => call(events, batch) : undefined,
+      invoke: batch
+        ? async (event, ctx) => {
+            await call([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt });
+          }
+        : async (event, ctx) => {
+            await call(event, ctx);
+          },
+      invokeBatch: batch
+        ? async (events, batchContext) => {
+            await call(events, batchContext);
+          }
+        : undefined,
     };
   }
 

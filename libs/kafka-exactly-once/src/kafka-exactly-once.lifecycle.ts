@@ -20,7 +20,7 @@ import { InboxRetention } from './inbox/inbox-retention';
 import { runInboxMigrations } from './inbox/inbox-migrator';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { HandlerDefinition } from './engine/handler-definition';
-import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
+import { KafkaExactlyOnceExplorer, type TransportHandlerSpec } from './kafka-exactly-once.explorer';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 import { ReplayWorker } from './parking/replay-worker';
@@ -42,6 +42,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private retention?: InboxRetention;
   private replays?: ReplayWorker;
   private dataSource?: DataSource;
+  private transport?: { name: string; handlers: () => TransportHandlerSpec[] };
+  private explored = false;
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -53,8 +55,26 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     private readonly tracing: KafkaExactlyOnceTracing,
   ) {}
 
+  /**
+   * Called by a transport (KafkaExactlyOnceServer) that Nest bound handlers to: they are consumed with the
+   * module's own, in its consumer group. Nest binds them before the modules' init hooks run.
+   */
+  useTransport(name: string, handlers: () => TransportHandlerSpec[]): void {
+    if (this.transport && this.transport.name !== name) {
+      throw new InvalidOptionsError('transport', `is ${this.transport.name} already; one KafkaExactlyOnceServer per module`);
+    }
+    if (this.explored) {
+      throw new InvalidOptionsError(
+        'transport',
+        `${name} got handlers after the module had found its own (they would not be consumed): connect the microservice before the application initializes (no deferInitialization)`,
+      );
+    }
+    this.transport = { name, handlers };
+  }
+
   onModuleInit(): void {
-    this.handlers = this.explorer.explore();
+    this.explored = true;
+    this.handlers = this.explorer.explore(this.transport?.handlers() ?? []);
     for (const [topic, declared] of Object.entries(this.options.topics)) {
       if (!this.registry.has(declared.schema)) {
         throw new InvalidOptionsError(`topics["${topic}"].schema`, `names "${declared.schema}", which is not in the schemas directory (known: ${this.registry.names().join(', ')})`);

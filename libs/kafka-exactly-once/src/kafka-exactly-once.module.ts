@@ -9,6 +9,7 @@ import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import type { KafkaExactlyOnceModuleOptions } from './interfaces/kafka-exactly-once-options.interface';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
+import { HandlerPipeline } from './handler-pipeline';
 import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
 import { nestLogCreator } from './kafka-logger';
@@ -63,6 +64,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
     },
     { provide: KafkaExactlyOnceTracing, useFactory: () => new KafkaExactlyOnceTracing() },
     HandlerMetadataAccessor,
+    HandlerPipeline,
     KafkaExactlyOnceExplorer,
     KafkaExactlyOnceLifecycle,
     KafkaHealthIndicator,

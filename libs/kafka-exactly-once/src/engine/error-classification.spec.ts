@@ -1,3 +1,5 @@
+import { BadRequestException, ForbiddenException, InternalServerErrorException, ServiceUnavailableException } from '@nestjs/common';
+import { RpcException } from '@nestjs/microservices';
 import { isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
 describe('error classification', () => {
@@ -55,5 +57,14 @@ describe('error classification', () => {
   it('retries handler errors unless they say they are not retriable', () => {
     expect(isRetriableHandlerError(new Error('x'))).toBe(true);
     expect(isRetriableHandlerError(Object.assign(new Error('x'), { retriable: false }))).toBe(false);
+  });
+
+  it('does not retry what the guards and pipes refuse: 4xx HttpExceptions and RpcException', () => {
+    expect(isRetriableHandlerError(new ForbiddenException('tenant suspended'))).toBe(false);
+    expect(isRetriableHandlerError(new BadRequestException(['amountCents must be a number']))).toBe(false);
+    expect(isRetriableHandlerError(new RpcException('no such account'))).toBe(false);
+    // A 5xx says the server failed, not the event: tried again.
+    expect(isRetriableHandlerError(new ServiceUnavailableException())).toBe(true);
+    expect(isRetriableHandlerError(new InternalServerErrorException())).toBe(true);
   });
 });

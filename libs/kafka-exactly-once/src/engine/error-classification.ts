@@ -1,3 +1,5 @@
+import { HttpException } from '@nestjs/common';
+
 /**
  * What a failed unit of work tells the engine, decided by evidence (docs/protocol.md, "Failures"): only faults of the
  * infrastructure itself are retried without end; anything else may have been caused by one of the records,
@@ -92,8 +94,17 @@ export function isOutputTooLarge(err: unknown): boolean {
   return false;
 }
 
-/** Whether the handler's error is worth another attempt: everything unless it says it is not. */
+/**
+ * Whether the handler's error is worth another attempt: everything unless it says it is not, or it is a refusal
+ * of Nest's pipeline (what guards and pipes throw: an HttpException of a 4xx status, such as the
+ * ForbiddenException of a guard that returns false or the BadRequestException of a ValidationPipe, or an
+ * RpcException), which the same event meets again on every attempt.
+ */
 export function isRetriableHandlerError(err: unknown): boolean {
   const retriable = (err as { retriable?: unknown } | undefined)?.retriable;
-  return retriable !== false;
+  if (retriable === false) return false;
+  if (err instanceof HttpException && err.getStatus() >= 400 && err.getStatus() < 500) return false;
+  // @nestjs/microservices' RpcException, without depending on that package.
+  if ((err as { constructor?: { name?: string } } | undefined)?.constructor?.name === 'RpcException') return false;
+  return true;
 }

@@ -14,3 +14,4 @@ export * from './output-too-large.error';
 export * from './undeliverable-event.error';
 export * from './operator-request.error';
 export * from './kafka-authentication.error';
+export * from './request-response-not-supported.error';

@@ -1,0 +1,343 @@
+import {
+  ArgumentsHost,
+  CallHandler,
+  CanActivate,
+  Catch,
+  ConsoleLogger,
+  Controller,
+  ExceptionFilter,
+  ExecutionContext,
+  ForbiddenException,
+  Inject,
+  Injectable,
+  INestMicroservice,
+  Module,
+  NestInterceptor,
+  PipeTransform,
+  UseFilters,
+  UseGuards,
+  UseInterceptors,
+} from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ClientProxy, ClientsModule, Ctx, EventPattern, MessagePattern, MicroserviceOptions, Payload } from '@nestjs/microservices';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { mkdtempSync } from 'fs';
+import { Kafka, Message } from 'kafkajs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { Pool } from 'pg';
+import { lastValueFrom, Observable, tap } from 'rxjs';
+import { DEAD_LETTER_HEADERS, EventContext, HandlerRegistrationError, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, OrderedEvent, OperatorStore, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
+import { clientKafkaExactlyOnce, KafkaExactlyOnceServer, RequestResponseNotSupportedError } from 'kafka-exactly-once/microservices';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { kafkaControl } from './support/broker';
+import { createSuiteDatabase } from './support/database';
+import { kafkaBrokers } from './support/environment';
+import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
+import { schemasDirectory, sendRaw } from './support/library';
+
+const ENTRY = {
+  type: 'record',
+  name: 'Entry',
+  namespace: 'test.ledger',
+  fields: [
+    { name: 'entryId', type: 'string' },
+    { name: 'account', type: 'string' },
+    { name: 'amount', type: 'int' },
+  ],
+};
+const APPLIED = { type: 'record', name: 'Applied', namespace: 'test.ledger', fields: [{ name: 'entryId', type: 'string' }, { name: 'balance', type: 'int' }] };
+const SIGNUP = { type: 'record', name: 'Signup', namespace: 'test.ledger', fields: [{ name: 'account', type: 'string' }] };
+
+interface Entry {
+  entryId: string;
+  account: string;
+  amount: number;
+}
+
+/** Entries over this amount need a row in `approvals`, else the handler refuses them for good. */
+const LIMIT = 1000;
+
+/** What the enhancers saw, per suite run. */
+class PipelineProbe {
+  readonly intercepted: string[] = [];
+  readonly filtered: string[] = [];
+}
+
+/** A class-based interceptor with a dependency: Nest must find it in the controller's module. */
+@Injectable()
+class CountingInterceptor implements NestInterceptor {
+  constructor(@Inject(PipelineProbe) private readonly probe: PipelineProbe) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const rpc = context.switchToRpc();
+    const ctx = rpc.getContext<EventContext>();
+    const label = `${context.getClass().name}.${context.getHandler().name}:${ctx.message.messageId}`;
+    return next.handle().pipe(tap({ complete: () => this.probe.intercepted.push(label) }));
+  }
+}
+
+/** Rejects entries and transfers of blocked accounts, with its reason. */
+@Injectable()
+class BlockedAccountGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const entry = context.switchToRpc().getData<Entry>();
+    if (context.getType() === 'rpc' && entry.account.startsWith('blocked-')) throw new ForbiddenException(`account ${entry.account} is blocked by compliance`);
+    return true;
+  }
+}
+
+/** Normalizes the account (the handler sees what the pipe returns). */
+@Injectable()
+class AccountPipe implements PipeTransform<Entry, Entry> {
+  transform(entry: Entry): Entry {
+    return { ...entry, account: entry.account.trim().toLowerCase() };
+  }
+}
+
+/** Sees every failure and lets it go on (rethrows): the record still fails. */
+@Catch()
+@Injectable()
+class RecordingFilter implements ExceptionFilter {
+  constructor(@Inject(PipelineProbe) private readonly probe: PipelineProbe) {}
+
+  catch(exception: unknown, host: ArgumentsHost): never {
+    this.probe.filtered.push(`${host.getType()}:${(exception as Error).message}`);
+    throw exception;
+  }
+}
+
+async function apply(entry: Entry, ctx: EventContext): Promise<void> {
+  if (entry.amount > LIMIT) {
+    const approved = await ctx.manager.query('SELECT 1 FROM approvals WHERE entry_id = $1', [entry.entryId]);
+    if (approved.length === 0) throw new NonRetriableHandlerError(`entry ${entry.entryId} of ${entry.amount} is over ${LIMIT} and not approved`);
+  }
+  const [{ balance }] = await ctx.manager.query(
+    'INSERT INTO balances (account, balance) VALUES ($1, $2) ON CONFLICT (account) DO UPDATE SET balance = balances.balance + EXCLUDED.balance RETURNING balance',
+    [entry.account, entry.amount],
+  );
+  await ctx.manager.query('INSERT INTO applied (entry_id, account, attempt) VALUES ($1, $2, $3)', [entry.entryId, entry.account, ctx.attempt]);
+  ctx.emit('ledger.applied', { entryId: entry.entryId, balance }, { key: entry.account });
+}
+
+@Controller()
+@UseGuards(BlockedAccountGuard)
+@UseInterceptors(CountingInterceptor)
+@UseFilters(RecordingFilter)
+class LedgerController {
+  /** Ordered per account; its schema comes from the module's `topics` option. */
+  @EventPattern('ledger.entries')
+  @OrderedEvent({ key: (e: Entry) => e.account.trim().toLowerCase() })
+  async onEntry(@Payload(AccountPipe) entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    await apply(entry, ctx);
+  }
+
+  /** Unordered (dead-letter and go on); its schema given with the pattern. */
+  @EventPattern('ledger.transfers', { schema: 'test.ledger.Entry', retry: { attempts: 3, initialDelayMs: 10 } })
+  async onTransfer(@Payload() entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    if (entry.account === 'flaky' && ctx.attempt < 2) throw new Error('flaky downstream');
+    await apply(entry, ctx);
+  }
+}
+
+/** An @IdempotentHandler beside them: the same pipeline runs around it. */
+@Injectable()
+@UseInterceptors(CountingInterceptor)
+class SignupHandler {
+  @IdempotentHandler({ topic: 'ledger.signups', schema: 'test.ledger.Signup' })
+  async onSignup(event: { account: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO signups (account) VALUES ($1)', [event.account]);
+  }
+}
+
+@Controller()
+class RequestResponseController {
+  @MessagePattern('ledger.balance')
+  balance(): number {
+    return 0;
+  }
+}
+
+/**
+ * @EventPattern handlers under KafkaExactlyOnceServer (a Nest microservice made with createMicroservice), in
+ * this process, on the real broker and PostgreSQL: the module's protocol (exactly once under duplicate
+ * publishes, outputs, dead letters, @OrderedEvent parking), Nest's pipeline around them and around an
+ * @IdempotentHandler, and ClientKafkaExactlyOnce publishing to them through ClientsModule.
+ */
+describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKafkaExactlyOnce', () => {
+  let kafka: Kafka;
+  let app: INestMicroservice;
+  let databaseUrl: string;
+  let pool: Pool;
+  let store: OperatorStore;
+  const probe = new PipelineProbe();
+  const prefix = `${uniqueTopic('microservice')}.`;
+  const group = `${prefix}group`;
+  const dir = schemasDirectory('microservice', { 'entry.v1.avsc': ENTRY, 'applied.v1.avsc': APPLIED, 'signup.v1.avsc': SIGNUP });
+  const entrySchema = SchemaRegistry.fromDirectory(dir).current('test.ledger.Entry');
+  const spool = mkdtempSync(join(tmpdir(), 'keo-microservice-spool-'));
+
+  const record = (entryId: string, account: string, amount: number, messageId = `msg-${entryId}`): Message => ({
+    key: account,
+    value: encodeSingleObject(entrySchema, { entryId, account, amount }),
+    headers: { 'message-id': messageId },
+  });
+  const applied = async (account: string) => (await pool.query('SELECT entry_id, attempt FROM applied WHERE account = $1 ORDER BY seq', [account])).rows as Array<{ entry_id: string; attempt: number }>;
+  const waitUntil = async (what: string, check: () => Promise<boolean>, timeoutMs = 60000) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+
+  const moduleOptions = (extra: { controllers?: unknown[] } = {}) => {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 8 } }),
+        KafkaExactlyOnceModule.forRoot({
+          isGlobal: true,
+          kafka: { clientId: 'microservice-test', brokers: kafkaBrokers() },
+          groupId: group,
+          transactionalIdPrefix: 'microservice-test',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: {
+            'ledger.entries': { schema: 'test.ledger.Entry' },
+            'ledger.applied': { schema: 'test.ledger.Applied' },
+          },
+          consumer: { sessionTimeout: 6000 },
+          operations: { pollIntervalMs: 200 },
+          publisher: { spool: { directory: spool }, sendTimeoutMs: 2000 },
+        }),
+        ClientsModule.registerAsync([clientKafkaExactlyOnce('LEDGER')]),
+      ],
+      controllers: (extra.controllers ?? [LedgerController]) as never[],
+      providers: [{ provide: PipelineProbe, useValue: probe }, CountingInterceptor, RecordingFilter, SignupHandler, KafkaExactlyOnceServer],
+    })
+    class LedgerMicroserviceModule {}
+    return LedgerMicroserviceModule;
+  };
+
+  async function startMicroservice(module: unknown): Promise<INestMicroservice> {
+    const microservice = await NestFactory.createMicroservice<MicroserviceOptions>(module as never, {
+      inject: [KafkaExactlyOnceServer],
+      useFactory: (server: KafkaExactlyOnceServer) => ({ strategy: server }),
+      logger: new ConsoleLogger({ logLevels: ['warn', 'error'] }),
+    } as never);
+    try {
+      await microservice.listen();
+    } catch (err) {
+      await microservice.close(); // a boot that failed leaves nothing open
+      throw err;
+    }
+    return microservice;
+  }
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase('microservice');
+    pool = new Pool({ connectionString: databaseUrl, max: 4 });
+    await pool.query('CREATE TABLE balances (account text PRIMARY KEY, balance int NOT NULL)');
+    await pool.query('CREATE TABLE applied (seq bigserial PRIMARY KEY, entry_id text UNIQUE, account text, attempt int)');
+    await pool.query('CREATE TABLE approvals (entry_id text PRIMARY KEY)');
+    await pool.query('CREATE TABLE signups (account text PRIMARY KEY)');
+    await createTopics(kafka, [`${prefix}ledger.entries`, `${prefix}ledger.transfers`, `${prefix}ledger.signups`, `${prefix}ledger.applied`], 3);
+    app = await startMicroservice(moduleOptions());
+    store = new OperatorStore(pgPoolSql(pool), group);
+  });
+
+  afterAll(async () => {
+    kafkaControl('start');
+    await app?.close();
+    await pool?.end();
+  });
+
+  it('handles each message id once under duplicate publishes, through the pipe, with one output per entry', async () => {
+    const records = Array.from({ length: 30 }, (_, i) => record(`e${i}`, ` ACCT-${i % 3} `, 1 + i));
+    await sendRaw(kafka, `${prefix}ledger.entries`, records);
+    await sendRaw(kafka, `${prefix}ledger.entries`, records); // every message id a second time
+    await waitUntil('30 entries applied', async () => (await pool.query('SELECT count(*)::int AS n FROM applied WHERE entry_id LIKE $1', ['e%'])).rows[0].n === 30);
+    // The pipe ran: the handler saw the account trimmed and in lower case.
+    expect((await applied('acct-0')).map((r) => r.entry_id)).toEqual(Array.from({ length: 10 }, (_, i) => `e${i * 3}`));
+    const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.length >= 30, timeoutMs: 30000, pollIdleMs: 2000 });
+    expect(outputs.map((r) => r.headers['causation-id']).sort()).toEqual(records.map((r) => String(r.headers!['message-id'])).sort());
+    // The interceptor saw each handled entry once (duplicates are skipped before the handler).
+    const seen = probe.intercepted.filter((l) => l.startsWith('LedgerController.onEntry:msg-e'));
+    expect(seen).toHaveLength(30);
+    expect(new Set(seen).size).toBe(30);
+  });
+
+  it('dead-letters at once what the guard rejects, with the guard\'s reason, and the exception filter sees it', async () => {
+    await sendRaw(kafka, `${prefix}ledger.transfers`, [record('g1', 'blocked-7', 5), record('g2', 'open-7', 6)]);
+    await waitUntil('g2 applied', async () => (await applied('open-7')).length === 1);
+    const letters = await readTopic(kafka, `${prefix}ledger.transfers.dlq`, { until: (rs) => rs.length >= 1, timeoutMs: 30000 });
+    expect(letters).toHaveLength(1);
+    expect(letters[0].headers).toMatchObject({
+      'message-id': 'msg-g1',
+      [DEAD_LETTER_HEADERS.reason]: 'handler-failed',
+      [DEAD_LETTER_HEADERS.errorClass]: 'ForbiddenException',
+      [DEAD_LETTER_HEADERS.errorMessage]: 'account blocked-7 is blocked by compliance',
+      [DEAD_LETTER_HEADERS.attempts]: '1', // a guard's refusal is not retried
+    });
+    expect(probe.filtered).toContain('rpc:account blocked-7 is blocked by compliance');
+    expect(await applied('blocked-7')).toEqual([]);
+  });
+
+  it('retries a failing @EventPattern handler with the policy given with its pattern', async () => {
+    await sendRaw(kafka, `${prefix}ledger.transfers`, [record('f1', 'flaky', 2)]);
+    await waitUntil('f1 applied', async () => (await applied('flaky')).length === 1);
+    expect(await applied('flaky')).toEqual([{ entry_id: 'f1', attempt: 2 }]);
+    expect(probe.filtered).toContain('rpc:flaky downstream');
+  });
+
+  it('parks the key of an @OrderedEvent @EventPattern handler and releases it in order', async () => {
+    await sendRaw(kafka, `${prefix}ledger.entries`, [record('p1', 'acct-p', 5000), record('p2', 'acct-p', 1), record('p3', 'acct-p', 2)]);
+    await waitUntil('acct-p parked', async () => (await store.listParkedKeys({ key: 'acct-p' })).items[0]?.parkedRecords === 3);
+    expect(await applied('acct-p')).toEqual([]);
+    await pool.query(`INSERT INTO approvals VALUES ('p1')`);
+    const release = await store.waitFor((await store.requestRelease(`${prefix}ledger.entries`, 'acct-p')).id, 60000);
+    expect(release).toMatchObject({ state: 'done', result: { replayed: 3 } });
+    expect((await applied('acct-p')).map((r) => r.entry_id)).toEqual(['p1', 'p2', 'p3']);
+  });
+
+  it('runs the pipeline around an @IdempotentHandler method too', async () => {
+    const signups = SchemaRegistry.fromDirectory(dir).current('test.ledger.Signup');
+    await sendRaw(kafka, `${prefix}ledger.signups`, [{ key: 's1', value: encodeSingleObject(signups, { account: 's1' }), headers: { 'message-id': 'msg-s1' } }]);
+    await waitUntil('s1 signed up', async () => (await pool.query(`SELECT 1 FROM signups WHERE account = 's1'`)).rows.length === 1);
+    expect(probe.intercepted).toContain('SignupHandler.onSignup:msg-s1');
+  });
+
+  it('ClientKafkaExactlyOnce: emit publishes through the EventPublisher (sent) to the @EventPattern handler; send is refused', async () => {
+    const client = app.get<ClientProxy>('LEDGER');
+    const result = await lastValueFrom(client.emit('ledger.entries', { value: { entryId: 'c1', account: 'acct-c', amount: 7 }, key: 'acct-c', messageId: 'msg-c1' }));
+    expect(result).toMatchObject({ status: 'sent', messageId: 'msg-c1' });
+    await waitUntil('c1 applied', async () => (await applied('acct-c')).length === 1);
+    await expect(lastValueFrom(client.emit('ledger.entries', { value: { entryId: 'c2', account: 'acct-c' }, key: 'acct-c' }))).rejects.toThrow(/amount/);
+    await expect(lastValueFrom(client.send('ledger.balance', {}))).rejects.toThrow(RequestResponseNotSupportedError);
+  });
+
+  it('ClientKafkaExactlyOnce: emit during a broker outage reports spooled, and the event arrives once when Kafka is back', async () => {
+    const client = app.get<ClientProxy>('LEDGER');
+    kafkaControl('stop');
+    let results: Array<{ status: string }>;
+    try {
+      results = [];
+      for (let i = 0; i < 5; i++) {
+        results.push(await lastValueFrom(client.emit('ledger.entries', { value: { entryId: `o${i}`, account: 'acct-o', amount: 1 + i }, key: 'acct-o', messageId: `msg-o${i}` })));
+      }
+    } finally {
+      kafkaControl('start');
+    }
+    expect(results.map((r) => r.status)).toEqual(Array(5).fill('spooled'));
+    await waitUntil('o0..o4 applied', async () => (await applied('acct-o')).length === 5, 120000);
+    expect((await applied('acct-o')).map((r) => r.entry_id)).toEqual(['o0', 'o1', 'o2', 'o3', 'o4']);
+    const outputs = await readTopic(kafka, `${prefix}ledger.applied`, { until: (rs) => rs.filter((r) => r.key === 'acct-o').length >= 5, timeoutMs: 30000, pollIdleMs: 2000 });
+    expect(outputs.filter((r) => r.key === 'acct-o').map((r) => r.headers['causation-id'])).toEqual(['msg-o0', 'msg-o1', 'msg-o2', 'msg-o3', 'msg-o4']);
+  });
+
+  it('refuses at boot a @MessagePattern handler bound to it (request-response), saying what to use', async () => {
+    await expect(startMicroservice(moduleOptions({ controllers: [LedgerController, RequestResponseController] }))).rejects.toThrow(HandlerRegistrationError);
+    await expect(startMicroservice(moduleOptions({ controllers: [RequestResponseController] }))).rejects.toThrow(/carries events, not requests.*@EventPattern/);
+  });
+});
