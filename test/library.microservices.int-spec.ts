@@ -19,14 +19,14 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { ClientProxy, ClientsModule, Ctx, EventPattern, MessagePattern, MicroserviceOptions, Payload } from '@nestjs/microservices';
+import { AsyncMicroserviceOptions, ClientProxy, ClientsModule, Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { mkdtempSync } from 'fs';
 import { Kafka, Message } from 'kafkajs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { Pool } from 'pg';
-import { lastValueFrom, Observable, tap } from 'rxjs';
+import { lastValueFrom, Observable, tap, throwError } from 'rxjs';
 import { DEAD_LETTER_HEADERS, EventContext, HandlerRegistrationError, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, OrderedEvent, OperatorStore, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
 import { clientKafkaExactlyOnce, KafkaExactlyOnceServer, RequestResponseNotSupportedError } from 'kafka-exactly-once/microservices';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
@@ -107,6 +107,14 @@ class RecordingFilter implements ExceptionFilter {
   }
 }
 
+/** An exception filter in the RPC style: it answers with an Observable that errors, as Nest's own RPC filter does. */
+@Catch()
+class RpcStyleFilter implements ExceptionFilter {
+  catch(exception: unknown): Observable<never> {
+    return throwError(() => ({ status: 'error', message: (exception as Error).message }));
+  }
+}
+
 async function apply(entry: Entry, ctx: EventContext): Promise<void> {
   if (entry.amount > LIMIT) {
     const approved = await ctx.manager.query('SELECT 1 FROM approvals WHERE entry_id = $1', [entry.entryId]);
@@ -129,6 +137,14 @@ class LedgerController {
   @EventPattern('ledger.entries')
   @OrderedEvent({ key: (e: Entry) => e.account.trim().toLowerCase() })
   async onEntry(@Payload(AccountPipe) entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    await apply(entry, ctx);
+  }
+
+  /** Fails for `bad-` accounts; its filter answers with an Observable that errors, which must not pass for success. */
+  @EventPattern('ledger.refunds', { schema: 'test.ledger.Entry', retry: { attempts: 2, initialDelayMs: 10 } })
+  @UseFilters(RpcStyleFilter)
+  async onRefund(@Payload() entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    if (entry.account.startsWith('bad-')) throw new Error(`refund ${entry.entryId} has no payment to refund`);
     await apply(entry, ctx);
   }
 
@@ -220,11 +236,11 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
   };
 
   async function startMicroservice(module: unknown): Promise<INestMicroservice> {
-    const microservice = await NestFactory.createMicroservice<MicroserviceOptions>(module as never, {
+    const microservice = await NestFactory.createMicroservice<AsyncMicroserviceOptions>(module as never, {
       inject: [KafkaExactlyOnceServer],
       useFactory: (server: KafkaExactlyOnceServer) => ({ strategy: server }),
       logger: new ConsoleLogger({ logLevels: ['warn', 'error'] }),
-    } as never);
+    });
     try {
       await microservice.listen();
     } catch (err) {
@@ -242,7 +258,7 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     await pool.query('CREATE TABLE applied (seq bigserial PRIMARY KEY, entry_id text UNIQUE, account text, attempt int)');
     await pool.query('CREATE TABLE approvals (entry_id text PRIMARY KEY)');
     await pool.query('CREATE TABLE signups (account text PRIMARY KEY)');
-    await createTopics(kafka, [`${prefix}ledger.entries`, `${prefix}ledger.transfers`, `${prefix}ledger.signups`, `${prefix}ledger.applied`], 3);
+    await createTopics(kafka, [`${prefix}ledger.entries`, `${prefix}ledger.transfers`, `${prefix}ledger.refunds`, `${prefix}ledger.signups`, `${prefix}ledger.applied`], 3);
     app = await startMicroservice(moduleOptions());
     store = new OperatorStore(pgPoolSql(pool), group);
   });
@@ -282,6 +298,16 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     });
     expect(probe.filtered).toContain('rpc:account blocked-7 is blocked by compliance');
     expect(await applied('blocked-7')).toEqual([]);
+  });
+
+  it('counts an Observable that errors, as an RPC-style exception filter answers, as a failure: retried, then dead-lettered', async () => {
+    await sendRaw(kafka, `${prefix}ledger.refunds`, [record('r1', 'bad-1', 3), record('r2', 'good-1', 4)]);
+    await waitUntil('r2 applied', async () => (await applied('good-1')).length === 1);
+    const letters = await readTopic(kafka, `${prefix}ledger.refunds.dlq`, { until: (rs) => rs.length >= 1, timeoutMs: 30000 });
+    expect(letters.map((l) => l.headers['message-id'])).toEqual(['msg-r1']);
+    expect(letters[0].headers[DEAD_LETTER_HEADERS.attempts]).toBe('2');
+    expect(letters[0].headers[DEAD_LETTER_HEADERS.errorMessage]).toContain('refund r1 has no payment to refund');
+    expect(await applied('bad-1')).toEqual([]);
   });
 
   it('retries a failing @EventPattern handler with the policy given with its pattern', async () => {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import type { Kafka } from 'kafkajs';
@@ -65,6 +65,9 @@ describe('the packed library in applications of their own', () => {
       writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
       run('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=error'], dir);
       run('npm', ['run', 'build'], dir); // tsc against the tarball's .d.ts files
+      // @nestjs/microservices is an optional peer: the Nest 11 example runs without it (the main entry does not
+      // need it), the Nest 12 one uses kafka-exactly-once/microservices with it.
+      expect(existsSync(join(dir, 'node_modules', '@nestjs', 'microservices'))).toBe(example === 'nest12-esm');
     }
   }, 600000);
 

@@ -30,6 +30,12 @@ export interface ConsumerAppConfig {
   adminToken?: string;
   /** PAYMENT_APPROVAL_LIMIT_CENTS: payments of this size or more need a row in payment_approvals (default 1000000). */
   approvalLimitCents: bigint;
+  /**
+   * CONSUMER_APP_TRANSPORT: how payments.requested is handled. `module` (default): PaymentsHandler, an
+   * @IdempotentHandler batch handler. `microservice`: PaymentsController, an @EventPattern handler under
+   * KafkaExactlyOnceServer, connected to this HTTP application as a hybrid microservice.
+   */
+  transport: 'module' | 'microservice';
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -38,6 +44,12 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
   return value;
+}
+
+function transport(raw: string | undefined): ConsumerAppConfig['transport'] {
+  if (raw === undefined || raw === '' || raw === 'module') return 'module';
+  if (raw === 'microservice') return 'microservice';
+  throw new Error(`CONSUMER_APP_TRANSPORT must be "module" or "microservice", got "${raw}"`);
 }
 
 export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): ConsumerAppConfig {
@@ -57,5 +69,6 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,
     adminToken: env.ADMIN_TOKEN || undefined,
     approvalLimitCents: BigInt(integer(env, 'PAYMENT_APPROVAL_LIMIT_CENTS', 1000000, 1)),
+    transport: transport(env.CONSUMER_APP_TRANSPORT),
   };
 }

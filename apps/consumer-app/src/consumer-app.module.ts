@@ -9,7 +9,10 @@ import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create
 import { CreatePaymentApprovals1764400500000 } from './migrations/1764400500000-create-payment-approvals';
 import { Account } from './payments/account.entity';
 import { LedgerEntry } from './payments/ledger-entry.entity';
+import { KafkaExactlyOnceServer } from 'kafka-exactly-once/microservices';
+import { PaymentsController } from './payments/payments.controller';
 import { PaymentsHandler } from './payments/payments.handler';
+import { PaymentsLedger } from './payments/payments.ledger';
 import { DemoTopicsInitializer } from './topics/demo-topics.initializer';
 import { DEMO_TOPICS } from './topics/demo-topics';
 import { User } from './users/user.entity';
@@ -25,6 +28,8 @@ export function schemasDirectory(): string {
   }
   return 'schemas';
 }
+
+const microservice = consumerAppConfig().transport === 'microservice';
 
 @Module({
   imports: [
@@ -63,7 +68,14 @@ export function schemasDirectory(): string {
     // Operators' REST endpoints (dead letters, parked accounts), only with a token (ADMIN_TOKEN).
     ...(consumerAppConfig().adminToken ? [KafkaExactlyOnceAdminModule.forRoot({ token: consumerAppConfig().adminToken! })] : []),
   ],
-  controllers: [HealthController, KafkaExactlyOnceMetricsController],
-  providers: [DemoTopicsInitializer, PaymentsHandler, UsersHandler, { provide: APPROVAL_LIMIT_CENTS, useFactory: () => consumerAppConfig().approvalLimitCents }],
+  controllers: [HealthController, KafkaExactlyOnceMetricsController, ...(microservice ? [PaymentsController] : [])],
+  providers: [
+    DemoTopicsInitializer,
+    PaymentsLedger,
+    UsersHandler,
+    // payments.requested: an @IdempotentHandler, or an @EventPattern handler under KafkaExactlyOnceServer.
+    ...(microservice ? [KafkaExactlyOnceServer] : [PaymentsHandler]),
+    { provide: APPROVAL_LIMIT_CENTS, useFactory: () => consumerAppConfig().approvalLimitCents },
+  ],
 })
 export class ConsumerAppModule {}

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { KafkaExactlyOnceServer } from 'kafka-exactly-once/microservices';
 import { consumerAppConfig } from './consumer-app.config';
 import { ConsumerAppModule } from './consumer-app.module';
 
@@ -8,6 +9,11 @@ async function bootstrap(): Promise<void> {
   const app = await NestFactory.create(ConsumerAppModule, { logger: ['log', 'warn', 'error'] });
   // SIGTERM: stop fetching, finish and commit the chunk in flight, disconnect.
   app.enableShutdownHooks();
+  if (config.transport === 'microservice') {
+    // A hybrid application: its @EventPattern handlers are consumed through KafkaExactlyOnceServer.
+    app.connectMicroservice({ strategy: app.get(KafkaExactlyOnceServer) });
+    await app.startAllMicroservices();
+  }
   await app.listen(config.httpPort, config.httpHost);
   const address = app.getHttpServer().address();
   new Logger('consumer-app').log(`listening on http://${config.httpHost}:${typeof address === 'object' && address ? address.port : config.httpPort} (GET /health)`);

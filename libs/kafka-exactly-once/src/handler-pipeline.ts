@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { ParamData } from '@nestjs/common';
 import { ExternalContextCreator } from '@nestjs/core';
+import { isObservable, lastValueFrom } from 'rxjs';
 
 /** Where Nest keeps a method's parameter decorators (`ROUTE_ARGS_METADATA` of @nestjs/common). */
 const ROUTE_ARGS_METADATA = '__routeArguments__';
@@ -43,7 +44,8 @@ export interface PipelineTarget {
  * `getContext()` the EventContext). An exception that escapes them rejects the returned promise with the
  * original error (Nest's RPC exception filter would replace it with `{ status: 'error' }`): the engine needs it
  * to tell a failed handler (retried, then dead-lettered or parked) from a fault of PostgreSQL (retried without
- * end).
+ * end). So does an Observable that errors, as a filter in the RPC style returns. A filter that returns anything
+ * else has handled the exception: the record counts as handled.
  */
 @Injectable()
 export class HandlerPipeline {
@@ -61,6 +63,19 @@ export class HandlerPipeline {
         getContextModuleKey: { value: () => moduleKey },
       }) as ExternalContextCreator;
     }
-    return contexts.create(target.instance as never, method, target.methodName, ROUTE_ARGS_METADATA, rpcParams, undefined, undefined, undefined, 'rpc');
+    const call = contexts.create(target.instance as never, method, target.methodName, ROUTE_ARGS_METADATA, rpcParams, undefined, undefined, undefined, 'rpc');
+    return async (...args: unknown[]) => {
+      const result: unknown = await call(...args);
+      // An exception filter in the RPC style answers with an Observable that errors (`throwError(...)`), and a
+      // handler may return an Observable: either fails the call when it errors, instead of passing for success.
+      if (!isObservable(result)) return result;
+      try {
+        return await lastValueFrom(result, { defaultValue: undefined });
+      } catch (err) {
+        // An RPC filter errors with what it answers the caller (`{ status: 'error', message }`): keep it as the cause.
+        if (err instanceof Error) throw err;
+        throw new Error(`the handler's exception filter answered ${JSON.stringify(err)}`, { cause: err });
+      }
+    };
   }
 }

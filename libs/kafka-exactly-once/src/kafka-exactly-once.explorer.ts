@@ -30,6 +30,8 @@ export interface TransportHandlerSpec {
   /** Schema full name; undefined: the module's `topics[topic].schema`. */
   schema?: string;
   retry?: IdempotentHandlerOptions['retry'];
+  /** Where the options come from, for boot errors: `@EventPattern extras`. */
+  source?: string;
 }
 
 /** Finds the @IdempotentHandler methods of the application's providers and checks them (fail fast at boot). */
@@ -110,7 +112,7 @@ export class KafkaExactlyOnceExplorer {
       name,
       topic: `${this.options.topicPrefix}${spec.topic}`,
       schema: this.registry.current(schemaName),
-      retry: this.handlerRetry(name, spec.retry),
+      retry: this.handlerRetry(name, spec.retry, spec.source ?? '@IdempotentHandler'),
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
       // A batch handler gets one event as a batch of one.
       invoke: batch
@@ -129,11 +131,11 @@ export class KafkaExactlyOnceExplorer {
   }
 
   /** The handler's own retry policy over the module's, held to the same rules (a boot error names the handler). */
-  private handlerRetry(name: string, retry: IdempotentHandlerOptions['retry']): HandlerDefinition['retry'] {
+  private handlerRetry(name: string, retry: IdempotentHandlerOptions['retry'], source: string): HandlerDefinition['retry'] {
     try {
       return resolveRetry(retry, this.options.retry, this.options.inbox.idleInTransactionTimeoutMs);
     } catch (err) {
-      if (err instanceof InvalidOptionsError) throw new HandlerRegistrationError(name, `@IdempotentHandler option "${err.field}" ${err.problem}`);
+      if (err instanceof InvalidOptionsError) throw new HandlerRegistrationError(name, `${source} option "${err.field}" ${err.problem}`);
       throw err;
     }
   }

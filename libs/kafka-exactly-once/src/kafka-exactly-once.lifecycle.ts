@@ -42,7 +42,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private retention?: InboxRetention;
   private replays?: ReplayWorker;
   private dataSource?: DataSource;
-  private transport?: { name: string; handlers: () => TransportHandlerSpec[] };
+  private transport?: { owner: object; name: string; handlers: () => TransportHandlerSpec[] };
   private explored = false;
 
   constructor(
@@ -56,20 +56,21 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   ) {}
 
   /**
-   * Called by a transport (KafkaExactlyOnceServer) that Nest bound handlers to: they are consumed with the
-   * module's own, in its consumer group. Nest binds them before the modules' init hooks run.
+   * Called by a transport (KafkaExactlyOnceServer) when a Nest microservice takes it as its strategy, before the
+   * application's init hooks: the @EventPattern handlers bound to it are consumed with the module's own, in its
+   * consumer group.
    */
-  useTransport(name: string, handlers: () => TransportHandlerSpec[]): void {
-    if (this.transport && this.transport.name !== name) {
-      throw new InvalidOptionsError('transport', `is ${this.transport.name} already; one KafkaExactlyOnceServer per module`);
+  useTransport(owner: object, name: string, handlers: () => TransportHandlerSpec[]): void {
+    if (this.transport && this.transport.owner !== owner) {
+      throw new InvalidOptionsError('transport', `is another ${this.transport.name} already; one KafkaExactlyOnceServer per module`);
     }
     if (this.explored) {
       throw new InvalidOptionsError(
         'transport',
-        `${name} got handlers after the module had found its own (they would not be consumed): connect the microservice before the application initializes (no deferInitialization)`,
+        `${name} became a transport after the module had found its handlers (its @EventPattern handlers would not be consumed): connect the microservice (connectMicroservice) before the application initializes (app.init or app.listen)`,
       );
     }
-    this.transport = { name, handlers };
+    this.transport = { owner, name, handlers };
   }
 
   onModuleInit(): void {

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { MetadataScanner, ModulesContainer } from '@nestjs/core';
-import { CustomTransportStrategy, MessageHandler, Server } from '@nestjs/microservices';
+import { CustomTransportStrategy, Server } from '@nestjs/microservices';
+import type { Subscription } from 'rxjs';
 import type { IdempotentHandlerOptions } from '../decorators/idempotent-handler.decorator';
 import { HandlerRegistrationError } from '../errors/handler-registration.error';
 import { RequestResponseNotSupportedError } from '../errors/request-response-not-supported.error';
@@ -14,6 +15,7 @@ export const KAFKA_EXACTLY_ONCE_TRANSPORT = Symbol('kafka-exactly-once');
 const PATTERN_METADATA = 'microservices:pattern';
 const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
 const TRANSPORT_METADATA = 'microservices:transport';
+const PATTERN_EXTRAS_METADATA = 'microservices:pattern_extras';
 const EVENT_HANDLER = 2; // PatternHandler.EVENT
 
 /** What `@EventPattern(topic, extras)` may carry for this transport. */
@@ -22,12 +24,6 @@ export interface KafkaExactlyOnceEventExtras {
   schema?: string;
   /** The handler's retry policy over the module's (as `@IdempotentHandler({ retry })`). */
   retry?: IdempotentHandlerOptions['retry'];
-}
-
-interface BoundPattern {
-  pattern: unknown;
-  isEventHandler: boolean;
-  extras: Record<string, unknown>;
 }
 
 /**
@@ -53,21 +49,28 @@ interface BoundPattern {
 export class KafkaExactlyOnceServer extends Server implements CustomTransportStrategy {
   override readonly transportId = KAFKA_EXACTLY_ONCE_TRANSPORT;
   protected override readonly logger = new Logger(KafkaExactlyOnceServer.name);
-  private readonly bound: BoundPattern[] = [];
   private readonly scanner = new MetadataScanner();
+  private readonly registration: Subscription;
+  private handlers = 0;
+  private refused?: Error;
 
   constructor(
     private readonly lifecycle: KafkaExactlyOnceLifecycle,
     private readonly modules: ModulesContainer,
   ) {
     super();
-  }
-
-  /** Nest binds each pattern handler here before the application's init hooks; the module finds them at its init. */
-  override addHandler(pattern: unknown, callback: MessageHandler, isEventHandler = false, extras: Record<string, unknown> = {}): void {
-    super.addHandler(pattern, callback, isEventHandler, extras);
-    if (this.bound.length === 0) this.lifecycle.useTransport(KafkaExactlyOnceServer.name, () => this.handlerSpecs());
-    this.bound.push({ pattern, isEventHandler, extras });
+    // A Nest microservice registers its transport as an RPC target when it is created, before the application's
+    // init hooks in every way of starting one (createMicroservice, connectMicroservice, init() or listen()
+    // first): from then on the module consumes the @EventPattern handlers Nest binds to this transport.
+    this.registration = this.modules.getRpcTargetRegistry().subscribe((target) => {
+      if (target !== this) return;
+      try {
+        this.lifecycle.useTransport(this, KafkaExactlyOnceServer.name, () => this.handlerSpecs());
+      } catch (err) {
+        // Too late (the module found its handlers already): the microservice's listen fails with it.
+        this.refused = err as Error;
+      }
+    });
   }
 
   /**
@@ -76,45 +79,34 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
    * `app.listen`) it is after.
    */
   listen(callback: (...optionalParams: unknown[]) => unknown): void {
-    this.logger.log(`${this.bound.length} @EventPattern handler(s) consumed through KafkaExactlyOnceModule`);
+    if (this.refused) {
+      callback(this.refused);
+      return;
+    }
+    this.logger.log(`${this.handlers} @EventPattern handler(s) consumed through KafkaExactlyOnceModule`);
     callback();
   }
 
   /** The module drains the unit of work in flight and disconnects in its shutdown hooks. */
-  close(): void {}
+  close(): void {
+    this.registration.unsubscribe();
+  }
 
   on(): never {
-    throw new Error('KafkaExactlyOnceServer has no events to listen to: see the module\'s health indicators and metrics');
+    throw new Error("KafkaExactlyOnceServer has no events to listen to: see the module's health indicators and metrics");
   }
 
   unwrap<T>(): T {
     return this.lifecycle as T;
   }
 
+  /**
+   * The pattern handlers of the application's controllers that Nest binds to this transport (those without a
+   * transport, and those of KAFKA_EXACTLY_ONCE_TRANSPORT), as the module's handler specs; what cannot be
+   * consumed exactly once is a boot error.
+   */
   private handlerSpecs(): TransportHandlerSpec[] {
-    const methods = this.eventMethods();
-    return this.bound.map(({ pattern, isEventHandler, extras }) => {
-      const found = methods.filter((m) => m.patterns.some((p) => p === pattern));
-      const name = found.map((m) => m.name).join(', ') || `pattern ${JSON.stringify(pattern)}`;
-      if (!isEventHandler) throw new HandlerRegistrationError(name, new RequestResponseNotSupportedError('@MessagePattern').message);
-      if (typeof pattern !== 'string' || pattern.length === 0) {
-        throw new HandlerRegistrationError(name, `the pattern of an @EventPattern handler is the topic it consumes, a non-empty string (got ${JSON.stringify(pattern)})`);
-      }
-      if (found.length !== 1) {
-        throw new HandlerRegistrationError(name, `topic "${pattern}" needs exactly one @EventPattern handler in the consumer group (found ${found.length})`);
-      }
-      const [method] = found;
-      const { schema, retry } = extras as KafkaExactlyOnceEventExtras;
-      if (schema !== undefined && (typeof schema !== 'string' || schema.length === 0)) {
-        throw new HandlerRegistrationError(method.name, `@EventPattern extras "schema" must be a schema's full name (got ${JSON.stringify(schema)})`);
-      }
-      return { name: method.name, instance: method.instance, methodName: method.methodName, moduleKey: method.moduleKey, isStatic: method.isStatic, topic: pattern, schema, retry };
-    });
-  }
-
-  /** The @EventPattern methods of the application's controllers that may be bound to this transport. */
-  private eventMethods(): Array<{ name: string; instance: object; methodName: string; moduleKey: string; isStatic: boolean; patterns: unknown[] }> {
-    const found = [];
+    const specs: TransportHandlerSpec[] = [];
     for (const [moduleKey, moduleRef] of this.modules.entries()) {
       for (const wrapper of moduleRef.controllers.values()) {
         const instance = wrapper.instance as Record<string, unknown> | undefined;
@@ -122,14 +114,26 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
         const prototype = Object.getPrototypeOf(instance) as object;
         for (const methodName of this.scanner.getAllMethodNames(prototype)) {
           const method = (prototype as Record<string, unknown>)[methodName] as object;
-          if (Reflect.getMetadata(PATTERN_HANDLER_METADATA, method) !== EVENT_HANDLER) continue;
+          const kind = Reflect.getMetadata(PATTERN_HANDLER_METADATA, method) as number | undefined;
+          if (kind === undefined) continue;
           const transport = Reflect.getMetadata(TRANSPORT_METADATA, method) as unknown;
           if (transport !== undefined && transport !== KAFKA_EXACTLY_ONCE_TRANSPORT) continue;
-          const patterns = (Reflect.getMetadata(PATTERN_METADATA, method) as unknown[] | undefined) ?? [];
-          found.push({ name: `${instance.constructor.name}.${methodName}`, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), patterns });
+          const name = `${instance.constructor.name}.${methodName}`;
+          if (kind !== EVENT_HANDLER) throw new HandlerRegistrationError(name, new RequestResponseNotSupportedError('@MessagePattern').message);
+          const extras = (Reflect.getMetadata(PATTERN_EXTRAS_METADATA, method) ?? {}) as KafkaExactlyOnceEventExtras;
+          if (extras.schema !== undefined && (typeof extras.schema !== 'string' || extras.schema.length === 0)) {
+            throw new HandlerRegistrationError(name, `@EventPattern extras "schema" must be a schema's full name (got ${JSON.stringify(extras.schema)})`);
+          }
+          for (const pattern of (Reflect.getMetadata(PATTERN_METADATA, method) as unknown[] | undefined) ?? []) {
+            if (typeof pattern !== 'string' || pattern.length === 0) {
+              throw new HandlerRegistrationError(name, `the pattern of an @EventPattern handler is the topic it consumes, a non-empty string (got ${JSON.stringify(pattern)})`);
+            }
+            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, schema: extras.schema, retry: extras.retry, source: '@EventPattern extras' });
+          }
         }
       }
     }
-    return found;
+    this.handlers = specs.length;
+    return specs;
   }
 }

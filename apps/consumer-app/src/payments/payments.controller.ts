@@ -1,0 +1,28 @@
+import { Controller, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { EventContext, OrderedEvent } from 'kafka-exactly-once';
+import type { KafkaExactlyOnceEventExtras } from 'kafka-exactly-once/microservices';
+import { DEMO_TOPICS } from '../topics/demo-topics';
+import { FrozenAccountsGuard } from './frozen-accounts.guard';
+import { HandlerCallsInterceptor } from './handler-calls.interceptor';
+import type { PaymentRequested } from './payment.events';
+import { accountOrderingKey } from './payments.handler';
+import { PaymentsLedger } from './payments.ledger';
+
+/**
+ * payments.requested as a Nest microservice handler (CONSUMER_APP_TRANSPORT=microservice): an @EventPattern
+ * method under KafkaExactlyOnceServer, with the same promises as PaymentsHandler (exactly once, in order per
+ * account, a failure parks the account), one payment per call, with Nest's guards and interceptors around it.
+ */
+@Controller()
+@UseGuards(FrozenAccountsGuard)
+@UseInterceptors(HandlerCallsInterceptor)
+export class PaymentsController {
+  constructor(private readonly ledger: PaymentsLedger) {}
+
+  @EventPattern(DEMO_TOPICS.paymentsRequested, { schema: 'com.example.PaymentRequested' } satisfies KafkaExactlyOnceEventExtras)
+  @OrderedEvent({ key: accountOrderingKey })
+  async onPaymentRequested(@Payload() payment: PaymentRequested, @Ctx() ctx: EventContext): Promise<void> {
+    await this.ledger.apply([{ event: payment, ctx }], ctx.manager);
+  }
+}
