@@ -72,6 +72,7 @@ export class KafkaExactlyOnceExplorer {
       handlers.push(this.define(spec, false, this.accessor.orderedEvent((spec.instance as Record<string, (...args: unknown[]) => unknown>)[spec.methodName])));
     }
     this.checkUnique(handlers);
+    this.warnUnconsumedOrdering(handlers);
     if (handlers.length > 0 && !this.options.groupId) {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
@@ -137,6 +138,25 @@ export class KafkaExactlyOnceExplorer {
     } catch (err) {
       if (err instanceof InvalidOptionsError) throw new HandlerRegistrationError(name, `${source} option "${err.field}" ${err.problem}`);
       throw err;
+    }
+  }
+
+  /**
+   * @OrderedEvent on a controller method that this module does not consume (an @EventPattern of another
+   * transport, or no KafkaExactlyOnceServer in the application) orders nothing: said at boot.
+   */
+  private warnUnconsumedOrdering(handlers: HandlerDefinition[]): void {
+    const consumed = new Set(handlers.map((h) => h.name));
+    for (const wrapper of this.discovery.getControllers()) {
+      const metatype = (wrapper.instance?.constructor ?? wrapper.metatype) as (new (...args: unknown[]) => unknown) | undefined;
+      if (!metatype?.prototype) continue;
+      for (const methodName of this.scanner.getAllMethodNames(metatype.prototype)) {
+        const method = metatype.prototype[methodName as keyof typeof metatype.prototype] as (...args: unknown[]) => unknown;
+        const name = `${metatype.name}.${methodName}`;
+        if (this.accessor.orderedEvent(method) && !consumed.has(name)) {
+          this.logger.warn(`${name} has @OrderedEvent but this module does not consume it: it orders only @IdempotentHandler methods and @EventPattern handlers bound to KafkaExactlyOnceServer`);
+        }
+      }
     }
   }
 

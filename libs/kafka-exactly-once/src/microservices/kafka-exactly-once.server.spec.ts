@@ -1,4 +1,4 @@
-import { Controller, Injectable } from '@nestjs/common';
+import { Controller, Injectable, Logger } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { mkdtempSync, writeFileSync } from 'fs';
@@ -49,6 +49,13 @@ class NoSchemaController {
 class ObjectPatternController {
   @EventPattern({ cmd: 'ping' }, { schema: 't.Ping' })
   onObject() {}
+}
+
+@Controller()
+class ElsewhereOrderedController {
+  @EventPattern('elsewhere', Transport.KAFKA)
+  @OrderedEvent()
+  onElsewhere() {}
 }
 
 @Controller()
@@ -117,6 +124,19 @@ describe('KafkaExactlyOnceServer', () => {
 
   it('holds the retry policy of the pattern to the module\'s rules, naming where it came from', async () => {
     await expect(microservice([BadRetryController])).rejects.toThrow(/BadRetryController\.onPing: @EventPattern extras option "retry\.attempts" must be an integer >= 1, got 0/);
+  });
+
+  it('warns at boot about @OrderedEvent on a handler it does not consume (bound to another transport)', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      const { app } = await microservice([PingController, ElsewhereOrderedController]);
+      const warnings = warn.mock.calls.map(([message]) => String(message));
+      expect(warnings).toContainEqual(expect.stringMatching(/^ElsewhereOrderedController\.onElsewhere has @OrderedEvent but this module does not consume it/));
+      expect(warnings.some((w) => w.startsWith('PingController.onPing has @OrderedEvent'))).toBe(false);
+      await app.close();
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('refuses an @EventPattern and an @IdempotentHandler on the same topic', async () => {
