@@ -35,28 +35,9 @@ import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { schemasDirectory, sendRaw } from './support/library';
+import { APPLIED, ENTRY, Entry, LIMIT } from './support/ledger';
 
-const ENTRY = {
-  type: 'record',
-  name: 'Entry',
-  namespace: 'test.ledger',
-  fields: [
-    { name: 'entryId', type: 'string' },
-    { name: 'account', type: 'string' },
-    { name: 'amount', type: 'int' },
-  ],
-};
-const APPLIED = { type: 'record', name: 'Applied', namespace: 'test.ledger', fields: [{ name: 'entryId', type: 'string' }, { name: 'balance', type: 'int' }] };
 const SIGNUP = { type: 'record', name: 'Signup', namespace: 'test.ledger', fields: [{ name: 'account', type: 'string' }] };
-
-interface Entry {
-  entryId: string;
-  account: string;
-  amount: number;
-}
-
-/** Entries over this amount need a row in `approvals`, else the handler refuses them for good. */
-const LIMIT = 1000;
 
 /** What the enhancers saw, per suite run. */
 class PipelineProbe {

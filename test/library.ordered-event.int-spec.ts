@@ -11,29 +11,10 @@ import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { schemasDirectory, sendRaw } from './support/library';
+import { APPLIED, ENTRY, Entry, LIMIT } from './support/ledger';
 
-const ENTRY = {
-  type: 'record',
-  name: 'Entry',
-  namespace: 'test.ledger',
-  fields: [
-    { name: 'entryId', type: 'string' },
-    { name: 'account', type: 'string' },
-    { name: 'amount', type: 'int' },
-  ],
-};
 /** A newer version of Entry (a field with a default): its fingerprint is unknown until it is deployed. */
 const ENTRY_V2 = { ...ENTRY, fields: [...ENTRY.fields, { name: 'memo', type: 'string', default: '' }] };
-const APPLIED = { type: 'record', name: 'Applied', namespace: 'test.ledger', fields: [{ name: 'entryId', type: 'string' }, { name: 'balance', type: 'int' }] };
-
-/** Entries over this amount need a row in `approvals`, else the handler refuses them for good. */
-const LIMIT = 1000;
-
-interface Entry {
-  entryId: string;
-  account: string;
-  amount: number;
-}
 
 async function apply(event: Entry, ctx: EventContext): Promise<void> {
   if (event.amount > LIMIT && (await ctx.manager.query('SELECT 1 FROM approvals WHERE entry_id = $1', [event.entryId])).length === 0) {
