@@ -27,7 +27,7 @@ describe('consumer-app: stalled zombie', () => {
     await zombie.waitForLog(/fault injection: SIGSTOP at before-kafka-commit #2/, 60000);
     // Past the 6 s session timeout the survivor owns every partition and replays the zombie's recorded outputs.
     const mark = survivor.logs().length;
-    await survivor.waitForLog(/assigned \S+payments\.requested\[0,1,2,3,4,5\]/, 60000, mark);
+    await survivor.waitForLog(/assigned [^\n]*\bpayments\.requested\[0,1,2,3,4,5\]/, 60000, mark);
     await new Promise((r) => setTimeout(r, 3000));
     zombie.signal('SIGCONT');
 
@@ -48,7 +48,7 @@ describe('consumer-app: stalled zombie', () => {
 
     await zombie.waitForLog(/fault injection: SIGSTOP at mid-chunk #2/, 60000);
     const mark = survivor.logs().length;
-    await survivor.waitForLog(/assigned \S+payments\.requested\[0,1,2,3,4,5\]/, 60000, mark);
+    await survivor.waitForLog(/assigned [^\n]*\bpayments\.requested\[0,1,2,3,4,5\]/, 60000, mark);
     // The survivor finishes everything while the zombie is still frozen: PostgreSQL ended the zombie's
     // transaction after the idle timeout, releasing the inbox rows it had claimed.
     await waitForGroupCaughtUp(kafka, scope.groupId, topic, 180000);
