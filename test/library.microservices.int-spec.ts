@@ -18,7 +18,7 @@ import {
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { AsyncMicroserviceOptions, ClientProxy, ClientsModule, Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { mkdtempSync } from 'fs';
@@ -26,7 +26,7 @@ import { Kafka, Message } from 'kafkajs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { Pool } from 'pg';
-import { lastValueFrom, Observable, tap, throwError } from 'rxjs';
+import { catchError, lastValueFrom, Observable, of, tap, throwError, timeout } from 'rxjs';
 import { DEAD_LETTER_HEADERS, EventContext, HandlerRegistrationError, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, OrderedEvent, OperatorStore, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
 import { clientKafkaExactlyOnce, KafkaExactlyOnceServer, RequestResponseNotSupportedError } from 'kafka-exactly-once/microservices';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
@@ -38,6 +38,19 @@ import { schemasDirectory, sendRaw } from './support/library';
 import { APPLIED, ENTRY, Entry, LIMIT } from './support/ledger';
 
 const SIGNUP = { type: 'record', name: 'Signup', namespace: 'test.ledger', fields: [{ name: 'account', type: 'string' }] };
+
+/** Keeps what was logged at warn and error level, with its context. */
+class CapturingLogger extends ConsoleLogger {
+  readonly lines: Array<{ level: 'warn' | 'error'; context: string; message: string }> = [];
+  override warn(message: unknown, ...rest: unknown[]): void {
+    this.lines.push({ level: 'warn', context: String(rest.at(-1)), message: String(message) });
+    super.warn(message, ...(rest as []));
+  }
+  override error(message: unknown, ...rest: unknown[]): void {
+    this.lines.push({ level: 'error', context: String(rest.at(-1)), message: message instanceof Error ? message.message : String(message) });
+    super.error(message, ...(rest as []));
+  }
+}
 
 /** What the enhancers saw, per suite run. */
 class PipelineProbe {
@@ -96,6 +109,42 @@ class RpcStyleFilter implements ExceptionFilter {
   }
 }
 
+/** A filter that only logs (and answers nothing but a Promise): the handler has failed all the same. */
+@Catch()
+@Injectable()
+class AsyncLoggingFilter implements ExceptionFilter {
+  constructor(@Inject(PipelineProbe) private readonly probe: PipelineProbe) {}
+
+  async catch(exception: unknown): Promise<void> {
+    await new Promise((r) => setTimeout(r, 1));
+    this.probe.filtered.push(`async:${(exception as Error).message}`);
+  }
+}
+
+/** An interceptor that swallows the handler's error: it must not pass for success. */
+@Injectable()
+class SwallowingInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(catchError(() => of(undefined)));
+  }
+}
+
+/** Gives up on the handler after 50 ms, as a timeout interceptor does, while the handler goes on. */
+@Injectable()
+class ImpatientInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(timeout(50));
+  }
+}
+
+/** What an HTTP application's global guard does to a Kafka event: refuse it. Global enhancers must not apply. */
+@Injectable()
+class HttpOnlyGlobalGuard implements CanActivate {
+  canActivate(): boolean {
+    return false;
+  }
+}
+
 async function apply(entry: Entry, ctx: EventContext): Promise<void> {
   if (entry.amount > LIMIT) {
     const approved = await ctx.manager.query('SELECT 1 FROM approvals WHERE entry_id = $1', [entry.entryId]);
@@ -129,6 +178,29 @@ class LedgerController {
     await apply(entry, ctx);
   }
 
+  @EventPattern('ledger.fees', { schema: 'test.ledger.Entry', retry: { attempts: 2, initialDelayMs: 10 } })
+  @UseFilters(AsyncLoggingFilter)
+  async onFee(@Payload() entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    await apply(entry, ctx);
+    if (entry.account.startsWith('bad-')) throw new Error(`fee ${entry.entryId} failed after its writes`);
+  }
+
+  @EventPattern('ledger.rebates', { schema: 'test.ledger.Entry', retry: { attempts: 2, initialDelayMs: 10 } })
+  @UseInterceptors(SwallowingInterceptor)
+  async onRebate(@Payload() entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    await apply(entry, ctx);
+    if (entry.account.startsWith('bad-')) throw new Error(`rebate ${entry.entryId} failed after its writes`);
+  }
+
+  // The wait before the second attempt outlasts the first one's handler: unless the pipeline waits for it, its
+  // late writes land in the unit's transaction after the rollback of its attempt, and are committed.
+  @EventPattern('ledger.slow', { schema: 'test.ledger.Entry', retry: { attempts: 2, initialDelayMs: 600 } })
+  @UseInterceptors(ImpatientInterceptor)
+  async onSlow(@Payload() entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
+    if (entry.account.startsWith('slow-')) await new Promise((r) => setTimeout(r, 300));
+    await apply(entry, ctx);
+  }
+
   /** Unordered (dead-letter and go on); its schema given with the pattern. */
   @EventPattern('ledger.transfers', { schema: 'test.ledger.Entry', retry: { attempts: 3, initialDelayMs: 10 } })
   async onTransfer(@Payload() entry: Entry, @Ctx() ctx: EventContext): Promise<void> {
@@ -143,6 +215,7 @@ class LedgerController {
 class SignupHandler {
   @IdempotentHandler({ topic: 'ledger.signups', schema: 'test.ledger.Signup' })
   async onSignup(event: { account: string }, ctx: EventContext): Promise<void> {
+    if (event.account.startsWith('bad-')) throw new NonRetriableHandlerError(`signup ${event.account} is refused`);
     await ctx.manager.query('INSERT INTO signups (account) VALUES ($1)', [event.account]);
   }
 }
@@ -168,6 +241,7 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
   let pool: Pool;
   let store: OperatorStore;
   const probe = new PipelineProbe();
+  const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
   const prefix = `${uniqueTopic('microservice')}.`;
   const group = `${prefix}group`;
   const dir = schemasDirectory('microservice', { 'entry.v1.avsc': ENTRY, 'applied.v1.avsc': APPLIED, 'signup.v1.avsc': SIGNUP });
@@ -210,7 +284,15 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
         ClientsModule.registerAsync([clientKafkaExactlyOnce('LEDGER')]),
       ],
       controllers: (extra.controllers ?? [LedgerController]) as never[],
-      providers: [{ provide: PipelineProbe, useValue: probe }, CountingInterceptor, RecordingFilter, SignupHandler, KafkaExactlyOnceServer],
+      providers: [
+        { provide: PipelineProbe, useValue: probe },
+        { provide: APP_GUARD, useClass: HttpOnlyGlobalGuard },
+        CountingInterceptor,
+        RecordingFilter,
+        AsyncLoggingFilter,
+        SignupHandler,
+        KafkaExactlyOnceServer,
+      ],
     })
     class LedgerMicroserviceModule {}
     return LedgerMicroserviceModule;
@@ -220,7 +302,7 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     const microservice = await NestFactory.createMicroservice<AsyncMicroserviceOptions>(module as never, {
       inject: [KafkaExactlyOnceServer],
       useFactory: (server: KafkaExactlyOnceServer) => ({ strategy: server }),
-      logger: new ConsoleLogger({ logLevels: ['warn', 'error'] }),
+      logger,
     });
     try {
       await microservice.listen();
@@ -239,7 +321,7 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     await pool.query('CREATE TABLE applied (seq bigserial PRIMARY KEY, entry_id text UNIQUE, account text, attempt int)');
     await pool.query('CREATE TABLE approvals (entry_id text PRIMARY KEY)');
     await pool.query('CREATE TABLE signups (account text PRIMARY KEY)');
-    await createTopics(kafka, [`${prefix}ledger.entries`, `${prefix}ledger.transfers`, `${prefix}ledger.refunds`, `${prefix}ledger.signups`, `${prefix}ledger.applied`], 3);
+    await createTopics(kafka, [`${prefix}ledger.entries`, `${prefix}ledger.transfers`, `${prefix}ledger.refunds`, `${prefix}ledger.fees`, `${prefix}ledger.rebates`, `${prefix}ledger.slow`, `${prefix}ledger.signups`, `${prefix}ledger.applied`], 3);
     app = await startMicroservice(moduleOptions());
     store = new OperatorStore(pgPoolSql(pool), group);
   });
@@ -291,6 +373,32 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     expect(await applied('bad-1')).toEqual([]);
   });
 
+  it('a handler that throws has failed, whatever its filter answers or its interceptor catches: its writes are rolled back', async () => {
+    await sendRaw(kafka, `${prefix}ledger.fees`, [record('x1', 'bad-fee', 3), record('x2', 'good-fee', 4)]);
+    await sendRaw(kafka, `${prefix}ledger.rebates`, [record('y1', 'bad-rebate', 3), record('y2', 'good-rebate', 4)]);
+    await waitUntil('x2 and y2 applied', async () => (await applied('good-fee')).length === 1 && (await applied('good-rebate')).length === 1);
+    for (const topic of ['fees', 'rebates']) {
+      const [letter, ...more] = await readTopic(kafka, `${prefix}ledger.${topic}.dlq`, { until: (rs) => rs.length >= 1, timeoutMs: 30000 });
+      expect(more).toEqual([]);
+      expect(letter.headers).toMatchObject({ [DEAD_LETTER_HEADERS.attempts]: '2', [DEAD_LETTER_HEADERS.errorClass]: 'Error' });
+      expect(letter.headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/failed after its writes/);
+    }
+    // The filter saw every failed attempt (the unit's first, optimistic pass included).
+    expect(probe.filtered.filter((f) => f === 'async:fee x1 failed after its writes').length).toBeGreaterThanOrEqual(2);
+    expect(await applied('bad-fee')).toEqual([]);
+    expect(await applied('bad-rebate')).toEqual([]);
+  });
+
+  it('waits for a handler its interceptor gave up on (a timeout) before rolling back: none of its writes stay', async () => {
+    await sendRaw(kafka, `${prefix}ledger.slow`, [record('z1', 'slow-1', 5), record('z2', 'quick-1', 6)]);
+    const [letter] = await readTopic(kafka, `${prefix}ledger.slow.dlq`, { until: (rs) => rs.length >= 1, timeoutMs: 30000 });
+    expect(letter.headers).toMatchObject({ 'message-id': 'msg-z1', [DEAD_LETTER_HEADERS.errorClass]: 'TimeoutError', [DEAD_LETTER_HEADERS.attempts]: '2' });
+    await waitUntil('z2 applied', async () => (await applied('quick-1')).length === 1);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await applied('slow-1')).toEqual([]);
+    expect((await pool.query(`SELECT balance FROM balances WHERE account = 'slow-1'`)).rows).toEqual([]);
+  });
+
   it('retries a failing @EventPattern handler with the policy given with its pattern', async () => {
     await sendRaw(kafka, `${prefix}ledger.transfers`, [record('f1', 'flaky', 2)]);
     await waitUntil('f1 applied', async () => (await applied('flaky')).length === 1);
@@ -313,6 +421,17 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     await sendRaw(kafka, `${prefix}ledger.signups`, [{ key: 's1', value: encodeSingleObject(signups, { account: 's1' }), headers: { 'message-id': 'msg-s1' } }]);
     await waitUntil('s1 signed up', async () => (await pool.query(`SELECT 1 FROM signups WHERE account = 's1'`)).rows.length === 1);
     expect(probe.intercepted).toContain('SignupHandler.onSignup:msg-s1');
+  });
+
+  it('logs handler failures once, through the library (Nest\'s default exception handler logs nothing)', async () => {
+    // A handler without an exception filter of its own fails: Nest's default one would log it at error level.
+    const signups = SchemaRegistry.fromDirectory(dir).current('test.ledger.Signup');
+    await sendRaw(kafka, `${prefix}ledger.signups`, [{ key: 'bad-s', value: encodeSingleObject(signups, { account: 'bad-s' }), headers: { 'message-id': 'msg-bad-s' } }]);
+    await readTopic(kafka, `${prefix}ledger.signups.dlq`, { until: (rs) => rs.length >= 1, timeoutMs: 30000 });
+    expect(logger.lines.filter((l) => l.context === 'ExceptionsHandler')).toEqual([]);
+    expect(logger.lines.some((l) => l.level === 'warn' && l.message.includes('"messageId":"msg-bad-s"') && l.message.includes('signup bad-s is refused'))).toBe(true);
+    // The flaky transfer's first attempt (an earlier test): one warning of the library's.
+    expect(logger.lines.some((l) => l.level === 'warn' && l.message.startsWith('LedgerController.onTransfer failed on') && l.message.includes('(attempt 1/3): flaky downstream'))).toBe(true);
   });
 
   it('ClientKafkaExactlyOnce: emit publishes through the EventPublisher (sent) to the @EventPattern handler; send is refused', async () => {

@@ -1,6 +1,4 @@
-import { BadRequestException, ForbiddenException, InternalServerErrorException, ServiceUnavailableException } from '@nestjs/common';
-import { RpcException } from '@nestjs/microservices';
-import { isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
+import { REFUSED_BY_PIPELINE, isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
 describe('error classification', () => {
   const pgError = (code: string) => Object.assign(new Error(`pg ${code}`), { name: 'QueryFailedError', driverError: { code } });
@@ -59,12 +57,10 @@ describe('error classification', () => {
     expect(isRetriableHandlerError(Object.assign(new Error('x'), { retriable: false }))).toBe(false);
   });
 
-  it('does not retry what the guards and pipes refuse: 4xx HttpExceptions and RpcException', () => {
-    expect(isRetriableHandlerError(new ForbiddenException('tenant suspended'))).toBe(false);
-    expect(isRetriableHandlerError(new BadRequestException(['amountCents must be a number']))).toBe(false);
-    expect(isRetriableHandlerError(new RpcException('no such account'))).toBe(false);
-    // A 5xx says the server failed, not the event: tried again.
-    expect(isRetriableHandlerError(new ServiceUnavailableException())).toBe(true);
-    expect(isRetriableHandlerError(new InternalServerErrorException())).toBe(true);
+  it('does not retry what Nest\'s pipeline marked as a refusal', () => {
+    const refused = new Error('Forbidden resource');
+    Object.defineProperty(refused, REFUSED_BY_PIPELINE, { value: true });
+    expect(isRetriableHandlerError(refused)).toBe(false);
+    expect(isRetriableHandlerError(new Error('Forbidden resource'))).toBe(true);
   });
 });

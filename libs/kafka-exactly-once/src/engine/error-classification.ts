@@ -1,5 +1,3 @@
-import { HttpException } from '@nestjs/common';
-
 /**
  * What a failed unit of work tells the engine, decided by evidence (docs/protocol.md, "Failures"): only faults of the
  * infrastructure itself are retried without end; anything else may have been caused by one of the records,
@@ -94,17 +92,15 @@ export function isOutputTooLarge(err: unknown): boolean {
   return false;
 }
 
+/** Marks an error that Nest's pipeline raised to refuse an event before its handler ran (see HandlerPipeline). */
+export const REFUSED_BY_PIPELINE = Symbol('kafka-exactly-once:refused-by-pipeline');
+
 /**
- * Whether the handler's error is worth another attempt: everything unless it says it is not, or it is a refusal
- * of Nest's pipeline (what guards and pipes throw: an HttpException of a 4xx status, such as the
- * ForbiddenException of a guard that returns false or the BadRequestException of a ValidationPipe, or an
- * RpcException), which the same event meets again on every attempt.
+ * Whether the handler's error is worth another attempt: everything unless it says it is not, or Nest's pipeline
+ * refused the event before the handler ran (a guard or a pipe: the same event meets it again on every attempt).
  */
 export function isRetriableHandlerError(err: unknown): boolean {
   const retriable = (err as { retriable?: unknown } | undefined)?.retriable;
   if (retriable === false) return false;
-  if (err instanceof HttpException && err.getStatus() >= 400 && err.getStatus() < 500) return false;
-  // @nestjs/microservices' RpcException, without depending on that package.
-  if ((err as { constructor?: { name?: string } } | undefined)?.constructor?.name === 'RpcException') return false;
-  return true;
+  return !(typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[REFUSED_BY_PIPELINE] === true);
 }

@@ -108,8 +108,10 @@ async function attempts(deps: InvocationDeps, runner: QueryRunner, record: Invoc
       await runner.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
       if (isConnectionFault(err)) throw err;
       if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) return { ok: false, attempts: attempt, error: err };
-      const { topic, partition, offset, messageId } = record.info;
-      deps.logger.warn(`${handler.name} failed on ${topic}[${partition}]@${offset} (message ${messageId}) (attempt ${attempt}/${handler.retry.attempts}): ${(err as Error)?.message}`);
+      const { topic, partition, offset } = record.info;
+      // The display id and a bounded message: both can carry a record's bytes, of any length.
+      const message = String((err as Error)?.message ?? err).slice(0, 300);
+      deps.logger.warn(`${handler.name} failed on ${topic}[${partition}]@${offset} (message ${record.id.displayId}) (attempt ${attempt}/${handler.retry.attempts}): ${message}`);
       await pauseWithHeartbeats(retryDelay(handler.retry, attempt), options.consumer.heartbeatInterval, deps.heartbeat);
     }
   }
