@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper';
 import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.decorator';
 import type { OrderedEventOptions } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
@@ -51,21 +52,15 @@ export class KafkaExactlyOnceExplorer {
   /** The @IdempotentHandler methods of the application's providers, and the handlers transports found. */
   explore(transportHandlers: TransportHandlerSpec[] = []): HandlerDefinition[] {
     const handlers: HandlerDefinition[] = [];
-    for (const wrapper of this.discovery.getProviders()) {
-      const metatype = (wrapper.instance?.constructor ?? wrapper.metatype) as (new (...args: unknown[]) => unknown) | undefined;
-      if (!metatype || typeof metatype !== 'function' || !metatype.prototype) continue;
-      for (const methodName of this.scanner.getAllMethodNames(metatype.prototype)) {
-        const method = metatype.prototype[methodName as keyof typeof metatype.prototype] as (...args: unknown[]) => unknown;
-        const metadata = this.accessor.idempotentHandler(method);
-        const ordering = this.accessor.orderedEvent(method);
-        if (metadata) {
-          handlers.push(
-            this.define({ name: `${metatype.name}.${methodName}`, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, schema: metadata.schema, retry: metadata.retry }, metadata.batch ?? false, ordering),
-          );
-        }
-        else if (ordering) {
-          throw new HandlerRegistrationError(`${metatype.name}.${methodName}`, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
-        }
+    for (const { wrapper, name, methodName, method } of this.methodsOf(this.discovery.getProviders())) {
+      const metadata = this.accessor.idempotentHandler(method);
+      const ordering = this.accessor.orderedEvent(method);
+      if (metadata) {
+        handlers.push(
+          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, schema: metadata.schema, retry: metadata.retry }, metadata.batch ?? false, ordering),
+        );
+      } else if (ordering) {
+        throw new HandlerRegistrationError(name, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
       }
     }
     for (const spec of transportHandlers) {
@@ -147,15 +142,21 @@ export class KafkaExactlyOnceExplorer {
    */
   private warnUnconsumedOrdering(handlers: HandlerDefinition[]): void {
     const consumed = new Set(handlers.map((h) => h.name));
-    for (const wrapper of this.discovery.getControllers()) {
+    for (const { name, method } of this.methodsOf(this.discovery.getControllers())) {
+      if (this.accessor.orderedEvent(method) && !consumed.has(name)) {
+        this.logger.warn(`${name} has @OrderedEvent but this module does not consume it: it orders only @IdempotentHandler methods and @EventPattern handlers bound to KafkaExactlyOnceServer`);
+      }
+    }
+  }
+
+  /** Every method of these providers' or controllers' classes, named `Class.method`. */
+  private *methodsOf(wrappers: InstanceWrapper[]): Generator<{ wrapper: InstanceWrapper; name: string; methodName: string; method: (...args: unknown[]) => unknown }> {
+    for (const wrapper of wrappers) {
       const metatype = (wrapper.instance?.constructor ?? wrapper.metatype) as (new (...args: unknown[]) => unknown) | undefined;
-      if (!metatype?.prototype) continue;
+      if (!metatype || typeof metatype !== 'function' || !metatype.prototype) continue;
       for (const methodName of this.scanner.getAllMethodNames(metatype.prototype)) {
         const method = metatype.prototype[methodName as keyof typeof metatype.prototype] as (...args: unknown[]) => unknown;
-        const name = `${metatype.name}.${methodName}`;
-        if (this.accessor.orderedEvent(method) && !consumed.has(name)) {
-          this.logger.warn(`${name} has @OrderedEvent but this module does not consume it: it orders only @IdempotentHandler methods and @EventPattern handlers bound to KafkaExactlyOnceServer`);
-        }
+        yield { wrapper, name: `${metatype.name}.${methodName}`, methodName, method };
       }
     }
   }
