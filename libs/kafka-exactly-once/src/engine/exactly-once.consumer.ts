@@ -308,7 +308,7 @@ export class ExactlyOnceConsumer {
         resolveOffset(outcome.lastOffset);
         index += outcome.count;
         session.infrastructureFailures = 0;
-        session.progress.committedUpTo(BigInt(outcome.lastOffset) + 1n);
+        session.committed(BigInt(outcome.lastOffset) + 1n);
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered`;
@@ -490,11 +490,17 @@ export class ExactlyOnceConsumer {
     }
   }
 
-  /** Drops the records below the session's committed floor (already done) and moves the fetch position past them. */
+  /**
+   * Drops the records below the session's committed floor (already done: their outputs must not be sent again)
+   * and moves the fetch position to the floor, never back.
+   */
   private pending<T extends { offset: string }>(messages: T[], session: PartitionSession, resolveOffset: (offset: string) => void): T[] {
-    const first = messages.findIndex((m) => BigInt(m.offset) >= session.floor);
-    const skipped = first < 0 ? messages.length : first; // offsets ascend: the done records are a prefix
-    if (skipped > 0) resolveOffset(messages[skipped - 1].offset);
+    const { skipped, resolveTo } = belowFloor(messages, session.floor);
+    if (skipped === 0) return messages;
+    resolveOffset(resolveTo!);
+    this.logger.log(
+      `${session.topic}[${session.partition}]: ${skipped} record(s) at offsets ${messages[0].offset}..${messages[skipped - 1].offset} fetched again below the committed offset ${session.floor}; skipped`,
+    );
     return messages.slice(skipped);
   }
 
@@ -507,6 +513,17 @@ export class ExactlyOnceConsumer {
       this.logger.warn(`heartbeat failed: ${(err as Error).message}`);
     }
   }
+}
+
+/**
+ * How many of a batch's records (offsets ascend) lie below `floor`, and the offset to resolve so that the fetch
+ * position is the floor: the offset before it, not the last record skipped, which may be lower (a batch fetched
+ * from an old position, shorter than what was committed since).
+ */
+export function belowFloor(messages: ReadonlyArray<{ offset: string }>, floor: bigint): { skipped: number; resolveTo?: string } {
+  const first = messages.findIndex((m) => BigInt(m.offset) >= floor);
+  const skipped = first < 0 ? messages.length : first;
+  return skipped === 0 ? { skipped } : { skipped, resolveTo: (floor - 1n).toString() };
 }
 
 type ChunkSizedRecord = { key?: Buffer | null; value: Buffer | null; headers?: Record<string, Buffer | string | Array<Buffer | string> | undefined> };

@@ -7,7 +7,11 @@ import { PartitionProgress } from './partition-progress';
  * per unit of work (isolation), and its progress for health checks.
  */
 export class PartitionSession {
-  /** Records below this offset are already committed (read after InitProducerId, so it is current). */
+  /**
+   * Records below this offset are already committed: read after InitProducerId (so it is current), then moved
+   * up by every unit of work this member commits. A record below it that is fetched again is never handled or
+   * replayed: KafkaJS can deliver records a second time within one assignment (see `committed`).
+   */
   floor = -1n;
   ready = false;
   /** Another member owns the partition now: do nothing (and never re-init the producer) until reassigned. */
@@ -43,6 +47,17 @@ export class PartitionSession {
     this.floor = await readCommitted();
     this.progress.startedAt(this.floor);
     this.ready = true;
+  }
+
+  /**
+   * A unit of work committed up to `nextOffset`. KafkaJS fetches each partition from its leader's broker, one
+   * fetcher per broker: when the leader moves, the new leader's fetcher may have asked for the partition from the
+   * position read before the last commit, and gets the committed records again once the old fetcher's batch is
+   * done. Their inbox rows hold the same offsets, and without this floor their outputs would be sent again.
+   */
+  committed(nextOffset: bigint): void {
+    if (nextOffset > this.floor) this.floor = nextOffset;
+    this.progress.committedUpTo(this.floor);
   }
 
   reassigned(): void {
