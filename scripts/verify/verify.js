@@ -28,6 +28,11 @@ const { check, selfTest } = require('./checker');
 const report = require('./report');
 
 const ROOT = join(__dirname, '..', '..');
+
+// The library's fix of KafkaJS's request queue (every idle connection polled each millisecond; from Node 24 a
+// TimeoutNegativeWarning), for this script's own KafkaJS clients too (see kafkajs-request-queue.fix.ts).
+const REQUEST_QUEUE_FIX = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs-request-queue.fix.js');
+if (existsSync(REQUEST_QUEUE_FIX)) require(REQUEST_QUEUE_FIX).fixKafkaJsRequestQueue();
 const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');
 const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
 const KAFKA_EO_CLI = join(ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js');
