@@ -29,4 +29,17 @@ describe('records fetched again below the committed floor', () => {
     expect(session.floor).toBe(7n);
     expect(session.progress.snapshot(0).committedOffset).toBe('7');
   });
+
+  it('a producer recreated in the same session keeps the higher of its floor and the committed offset read', async () => {
+    const session = new PartitionSession('t', 0, { start: async () => undefined } as unknown as PartitionProducer);
+    await session.start(async () => 3n);
+    expect(session.floor).toBe(3n);
+    session.committed(9n);
+    // The group's offset read lower (moved back by a plain commit outside the protocol): the floor stays.
+    await session.start(async () => 4n);
+    expect(session.floor).toBe(9n);
+    // Another owner committed further meanwhile: the floor follows.
+    await session.start(async () => 20n);
+    expect(session.floor).toBe(20n);
+  });
 });

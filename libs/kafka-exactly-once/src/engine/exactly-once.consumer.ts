@@ -492,7 +492,7 @@ export class ExactlyOnceConsumer {
 
   /**
    * Drops the records below the session's committed floor (already done: their outputs must not be sent again)
-   * and moves the fetch position to the floor, never back.
+   * and moves the fetch position to the floor (back by at most a transaction marker KafkaJS had passed).
    */
   private pending<T extends { offset: string }>(messages: T[], session: PartitionSession, resolveOffset: (offset: string) => void): T[] {
     const { skipped, resolveTo } = belowFloor(messages, session.floor);

@@ -44,7 +44,10 @@ export class PartitionSession {
     this.ready = false;
     await this.producer.start();
     this.starts++;
-    this.floor = await readCommitted();
+    // Never below what this member committed itself: the group's offset moves back only by a plain commit
+    // outside the protocol (KafkaJS resets a partition's offset that way after OffsetOutOfRange).
+    const read = await readCommitted();
+    if (read > this.floor) this.floor = read;
     this.progress.startedAt(this.floor);
     this.ready = true;
   }
