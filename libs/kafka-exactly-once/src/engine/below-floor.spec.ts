@@ -11,7 +11,7 @@ describe('records fetched again below the committed floor', () => {
     expect(belowFloor(batch(0, 1, 2), 3n)).toEqual({ skipped: 3, resolveTo: '2' });
   });
 
-  it('never moves the fetch position back: a stale batch shorter than what was committed since resolves to the floor', () => {
+  it('a stale batch shorter than what was committed since resolves to the floor, not to its last record', () => {
     // Offsets 0..9 were committed (floor 10); a fetch issued from offset 0 returned only 0..1.
     expect(belowFloor(batch(0, 1), 10n)).toEqual({ skipped: 2, resolveTo: '9' });
   });
