@@ -1,7 +1,9 @@
+import { createHash } from 'crypto';
 import { DataSource } from 'typeorm';
 import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
-import { CreateKafkaEoInbox1764400000000 } from 'kafka-exactly-once';
+import { Pool } from 'pg';
+import { CreateKafkaEoInbox1764400000000, OneOpenOperation1764400500000, OperatorStore, pgPoolSql } from 'kafka-exactly-once';
 import { identify } from 'kafka-exactly-once/engine/record-identity';
 import { InboxRepository, keyOf } from 'kafka-exactly-once/inbox/inbox.repository';
 import { createSuiteDatabase } from './support/database';
@@ -21,7 +23,7 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
@@ -137,6 +139,62 @@ describe('library: inbox takeovers', () => {
       await runner.rollbackTransaction();
     } finally {
       await runner.release();
+      await dataSource.destroy();
+    }
+  });
+});
+
+/** Operators asking at the same moment: one open replay per dead letter and one open release per parked key. */
+describe('library: one open operator operation', () => {
+  it('gives every one of many simultaneous requests the same queued replay or release, and the migration closes duplicates queued before it', async () => {
+    const url = await createSuiteDatabase('inbox_open_operations');
+    const dataSource = await new DataSource({ type: 'postgres', url }).initialize();
+    const pool = new Pool({ connectionString: url, max: 12 });
+    try {
+      await runInboxMigrations(dataSource);
+      // No consumer runs for group 'g': what is queued stays open.
+      await dataSource.query(
+        `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, processed_at, dlq_reason, outputs)
+         VALUES ('g', 't', sha256('m-1'::bytea), 'm-1', 't', 0, 7, 'dead-lettered', now(), 'handler-failed', '[]'::jsonb)`,
+      );
+      await dataSource.query(
+        `INSERT INTO kafka_eo_parked_keys (consumer_group, topic, key_digest, ordering_key, reason, partition, "offset", message_id)
+         VALUES ('g', 't', sha256('acct-1'::bytea), 'acct-1', 'handler-failed', 0, 8, 'm-2')`,
+      );
+      const store = new OperatorStore(pgPoolSql(pool), 'g');
+      const letter = createHash('sha256').update('m-1').digest('hex');
+      const open = async (action: string) =>
+        (await dataSource.query(`SELECT id::text FROM kafka_eo_audit WHERE consumer_group = 'g' AND action = $1 AND state IN ('pending', 'running') ORDER BY id`, [action])).map((r: { id: string }) => r.id);
+      const replays = await Promise.all(Array.from({ length: 12 }, (_, i) => store.requestReplay(letter, { actor: `op-${i}` })));
+      expect(new Set(replays.map((r) => r.id)).size).toBe(1);
+      expect(await open('replay')).toEqual([replays[0].id]);
+      const releases = await Promise.all(Array.from({ length: 12 }, (_, i) => store.requestRelease('t', 'acct-1', { actor: `op-${i}` })));
+      expect(new Set(releases.map((r) => r.id)).size).toBe(1);
+      expect(await open('release')).toEqual([releases[0].id]);
+
+      // Duplicates queued before the indexes existed: the oldest stays open, the others fail naming it.
+      const migration = new OneOpenOperation1764400500000();
+      const runner = dataSource.createQueryRunner();
+      try {
+        await migration.down(runner);
+        await dataSource.query(`INSERT INTO kafka_eo_audit (consumer_group, action, topic, scope, id_digest, message_id, state) VALUES ('g', 'replay', 't', 't', sha256('m-1'::bytea), 'm-1', 'pending')`);
+        await dataSource.query(`INSERT INTO kafka_eo_audit (consumer_group, action, topic, key_digest, ordering_key, state) VALUES ('g', 'release', 't', sha256('acct-1'::bytea), 'acct-1', 'running')`);
+        await migration.up(runner);
+      } finally {
+        await runner.release();
+      }
+      expect(await open('replay')).toEqual([replays[0].id]);
+      expect(await open('release')).toEqual([releases[0].id]);
+      const closed = await dataSource.query(`SELECT action, state, result FROM kafka_eo_audit WHERE consumer_group = 'g' AND state = 'failed' ORDER BY action`);
+      expect(closed).toEqual([
+        { action: 'release', state: 'failed', result: { error: { name: 'DuplicateRequest', message: `a second open release of the same key; operation ${releases[0].id} carries it out` } } },
+        { action: 'replay', state: 'failed', result: { error: { name: 'DuplicateRequest', message: `a second open replay of the same dead letter; operation ${replays[0].id} carries it out` } } },
+      ]);
+      // The indexes hold again: a third open replay cannot be inserted by hand.
+      await expect(dataSource.query(`INSERT INTO kafka_eo_audit (consumer_group, action, topic, scope, id_digest, state) VALUES ('g', 'replay', 't', 't', sha256('m-1'::bytea), 'pending')`)).rejects.toThrow(/kafka_eo_audit_open_replay/);
+      expect((await store.requestReplay(letter)).id).toBe(replays[0].id);
+    } finally {
+      await pool.end();
       await dataSource.destroy();
     }
   });

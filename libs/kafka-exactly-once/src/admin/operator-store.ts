@@ -182,24 +182,31 @@ export class OperatorStore {
     };
   }
 
-  /** Queues a replay of a dead letter for the group's consumer; the handler runs for it once. */
+  /**
+   * Queues a replay of a dead letter for the group's consumer; the handler runs for it once. While a replay of
+   * it is open, asking again (or two operators at once) returns that replay.
+   */
   async requestReplay(id: string, options: { topic?: string; actor?: string } = {}): Promise<AuditEntry> {
-    const row = await this.deadLetterRow(digestOf(id), options.topic);
-    if (row.status === 'parked') {
-      const parked = await this.sql.query(`SELECT ordering_key FROM ${PARKED_RECORDS_TABLE} r JOIN ${PARKED_KEYS_TABLE} k USING (consumer_group, topic, key_digest) WHERE r.consumer_group = $1 AND r.scope = $2 AND r.id_digest = decode($3, 'hex') AND r.state = 'parked'`, [this.group, row.scope, row.id]);
-      throw new OperatorRequestError('conflict', `dead letter ${id} is parked under key "${parked[0]?.ordering_key ?? '?'}" of ${row.topic}: release the key instead (its records replay in order)`);
-    }
-    if (row.status === 'replayed') throw new OperatorRequestError('conflict', `dead letter ${id} was replayed already (${iso(row.replayed_at)}); a dead letter is replayed once`);
-    if (row.status === 'discarded') throw new OperatorRequestError('conflict', `dead letter ${id} was discarded by an operator; it is not replayed`);
-    if (row.status !== 'dead-lettered' && row.status !== 'deferred') throw new OperatorRequestError('conflict', `message ${row.message_id} is ${row.status}, not a dead letter waiting for a replay`);
-    const open = await this.sql.query(`SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND action = 'replay' AND scope = $2 AND id_digest = decode($3, 'hex') AND state IN ('pending', 'running')`, [this.group, row.scope, row.id]);
-    if (open.length > 0) return this.auditEntry(open[0]);
-    const [entry] = await this.sql.query(
-      `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, actor, state)
-       VALUES ($1, 'replay', $2, $3, decode($4, 'hex'), $5, $6, 'pending') RETURNING *`,
-      [this.group, row.topic, row.scope, row.id, row.message_id, options.actor ?? null],
-    );
-    return this.auditEntry(entry);
+    const digest = digestOf(id);
+    return this.queueOnce(`a replay of dead letter ${id}`, async () => {
+      const row = await this.deadLetterRow(digest, options.topic);
+      if (row.status === 'parked') {
+        const parked = await this.sql.query(`SELECT ordering_key FROM ${PARKED_RECORDS_TABLE} r JOIN ${PARKED_KEYS_TABLE} k USING (consumer_group, topic, key_digest) WHERE r.consumer_group = $1 AND r.scope = $2 AND r.id_digest = decode($3, 'hex') AND r.state = 'parked'`, [this.group, row.scope, row.id]);
+        throw new OperatorRequestError('conflict', `dead letter ${id} is parked under key "${parked[0]?.ordering_key ?? '?'}" of ${row.topic}: release the key instead (its records replay in order)`);
+      }
+      if (row.status === 'replayed') throw new OperatorRequestError('conflict', `dead letter ${id} was replayed already (${iso(row.replayed_at)}); a dead letter is replayed once`);
+      if (row.status === 'discarded') throw new OperatorRequestError('conflict', `dead letter ${id} was discarded by an operator; it is not replayed`);
+      if (row.status !== 'dead-lettered' && row.status !== 'deferred') throw new OperatorRequestError('conflict', `message ${row.message_id} is ${row.status}, not a dead letter waiting for a replay`);
+      const [open] = await this.sql.query(`SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND action = 'replay' AND scope = $2 AND id_digest = decode($3, 'hex') AND state IN ('pending', 'running')`, [this.group, row.scope, row.id]);
+      if (open) return { open };
+      const [entry] = await this.sql.query(
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, actor, state)
+         VALUES ($1, 'replay', $2, $3, decode($4, 'hex'), $5, $6, 'pending')
+         ON CONFLICT (consumer_group, scope, id_digest) WHERE action = 'replay' AND state IN ('pending', 'running') DO NOTHING RETURNING *`,
+        [this.group, row.topic, row.scope, row.id, row.message_id, options.actor ?? null],
+      );
+      return { inserted: entry };
+    });
   }
 
   async listParkedKeys(query: ListQuery = {}): Promise<Page<ParkedKeySummary>> {
@@ -245,17 +252,21 @@ export class OperatorStore {
     };
   }
 
-  /** Queues the release of a parked key for the group's consumer (one open release per key). */
+  /** Queues the release of a parked key for the group's consumer (one open release per key, as for replays). */
   async requestRelease(topic: string, key: string, options: { actor?: string } = {}): Promise<AuditEntry> {
-    const row = await this.parkedKeyRow(requireText(topic, 'topic', 249), requireText(key, 'key'));
-    const open = await this.openRelease(row.topic, row.digest);
-    if (open) return this.auditEntry(open);
-    const [entry] = await this.sql.query(
-      `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, actor, state)
-       VALUES ($1, 'release', $2, decode($3, 'hex'), $4, $5, 'pending') RETURNING *`,
-      [this.group, row.topic, row.digest, row.ordering_key, options.actor ?? null],
-    );
-    return this.auditEntry(entry);
+    const [topicText, keyText] = [requireText(topic, 'topic', 249), requireText(key, 'key')];
+    return this.queueOnce(`a release of key "${keyText.slice(0, 80)}" of ${topicText}`, async () => {
+      const row = await this.parkedKeyRow(topicText, keyText);
+      const open = await this.openRelease(row.topic, row.digest);
+      if (open) return { open };
+      const [entry] = await this.sql.query(
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, actor, state)
+         VALUES ($1, 'release', $2, decode($3, 'hex'), $4, $5, 'pending')
+         ON CONFLICT (consumer_group, topic, key_digest) WHERE action = 'release' AND state IN ('pending', 'running') DO NOTHING RETURNING *`,
+        [this.group, row.topic, row.digest, row.ordering_key, options.actor ?? null],
+      );
+      return { inserted: entry };
+    });
   }
 
   /**
@@ -295,6 +306,21 @@ export class OperatorStore {
       if (entry.state === 'done' || entry.state === 'failed' || Date.now() >= deadline) return entry;
       await new Promise((r) => setTimeout(r, pollMs));
     }
+  }
+
+  /**
+   * Runs `attempt` (checks, then the open operation or an insert that does nothing when one is open) until it
+   * returns an operation. A unique index (OneOpenOperation1764400500000) keeps one operation open per dead
+   * letter or key, so when another request inserted first, the next attempt finds that operation (or, if it
+   * finished meanwhile, the checks answer from the new state).
+   */
+  private async queueOnce(what: string, attempt: () => Promise<{ open?: Record<string, any>; inserted?: Record<string, any> }>): Promise<AuditEntry> {
+    for (let tries = 1; tries <= 3; tries++) {
+      const { open, inserted } = await attempt();
+      const entry = open ?? inserted;
+      if (entry) return this.auditEntry(entry);
+    }
+    throw new OperatorRequestError('conflict', `${what} was requested by others at the same time three times over; ask again`);
   }
 
   private async deadLetterRow(digest: string, topic?: string) {
