@@ -1,3 +1,4 @@
+import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { REFUSED_BY_PIPELINE, isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
 describe('error classification', () => {
@@ -38,6 +39,17 @@ describe('error classification', () => {
     }
     expect(isConnectionFault({ name: 'KafkaJSNonRetriableError', message: 'x', cause: kafkaError('MESSAGE_TOO_LARGE', false) })).toBe(false);
     expect(isConnectionFault(Object.assign(new Error('Transaction state exception'), { name: 'KafkaJSNonRetriableError' }))).toBe(true);
+  });
+
+  it('classifies a send the broker did not answer for every partition by what it said', () => {
+    const incomplete = (cause?: unknown) => new ProduceIncompleteError('send incomplete', { outcome: 'unknown', written: [], cause });
+    expect(isConnectionFault(incomplete())).toBe(true); // deadline passed, producer disconnecting
+    expect(isConnectionFault(incomplete(Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' })))).toBe(true);
+    expect(isConnectionFault(incomplete(kafkaError('NOT_LEADER_FOR_PARTITION', true)))).toBe(true);
+    expect(isConnectionFault(incomplete(kafkaError('MESSAGE_TOO_LARGE', false)))).toBe(false);
+    expect(isOutputTooLarge(incomplete(kafkaError('MESSAGE_TOO_LARGE', false)))).toBe(true);
+    expect(isFencedError(incomplete(kafkaError('INVALID_PRODUCER_EPOCH', false)))).toBe(true);
+    expect(incomplete(kafkaError('MESSAGE_TOO_LARGE', false)).retriable).toBe(false);
   });
 
   it('recognises fencing, also when wrapped', () => {

@@ -69,8 +69,9 @@ export function isConnectionFault(err: unknown): boolean {
     if (fromDatabase && isPostgresInfrastructureCode(code)) return true;
     if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EHOSTUNREACH'].includes(code) && (fromDatabase || /postgres|kafka|broker/i.test(message))) return true;
     // Any other KafkaJS error without a broker refusal inside (connection, request timeout, a producer or
-    // transaction state that a fresh producer clears) is the client's or the cluster's, not the record's.
-    if (name.startsWith('KafkaJS')) return true;
+    // transaction state that a fresh producer clears) is the client's or the cluster's, not the record's; so is
+    // a send the broker did not answer for every partition.
+    if (name.startsWith('KafkaJS') || name === 'ProduceIncompleteError') return true;
   }
   return false;
 }

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { KafkaMessage, Transaction } from 'kafkajs';
+import type { KafkaMessage } from 'kafkajs';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
@@ -318,9 +318,9 @@ export class UnitOfWork {
       await ownStatement('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
 
       this.sm.transitionTo('producing');
-      const txn: Transaction = await producer.begin();
+      const txn = await producer.begin();
       // Several requests of one transaction when the outputs are larger than one produce request.
-      for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes, (t) => this.deps.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
+      for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes, (t) => this.deps.topicLimits.get(t))) await txn.send(request);
 
       this.sm.transitionTo('committing-db');
       const postgresCommitStarted = performance.now();

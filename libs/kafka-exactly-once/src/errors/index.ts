@@ -15,3 +15,4 @@ export * from './undeliverable-event.error';
 export * from './operator-request.error';
 export * from './kafka-authentication.error';
 export * from './request-response-not-supported.error';
+export * from './produce-incomplete.error';

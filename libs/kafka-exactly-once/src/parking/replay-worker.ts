@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
-import type { Admin, Kafka, Transaction } from 'kafkajs';
+import type { Admin, Kafka } from 'kafkajs';
+import type { CheckedTransaction } from '../producer/checked-producer';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
 import { releaseClean } from '../engine/clean-release';
@@ -317,7 +318,7 @@ export class ReplayWorker {
       if (replay.outputs.length > 0) {
         const txn = await this.producer.begin();
         try {
-          for (const request of toProduceRequests(replay.outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
+          for (const request of toProduceRequests(replay.outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
         } catch (err) {
           if (!isOutputTooLarge(err)) throw err;
           throw new RefusedOutputs(describeFailure(err, 'output-too-large'), at);
@@ -395,7 +396,7 @@ export class ReplayWorker {
    * Commits the marker offsets of replays whose outputs are in the open transaction, then marks them settled. A
    * failure here leaves them unsettled: the next round settles them before anything else.
    */
-  private async commitReplays(txn: Transaction, replays: Replay[]): Promise<void> {
+  private async commitReplays(txn: CheckedTransaction, replays: Replay[]): Promise<void> {
     try {
       const byTopic = new Map<string, Map<number, bigint>>();
       for (const r of replays) {
@@ -419,7 +420,7 @@ export class ReplayWorker {
   private async publish(replays: Replay[]): Promise<void> {
     const txn = await this.producer.begin();
     try {
-      for (const request of toProduceRequests(replays.flatMap((r) => r.outputs), this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.sendBatch({ topicMessages: request, acks: -1 });
+      for (const request of toProduceRequests(replays.flatMap((r) => r.outputs), this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
     } catch (err) {
       this.producerReady = false;
       throw err;

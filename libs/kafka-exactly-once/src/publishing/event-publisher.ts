@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
-import { Kafka, Message, Partitioners, Producer, ProducerConfig } from 'kafkajs';
+import type { Kafka, Message } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { uuidv7 } from '../engine/message-ids';
 import { PublishError } from '../errors/publish.error';
@@ -21,6 +21,9 @@ import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from '../errors/kafka-authentication.error';
 import { TopicFacts, TopicInspector } from './topic-inspector';
+import { CheckedProducer, CheckedProducerOptions } from '../producer/checked-producer';
+import type { Placement } from '../producer/produce-call';
+import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 
 /** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */
 const DRAIN_MAX_RECORDS = 500;
@@ -38,10 +41,10 @@ interface PendingSend {
   reject: (failure: GroupedSendFailure) => void;
 }
 
-/** Why a grouped request failed, and the producer it failed on (to be given up). */
+/** Why a grouped request failed; `sent`: it reached Kafka (the topic's facts may be stale). */
 interface GroupedSendFailure {
   error: unknown;
-  producer?: Producer;
+  sent: boolean;
 }
 
 const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
@@ -68,8 +71,8 @@ const BREAKER_STATES: Record<CircuitState, PublisherStatus['breaker']> = {
 @Injectable()
 export class EventPublisher implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly logger = new Logger(EventPublisher.name);
-  private producer?: Producer;
-  private transactional?: Producer;
+  private producer?: CheckedProducer;
+  private transactional?: CheckedProducer;
   private transactionalQueue: Promise<unknown> = Promise.resolve();
   private spool?: Spool;
   private breaker?: CircuitBreakerPolicy;
@@ -87,17 +90,13 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private settling?: Promise<void>;
   private running = false;
   private isConnected = false;
-  private connecting?: Promise<Producer>;
-  /** Producers given up after a failed send; a send still retrying inside one disconnects it again when it settles. */
-  private readonly discarded = new Set<Producer>();
+  private connecting?: Promise<CheckedProducer>;
   private topics?: TopicInspector;
   /** When the drainer first found the topic of its oldest record missing (grace before quarantine). */
   private readonly missingSince = new Map<string, number>();
   /** Publishes waiting for the request in flight to finish: they go out together in the next one. */
   private pendingSends: PendingSend[] = [];
   private sendingGroups = false;
-  /** The partition KafkaJS's partitioner chose for each message sent (to tell each publish its offset). */
-  private readonly chosenPartitions = new WeakMap<Message, number>();
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -168,9 +167,6 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     await this.spool?.close();
     await this.producer?.disconnect().catch(() => undefined);
     await this.transactional?.disconnect().catch(() => undefined);
-    // Producers given up after a failed send may have been reconnected by a KafkaJS retry since: their open
-    // sockets would keep the process alive until the broker closes idle connections (10 minutes).
-    await Promise.all([...this.discarded].map((producer) => withDeadline(producer.disconnect(), 5000).catch(() => undefined)));
   }
 
   /**
@@ -264,7 +260,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           );
         }
       }
-      let txn: Awaited<ReturnType<Producer['transaction']>>;
+      let txn: Awaited<ReturnType<CheckedProducer['transaction']>>;
       try {
         txn = await (await this.readyTransactional()).transaction();
       } catch (err) {
@@ -276,16 +272,15 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       }
       let committing = false;
       try {
-        await txn.sendBatch({ topicMessages: groupByTopic(records), acks: -1 });
+        await txn.send(groupByTopic(records));
         committing = true;
         await txn.commit();
       } catch (err) {
         await txn.abort().catch(() => undefined);
-        // NOTE: when a batch fails part-way (one partition accepted, another refused), KafkaJS may not know that
-        // the accepted partition joined the transaction, and its abort() then stays local while the broker
-        // keeps the transaction open, holding back every read-committed consumer. Replace the producer: the
-        // next one, with the same transactional id, runs InitProducerId, which makes the broker abort it (or
-        // complete it, if the commit had been decided).
+        // When a request of the transaction failed in doubt (AddPartitionsToTxn's answer lost, say), the abort
+        // may stay local while the broker keeps the transaction open, holding back every read-committed
+        // consumer. Replace the producer: the next one, with the same transactional id, runs InitProducerId,
+        // which makes the broker abort it (or complete it, if the commit had been decided).
         await this.discardTransactional();
         const reason = (err as Error).message;
         throw committing
@@ -346,11 +341,11 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
-   * The producer, connected. KafkaJS reconnects a connected producer by itself after a broker restart, but a
-   * producer whose first connect() failed is not reliably usable again: connect a new one instead (one attempt
-   * at a time; publishes meanwhile hit their deadline and spool).
+   * The producer, connected. The cluster reconnects a connected producer by itself after a broker restart, but
+   * one whose first connect() failed is not reliably usable again: connect a new one instead (one attempt at a
+   * time; publishes meanwhile hit their deadline and spool).
    */
-  private connected(): Promise<Producer> {
+  private connected(): Promise<CheckedProducer> {
     if (this.isConnected && this.producer) return Promise.resolve(this.producer);
     this.connecting ??= (async () => {
       const producer = this.producer ?? this.createProducer();
@@ -368,24 +363,13 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     return this.connecting;
   }
 
-  /** The enforced settings: idempotent, one request in flight (order), no topic auto-creation. */
-  private createProducer(extra: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests'> = {}): Producer {
-    return this.kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      // KafkaJS's default partitioner, with the partition of each message noted (a grouped request's answer
-      // gives a base offset per partition; a publish's own offset follows from its place in the request).
-      createPartitioner: () => {
-        const partitioner = Partitioners.DefaultPartitioner();
-        return (args) => {
-          const partition = partitioner(args);
-          this.chosenPartitions.set(args.message, partition);
-          return partition;
-        };
-      },
-      ...extra,
-    });
+  /**
+   * The live sends, the drainer and (with a transactional id) publishAll each use a CheckedProducer: idempotent,
+   * acks all, one send at a time (the live path and the drainer queue behind each other), no topic
+   * auto-creation, every answer checked; a send never starts past its deadline.
+   */
+  private createProducer(extra: Pick<CheckedProducerOptions, 'transactionalId' | 'transactionTimeout'> = {}): CheckedProducer {
+    return new CheckedProducer(this.kafka, { retry: this.options.kafka.retry, ...extra });
   }
 
   private async deliver(record: SpooledRecord): Promise<PublishResult> {
@@ -398,15 +382,12 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       this.metrics.published(record.topic, 'sent');
       return { messageId: record.messageId, status: 'sent', partition: sent.partition, offset: sent.offset };
     } catch (failure) {
-      const { error: err, producer } = failure as GroupedSendFailure;
-      if (producer) {
-        this.discard(producer);
-        (this.topics as TopicInspector).markStale(record.topic);
-      }
+      const { error: err, sent } = failure as GroupedSendFailure;
+      if (sent) (this.topics as TopicInspector).markStale(record.topic);
       const refusal = refusedForGood(err);
       if (refusal) throw UndeliverableEventError.refused(record.topic, record.messageId, describeRefusal(refusal, err), err);
-      // Failed, past its deadline, or the breaker is open. A send past its deadline may still land later
-      // (KafkaJS retries it): that copy is a duplicate the consumers absorb by message id.
+      // Failed, past its deadline, or the breaker is open. A send past its deadline may still land later (its
+      // round of requests runs to the end): that copy is a duplicate the consumers absorb by message id.
       this.logger.debug(`send to ${record.topic} failed (${(err as Error).message}); spooling ${record.messageId}`);
       return this.toSpool(record);
     }
@@ -439,76 +420,45 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     }
   }
 
-  /** One request for a group of publishes; each publish is answered with its own partition and offset. */
+  /**
+   * One request for a group of publishes; each publish is answered with its own partition and offset. When the
+   * broker answered for some partitions only, their publishes are sent and the others fail (or, refused for
+   * good, are tried alone, so that only a record Kafka can never take is refused).
+   */
   private async sendGroup(group: PendingSend[]): Promise<void> {
     const breaker = this.breaker as CircuitBreakerPolicy;
-    let producer: Producer | undefined;
+    const timeoutMs = this.config().sendTimeoutMs;
+    // The publishes in the order the request carries them (per topic), so that each gets its own placement.
+    const ordered = byTopic(group.map((pending) => ({ topic: pending.record.topic, message: pending }))).flatMap(({ messages }) => messages);
+    const request = byTopic(ordered.map((pending) => ({ topic: pending.record.topic, message: pending.message })));
+    let sent = false;
     try {
-      const request = byTopic(group.map(({ record, message }) => ({ topic: record.topic, message })));
-      const metadata = await breaker.execute(() =>
+      const placements = await breaker.execute(() =>
         withDeadline(
-          this.connected().then((connected) => {
-            producer = connected;
-            return this.tracked(connected, connected.sendBatch({ topicMessages: request, acks: -1 }));
+          this.connected().then((producer) => {
+            sent = true;
+            return producer.send(request, { deadline: Date.now() + timeoutMs });
           }),
-          this.config().sendTimeoutMs,
+          timeoutMs,
         ),
       );
-      const baseOffsets = new Map(metadata.map((m) => [`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? '-1')]));
-      const placed = new Map<string, bigint>();
-      for (const pending of group) {
-        const partition = this.chosenPartitions.get(pending.message);
-        const where = `${pending.record.topic}\u0000${partition}`;
-        const index = placed.get(where) ?? 0n;
-        placed.set(where, index + 1n);
-        const base = baseOffsets.get(where);
-        pending.resolve({ partition, offset: partition === undefined || base === undefined || base < 0n ? undefined : (base + index).toString() });
-      }
+      ordered.forEach((pending, i) => pending.resolve(placed(placements[i])));
     } catch (error) {
-      if (group.length > 1 && refusedForGood(error)) {
-        // The broker refused the request for good, maybe for one record of it: each goes alone, on a new
-        // producer, so that only a record Kafka can never take is refused.
-        if (producer) this.discard(producer);
-        for (const pending of group) await this.sendGroup([pending]);
+      const written = error instanceof ProduceIncompleteError ? error.written : [];
+      const rest = ordered.filter((pending, i) => {
+        if (!written[i]) return true;
+        pending.resolve(placed(written[i]));
+        return false;
+      });
+      if (rest.length > 1 && refusedForGood(error)) {
+        for (const pending of rest) await this.sendGroup([pending]);
         return;
       }
-      for (const pending of group) pending.reject({ error, producer });
+      for (const pending of rest) pending.reject({ error, sent });
       // Kafka just failed a request: the publishes waiting behind it go to the spool now (the drainer sends
       // them when Kafka is back) rather than each waiting out another request's deadline.
-      for (const pending of this.pendingSends.splice(0)) pending.reject({ error });
+      for (const pending of this.pendingSends.splice(0)) pending.reject({ error, sent: false });
     }
-  }
-
-  /**
-   * Gives up a producer after a failed or timed-out send. NOTE: after a failed produce request KafkaJS rolls the
-   * partition's idempotent sequence number back (sendMessages.js); if that request was in fact written, the
-   * broker then rejects or silently drops the producer's next batch as out of order or duplicate. A new
-   * producer gets a new producer id and starts at sequence 0, which no earlier write can collide with.
-   */
-  private discard(producer: Producer): void {
-    if (this.discarded.has(producer)) return; // the publishes of one failed request each report it
-    this.discarded.add(producer);
-    if (this.producer === producer) {
-      this.producer = undefined;
-      this.isConnected = false;
-    }
-    void withDeadline(producer.disconnect(), 5000).catch(() => undefined);
-  }
-
-  /**
-   * `sending`, watched: KafkaJS's retry of a send reconnects a producer that was disconnected meanwhile, so a
-   * discarded producer is disconnected once more when its last send settles.
-   */
-  private tracked<T>(producer: Producer, sending: Promise<T>): Promise<T> {
-    void sending
-      .catch(() => undefined)
-      .finally(() => {
-        if (!this.discarded.has(producer)) return;
-        void withDeadline(producer.disconnect(), 5000)
-          .catch(() => undefined)
-          .finally(() => this.discarded.delete(producer));
-      });
-    return sending;
   }
 
   private async toSpool(record: SpooledRecord): Promise<PublishResult> {
@@ -572,15 +522,16 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           if (this.confirmedMissing(waiting[i].topic, facts.get(waiting[i].topic))) count = i;
         }
         const batch = waiting.slice(0, count);
-        let producer: Producer | undefined;
+        let sent = false;
         try {
+          const timeoutMs = this.config().sendTimeoutMs * 2;
           await breaker.execute(() =>
             withDeadline(
-              this.connected().then((connected) => {
-                producer = connected;
-                return this.tracked(connected, connected.sendBatch({ topicMessages: groupByTopic(batch), acks: -1 }));
+              this.connected().then((producer) => {
+                sent = true;
+                return producer.send(groupByTopic(batch), { deadline: Date.now() + timeoutMs });
               }),
-              this.config().sendTimeoutMs * 2,
+              timeoutMs,
             ),
           );
           spool.acknowledge(batch.length);
@@ -590,11 +541,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           maxRecords = DRAIN_MAX_RECORDS;
           if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
         } catch (err) {
-          if (producer) {
-            this.discard(producer);
-            // A topic deleted since it was looked up shows only as retries and timeouts: look again.
-            for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
-          }
+          // A topic deleted since it was looked up shows only as retries and timeouts: look again.
+          if (sent) for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
           const refusal = refusedForGood(err);
           if (refusal && batch.length > 1) {
             // Which record is refused is not in the answer: halve the request until one record is refused alone.
@@ -637,19 +585,16 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
    * The transactional producer, after its InitProducerId: that call makes the broker abort (or complete) any
    * transaction an earlier run of this instance left open. Runs at bootstrap too, in settleEarlierTransaction.
    */
-  private async readyTransactional(): Promise<Producer> {
+  private async readyTransactional(): Promise<CheckedProducer> {
     if (this.transactional && this.transactionalReady) return this.transactional;
     const producer = (this.transactional ??= this.createProducer({
       transactionalId: `${this.options.transactionalIdPrefix}.publisher.${this.instanceId}`,
       transactionTimeout: this.options.transactionTimeoutMs,
-      retry: { retries: 3 },
     }));
     const deadline = Math.max(10000, this.config().sendTimeoutMs * 2);
     try {
+      // connect() runs the transactional InitProducerId.
       await withDeadline(producer.connect(), deadline);
-      // KafkaJS runs the transactional InitProducerId at the first transaction(), not at connect().
-      const txn = await withDeadline(producer.transaction(), deadline);
-      await txn.abort();
       this.transactionalReady = true;
       return producer;
     } catch (err) {
@@ -710,9 +655,14 @@ function groupByTopic(records: SpooledRecord[]): Array<{ topic: string; messages
   return byTopic(records.map((record) => ({ topic: record.topic, message: toMessage(record) })));
 }
 
+/** Where a publish was written, as PublishResult tells it. */
+function placed(placement: Placement | undefined): { partition?: number; offset?: string } {
+  return { partition: placement?.partition, offset: placement?.offset };
+}
+
 /** The messages of a request grouped by topic, each topic's in the order given. */
-function byTopic(entries: Array<{ topic: string; message: Message }>): Array<{ topic: string; messages: Message[] }> {
-  const topics = new Map<string, Message[]>();
+function byTopic<T>(entries: Array<{ topic: string; message: T }>): Array<{ topic: string; messages: T[] }> {
+  const topics = new Map<string, T[]>();
   for (const { topic, message } of entries) {
     const messages = topics.get(topic);
     if (messages) messages.push(message);

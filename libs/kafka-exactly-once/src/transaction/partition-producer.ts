@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { Kafka, Partitioners, Producer, RetryOptions, Transaction } from 'kafkajs';
+import type { Kafka, RetryOptions } from 'kafkajs';
+import { CheckedProducer, CheckedTransaction } from '../producer/checked-producer';
 
 /**
  * The retries of a transactional producer: from 20 ms unless the application set its own first wait. Right
@@ -7,8 +8,7 @@ import { Kafka, Partitioners, Producer, RetryOptions, Transaction } from 'kafkaj
  * CONCURRENT_TRANSACTIONS while it still writes the previous one's markers, and KafkaJS waits its first retry
  * time before asking again: with its default 300 ms, every partition of the fetch waited that long. The waits
  * grow fourfold (20, 80, 320, 1280, 5120 ms: about 7 s over KafkaJS's 5 retries, near its default 9 s) so that
- * a leader election is still waited out. The number of retries is left alone: KafkaJS warns about an
- * idempotent producer given one.
+ * a leader election is still waited out. The number of retries is the application's (KafkaJS's 5 by default).
  */
 export function transactionalRetry(retry?: RetryOptions): RetryOptions {
   if (retry?.initialRetryTime !== undefined) return { ...retry };
@@ -23,8 +23,8 @@ export function transactionalRetry(retry?: RetryOptions): RetryOptions {
  */
 export class PartitionProducer {
   private readonly logger = new Logger(PartitionProducer.name);
-  private producer?: Producer;
-  private open?: Transaction;
+  private producer?: CheckedProducer;
+  private open?: CheckedTransaction;
 
   constructor(
     private readonly kafka: Kafka,
@@ -34,25 +34,26 @@ export class PartitionProducer {
     private readonly retry?: RetryOptions,
   ) {}
 
-  /** Creates the producer and runs InitProducerId by opening the first transaction. */
+  /** Creates the producer and runs InitProducerId (at connect), then opens the first transaction. */
   async start(): Promise<void> {
     await this.close();
-    const producer = this.kafka.producer({
+    const producer = new CheckedProducer(this.kafka, {
       transactionalId: this.transactionalId,
-      idempotent: true,
-      maxInFlightRequests: 1,
       transactionTimeout: this.transactionTimeoutMs,
-      createPartitioner: Partitioners.DefaultPartitioner,
-      allowAutoTopicCreation: false,
       retry: transactionalRetry(this.retry),
     });
-    await producer.connect();
+    try {
+      await producer.connect();
+    } catch (err) {
+      await producer.disconnect().catch(() => undefined);
+      throw err;
+    }
     this.producer = producer;
     this.open = await producer.transaction();
   }
 
   /** The open transaction, or a new one. One open transaction per producer at a time. */
-  async begin(): Promise<Transaction> {
+  async begin(): Promise<CheckedTransaction> {
     if (!this.producer) throw new Error(`producer ${this.transactionalId} is not started`);
     if (this.open?.isActive()) return this.open;
     this.open = await this.producer.transaction();

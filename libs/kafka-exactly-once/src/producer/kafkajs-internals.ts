@@ -1,0 +1,159 @@
+import type { Kafka, Message, PartitionMetadata } from 'kafkajs';
+
+/**
+ * The KafkaJS parts below its producer that the library drives itself: its cluster (metadata, brokers and their
+ * connections, with the application's TLS, SASL and socket factory), its protocol requests, its idempotence and
+ * transaction manager (eosManager). They are internals: the version they were written against is checked, and a
+ * spec fails if they move.
+ */
+export const KAFKAJS_VERSION = '2.2.4';
+
+export interface KafkaJsBroker {
+  nodeId: number;
+  lookupRequest(apiKey: number, definitions: unknown): (args: object) => ProtocolRequest;
+}
+
+export interface ProtocolRequest {
+  request: { apiKey: number; apiVersion: number; apiName: string; encode(): Promise<unknown>; expectResponse?: () => boolean };
+  response: { decode(payload: Buffer): Promise<unknown>; parse(data: unknown): Promise<unknown> };
+}
+
+export interface KafkaJsCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  isConnected(): boolean;
+  refreshMetadata(): Promise<void>;
+  refreshMetadataIfNecessary(): Promise<void>;
+  addMultipleTargetTopics(topics: string[]): Promise<void>;
+  findTopicPartitionMetadata(topic: string): PartitionMetadata[];
+  findBroker(args: { nodeId: number }): Promise<KafkaJsBroker>;
+  findGroupCoordinator(args: { groupId: string; coordinatorType?: number }): Promise<KafkaJsBroker>;
+  removeBroker(args: { host: string; port: number }): void;
+  markOffsetAsCommitted(args: { groupId: string; topic: string; partition: number; offset: string }): void;
+}
+
+/** KafkaJS's eosManager (src/producer/eosManager): producer id, epoch, sequences and the transaction's state. */
+export interface EosManager {
+  getProducerId(): number;
+  getProducerEpoch(): number;
+  getTransactionalId(): string;
+  initProducerId(): Promise<void>;
+  getSequence(topic: string, partition: number): number;
+  updateSequence(topic: string, partition: number, increment: number): void;
+  beginTransaction(): void;
+  addPartitionsToTransaction(topicData: Array<{ topic: string; partitions: Array<{ partition: number }> }>): Promise<void>;
+  sendOffsets(args: { consumerGroupId: string; topics: Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }> }): Promise<void>;
+  commit(): Promise<void>;
+  abort(): Promise<void>;
+  isInitialized(): boolean;
+  isTransactional(): boolean;
+  isInTransaction(): boolean;
+}
+
+/** A KafkaJS logger (kafka.logger()), which eosManager logs through. */
+export interface KafkaJsLogger {
+  namespace(name: string): KafkaJsLogger;
+  debug(message: string, extra?: object): void;
+  info(message: string, extra?: object): void;
+  warn(message: string, extra?: object): void;
+  error(message: string, extra?: object): void;
+}
+
+/** One partition's answer in a Produce response (v3 to v7). */
+export interface ProducePartitionAnswer {
+  partition: number;
+  errorCode: number;
+  baseOffset: string;
+  logAppendTime?: string;
+  logStartOffset?: string;
+}
+
+export interface ProduceAnswer {
+  topics: Array<{ topicName: string; partitions: ProducePartitionAnswer[] }>;
+}
+
+export interface ProduceArgs {
+  acks: number;
+  timeout: number;
+  compression?: number;
+  transactionalId?: string;
+  producerId: number;
+  producerEpoch: number;
+  topicData: Array<{ topic: string; partitions: Array<{ partition: number; firstSequence: number; messages: Message[] }> }>;
+}
+
+/* eslint-disable @typescript-eslint/no-require-imports */
+const load = () => ({
+  version: (require('kafkajs/package.json') as { version: string }).version,
+  createEosManager: require('kafkajs/src/producer/eosManager') as (args: object) => EosManager,
+  apiKeys: require('kafkajs/src/protocol/requests/apiKeys') as Record<string, number>,
+  requests: require('kafkajs/src/protocol/requests') as Record<string, unknown>,
+  protocolErrors: require('kafkajs/src/protocol/error') as { createErrorFromCode(code: number): Error & { type: string; code: number; retriable: boolean } },
+  murmur2: require('kafkajs/src/producer/partitioners/default/murmur2') as (key: Buffer | string) => number,
+});
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+let internals: ReturnType<typeof load> | undefined;
+
+/** KafkaJS's internal modules, once; throws a clear error for a KafkaJS they were not written for. */
+function kafkaJs(): ReturnType<typeof load> {
+  if (internals) return internals;
+  let loaded: ReturnType<typeof load>;
+  try {
+    loaded = load();
+  } catch (err) {
+    throw new Error(`kafka-exactly-once needs kafkajs ${KAFKAJS_VERSION}, whose internal modules it could not load (${(err as Error).message})`);
+  }
+  if (loaded.version !== KAFKAJS_VERSION) {
+    throw new Error(
+      `kafka-exactly-once drives the producer of kafkajs ${KAFKAJS_VERSION} through its internals (to check every answer of the broker; docs/guarantees.md), and this application resolves kafkajs ${loaded.version}: install kafkajs@${KAFKAJS_VERSION}`,
+    );
+  }
+  return (internals = loaded);
+}
+
+/** The symbol named `description` on the object or its prototype (KafkaJS keeps private members under symbols). */
+export function privateSymbol(target: object, description: string): symbol {
+  for (let owner: object | null = target; owner && owner !== Object.prototype; owner = Object.getPrototypeOf(owner)) {
+    const found = Object.getOwnPropertySymbols(owner).find((s) => s.description === description);
+    if (found) return found;
+  }
+  throw new Error(`kafkajs internals changed (${description} not found): kafka-exactly-once needs kafkajs ${KAFKAJS_VERSION}`);
+}
+
+/** A cluster of the application's Kafka client (its brokers, TLS, SASL, socket factory and retry options). */
+export function createCluster(kafka: Kafka, options: { allowAutoTopicCreation?: boolean; maxInFlightRequests?: number; metadataMaxAge?: number } = {}): KafkaJsCluster {
+  kafkaJs();
+  const create = privateSymbol(kafka, 'private:Kafka:createCluster');
+  return (kafka as unknown as Record<symbol, (args: object) => KafkaJsCluster>)[create]({ metadataMaxAge: 300000, allowAutoTopicCreation: false, ...options });
+}
+
+/** Sends a protocol request on a broker's connection, as the broker's own methods do. */
+export function sendRequest<T>(broker: KafkaJsBroker, request: ProtocolRequest): Promise<T> {
+  const send = privateSymbol(broker, 'private:Broker:sendRequest');
+  return (broker as unknown as Record<symbol, (r: ProtocolRequest) => Promise<T>>)[send](request);
+}
+
+/**
+ * A Produce request in the version the broker and KafkaJS share, answered with every partition's result: KafkaJS's
+ * own parser throws on the first partition in error, and the answers of the others are lost with it.
+ */
+export function sendProduce(broker: KafkaJsBroker, args: ProduceArgs): Promise<ProduceAnswer> {
+  const { apiKeys, requests } = kafkaJs();
+  const { request, response } = broker.lookupRequest(apiKeys.Produce, requests.Produce)(args);
+  return sendRequest<ProduceAnswer>(broker, { request, response: { decode: (payload) => response.decode(payload), parse: async (data) => data } });
+}
+
+export function createEosManager(args: { logger: KafkaJsLogger; cluster: KafkaJsCluster; transactionTimeout?: number; transactional: boolean; transactionalId?: string }): EosManager {
+  return kafkaJs().createEosManager(args);
+}
+
+/** KafkaJS's protocol error for a Kafka error code (type, code, retriable), as its own requests throw it. */
+export function protocolError(code: number): Error & { type: string; code: number; retriable: boolean } {
+  return kafkaJs().protocolErrors.createErrorFromCode(code);
+}
+
+/** KafkaJS's murmur2, the Java client's hash of keys (the partition of a keyed record is the same in both). */
+export function murmur2(bytes: Buffer | string): number {
+  return kafkaJs().murmur2(bytes);
+}
