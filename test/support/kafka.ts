@@ -69,6 +69,22 @@ function toRecord(partition: number, message: KafkaMessage): ReadRecord {
 }
 
 /**
+ * An `until` for readTopic: at least `count` records read, and no new one for `quietMs` (a duplicate would come
+ * late). Use it with `pollIdleMs`.
+ */
+export function quietAfter(count: number, quietMs: number): (records: unknown[]) => boolean {
+  let seen = -1;
+  let since = Date.now();
+  return (records) => {
+    if (records.length !== seen) {
+      seen = records.length;
+      since = Date.now();
+    }
+    return records.length >= count && Date.now() - since >= quietMs;
+  };
+}
+
+/**
  * Reads a topic from the beginning with a fresh consumer group (read committed unless asked otherwise) until
  * `until` holds; rejects with what was read when the time runs out.
  */

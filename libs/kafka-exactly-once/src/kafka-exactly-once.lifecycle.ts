@@ -116,7 +116,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
       if (keyedByFunction.length > 0) this.warnSplitOrderingKeys(await admin.fetchTopicMetadata({ topics: keyedByFunction }));
       await this.startConsumer(this.consumer);
-      this.replays = new ReplayWorker(this.kafka, admin, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
+      this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
       this.replays.start();
     } catch (err) {
       // A failed start must not leave connections behind (the application is not going to shut us down).

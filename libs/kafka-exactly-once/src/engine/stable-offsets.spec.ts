@@ -8,7 +8,7 @@ describe('StableOffsets', () => {
 
   it('encodes OffsetFetch v7 with require_stable, and decodes its answer', async () => {
     const { request, response } = offsetFetchV7('g', 't', [0, 3]);
-    const bytes: Buffer = (await request.encode()).buffer;
+    const bytes: Buffer = ((await request.encode()) as { buffer: Buffer }).buffer;
     // header tagged fields, "g", one topic "t", partitions 0 and 3, tagged fields, require_stable, tagged fields
     expect([...bytes]).toEqual([0, 2, 0x67, 2, 2, 0x74, 3, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, 0]);
     const answer = Buffer.from([

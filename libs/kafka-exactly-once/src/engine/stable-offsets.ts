@@ -1,4 +1,5 @@
 import type { Kafka } from 'kafkajs';
+import { createCluster, KafkaJsCluster, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
 import { sleep } from './sleep';
 
 // NOTE: KafkaJS 2.2.4 speaks OffsetFetch up to v4, which returns the last *stable* committed offset and says
@@ -7,8 +8,8 @@ import { sleep } from './sleep';
 // committed offset is stale, and records whose Kafka transaction did commit look uncommitted: their recorded
 // outputs would be sent a second time. OffsetFetch v7 (KIP-447) has `require_stable`: the broker answers
 // UNSTABLE_OFFSET_COMMIT until the pending offsets are applied. KafkaJS has no such request, so this sends one
-// through KafkaJS's own cluster and connections (same brokers, TLS, SASL), reached through its private symbols;
-// kafkajs is pinned in package.json, and a spec fails if these internals move.
+// through KafkaJS's own cluster and connections (same brokers, TLS, SASL), reached through its private symbols
+// (producer/kafkajs-internals.ts: the KafkaJS version is checked, and a spec fails if these internals move).
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -19,26 +20,14 @@ const UNSTABLE_OFFSET_COMMIT = 88;
 /** Errors after which asking again (after finding the coordinator again) is right. */
 const RETRY = new Set([UNSTABLE_OFFSET_COMMIT, 14 /* COORDINATOR_LOAD_IN_PROGRESS */, 15 /* COORDINATOR_NOT_AVAILABLE */, 16 /* NOT_COORDINATOR */]);
 
-interface Cluster {
-  connect(): Promise<void>;
-  disconnect(): Promise<void>;
-  findGroupCoordinator(args: { groupId: string }): Promise<object>;
-}
-
 interface PartitionAnswer {
   partition: number;
   offset: bigint;
   errorCode: number;
 }
 
-function symbol(target: object, description: string): symbol {
-  const found = [...Object.getOwnPropertySymbols(target), ...Object.getOwnPropertySymbols(Object.getPrototypeOf(target))].find((s) => s.description === description);
-  if (!found) throw new Error(`kafkajs internals changed (${description} not found): kafka-exactly-once needs kafkajs 2.2.x`);
-  return found;
-}
-
 /** The OffsetFetch v7 request (flexible), require_stable set. KafkaJS writes request header v1: add its empty tagged fields. */
-export function offsetFetchV7(groupId: string, topic: string, partitions: number[]) {
+export function offsetFetchV7(groupId: string, topic: string, partitions: number[]): ProtocolRequest {
   return {
     request: {
       apiKey: OFFSET_FETCH,
@@ -82,12 +71,11 @@ export function offsetFetchV7(groupId: string, topic: string, partitions: number
  * after InitProducerId, so that a transaction that committed just before is never taken for one that did not.
  */
 export class StableOffsets {
-  private readonly cluster: Cluster;
+  private readonly cluster: KafkaJsCluster;
   private connected?: Promise<void>;
 
   constructor(kafka: Kafka) {
-    const create = symbol(kafka, 'private:Kafka:createCluster');
-    this.cluster = (kafka as unknown as Record<symbol, (args: object) => Cluster>)[create]({ allowAutoTopicCreation: false });
+    this.cluster = createCluster(kafka);
   }
 
   async disconnect(): Promise<void> {
@@ -97,6 +85,11 @@ export class StableOffsets {
 
   /** The committed offset (-1 for none) of a partition, waiting (at most `timeoutMs`) while it is unstable. */
   async committed(groupId: string, topic: string, partition: number, timeoutMs = 60000): Promise<bigint> {
+    return (await this.committedOffsets(groupId, topic, [partition], timeoutMs)).get(partition) as bigint;
+  }
+
+  /** The committed offsets (-1 for none) of partitions of a topic, waiting (at most `timeoutMs`) while any is unstable. */
+  async committedOffsets(groupId: string, topic: string, partitions: number[], timeoutMs = 60000): Promise<Map<number, bigint>> {
     const deadline = Date.now() + timeoutMs;
     for (let attempt = 1; ; attempt++) {
       let code: number;
@@ -104,11 +97,9 @@ export class StableOffsets {
         this.connected ??= this.cluster.connect();
         await this.connected;
         const coordinator = await this.cluster.findGroupCoordinator({ groupId });
-        const send = symbol(coordinator, 'private:Broker:sendRequest');
-        const answer: { errorCode: number; answers: PartitionAnswer[] } = await (coordinator as unknown as Record<symbol, (r: object) => Promise<never>>)[send](offsetFetchV7(groupId, topic, [partition]));
-        const mine = answer.answers.find((a) => a.partition === partition);
-        code = answer.errorCode || mine?.errorCode || 0;
-        if (code === 0) return mine ? mine.offset : -1n;
+        const answer = await sendRequest<{ errorCode: number; answers: PartitionAnswer[] }>(coordinator, offsetFetchV7(groupId, topic, partitions));
+        code = answer.errorCode || answer.answers.find((a) => a.errorCode !== 0)?.errorCode || 0;
+        if (code === 0) return new Map(partitions.map((p) => [p, answer.answers.find((a) => a.partition === p)?.offset ?? -1n]));
       } catch (err) {
         this.connected = undefined;
         if (Date.now() > deadline) throw err;
@@ -116,7 +107,7 @@ export class StableOffsets {
         continue;
       }
       if (!RETRY.has(code) || Date.now() > deadline) {
-        throw new Error(`OffsetFetch of ${topic}[${partition}] for group ${groupId} failed with error code ${code}${code === UNSTABLE_OFFSET_COMMIT ? ' (offsets of a transaction still pending)' : ''}`);
+        throw new Error(`OffsetFetch of ${topic}[${partitions.join(',')}] for group ${groupId} failed with error code ${code}${code === UNSTABLE_OFFSET_COMMIT ? ' (offsets of a transaction still pending)' : ''}`);
       }
       await sleep(Math.min(1000, 20 * 2 ** attempt));
     }

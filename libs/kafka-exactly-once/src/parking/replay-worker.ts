@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import type { CheckedTransaction } from '../producer/checked-producer';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
@@ -19,6 +19,7 @@ import { decodeSingleObject } from '../serde/single-object.codec';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { PartitionProducer } from '../transaction/partition-producer';
+import { StableOffsets } from '../engine/stable-offsets';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
 const OPERATIONS_LOCK = 736_421_191;
@@ -87,6 +88,8 @@ export class ReplayWorker {
   private readonly logger = new Logger(ReplayWorker.name);
   private readonly handlers: Map<string, HandlerDefinition>;
   private readonly producer: PartitionProducer;
+  /** Committed offsets read stable (require_stable): a marker a transaction committed a moment ago is not missed. */
+  private readonly offsets: StableOffsets;
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private stopping = false;
@@ -95,7 +98,6 @@ export class ReplayWorker {
 
   constructor(
     kafka: Kafka,
-    private readonly admin: Admin,
     private readonly dataSource: DataSource,
     private readonly registry: SchemaRegistry,
     private readonly options: ResolvedOptions,
@@ -107,6 +109,7 @@ export class ReplayWorker {
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs, options.kafka.retry);
+    this.offsets = new StableOffsets(kafka);
   }
 
   start(): void {
@@ -125,6 +128,7 @@ export class ReplayWorker {
     await this.running;
     await this.producer.close();
     this.producerReady = false;
+    await this.offsets.disconnect();
   }
 
   /** One round: settles unsettled replays and carries out the open operations (resolves when done). */
@@ -344,8 +348,7 @@ export class ReplayWorker {
 
   /** Whether the group committed its offset past this record (the unit of work that parked it is done in Kafka too). */
   private async consumed(topic: string, partition: number, offset: string): Promise<boolean> {
-    const [committed] = await this.admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] });
-    return BigInt(committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1') > BigInt(offset);
+    return (await this.offsets.committed(this.options.groupId, topic, partition)) > BigInt(offset);
   }
 
   private async countReleaseFailure(runner: QueryRunner, seq: string, error: RecordedFailure): Promise<void> {
@@ -435,9 +438,14 @@ export class ReplayWorker {
       [this.options.groupId],
     );
     if (rows.length === 0) return;
-    const topics = [...new Set(rows.map((r) => r.topic))];
-    const committed = await this.admin.fetchOffsets({ groupId: replayMarkerGroup(this.options.groupId), topics });
-    const marker = (r: Replay) => BigInt(committed.find((t) => t.topic === r.topic)?.partitions.find((p) => p.partition === r.partition)?.offset ?? '-1');
+    // Read stable (require_stable): a marker whose transaction committed a moment ago may not be applied by the
+    // group coordinator yet, and read unstable it looks missing; the outputs would go out a second time.
+    const markers = new Map<string, Map<number, bigint>>();
+    for (const topic of new Set(rows.map((r) => r.topic))) {
+      const partitions = [...new Set(rows.filter((r) => r.topic === topic).map((r) => r.partition))];
+      markers.set(topic, await this.offsets.committedOffsets(replayMarkerGroup(this.options.groupId), topic, partitions));
+    }
+    const marker = (r: Replay) => markers.get(r.topic)?.get(r.partition) ?? -1n;
     const done = rows.filter((r) => marker(r) > BigInt(r.seq));
     const pending = rows.filter((r) => marker(r) <= BigInt(r.seq));
     if (done.length > 0) await this.dataSource.query(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [done.map((r) => r.seq)]);

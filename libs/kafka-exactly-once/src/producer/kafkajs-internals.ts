@@ -87,7 +87,7 @@ const load = () => ({
   version: (require('kafkajs/package.json') as { version: string }).version,
   createEosManager: require('kafkajs/src/producer/eosManager') as (args: object) => EosManager,
   apiKeys: require('kafkajs/src/protocol/requests/apiKeys') as Record<string, number>,
-  requests: require('kafkajs/src/protocol/requests') as Record<string, unknown>,
+  requests: (require('kafkajs/src/protocol/requests') as { requests: Record<string, unknown> }).requests,
   protocolErrors: require('kafkajs/src/protocol/error') as { createErrorFromCode(code: number): Error & { type: string; code: number; retriable: boolean } },
   murmur2: require('kafkajs/src/producer/partitioners/default/murmur2') as (key: Buffer | string) => number,
 });
