@@ -13,7 +13,7 @@ import { HandlerPipeline } from './handler-pipeline';
 import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
 import { nestLogCreator } from './kafka-logger';
-import { fixKafkaJsRequestQueue } from './kafkajs-request-queue.fix';
+import { fixKafkaJs } from './kafkajs.fixes';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
@@ -52,7 +52,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
     {
       provide: KAFKA_CLIENT,
       useFactory: (options: ResolvedOptions) => {
-        fixKafkaJsRequestQueue();
+        fixKafkaJs();
         return new Kafka({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator });
       },
       inject: [RESOLVED_OPTIONS],
