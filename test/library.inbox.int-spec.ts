@@ -48,11 +48,20 @@ describe('library: inbox migrations and retention', () => {
        UNION ALL
        SELECT 'g', 't', sha256(convert_to('new-' || n, 'UTF8')), 'new-' || n, 't', 0, 100 + n, 'processed', now() - interval '6 days' FROM generate_series(1, 5) n`,
     );
-    const retention = new InboxRetention(dataSource, { retentionDays: 7, retentionIntervalMs: 0, retentionBatchSize: 10 });
+    // The group committed every one of them in Kafka.
+    const committed = async (_topic: string, partitions: number[]) => new Map(partitions.map((p) => [p, 1000n]));
+    const retention = new InboxRetention(dataSource, 'g', committed, { retentionDays: 7, retentionIntervalMs: 0, retentionBatchSize: 10 });
     expect(await retention.runOnce()).toBe(25);
     const left = await dataSource.query(`SELECT message_id FROM kafka_eo_inbox ORDER BY "offset"`);
     expect(left.map((r: { message_id: string }) => r.message_id)).toEqual(['new-1', 'new-2', 'new-3', 'new-4', 'new-5']);
     expect(await retention.runOnce()).toBe(0);
+    // Another group's rows are its own retention's.
+    await dataSource.query(
+      `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, processed_at)
+       VALUES ('other', 't', sha256(convert_to('x', 'UTF8')), 'x', 't', 0, 1, 'processed', now() - interval '8 days')`,
+    );
+    expect(await retention.runOnce()).toBe(0);
+    await dataSource.query(`DELETE FROM kafka_eo_inbox`);
   });
 });
 

@@ -147,7 +147,7 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
     const mover = leaderMoves({ brokers: clusterBrokers(), topics: [`${prefix}items.done`, `${prefix}items`], intervalMs: 1500 });
     let moduleRef: TestingModule | undefined;
     try {
-      moduleRef = await startLibraryModule(MovesModule);
+      moduleRef = await startLibraryModule(MovesModule, ['log', 'warn', 'error']);
       mover.start();
       await waitUntil(async () => Number((await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM applied'))[0].n) >= ids.length, 240000, 'every input applied');
       await waitForGroupCaughtUp(kafka, group, `${prefix}items`);

@@ -17,6 +17,7 @@ import { sleep } from './engine/sleep';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
+import { StableOffsets } from './engine/stable-offsets';
 import { runInboxMigrations } from './inbox/inbox-migrator';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { HandlerDefinition } from './engine/handler-definition';
@@ -40,6 +41,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private admin?: Admin;
   private consumer?: ExactlyOnceConsumer;
   private retention?: InboxRetention;
+  /** The retention job's reader of the group's committed offsets. */
+  private retentionOffsets?: StableOffsets;
   private replays?: ReplayWorker;
   private dataSource?: DataSource;
   private transport?: { owner: object; name: string; handlers: () => TransportHandlerSpec[] };
@@ -97,7 +100,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     }
     const dataSource = this.getDataSource();
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
-    this.retention = new InboxRetention(dataSource, this.options.inbox);
+    const offsets = (this.retentionOffsets = new StableOffsets(this.kafka));
+    this.retention = new InboxRetention(dataSource, this.options.groupId, (topic, partitions) => offsets.committedOffsets(this.options.groupId, topic, partitions), this.options.inbox);
     this.retention.start();
     const admin = this.kafka.admin();
     try {
@@ -125,7 +129,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       await this.consumer?.disconnect().catch(() => undefined);
       this.consumer = undefined;
       await admin.disconnect().catch(() => undefined);
-      await this.retention?.stop();
+      await this.stopRetention();
       throw err;
     }
     this.admin = admin;
@@ -217,7 +221,12 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       await this.consumer.stop();
       this.logger.log('consumer stopped: in-flight work committed or rolled back');
     }
+    await this.stopRetention();
+  }
+
+  private async stopRetention(): Promise<void> {
     await this.retention?.stop();
+    await this.retentionOffsets?.disconnect();
   }
 
   async onApplicationShutdown(): Promise<void> {

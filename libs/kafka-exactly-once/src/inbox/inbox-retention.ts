@@ -2,10 +2,27 @@ import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { INBOX_TABLE } from '../kafka-exactly-once.constants';
 
+/** The group's committed offsets of partitions of a topic, read stable (-1 for none). */
+export type CommittedOffsets = (topic: string, partitions: number[]) => Promise<Map<number, bigint>>;
+
+export interface InboxRetentionOptions {
+  /** Days (a fraction is allowed) a handled row is kept. */
+  retentionDays: number;
+  retentionIntervalMs: number;
+  retentionBatchSize: number;
+}
+
+/** Rows old enough to go: handled (processed, dead-lettered, replayed, discarded) or failing, never parked. */
+const EXPIRED = `((COALESCE(replayed_at, processed_at) < now() - make_interval(secs => $2::float8 * 86400) AND status <> 'parked')
+  OR (status = 'failing' AND claimed_at < now() - make_interval(secs => $2::float8 * 86400)))`;
+
 /**
- * Deletes processed inbox rows older than the retention window, in small batches so that no statement holds
- * many locks or runs long. A message id whose row is gone is no longer recognised as a duplicate: keep the
- * window longer than any redelivery or republish you expect.
+ * Deletes the group's inbox rows older than the retention window, in small batches so that no statement holds
+ * many locks or runs long, and only those whose record the group has committed in Kafka (offset below the
+ * partition's stable committed offset). A row whose PostgreSQL transaction committed while its Kafka transaction
+ * did not (a crash between the two, a partition stuck since) is what tells the next delivery of the record that
+ * it was handled: deleted, the record would be handled a second time. A message id whose row is gone is no longer
+ * recognised as a duplicate: keep the window longer than any redelivery or republish you expect.
  */
 export class InboxRetention {
   private readonly logger = new Logger(InboxRetention.name);
@@ -14,7 +31,9 @@ export class InboxRetention {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly options: { retentionDays: number; retentionIntervalMs: number; retentionBatchSize: number },
+    private readonly groupId: string,
+    private readonly committed: CommittedOffsets,
+    private readonly options: InboxRetentionOptions,
   ) {}
 
   start(): void {
@@ -36,21 +55,41 @@ export class InboxRetention {
   }
 
   private async deleteExpired(): Promise<number> {
+    const { retentionDays, retentionBatchSize } = this.options;
+    const partitions: Array<{ topic: string; partition: number }> = await this.dataSource.query(
+      `SELECT DISTINCT topic, partition FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND ${EXPIRED}`,
+      [this.groupId, retentionDays],
+    );
     let total = 0;
-    for (;;) {
-      const result: [unknown[], number] = await this.dataSource.query(
-        `DELETE FROM ${INBOX_TABLE} WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM ${INBOX_TABLE}
-           WHERE (COALESCE(replayed_at, processed_at) < now() - make_interval(days => $1) AND status <> 'parked')
-              OR (status = 'failing' AND claimed_at < now() - make_interval(days => $1))
-           LIMIT $2))`,
-        [this.options.retentionDays, this.options.retentionBatchSize],
-      );
-      const deleted = Array.isArray(result) ? Number(result[1] ?? 0) : 0;
-      total += deleted;
-      if (deleted < this.options.retentionBatchSize) break;
+    let held = 0;
+    for (const topic of new Set(partitions.map((p) => p.topic))) {
+      const committed = await this.committed(topic, partitions.filter((p) => p.topic === topic).map((p) => p.partition));
+      for (const [partition, offset] of committed) {
+        for (;;) {
+          const result: [unknown[], number] = await this.dataSource.query(
+            `DELETE FROM ${INBOX_TABLE} WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM ${INBOX_TABLE}
+               WHERE consumer_group = $1 AND topic = $3 AND partition = $4 AND "offset" < $5 AND ${EXPIRED}
+               LIMIT $6))`,
+            [this.groupId, retentionDays, topic, partition, offset.toString(), retentionBatchSize],
+          );
+          const deleted = Array.isArray(result) ? Number(result[1] ?? 0) : 0;
+          total += deleted;
+          if (deleted < retentionBatchSize) break;
+        }
+        const [left] = await this.dataSource.query(
+          `SELECT count(*)::int AS n FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND topic = $3 AND partition = $4 AND ${EXPIRED}`,
+          [this.groupId, retentionDays, topic, partition],
+        );
+        held += left.n;
+      }
     }
-    if (total > 0) this.logger.log(`deleted ${total} inbox rows older than ${this.options.retentionDays} days`);
+    if (total > 0) this.logger.log(`deleted ${total} inbox rows of group ${this.groupId} older than ${retentionDays} days`);
+    if (held > 0) {
+      this.logger.warn(
+        `kept ${held} inbox rows of group ${this.groupId} older than ${retentionDays} days: their records are handled in PostgreSQL but not committed in Kafka yet (a partition that does not move; see its health)`,
+      );
+    }
     return total;
   }
 }

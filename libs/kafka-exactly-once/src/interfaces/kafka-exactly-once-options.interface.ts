@@ -160,7 +160,8 @@ export interface InboxOptions {
    * Days an inbox row is kept after it was handled (processed, dead-lettered, replayed or discarded); the
    * retention job then deletes it, so that a duplicate arriving later is no longer recognised and a dead letter
    * no longer listed by `kafka-eo dlq` or the admin API (its record stays on the dead-letter topic). Rows of
-   * parked records are kept until released. Default 7.
+   * parked records are kept until released, and so is every row whose record the group has not committed in
+   * Kafka yet (its offset at or above the partition's committed offset). Default 7; a fraction is allowed.
    */
   retentionDays?: number;
   /** How often the retention job runs, ms (default one hour; 0 disables it). */

@@ -12,6 +12,12 @@ function positiveInt(field: string, value: number | undefined, fallback: number,
   return value;
 }
 
+function positiveNumber(field: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || !(value > 0)) throw new InvalidOptionsError(field, `must be a number > 0, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 function atLeastOne(field: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !(value >= 1)) throw new InvalidOptionsError(field, `must be a number >= 1, got ${JSON.stringify(value)}`);
@@ -130,7 +136,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     transactionTimeoutMs,
     inbox: {
       runMigrations: inbox.runMigrations ?? true,
-      retentionDays: positiveInt('inbox.retentionDays', inbox.retentionDays, 7),
+      retentionDays: positiveNumber('inbox.retentionDays', inbox.retentionDays, 7),
       retentionIntervalMs: positiveInt('inbox.retentionIntervalMs', inbox.retentionIntervalMs, 3600000, 0),
       retentionBatchSize: positiveInt('inbox.retentionBatchSize', inbox.retentionBatchSize, 1000),
       lockTimeoutMs,
