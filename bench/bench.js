@@ -53,10 +53,10 @@ const report = require('./report');
 
 const ROOT = join(__dirname, '..');
 
-// The library's fix of KafkaJS's request queue (every idle connection polled each millisecond; from Node 24 a
-// TimeoutNegativeWarning), for this script's own KafkaJS clients too (see kafkajs-request-queue.fix.ts).
-const REQUEST_QUEUE_FIX = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs-request-queue.fix.js');
-if (existsSync(REQUEST_QUEUE_FIX)) require(REQUEST_QUEUE_FIX).fixKafkaJsRequestQueue();
+// The library's fixes of KafkaJS (its request queue, its read-committed filter), for this script's own KafkaJS
+// clients too (see kafkajs.fixes.ts).
+const KAFKAJS_FIXES = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs.fixes.js');
+if (existsSync(KAFKAJS_FIXES)) require(KAFKAJS_FIXES).fixKafkaJs();
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
 const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');

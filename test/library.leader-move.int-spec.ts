@@ -70,6 +70,7 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
     const publisher = moduleRef.get(EventPublisher);
     const mover = leaderMoves({ brokers: clusterBrokers(), topics: [topic], intervalMs: 1500 });
     const results: Array<{ id: string; status: string; partition?: number; offset?: string }> = [];
+    let moves: { moved: number };
     try {
       mover.start();
       const until = Date.now() + 30000;
@@ -80,11 +81,11 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
         answers.forEach((a, i) => results.push({ id: ids[i], status: a.status, partition: a.partition, offset: a.offset }));
       }
     } finally {
-      const moves = await mover.stop();
-      expect(moves.moved).toBeGreaterThan(20);
+      moves = await mover.stop();
       await publisher.flush(120000);
       await moduleRef.close();
     }
+    expect(moves.moved).toBeGreaterThan(20);
     const records = await readTopic(kafka, topic, { until: quietAfter(results.length, 3000), pollIdleMs: 500, timeoutMs: 120000 });
     const copies = new Map<string, Array<{ partition: number; offset: string }>>();
     for (const r of records) copies.set(r.headers['message-id'], [...(copies.get(r.headers['message-id']) ?? []), { partition: r.partition, offset: r.offset }]);
@@ -146,16 +147,17 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
 
     const mover = leaderMoves({ brokers: clusterBrokers(), topics: [`${prefix}items.done`, `${prefix}items`], intervalMs: 1500 });
     let moduleRef: TestingModule | undefined;
+    let moves: { moved: number };
     try {
-      moduleRef = await startLibraryModule(MovesModule, ['log', 'warn', 'error']);
+      moduleRef = await startLibraryModule(MovesModule);
       mover.start();
       await waitUntil(async () => Number((await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM applied'))[0].n) >= ids.length, 240000, 'every input applied');
       await waitForGroupCaughtUp(kafka, group, `${prefix}items`);
     } finally {
-      const moves = await mover.stop();
-      expect(moves.moved).toBeGreaterThan(10);
+      moves = await mover.stop();
       await moduleRef?.close();
     }
+    expect(moves.moved).toBeGreaterThan(10);
     const outputs = await readTopic(kafka, `${prefix}items.done`, { until: quietAfter(ids.length * 2, 3000), pollIdleMs: 500, timeoutMs: 120000 });
     const perKey = new Map<string, number>();
     for (const r of outputs) perKey.set(r.key as string, (perKey.get(r.key as string) ?? 0) + 1);

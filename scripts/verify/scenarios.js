@@ -343,6 +343,35 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
       },
     },
     {
+      name: 'leader-move',
+      description: 'a three-node cluster (RF 3, min ISR 2): partition leaders of the input, output and dead-letter topics moved every 3 s under load (replica order rotated, then a preferred leader election), as Kafka\'s auto leader rebalance and operators do',
+      brokers: CLUSTER_BROKERS,
+      consumerEnv: { DEMO_TOPIC_REPLICATION_FACTOR: '3' },
+      catchUpMs: 420000,
+      async setup(stage) {
+        if (!cluster('status')) {
+          cluster('start');
+          stage.cleanup.push(() => cluster('stop'));
+        }
+      },
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        await stage.startConsumer();
+        const { leaderMoves } = require('../kafka/leader-moves');
+        const topics = ['payments.requested', 'payments.processed', 'payments.requested.dlq'].map((t) => stage.topic(t));
+        const mover = leaderMoves({ brokers: CLUSTER_BROKERS, topics, intervalMs: 3000, random: stage.random, log: (line) => stage.fault(line.split(stage.prefix).join('')) });
+        const load = stage.startLoad(cfg.count * 2);
+        mover.start();
+        try {
+          await load.exited;
+        } finally {
+          const moves = await mover.stop();
+          stage.fault(`${moves.moved} leader moves in ${moves.rounds} rounds${moves.errors ? `, ${moves.errors} failed (${moves.lastError})` : ''}`);
+          if (moves.moved === 0) throw new Error(`no partition leader moved (${moves.lastError ?? 'no error'})`);
+        }
+      },
+    },
+    {
       name: 'hostile-parking',
       description: 'hostile records mixed into the load (dead-lettered, their keys parked), and an account parked by a failing payment, released with kafka-eo during the run',
       async run(stage, cfg) {

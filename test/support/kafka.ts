@@ -1,5 +1,6 @@
 import { randomUUID } from 'crypto';
 import { Admin, Consumer, IHeaders, Kafka, KafkaMessage, logLevel } from 'kafkajs';
+import { fixKafkaJs } from 'kafka-exactly-once/kafkajs.fixes';
 import { kafkaBrokers } from './environment';
 
 /** A topic name no other suite or run uses. */
@@ -89,6 +90,8 @@ export function quietAfter(count: number, quietMs: number): (records: unknown[])
  * `until` holds; rejects with what was read when the time runs out.
  */
 export async function readTopic(kafka: Kafka, topic: string, options: ReadOptions): Promise<ReadRecord[]> {
+  // KafkaJS's own read-committed filter lets records of aborted transactions through (kafkajs-aborted-transactions.fix.ts).
+  fixKafkaJs();
   const consumer: Consumer = kafka.consumer({
     groupId: `reader-${randomUUID()}`,
     readUncommitted: options.readUncommitted ?? false,

@@ -16,6 +16,12 @@ export interface CheckedProducerOptions {
   ackTimeoutMs?: number;
 }
 
+/** @internal What a CheckedProducer drives, for the unit specs (KafkaJS's own by default). */
+export interface ProducerSeams {
+  cluster?: KafkaJsCluster;
+  produce?: ProduceCallDeps['produce'];
+}
+
 export interface SendOptions {
   /** No request is started after this time (ms since the epoch); a send whose turn comes later is not sent. */
   deadline?: number;
@@ -47,11 +53,15 @@ export class CheckedProducer {
   private open?: CheckedTransaction;
   private readonly retry: ProduceCallDeps['retry'];
 
+  private readonly sendProduce: ProduceCallDeps['produce'];
+
   constructor(
     kafka: Kafka,
     private readonly options: CheckedProducerOptions = {},
+    seams: ProducerSeams = {},
   ) {
-    this.cluster = createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 });
+    this.cluster = seams.cluster ?? createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 });
+    this.sendProduce = seams.produce ?? sendProduce;
     this.kafkaLogger = (kafka.logger() as unknown as KafkaJsLogger).namespace('Producer');
     this.eos = this.newEos();
     this.retry = { ...DEFAULT_RETRY, ...stripUndefined(options.retry ?? {}) } as ProduceCallDeps['retry'];
@@ -117,7 +127,7 @@ export class CheckedProducer {
         cluster: this.cluster,
         eos: this.eos,
         partition: partitionOf,
-        produce: sendProduce,
+        produce: this.sendProduce,
         protocolError,
         retry: this.retry,
         ackTimeoutMs: this.options.ackTimeoutMs ?? 30000,

@@ -1,6 +1,6 @@
 import { Message, PartitionMetadata, Partitioners } from 'kafkajs';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
-import { partitionOf } from './checked-producer';
+import { CheckedProducer, partitionOf } from './checked-producer';
 import type { ProduceAnswer, ProduceArgs } from './kafkajs-internals';
 import { ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
 
@@ -349,5 +349,58 @@ describe('ProduceCall', () => {
     const noKey = { key: null, value: Buffer.from('dead letter') };
     expect(new Set(Array.from({ length: 20 }, () => partitionOf(TOPIC, partitions, noKey))).size).toBe(1);
     expect(partitionOf(TOPIC, partitions, { key: 'k', value: 'v', partition: 4 })).toBe(4);
+  });
+});
+
+describe('CheckedProducer', () => {
+  const fakeKafka = { logger: () => quiet } as never;
+  const producerOn = (cluster: FakeCluster) => new CheckedProducer(fakeKafka, { retry: RETRY }, { cluster: cluster as never, produce: (broker, args) => (broker as unknown as FakeBroker).produceRaw(args) });
+
+  it('sends one call at a time: the live path and the drainer never have requests in flight together', async () => {
+    const cluster = new FakeCluster(TOPIC, [1, 2]);
+    const requests: string[] = [];
+    cluster.hook = async (broker, args) => {
+      const label = String(args.topicData[0].partitions[0].messages[0].value).split('-')[0];
+      requests.push(`${label} starts on ${broker.nodeId}`);
+      await sleep(15);
+      requests.push(`${label} ends on ${broker.nodeId}`);
+    };
+    const producer = producerOn(cluster);
+    await producer.connect();
+    await Promise.all([producer.send(onePerPartition(TOPIC, [0, 1], 'live')), producer.send(onePerPartition(TOPIC, [0, 1], 'drain'))]);
+    // Both of the first call's requests (one per broker) end before the second call's first starts.
+    expect(requests.slice(0, 4).every((r) => r.startsWith('live'))).toBe(true);
+    expect(requests.slice(4).every((r) => r.startsWith('drain'))).toBe(true);
+  });
+
+  it('never starts a send whose deadline passed while it waited for its turn, nor any after a disconnect', async () => {
+    const cluster = new FakeCluster(TOPIC, [1]);
+    cluster.hook = () => sleep(40);
+    const producer = producerOn(cluster);
+    await producer.connect();
+    const first = producer.send(onePerPartition(TOPIC, [0], 'first'));
+    const late = producer.send(onePerPartition(TOPIC, [0], 'late'), { deadline: Date.now() + 10 });
+    await first;
+    await expect(late).rejects.toMatchObject({ name: 'ProduceIncompleteError', outcome: 'not-written' });
+    const slow = producer.send(onePerPartition(TOPIC, [0], 'slow'));
+    const queued = producer.send(onePerPartition(TOPIC, [0], 'queued'));
+    await producer.disconnect();
+    await slow.catch(() => undefined);
+    await expect(queued).rejects.toMatchObject({ outcome: 'not-written' });
+    expect(cluster.values(0)).not.toContain('late-0');
+    expect(cluster.values(0)).not.toContain('queued-0');
+  });
+
+  it('takes a new producer id after a send in doubt, so that no sequence number is reused', async () => {
+    const cluster = new FakeCluster(TOPIC, [1]);
+    answerLost(cluster, RETRY.retries + 1);
+    const producer = producerOn(cluster);
+    await producer.connect();
+    await expect(producer.send(onePerPartition(TOPIC, [0], 'doubt'))).rejects.toMatchObject({ outcome: 'unknown' });
+    cluster.hook = () => undefined;
+    await producer.send(onePerPartition(TOPIC, [0], 'next'));
+    const log = cluster.logs.get(`${TOPIC}:0`) ?? [];
+    expect(log.map((r) => r.value)).toEqual(['doubt-0', 'next-0']);
+    expect(log[1].producerId).not.toBe(log[0].producerId);
   });
 });

@@ -433,15 +433,17 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const request = byTopic(ordered.map((pending) => ({ topic: pending.record.topic, message: pending.message })));
     let sent = false;
     try {
-      const placements = await breaker.execute(() =>
-        withDeadline(
+      const placements = await breaker.execute(() => {
+        // One deadline for the connection and the send: a send whose time ran out while connecting never starts.
+        const deadline = Date.now() + timeoutMs;
+        return withDeadline(
           this.connected().then((producer) => {
             sent = true;
-            return producer.send(request, { deadline: Date.now() + timeoutMs });
+            return producer.send(request, { deadline });
           }),
           timeoutMs,
-        ),
-      );
+        );
+      });
       ordered.forEach((pending, i) => pending.resolve(placed(placements[i])));
     } catch (error) {
       const written = error instanceof ProduceIncompleteError ? error.written : [];
@@ -525,15 +527,16 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
         let sent = false;
         try {
           const timeoutMs = this.config().sendTimeoutMs * 2;
-          await breaker.execute(() =>
-            withDeadline(
+          await breaker.execute(() => {
+            const deadline = Date.now() + timeoutMs;
+            return withDeadline(
               this.connected().then((producer) => {
                 sent = true;
-                return producer.send(groupByTopic(batch), { deadline: Date.now() + timeoutMs });
+                return producer.send(groupByTopic(batch), { deadline });
               }),
               timeoutMs,
-            ),
-          );
+            );
+          });
           spool.acknowledge(batch.length);
           this.counters.drained += batch.length;
           this.metrics.drained(batch.length);
