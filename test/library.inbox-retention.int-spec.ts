@@ -74,6 +74,7 @@ describe('library: inbox retention and the Kafka commit', () => {
     try {
       const retention = new InboxRetention(dataSource, group, (t, partitions) => offsets.committedOffsets(group, t, partitions), {
         retentionDays: 1 / 86400,
+        operationsRetentionDays: 30,
         retentionIntervalMs: 0,
         retentionBatchSize: 10,
       });

@@ -50,7 +50,7 @@ describe('library: inbox migrations and retention', () => {
     );
     // The group committed every one of them in Kafka.
     const committed = async (_topic: string, partitions: number[]) => new Map(partitions.map((p) => [p, 1000n]));
-    const retention = new InboxRetention(dataSource, 'g', committed, { retentionDays: 7, retentionIntervalMs: 0, retentionBatchSize: 10 });
+    const retention = new InboxRetention(dataSource, 'g', committed, { retentionDays: 7, operationsRetentionDays: 30, retentionIntervalMs: 0, retentionBatchSize: 10 });
     expect(await retention.runOnce()).toBe(25);
     const left = await dataSource.query(`SELECT message_id FROM kafka_eo_inbox ORDER BY "offset"`);
     expect(left.map((r: { message_id: string }) => r.message_id)).toEqual(['new-1', 'new-2', 'new-3', 'new-4', 'new-5']);
@@ -62,6 +62,36 @@ describe('library: inbox migrations and retention', () => {
     );
     expect(await retention.runOnce()).toBe(0);
     await dataSource.query(`DELETE FROM kafka_eo_inbox`);
+  });
+
+  it('prunes settled operator rows older than operations.retentionDays, never open ones, and only its group', async () => {
+    await runInboxMigrations(dataSource);
+    const old = `now() - interval '31 days'`;
+    await dataSource.query(
+      `INSERT INTO kafka_eo_audit (consumer_group, action, topic, state, requested_at, finished_at) VALUES
+         ('g', 'replay', 't', 'done', ${old}, ${old}), ('g', 'release', 't', 'failed', ${old}, ${old}),
+         ('g', 'discard', 't', 'done', now(), now()), ('g', 'replay', 't', 'pending', ${old}, NULL),
+         ('other', 'replay', 't', 'done', ${old}, ${old})`,
+    );
+    await dataSource.query(
+      `INSERT INTO kafka_eo_replays (consumer_group, topic, partition, audit_id, outputs, settled, created_at) VALUES
+         ('g', 't', 0, 1, '[]', true, ${old}), ('g', 't', 0, 2, '[]', false, ${old}), ('g', 't', 0, 3, '[]', true, now())`,
+    );
+    const parked = (offset: number, state: string, resolved: string) =>
+      `('g', 't', '\\x01', 0, ${offset}, 't', '\\x02', 'm-${offset}', 'handler-failed', '${state}', ${old}, ${resolved})`;
+    await dataSource.query(
+      `INSERT INTO kafka_eo_parked_records (consumer_group, topic, key_digest, partition, "offset", scope, id_digest, message_id, reason, state, parked_at, resolved_at) VALUES
+         ${[parked(1, 'replayed', old), parked(2, 'discarded', old), parked(3, 'parked', 'NULL'), parked(4, 'replayed', 'now()')].join(', ')}`,
+    );
+    const retention = new InboxRetention(dataSource, 'g', async () => new Map(), { retentionDays: 7, operationsRetentionDays: 30, retentionIntervalMs: 0, retentionBatchSize: 1 });
+    await retention.runOnce();
+    expect(await dataSource.query(`SELECT consumer_group, action, state FROM kafka_eo_audit ORDER BY id`)).toEqual([
+      { consumer_group: 'g', action: 'discard', state: 'done' },
+      { consumer_group: 'g', action: 'replay', state: 'pending' },
+      { consumer_group: 'other', action: 'replay', state: 'done' },
+    ]);
+    expect((await dataSource.query(`SELECT audit_id::int AS id FROM kafka_eo_replays ORDER BY seq`)).map((r: { id: number }) => r.id)).toEqual([2, 3]);
+    expect((await dataSource.query(`SELECT "offset"::int AS o FROM kafka_eo_parked_records ORDER BY seq`)).map((r: { o: number }) => r.o)).toEqual([3, 4]);
   });
 });
 

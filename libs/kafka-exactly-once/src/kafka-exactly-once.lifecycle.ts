@@ -19,6 +19,7 @@ import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
 import { StableOffsets } from './engine/stable-offsets';
 import { runInboxMigrations } from './inbox/inbox-migrator';
+import { hardenPool } from './inbox/connection-pool';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { KafkaExactlyOnceExplorer, type TransportHandlerSpec } from './kafka-exactly-once.explorer';
@@ -99,9 +100,14 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       return;
     }
     const dataSource = this.getDataSource();
+    const hardened = hardenPool(dataSource, Math.max(5000, this.options.inbox.statementTimeoutMs));
+    if (hardened.length > 0) this.logger.log(`PostgreSQL pool: set ${hardened.join(' and ')} (the application left them unset; a server that stops answering must end as an error)`);
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
     const offsets = (this.retentionOffsets = new StableOffsets(this.kafka));
-    this.retention = new InboxRetention(dataSource, this.options.groupId, (topic, partitions) => offsets.committedOffsets(this.options.groupId, topic, partitions), this.options.inbox);
+    this.retention = new InboxRetention(dataSource, this.options.groupId, (topic, partitions) => offsets.committedOffsets(this.options.groupId, topic, partitions), {
+      ...this.options.inbox,
+      operationsRetentionDays: this.options.operations.retentionDays,
+    });
     this.retention.start();
     const admin = this.kafka.admin();
     try {

@@ -3,6 +3,9 @@ import { withDeadline } from './deadline';
 
 interface PgClient {
   query(sql: string): Promise<unknown>;
+  /** node-postgres: the statement waiting for the server's answer, and those queued behind it. */
+  activeQuery?: unknown;
+  queryQueue?: unknown[];
   /** 'I' idle, 'T' in a transaction, 'E' in a failed transaction (pg >= 8.12). */
   getTransactionStatus?(): string | null;
 }
@@ -13,17 +16,47 @@ interface PgClient {
  * pooled connection inside a failed transaction would make the next user's queries fail with "current
  * transaction is aborted").
  */
-export async function releaseClean(runner: QueryRunner): Promise<void> {
-  const client = (runner as unknown as { databaseConnection?: PgClient }).databaseConnection;
-  let broken: Error | undefined;
+export async function releaseClean(runner: QueryRunner, destroy = false): Promise<void> {
+  const internals = runner as unknown as { databaseConnection?: PgClient; databaseConnectionPromise?: Promise<unknown>; releaseCallback?: (err?: Error) => void };
+  const client = internals.databaseConnection;
+  if (!client && internals.databaseConnectionPromise) {
+    // Still connecting (a server that does not answer): the connection is destroyed when it comes, not leaked.
+    void internals.databaseConnectionPromise.then(
+      () => {
+        internals.releaseCallback?.(new Error('abandoned while connecting'));
+        internals.releaseCallback = undefined;
+      },
+      () => undefined,
+    );
+  }
+  // A connection a handler may still be using (it overran its deadline) is closed, never rolled back and reused:
+  // the server rolls its transaction back, and a late statement of the handler finds no connection.
+  let broken: Error | undefined = destroy ? new Error('closed: a handler may still be using it') : undefined;
+  // A statement still waiting for its answer (given up on: the server stopped answering) would keep every later
+  // user of the connection waiting behind it, even with the transaction status still idle.
+  if (!broken && client && (client.activeQuery || (client.queryQueue?.length ?? 0) > 0)) broken = new Error('closed: a statement on it never got its answer');
   try {
-    if (client && client.getTransactionStatus?.() !== 'I') await withDeadline(client.query('ROLLBACK'), 5000, 'ROLLBACK');
+    if (!broken && client && client.getTransactionStatus?.() !== 'I') await withDeadline(client.query('ROLLBACK'), 5000, 'ROLLBACK');
     const status = client?.getTransactionStatus?.();
-    if (client && status !== 'I' && status !== null && status !== undefined) broken = new Error(`connection left in transaction state ${status}`);
+    if (!broken && client && status !== 'I' && status !== null && status !== undefined) broken = new Error(`connection left in transaction state ${status}`);
   } catch (err) {
     broken = err as Error;
   }
   const release = (runner as unknown as { releasePostgresConnection?: (err?: Error) => Promise<void> }).releasePostgresConnection;
   if (release) await release.call(runner, broken).catch(() => undefined);
   else await runner.release().catch(() => undefined);
+}
+
+/**
+ * One statement of the library's own outside a unit of work (a worker's bookkeeping, a health check), on a
+ * connection of its own, given up after `timeoutMs`: a server that stops answering fails it instead of holding
+ * the caller (and the connection, which is then closed, not reused) for good.
+ */
+export async function queryWithin<T = any>(dataSource: { createQueryRunner(): QueryRunner }, sql: string, params: unknown[] = [], timeoutMs: number): Promise<T> {
+  const runner = dataSource.createQueryRunner();
+  try {
+    return await withDeadline(runner.query(sql, params), timeoutMs, 'PostgreSQL');
+  } finally {
+    await releaseClean(runner);
+  }
 }

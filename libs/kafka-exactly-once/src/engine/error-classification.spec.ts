@@ -1,5 +1,5 @@
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
-import { REFUSED_BY_PIPELINE, isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
+import { REFUSED_BY_PIPELINE, isRecordSuspectFault, raisedByHandler, isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
 describe('error classification', () => {
   const pgError = (code: string) => Object.assign(new Error(`pg ${code}`), { name: 'QueryFailedError', driverError: { code } });
@@ -50,6 +50,20 @@ describe('error classification', () => {
     expect(isOutputTooLarge(incomplete(kafkaError('MESSAGE_TOO_LARGE', false)))).toBe(true);
     expect(isFencedError(incomplete(kafkaError('INVALID_PRODUCER_EPOCH', false)))).toBe(true);
     expect(incomplete(kafkaError('MESSAGE_TOO_LARGE', false)).retriable).toBe(false);
+  });
+
+  it("suspects the record of infrastructure-looking faults its handler's own call raised, when the record can cause them", () => {
+    const pg = (code: string) => raisedByHandler(pgError(code));
+    expect(isRecordSuspectFault(pg('53200'))).toBe(true); // out of memory
+    expect(isRecordSuspectFault(pg('53100'))).toBe(true); // disk full
+    expect(isRecordSuspectFault(pg('57P02'))).toBe(true); // a backend crashed
+    expect(isRecordSuspectFault(raisedByHandler(new Error('Connection terminated unexpectedly')))).toBe(true);
+    expect(isRecordSuspectFault(raisedByHandler(Object.assign(new Error('connect ECONNREFUSED'), { name: 'KafkaJSConnectionError' })))).toBe(true);
+    // An operator's termination, a lock wait, an idle timeout, a shutdown: the infrastructure's, whoever met it.
+    for (const code of ['57P01', '55P03', '25P03', '57P03', '08006']) expect(isRecordSuspectFault(pg(code))).toBe(false);
+    // The same faults met by the library's own statements are never the record's.
+    expect(isRecordSuspectFault(pgError('53200'))).toBe(false);
+    expect(isRecordSuspectFault({ name: 'InboxStatementError', cause: pgError('53200') })).toBe(false);
   });
 
   it('recognises fencing, also when wrapped', () => {

@@ -76,6 +76,40 @@ export function isConnectionFault(err: unknown): boolean {
   return false;
 }
 
+/** Marks an error a handler raised (or a statement of its own): the consumer may blame the record for it. */
+const RAISED_BY_HANDLER = Symbol('kafka-exactly-once:raised-by-handler');
+
+/** Marks `err` as raised by a handler's call (not by the library's own statements or sends), and returns it. */
+export function raisedByHandler<T>(err: T): T {
+  if (err && typeof err === 'object' && !Object.isFrozen(err)) Object.defineProperty(err, RAISED_BY_HANDLER, { value: true, configurable: true });
+  return err;
+}
+
+/** PostgreSQL SQLSTATEs a statement of its own can bring on: out of resources, a backend crash (all sessions end). */
+function isRecordInducedPostgresCode(code: string): boolean {
+  return /^53/.test(code) || code === '57P02';
+}
+
+/**
+ * An infrastructure-looking fault that a handler's own call raised and that its record may cause: PostgreSQL out
+ * of resources (class 53) or a backend crash (57P02, a connection cut without a code), or an error of the
+ * handler's own KafkaJS client. Retried like any infrastructure fault, but counted for the record when it comes
+ * back with the record alone, so that after `isolation.maxFailures` the record is dead-lettered and the line
+ * moves. An administrator's termination (57P01), a lock or idle timeout, a server shutting down stay faults of
+ * the infrastructure.
+ */
+export function isRecordSuspectFault(err: unknown): boolean {
+  if (!(err && typeof err === 'object' && (err as Record<symbol, unknown>)[RAISED_BY_HANDLER] === true)) return false;
+  for (const e of chain(err)) {
+    const name = String(e.name ?? '');
+    if (name.startsWith('KafkaJS')) return true;
+    const code = String(e.driverError?.code ?? e.code ?? '');
+    if (code) return isRecordInducedPostgresCode(code);
+    if (/Connection terminated unexpectedly|server closed the connection unexpectedly/i.test(String(e.message ?? ''))) return true;
+  }
+  return false;
+}
+
 /** KafkaJS error types that mean another producer with our transactional id took over (or the broker bumped the epoch). */
 const FENCED_TYPES = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED']);
 

@@ -11,7 +11,7 @@ import { PartitionProducer } from '../transaction/partition-producer';
 import { releaseClean } from './clean-release';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
-import { isConnectionFault } from './error-classification';
+import { isConnectionFault, isRecordSuspectFault } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
@@ -335,7 +335,10 @@ export class ExactlyOnceConsumer {
         this.backOff(session, payload, error, 'the broker aborted the Kafka transaction (transaction timeout?); recreating the producer and resuming from the committed offset', 'transaction-aborted');
         return;
       }
-      if (outcome.kind === 'outcome-unknown' || isConnectionFault(error)) {
+      // A fault of the infrastructure is retried without end; one a handler's own call raised that its record may
+      // cause (PostgreSQL out of resources, a crashed backend, the handler's own Kafka client) is isolated and
+      // counted like a record's failure, so that a record that keeps bringing it on is dead-lettered in the end.
+      if (outcome.kind === 'outcome-unknown' || (isConnectionFault(error) && !isRecordSuspectFault(error))) {
         this.backOff(
           session,
           payload,

@@ -1,5 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
+import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { OutputTooLargeError } from '../errors/output-too-large.error';
 import type { RecordedOutput } from '../inbox/inbox.repository';
 import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
@@ -8,7 +9,7 @@ import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
-import { isConnectionFault, isRetriableHandlerError } from './error-classification';
+import { isConnectionFault, isRetriableHandlerError, raisedByHandler } from './error-classification';
 import { outputMessageId } from './message-ids';
 import { outputSize, textHeaderPairs } from './record-headers';
 import { TRACING_OFF, type KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
@@ -91,22 +92,25 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
 
 async function attempts(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, savepoints: boolean, traceHeaders: Record<string, string>): Promise<Invocation> {
   const { handler, options } = deps;
+  const where = () => `${record.info.topic}[${record.info.partition}]@${record.info.offset} (message ${record.id.displayId})`;
   if (!savepoints) {
     const emitted: RecordedOutput[] = [];
-    await optimistically(() => handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders)));
+    await optimistically(() => withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders))));
     return { ok: true, attempts: 1, outputs: emitted };
   }
   for (let attempt = 1; ; attempt++) {
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
     const emitted: RecordedOutput[] = [];
     try {
-      await handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders));
+      await withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders)));
       await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
       return { ok: true, attempts: attempt, outputs: emitted };
     } catch (err) {
+      // The call may still be running on this connection: the unit of work ends here, and closes it.
+      if (err instanceof HandlerTimeoutError) throw err;
       // If the connection is gone this throws, and the whole transaction is rolled back and retried.
       await runner.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
-      if (isConnectionFault(err)) throw err;
+      if (isConnectionFault(err)) throw raisedByHandler(err);
       if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) return { ok: false, attempts: attempt, error: err };
       const { topic, partition, offset } = record.info;
       // The display id and a bounded message: both can carry a record's bytes, of any length.
@@ -126,8 +130,9 @@ export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunn
   // A span per event (each the child of its record's trace), so that each event's outputs continue its trace.
   const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name));
   const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers) }));
+  const where = () => `${items[0].record.info.topic}[${items[0].record.info.partition}]@${items[0].record.info.offset}..${items[items.length - 1].record.info.offset} (${items.length} events)`;
   try {
-    await whileHeartbeating(deps, () => optimistically(() => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 })));
+    await whileHeartbeating(deps, () => optimistically(() => withinHandlerTimeout(deps, where, deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 }))));
   } catch (err) {
     for (const span of spans) span.end(err);
     throw err;
@@ -149,13 +154,28 @@ export async function whileHeartbeating<T>(deps: Pick<InvocationDeps, 'heartbeat
   }
 }
 
-/** A handler call without a savepoint: a connection fault as it is, any other failure as OptimisticInvocationFailed. */
+/**
+ * A handler call without a savepoint: a connection fault as it is (marked as the handler's), an overrun as it is,
+ * any other failure as OptimisticInvocationFailed.
+ */
 async function optimistically(call: () => Promise<void>): Promise<void> {
   try {
     await call();
   } catch (err) {
-    if (isConnectionFault(err)) throw err;
+    if (err instanceof HandlerTimeoutError) throw err;
+    if (isConnectionFault(err)) throw raisedByHandler(err);
     throw new OptimisticInvocationFailed(err);
+  }
+}
+
+/** The handler's call, or HandlerTimeoutError once it has run `consumer.handlerTimeoutMs` (the call itself runs on). */
+async function withinHandlerTimeout(deps: InvocationDeps, where: () => string, call: Promise<unknown>): Promise<void> {
+  const ms = deps.options.consumer.handlerTimeoutMs;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([call, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new HandlerTimeoutError(deps.handler.name, where(), ms)), ms)))]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { KafkaMessage } from 'kafkajs';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DecodeError } from '../errors/decode.error';
+import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import type { RecordInfo } from '../interfaces/event-context.interface';
@@ -13,7 +14,7 @@ import { decodeSingleObject } from '../serde/single-object.codec';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
-import { releaseClean } from './clean-release';
+import { queryWithin, releaseClean } from './clean-release';
 import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
@@ -23,6 +24,7 @@ import { KeyLanes } from './key-lanes';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
+import { withDeadline } from './deadline';
 
 /** A record of the chunk with the identity the inbox knows it by. */
 export interface ChunkRecord {
@@ -137,12 +139,23 @@ export class InboxStatementError extends Error {
   }
 }
 
-async function ownStatement<T>(what: string, statement: () => Promise<T>): Promise<T> {
+/** A statement of the library's own; it is given up after `timeoutMs` (a server that no longer answers). */
+async function ownStatement<T>(what: string, statement: () => Promise<T>, timeoutMs: number): Promise<T> {
   try {
-    return await statement();
+    return await withDeadline(statement(), timeoutMs, 'PostgreSQL');
   } catch (err) {
     throw new InboxStatementError(what, err);
   }
+}
+
+/**
+ * The settings of a unit of work's session, in one round trip (numbers from the resolved options, no parameters:
+ * the simple query protocol): how long a claim waits for another session's row locks, how long any statement may
+ * run, and how long the session may sit idle inside its transaction.
+ */
+export function unitSessionSettings(options: ResolvedOptions): string {
+  const { lockTimeoutMs, statementTimeoutMs, idleInTransactionTimeoutMs } = options.inbox;
+  return `SET LOCAL lock_timeout = '${lockTimeoutMs}ms'; SET LOCAL statement_timeout = '${statementTimeoutMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleInTransactionTimeoutMs}ms'`;
 }
 
 /** An error as recorded on the inbox and in dead-letter headers: text that PostgreSQL and Kafka can hold. */
@@ -189,8 +202,24 @@ export class UnitOfWork {
     private readonly records: ChunkRecord[],
   ) {}
 
+  /** A handler overran its deadline and may still use the unit's connection: it is closed, not reused. */
+  private tainted = false;
+
   get state() {
     return this.sm.state;
+  }
+
+  /** A statement of the library's own, given up a second after the server's statement_timeout would end it. */
+  private own<T>(what: string, statement: () => Promise<T>): Promise<T> {
+    return ownStatement(what, statement, this.deps.options.inbox.statementTimeoutMs + 1000);
+  }
+
+  /** Whether PostgreSQL answers at all (a fresh connection, a short deadline): tells a slow handler from a dead server. */
+  private databaseAnswers(): Promise<boolean> {
+    return queryWithin(this.deps.dataSource, 'SELECT 1', [], 2000).then(
+      () => true,
+      () => false,
+    );
   }
 
   async run(): Promise<UnitOfWorkOutcome> {
@@ -202,16 +231,16 @@ export class UnitOfWork {
       this.sm.transitionTo('claiming');
       const db = (runner = dataSource.createQueryRunner());
       const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
-      const claimed = await ownStatement('the inbox claim', async () => {
+      const claimed = await this.own('the inbox claim', async () => {
         await db.connect();
         await db.startTransaction();
         // One round trip for both (numbers from the resolved options, no parameters: the simple query protocol).
-        await db.query(`SET LOCAL lock_timeout = '${options.inbox.lockTimeoutMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${options.inbox.idleInTransactionTimeoutMs}ms'`);
+        await db.query(unitSessionSettings(options));
         return inbox.claim(db, group, topic, partition, requests);
       });
       const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
       const unclaimed = this.records.filter((r) => !claimedHere(r)).map((r) => r.id);
-      const existing = await ownStatement('reading the inbox', () => inbox.find(db, group, unclaimed));
+      const existing = await this.own('reading the inbox', () => inbox.find(db, group, unclaimed));
       if (this.deps.handler.ordering) await this.prepareOrdering(db, this.records.filter(claimedHere));
 
       this.sm.transitionTo('handling');
@@ -314,8 +343,8 @@ export class UnitOfWork {
       }
       // Give back the claims of the records not handled, which would otherwise commit as claimed-but-never-handled
       // and be taken for replays.
-      if (released.length > 0) await ownStatement('giving back claims', () => inbox.release(db, group, released));
-      await ownStatement('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
+      if (released.length > 0) await this.own('giving back claims', () => inbox.release(db, group, released));
+      await this.own('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
 
       this.sm.transitionTo('producing');
       const txn = await producer.begin();
@@ -324,7 +353,7 @@ export class UnitOfWork {
 
       this.sm.transitionTo('committing-db');
       const postgresCommitStarted = performance.now();
-      await runner.commitTransaction();
+      await withDeadline(runner.commitTransaction(), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)');
       const kafkaCommitStarted = performance.now();
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
@@ -349,11 +378,18 @@ export class UnitOfWork {
       // (Our own inbox statements count as infrastructure faults, unless what failed them is not: a transaction
       // a handler left aborted fails them, and that is the record's doing.)
       const cause = err instanceof InboxStatementError ? err.cause : err;
+      if (cause instanceof HandlerTimeoutError) {
+        // Running it again carefully would only overrun again. Unless PostgreSQL itself stopped answering (then it
+        // is the infrastructure's fault), the overrun counts for the record.
+        this.tainted = true;
+        if (!(await this.databaseAnswers())) return this.fail(new InboxStatementError('PostgreSQL, asked after a handler overran', cause));
+        return this.fail(err);
+      }
       if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(cause)) return { kind: 'run-carefully', error: err };
       return this.fail(err);
     } finally {
       // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.
-      if (runner) await releaseClean(runner);
+      if (runner) await releaseClean(runner, this.tainted);
     }
   }
 
@@ -545,7 +581,7 @@ export class UnitOfWork {
       error: failure,
     };
     const parking = this.deps.parking!;
-    await ownStatement('parking a record', () => (parkKey ? parking.parkKey(runner, options.groupId, parked) : parking.parkRecord(runner, options.groupId, parked)));
+    await this.own('parking a record', () => (parkKey ? parking.parkKey(runner, options.groupId, parked) : parking.parkRecord(runner, options.groupId, parked)));
     this.parkedKeys.add(key.digest);
     handled.deadLetter!.parked = { key: key.display, parkedNow: parkKey };
     return handled;
@@ -586,7 +622,7 @@ export class UnitOfWork {
       this.prepared.set(record.offset, prep);
     }
     const digests = [...this.prepared.values()].flatMap((p) => (p.key ? [p.key.digest] : []));
-    const parked = await ownStatement('reading parked keys', () => this.deps.parking!.parkedAmong(runner, options.groupId, topic, digests));
+    const parked = await this.own('reading parked keys', () => this.deps.parking!.parkedAmong(runner, options.groupId, topic, digests));
     for (const digest of parked) this.parkedKeys.add(digest);
   }
 

@@ -16,3 +16,4 @@ export * from './operator-request.error';
 export * from './kafka-authentication.error';
 export * from './request-response-not-supported.error';
 export * from './produce-incomplete.error';
+export * from './handler-timeout.error';

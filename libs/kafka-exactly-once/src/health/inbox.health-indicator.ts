@@ -1,3 +1,4 @@
+import { queryWithin } from '../engine/clean-release';
 import { Injectable } from '@nestjs/common';
 import { withDeadline } from '../engine/deadline';
 import { PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
@@ -18,22 +19,25 @@ export class InboxHealthIndicator {
 
   async isHealthy<const Key extends string>(key: Key, options: HealthCheckOptions = {}): Promise<HealthResult<Key>> {
     try {
-      return up(key, await withDeadline(this.parkedKeys(), options.timeoutMs ?? 3000, 'PostgreSQL'));
+      const ms = options.timeoutMs ?? 3000;
+      return up(key, await withDeadline(this.parkedKeys(ms), ms, 'PostgreSQL'));
     } catch (err) {
       return down(key, { message: (err as Error).message });
     }
   }
 
-  private async parkedKeys(): Promise<Record<string, unknown>> {
+  /** Each statement on a connection of its own, closed when it goes unanswered (never left holding a pooled one). */
+  private async parkedKeys(ms: number): Promise<Record<string, unknown>> {
     const dataSource = this.lifecycle.getDataSource();
+    const query = (sql: string, params: unknown[] = []) => queryWithin(dataSource, sql, params, ms);
     if (!this.lifecycle.groupId) {
-      await dataSource.query('SELECT 1');
+      await query('SELECT 1');
       return {};
     }
     // Before the library's migrations ran (no handler started yet) there is no table: nothing is parked.
-    const exists = await dataSource.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [PARKED_KEYS_TABLE]);
+    const exists = await query(`SELECT to_regclass($1) IS NOT NULL AS present`, [PARKED_KEYS_TABLE]);
     if (!exists[0]?.present) return {};
-    const [row] = await dataSource.query(
+    const [row] = await query(
       `SELECT count(*)::int AS n, min(parked_at) AS oldest, (array_agg(topic || ' ' || ordering_key ORDER BY parked_at))[1:10] AS keys
        FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1`,
       [this.lifecycle.groupId],

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import { INBOX_TABLE } from '../kafka-exactly-once.constants';
+import { queryWithin } from '../engine/clean-release';
+import { AUDIT_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 
 /** The group's committed offsets of partitions of a topic, read stable (-1 for none). */
 export type CommittedOffsets = (topic: string, partitions: number[]) => Promise<Map<number, bigint>>;
@@ -8,6 +9,8 @@ export type CommittedOffsets = (topic: string, partitions: number[]) => Promise<
 export interface InboxRetentionOptions {
   /** Days (a fraction is allowed) a handled row is kept. */
   retentionDays: number;
+  /** Days a finished operator operation, a settled replay and a resolved parked record are kept (audit trail). */
+  operationsRetentionDays: number;
   retentionIntervalMs: number;
   retentionBatchSize: number;
 }
@@ -16,13 +19,21 @@ export interface InboxRetentionOptions {
 const EXPIRED = `((COALESCE(replayed_at, processed_at) < now() - make_interval(secs => $2::float8 * 86400) AND status <> 'parked')
   OR (status = 'failing' AND claimed_at < now() - make_interval(secs => $2::float8 * 86400)))`;
 
+/** What is settled in the operator tables, by table: never an open operation, an unsettled replay or a parked record. */
+const SETTLED = [
+  { table: AUDIT_TABLE, where: `state NOT IN ('pending', 'running') AND COALESCE(finished_at, requested_at) < now() - make_interval(secs => $2::float8 * 86400)` },
+  { table: REPLAYS_TABLE, where: `settled AND created_at < now() - make_interval(secs => $2::float8 * 86400)` },
+  { table: PARKED_RECORDS_TABLE, where: `state <> 'parked' AND resolved_at < now() - make_interval(secs => $2::float8 * 86400)` },
+];
+
 /**
  * Deletes the group's inbox rows older than the retention window, in small batches so that no statement holds
  * many locks or runs long, and only those whose record the group has committed in Kafka (offset below the
  * partition's stable committed offset). A row whose PostgreSQL transaction committed while its Kafka transaction
  * did not (a crash between the two, a partition stuck since) is what tells the next delivery of the record that
  * it was handled: deleted, the record would be handled a second time. A message id whose row is gone is no longer
- * recognised as a duplicate: keep the window longer than any redelivery or republish you expect.
+ * recognised as a duplicate: keep the window longer than any redelivery or republish you expect. The operator
+ * tables are pruned too, of what is settled and older than `operationsRetentionDays`.
  */
 export class InboxRetention {
   private readonly logger = new Logger(InboxRetention.name);
@@ -48,15 +59,44 @@ export class InboxRetention {
     await this.running?.catch(() => undefined);
   }
 
-  /** Deletes expired rows batch by batch; returns how many. */
+  /** Deletes expired rows batch by batch, then prunes the operator tables; returns how many inbox rows went. */
   runOnce(): Promise<number> {
-    this.running ??= this.deleteExpired().finally(() => (this.running = undefined));
+    this.running ??= this.deleteExpired()
+      .then(async (deleted) => {
+        await this.pruneOperations();
+        return deleted;
+      })
+      .finally(() => (this.running = undefined));
     return this.running;
+  }
+
+  /** Deletes the group's settled operator rows older than operationsRetentionDays, batch by batch. */
+  private async pruneOperations(): Promise<void> {
+    const pruned: string[] = [];
+    for (const { table, where } of SETTLED) {
+      let total = 0;
+      for (;;) {
+        const result: [unknown[], number] = await this.sql(
+          `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE consumer_group = $1 AND ${where} LIMIT $3))`,
+          [this.groupId, this.options.operationsRetentionDays, this.options.retentionBatchSize],
+        );
+        const deleted = Array.isArray(result) ? Number(result[1] ?? 0) : 0;
+        total += deleted;
+        if (deleted < this.options.retentionBatchSize) break;
+      }
+      if (total > 0) pruned.push(`${total} from ${table}`);
+    }
+    if (pruned.length > 0) this.logger.log(`pruned settled operator rows of group ${this.groupId} older than ${this.options.operationsRetentionDays} days: ${pruned.join(', ')}`);
+  }
+
+  /** Each statement on a connection of its own, given up after a minute (a server that stopped answering). */
+  private sql<T = any>(query: string, params: unknown[]): Promise<T> {
+    return queryWithin<T>(this.dataSource, query, params, 60000);
   }
 
   private async deleteExpired(): Promise<number> {
     const { retentionDays, retentionBatchSize } = this.options;
-    const partitions: Array<{ topic: string; partition: number }> = await this.dataSource.query(
+    const partitions: Array<{ topic: string; partition: number }> = await this.sql(
       `SELECT DISTINCT topic, partition FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND ${EXPIRED}`,
       [this.groupId, retentionDays],
     );
@@ -66,7 +106,7 @@ export class InboxRetention {
       const committed = await this.committed(topic, partitions.filter((p) => p.topic === topic).map((p) => p.partition));
       for (const [partition, offset] of committed) {
         for (;;) {
-          const result: [unknown[], number] = await this.dataSource.query(
+          const result: [unknown[], number] = await this.sql(
             `DELETE FROM ${INBOX_TABLE} WHERE ctid = ANY(ARRAY(
                SELECT ctid FROM ${INBOX_TABLE}
                WHERE consumer_group = $1 AND topic = $3 AND partition = $4 AND "offset" < $5 AND ${EXPIRED}
@@ -77,7 +117,7 @@ export class InboxRetention {
           total += deleted;
           if (deleted < retentionBatchSize) break;
         }
-        const [left] = await this.dataSource.query(
+        const [left] = await this.sql(
           `SELECT count(*)::int AS n FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND topic = $3 AND partition = $4 AND ${EXPIRED}`,
           [this.groupId, retentionDays, topic, partition],
         );

@@ -51,7 +51,15 @@ export interface KafkaExactlyOnceModuleOptions {
    * Operators' releases of parked keys and replays of dead letters (admin REST, `kafka-eo` CLI) are queued in
    * PostgreSQL and carried out by the group's consumer: how often it looks for them (ms, default 1000).
    */
-  operations?: { pollIntervalMs?: number };
+  operations?: {
+    pollIntervalMs?: number;
+    /**
+     * Days a finished release, replay or discard stays in the audit table (with its settled replays and resolved
+     * parked records), counted from when it finished; the retention job (inbox.retentionIntervalMs) then deletes
+     * it. Open operations, unsettled replays and parked records are never deleted. Default 30; a fraction is allowed.
+     */
+    retentionDays?: number;
+  };
   /** Start consuming at application bootstrap (default true). */
   autoStart?: boolean;
   /** Enables the EventPublisher: idempotent sends, circuit breaker, durable local spool. */
@@ -144,6 +152,14 @@ export interface ConsumerOptions {
   stallAfterMs?: number;
   /** Cap of the backoff of a partition retrying an infrastructure fault (it retries without end). Default 10000. */
   maxRetryDelayMs?: number;
+  /**
+   * How long one handler call may take, ms. A call that overruns fails its unit of work (its connection is closed,
+   * so nothing it writes later counts) and counts as a failure of its record: after `isolation.maxFailures` the
+   * record is dead-lettered (or its key parked) instead of being retried without end. Must be lower than
+   * `inbox.idleInTransactionTimeoutMs`, which PostgreSQL would otherwise enforce by ending the unit's session.
+   * Default five sixths of that timeout (25000 with the defaults).
+   */
+  handlerTimeoutMs?: number;
 }
 
 export interface IsolationOptions {
@@ -172,6 +188,13 @@ export interface InboxOptions {
   lockTimeoutMs?: number;
   /** `idle_in_transaction_session_timeout` of unit-of-work sessions, ms; at most the transaction timeout (default 30000). */
   idleInTransactionTimeoutMs?: number;
+  /**
+   * `statement_timeout` of unit-of-work sessions, ms: a statement (a handler's, or the library's own) that runs
+   * longer is cancelled; a handler's counts as a failure of its record. Between `inbox.lockTimeoutMs` and
+   * `inbox.idleInTransactionTimeoutMs`; default two thirds of the latter (20000 with the defaults). The library
+   * also stops waiting for its own statements after this long plus a second, for a server that no longer answers.
+   */
+  statementTimeoutMs?: number;
   /**
    * `topic` (default): a message id is unique within its topic, so two topics may reuse one. `group`: unique
    * across every topic the group consumes (one event published to two topics is handled once).

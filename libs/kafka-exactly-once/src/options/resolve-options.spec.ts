@@ -31,12 +31,13 @@ describe('resolveOptions', () => {
       maxWaitTimeInMs: 500,
       stallAfterMs: 60000,
       maxRetryDelayMs: 10000,
+      handlerTimeoutMs: 25000,
     });
     expect(resolved.isolation).toEqual({ maxFailures: 3, retryDelayMs: 500 });
     expect(resolved.outputs).toEqual({ maxRequestBytes: 524288 });
     expect(resolved.inbox.deduplicationScope).toBe('topic');
     expect(resolved.chunk).toEqual({ maxRecords: 500, maxBytes: 4194304, maxMillis: 1000 });
-    expect(resolved.inbox).toMatchObject({ retentionDays: 7, lockTimeoutMs: 5000, idleInTransactionTimeoutMs: 30000, runMigrations: true });
+    expect(resolved.inbox).toMatchObject({ retentionDays: 7, lockTimeoutMs: 5000, statementTimeoutMs: 20000, idleInTransactionTimeoutMs: 30000, runMigrations: true });
     expect(resolved.retry).toEqual({ attempts: 3, initialDelayMs: 100, maxDelayMs: 5000, multiplier: 2 });
     expect(resolved.deadLetter.topicSuffix).toBe('.dlq');
     expect(resolved.topicPrefix).toBe('');
@@ -82,6 +83,15 @@ describe('resolveOptions', () => {
     expect(() => resolveOptions({ ...valid, inbox: { lockTimeoutMs: 30000 } })).toThrow(
       /"inbox.lockTimeoutMs" must be lower than inbox.idleInTransactionTimeoutMs \(30000\)/,
     );
+  });
+
+  it('keeps statements and handler calls within the idle timeout of a unit of work, and a lock wait within a statement', () => {
+    expect(resolveOptions({ ...valid, inbox: { idleInTransactionTimeoutMs: 9000 } })).toMatchObject({ inbox: { statementTimeoutMs: 6000, lockTimeoutMs: 4500 }, consumer: { handlerTimeoutMs: 7500 } });
+    expect(() => resolveOptions({ ...valid, inbox: { statementTimeoutMs: 30000 } })).toThrow(/"inbox.statementTimeoutMs" must be greater than inbox.lockTimeoutMs \(5000\).*lower than inbox.idleInTransactionTimeoutMs \(30000\)/);
+    expect(() => resolveOptions({ ...valid, inbox: { statementTimeoutMs: 4000 } })).toThrow(/"inbox.statementTimeoutMs" must be greater than inbox.lockTimeoutMs/);
+    expect(() => resolveOptions({ ...valid, consumer: { handlerTimeoutMs: 30000 } })).toThrow(/"consumer.handlerTimeoutMs" must be lower than inbox.idleInTransactionTimeoutMs \(30000\)/);
+    expect(resolveOptions({ ...valid, inbox: { retentionDays: 0.5 } }).inbox.retentionDays).toBe(0.5);
+    expect(() => resolveOptions({ ...valid, inbox: { retentionDays: 0 } })).toThrow(/"inbox.retentionDays" must be a number > 0/);
   });
 
   it('keeps a valid publisher.instanceId', () => {

@@ -88,6 +88,20 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       `must be lower than inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs}): a claim must give up waiting for a stalled instance's locks before PostgreSQL ends that instance's transaction`,
     );
   }
+  const statementTimeoutMs = positiveInt('inbox.statementTimeoutMs', inbox.statementTimeoutMs, Math.max(lockTimeoutMs + 1, Math.floor((idleInTransactionTimeoutMs * 2) / 3)), 10);
+  if (statementTimeoutMs <= lockTimeoutMs || statementTimeoutMs >= idleInTransactionTimeoutMs) {
+    throw new InvalidOptionsError(
+      'inbox.statementTimeoutMs',
+      `must be greater than inbox.lockTimeoutMs (${lockTimeoutMs}), so that a lock wait ends as one, and lower than inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs})`,
+    );
+  }
+  const handlerTimeoutMs = positiveInt('consumer.handlerTimeoutMs', consumer.handlerTimeoutMs, Math.floor((idleInTransactionTimeoutMs * 5) / 6), 10);
+  if (handlerTimeoutMs >= idleInTransactionTimeoutMs) {
+    throw new InvalidOptionsError(
+      'consumer.handlerTimeoutMs',
+      `must be lower than inbox.idleInTransactionTimeoutMs (${idleInTransactionTimeoutMs}): PostgreSQL ends the session of a unit of work idle that long, and the overrun would be blamed on the database`,
+    );
+  }
   const scope = inbox.deduplicationScope ?? 'topic';
   if (scope !== 'topic' && scope !== 'group') throw new InvalidOptionsError('inbox.deduplicationScope', "must be 'topic' or 'group'");
   const rebalanceTimeout = positiveInt('consumer.rebalanceTimeout', consumer.rebalanceTimeout, 60000, 1000);
@@ -127,6 +141,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       maxWaitTimeInMs: positiveInt('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 500),
       stallAfterMs,
       maxRetryDelayMs,
+      handlerTimeoutMs,
     },
     chunk: {
       maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 500),
@@ -141,6 +156,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       retentionBatchSize: positiveInt('inbox.retentionBatchSize', inbox.retentionBatchSize, 1000),
       lockTimeoutMs,
       idleInTransactionTimeoutMs,
+      statementTimeoutMs,
       deduplicationScope: scope,
     },
     isolation: {
@@ -150,7 +166,10 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     outputs: { maxRequestBytes: positiveInt('outputs.maxRequestBytes', options.outputs?.maxRequestBytes, 524288, 1024) },
     retry: resolvedRetry,
     deadLetter: { topicSuffix: suffix },
-    operations: { pollIntervalMs: positiveInt('operations.pollIntervalMs', options.operations?.pollIntervalMs, 1000, 50) },
+    operations: {
+      pollIntervalMs: positiveInt('operations.pollIntervalMs', options.operations?.pollIntervalMs, 1000, 50),
+      retentionDays: positiveNumber('operations.retentionDays', options.operations?.retentionDays, 30),
+    },
     autoStart: options.autoStart ?? true,
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),
     metrics: resolveMetrics(options.metrics),

@@ -19,6 +19,7 @@ export interface ResolvedOptions {
     maxWaitTimeInMs: number;
     stallAfterMs: number;
     maxRetryDelayMs: number;
+    handlerTimeoutMs: number;
   };
   chunk: { maxRecords: number; maxBytes: number; maxMillis: number };
   transactionTimeoutMs: number;
@@ -29,13 +30,14 @@ export interface ResolvedOptions {
     retentionBatchSize: number;
     lockTimeoutMs: number;
     idleInTransactionTimeoutMs: number;
+    statementTimeoutMs: number;
     deduplicationScope: 'topic' | 'group';
   };
   isolation: { maxFailures: number; retryDelayMs: number };
   outputs: { maxRequestBytes: number };
   retry: { attempts: number; initialDelayMs: number; maxDelayMs: number; multiplier: number };
   deadLetter: { topicSuffix: string };
-  operations: { pollIntervalMs: number };
+  operations: { pollIntervalMs: number; retentionDays: number };
   autoStart: boolean;
   /** undefined: no metrics */
   metrics?: { registry?: object };

@@ -3,13 +3,15 @@ import type { Kafka } from 'kafkajs';
 import type { CheckedTransaction } from '../producer/checked-producer';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
-import { releaseClean } from '../engine/clean-release';
+import { queryWithin, releaseClean } from '../engine/clean-release';
+import { withDeadline } from '../engine/deadline';
 import { isOutputTooLarge } from '../engine/error-classification';
 import { invokeHandler } from '../engine/handler-invocation';
 import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
 import { identify } from '../engine/record-identity';
 import type { FaultInjector } from '../engine/fault-injector';
-import { describeFailure, reasonOf } from '../engine/unit-of-work';
+import { describeFailure, reasonOf, unitSessionSettings } from '../engine/unit-of-work';
+import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import type { RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from '../engine/handler-definition';
@@ -145,7 +147,7 @@ export class ReplayWorker {
 
   private async round(): Promise<void> {
     const group = this.options.groupId;
-    const [work] = await this.dataSource.query(
+    const [work] = await this.sql(
       `SELECT EXISTS (SELECT 1 FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND state IN ('pending', 'running') AND action IN ('release', 'replay'))
            OR EXISTS (SELECT 1 FROM ${REPLAYS_TABLE} WHERE consumer_group = $1 AND NOT settled) AS open`,
       [group],
@@ -154,7 +156,7 @@ export class ReplayWorker {
     const lock = this.dataSource.createQueryRunner();
     try {
       await lock.connect();
-      const [{ locked }] = await lock.query(`SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked`, [OPERATIONS_LOCK, group]);
+      const [{ locked }] = await withDeadline(lock.query(`SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked`, [OPERATIONS_LOCK, group]), this.options.inbox.statementTimeoutMs + 1000, 'PostgreSQL');
       if (!locked) return; // another instance of the group is at it
       try {
         if (!this.producerReady) {
@@ -162,7 +164,7 @@ export class ReplayWorker {
           this.producerReady = true;
         }
         await this.settle();
-        const operations: Operation[] = await this.dataSource.query(
+        const operations: Operation[] = await this.sql(
           `SELECT a.id::text AS id, action, topic, key_digest, ordering_key, scope, id_digest FROM ${AUDIT_TABLE} a
            WHERE consumer_group = $1 AND state IN ('pending', 'running') AND action IN ('release', 'replay') ORDER BY a.id`,
           [group],
@@ -175,7 +177,8 @@ export class ReplayWorker {
         // The producer lives for one round: another instance may hold the lock next, with the same transactional id.
         await this.producer.close();
         this.producerReady = false;
-        await lock.query(`SELECT pg_advisory_unlock($1, hashtext($2))`, [OPERATIONS_LOCK, group]).catch(() => undefined);
+        // Unanswered, the lock's connection is closed (releaseClean), which ends its session and the lock with it.
+        await withDeadline(lock.query(`SELECT pg_advisory_unlock($1, hashtext($2))`, [OPERATIONS_LOCK, group]), this.options.inbox.statementTimeoutMs + 1000, 'PostgreSQL').catch(() => undefined);
       }
     } finally {
       await releaseClean(lock);
@@ -183,7 +186,7 @@ export class ReplayWorker {
   }
 
   private async carryOut(operation: Operation): Promise<void> {
-    await this.dataSource.query(`UPDATE ${AUDIT_TABLE} SET state = 'running' WHERE id = $1 AND state = 'pending'`, [operation.id]);
+    await this.sql(`UPDATE ${AUDIT_TABLE} SET state = 'running' WHERE id = $1 AND state = 'pending'`, [operation.id]);
     const handler = this.handlers.get(operation.topic);
     if (!handler) return this.finish(operation, 'failed', { error: { name: 'NoHandler', message: `no @IdempotentHandler for ${operation.topic} in group ${this.options.groupId}` } });
     if (operation.action === 'replay') {
@@ -215,12 +218,12 @@ export class ReplayWorker {
   }
 
   private async previousReplays(auditId: string): Promise<number> {
-    const [row] = await this.dataSource.query(`SELECT count(*)::int AS n FROM ${REPLAYS_TABLE} WHERE audit_id = $1`, [auditId]);
+    const [row] = await this.sql(`SELECT count(*)::int AS n FROM ${REPLAYS_TABLE} WHERE audit_id = $1`, [auditId]);
     return row.n;
   }
 
   private async finish(operation: Operation, state: 'done' | 'failed', result: Record<string, unknown>): Promise<void> {
-    await this.dataSource.query(`UPDATE ${AUDIT_TABLE} SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1`, [operation.id, state, JSON.stringify(result)]);
+    await this.sql(`UPDATE ${AUDIT_TABLE} SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1`, [operation.id, state, JSON.stringify(result)]);
   }
 
   /** Replays the first parked record of the key, or unparks the key when none is left. */
@@ -267,7 +270,7 @@ export class ReplayWorker {
       },
       // Outputs the broker refuses for good (too large): nothing of the step is committed; the key stays parked there.
       async (error) => {
-        if (seq) await this.dataSource.query(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [seq, JSON.stringify(error)]);
+        if (seq) await this.sql(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [seq, JSON.stringify(error)]);
       },
     );
   }
@@ -337,6 +340,8 @@ export class ReplayWorker {
     } catch (err) {
       // PostgreSQL did not commit: nothing sent may commit either.
       if (sent) await this.producer.abortQuietly();
+      // A handler that overran fails the step (and the operation) for good: running it again would overrun again.
+      if (err instanceof HandlerTimeoutError) return { kind: 'failed', error: describeFailure(err, 'handler-failed') };
       if (!(err instanceof RefusedOutputs)) throw err;
       await onRefused?.(err.failure);
       return { kind: 'failed', error: err.failure, at: err.at };
@@ -416,7 +421,7 @@ export class ReplayWorker {
       this.producerReady = false; // outcome unknown: a new producer's InitProducerId settles it, and so does the marker
       throw err;
     }
-    await this.dataSource.query(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [replays.map((r) => r.seq)]);
+    await this.sql(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [replays.map((r) => r.seq)]);
   }
 
   /** Sends replays' outputs again in one Kafka transaction with their marker offsets. */
@@ -433,7 +438,7 @@ export class ReplayWorker {
 
   /** Replays whose PostgreSQL transaction committed but whose Kafka transaction may not have. */
   private async settle(): Promise<void> {
-    const rows: Replay[] = await this.dataSource.query(
+    const rows: Replay[] = await this.sql(
       `SELECT seq::text AS seq, topic, partition, outputs FROM ${REPLAYS_TABLE} r WHERE consumer_group = $1 AND NOT settled ORDER BY r.seq`,
       [this.options.groupId],
     );
@@ -448,25 +453,34 @@ export class ReplayWorker {
     const marker = (r: Replay) => markers.get(r.topic)?.get(r.partition) ?? -1n;
     const done = rows.filter((r) => marker(r) > BigInt(r.seq));
     const pending = rows.filter((r) => marker(r) <= BigInt(r.seq));
-    if (done.length > 0) await this.dataSource.query(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [done.map((r) => r.seq)]);
+    if (done.length > 0) await this.sql(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [done.map((r) => r.seq)]);
     if (pending.length > 0) {
       this.logger.warn(`sending the outputs of ${pending.length} replay(s) whose Kafka transaction did not commit`);
       await this.publish(pending);
     }
   }
 
+  /** A statement of the worker's own on a connection of its own, given up a second after the statement timeout. */
+  private sql<T = any>(query: string, params: unknown[] = []): Promise<T> {
+    return queryWithin<T>(this.dataSource, query, params, this.options.inbox.statementTimeoutMs + 1000);
+  }
+
   private async inTransaction<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
+    let overran = false;
     try {
       await runner.connect();
       await runner.startTransaction();
-      await runner.query(`SET LOCAL lock_timeout = '${this.options.inbox.lockTimeoutMs}ms'`);
-      await runner.query(`SET LOCAL idle_in_transaction_session_timeout = '${this.options.inbox.idleInTransactionTimeoutMs}ms'`);
+      await runner.query(unitSessionSettings(this.options));
       const result = await work(runner);
       await runner.commitTransaction();
       return result;
+    } catch (err) {
+      // A handler that overran may still be using the connection: it is closed, not reused.
+      overran = err instanceof HandlerTimeoutError;
+      throw err;
     } finally {
-      await releaseClean(runner);
+      await releaseClean(runner, overran);
     }
   }
 }
