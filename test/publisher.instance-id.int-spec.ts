@@ -19,7 +19,12 @@ describe('publisher: stable publishAll transactional id', () => {
     kafka = client();
   });
 
-  it('a restart with the same spool directory aborts the transaction a crash left open, so readers move on at once', async () => {
+  // The transactional id of this version ({prefix}.%publisher.{instanceId}) and the one of versions before 0.3,
+  // which a rolling upgrade finds open: both are settled at boot.
+  it.each([
+    ['this version', (instanceId: string) => `producer-app.%publisher.${instanceId}`],
+    ['a version before 0.3', (instanceId: string) => `producer-app.publisher.${instanceId}`],
+  ])('a restart with the same spool directory aborts the transaction a crash (of %s) left open, so readers move on at once', async (_version, transactionalId) => {
     const prefix = `${uniqueTopic('instance-id')}.`;
     const topic = `${prefix}payments.requested`;
     await createTopics(kafka, [topic], 1);
@@ -30,7 +35,7 @@ describe('publisher: stable publishAll transactional id', () => {
 
     // What a SIGKILL in the middle of publishAll leaves behind: a transaction of this instance's id, open, with
     // a record written, and a timeout (10 min) far longer than this test may wait.
-    const crashed = kafka.producer({ transactionalId: `producer-app.publisher.${instanceId}`, idempotent: true, maxInFlightRequests: 1, transactionTimeout: 600000 });
+    const crashed = kafka.producer({ transactionalId: transactionalId(instanceId), idempotent: true, maxInFlightRequests: 1, transactionTimeout: 600000 });
     await crashed.connect();
     const txn = await crashed.transaction();
     await txn.send({ topic, acks: -1, messages: [{ key: 'acc-1', value: Buffer.from('half of a publishAll'), headers: { 'message-id': 'left-open' } }] });

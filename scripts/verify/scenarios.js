@@ -327,7 +327,8 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
           await sleep(3000);
           cluster('start-node', String(leader));
           stage.fault(`node ${leader} back`);
-          const txnId = `consumer-app.${stage.group}.${input}.${partition}`;
+          // The library's id of the partition's producer: prefix and group escaped (transactional-ids.ts).
+          const txnId = `consumer-app.${stage.group.replace(/%/g, '%25').replace(/\./g, '%2E')}.${input}.${partition}`;
           const found = await coordinatorOf(stage.kafka, txnId);
           // When the metadata does not tell (it has none for a while after a node came back), another node dies instead.
           const coordinator = found ?? 1 + ((leader + Math.floor(stage.random() * 2)) % 3);

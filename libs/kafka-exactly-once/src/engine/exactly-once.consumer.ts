@@ -8,6 +8,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { drainBatchSize } from '../publishing/drain-batch';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
+import { legacyTransactionalIds, partitionTransactionalId } from '../transaction/transactional-ids';
 import { releaseClean } from './clean-release';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
@@ -227,8 +228,15 @@ export class ExactlyOnceConsumer {
     const key = `${topic}\u0000${partition}`;
     let session = this.sessions.get(key);
     if (!session) {
-      const id = `${this.options.transactionalIdPrefix}.${this.options.groupId}.${topic}.${partition}`;
-      session = new PartitionSession(topic, partition, new PartitionProducer(this.kafka, id, this.options.transactionTimeoutMs, this.options.kafka.retry));
+      const { transactionalIdPrefix: prefix, groupId } = this.options;
+      const producer = new PartitionProducer(
+        this.kafka,
+        partitionTransactionalId(prefix, groupId, topic, partition),
+        this.options.transactionTimeoutMs,
+        this.options.kafka.retry,
+        legacyTransactionalIds.partition(prefix, groupId, topic, partition),
+      );
+      session = new PartitionSession(topic, partition, producer);
       this.sessions.set(key, session);
     }
     return session;

@@ -6,7 +6,7 @@ export interface KafkaExactlyOnceModuleOptions {
   kafka: Pick<KafkaConfig, 'clientId' | 'brokers' | 'ssl' | 'sasl' | 'connectionTimeout' | 'requestTimeout' | 'retry'>;
   /** Consumer group shared by every handler of this module (required when there are handlers). */
   groupId?: string;
-  /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`. */
+  /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`, prefix and group escaped (`.` as `%2E`). */
   transactionalIdPrefix: string;
   schemas: {
     /** Directory of .avsc files, resolved from the working directory. */
@@ -101,7 +101,7 @@ export interface PublisherOptions {
    */
   missingTopicGraceMs?: number;
   /**
-   * Names this publisher instance in the transactional id of `publishAll` (`{transactionalIdPrefix}.publisher.{instanceId}`):
+   * Names this publisher instance in the transactional id of `publishAll` (`{transactionalIdPrefix}.%publisher.{instanceId}`):
    * stable across restarts, so that a restarted instance settles the transaction a crash left open at once,
    * and unique between instances running at the same time (two instances with one id fence each other).
    * Letters, digits, ".", "_" and "-". Default: a random id created once and kept in the spool directory

@@ -21,6 +21,7 @@ import { decodeSingleObject } from '../serde/single-object.codec';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { PartitionProducer } from '../transaction/partition-producer';
+import { legacyTransactionalIds, replayTransactionalId } from '../transaction/transactional-ids';
 import { StableOffsets } from '../engine/stable-offsets';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
@@ -110,7 +111,8 @@ export class ReplayWorker {
     private readonly tracing?: KafkaExactlyOnceTracing,
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
-    this.producer = new PartitionProducer(kafka, `${options.transactionalIdPrefix}.${options.groupId}.kafka-eo-replays`, options.transactionTimeoutMs, options.kafka.retry);
+    const { transactionalIdPrefix: prefix, groupId } = options;
+    this.producer = new PartitionProducer(kafka, replayTransactionalId(prefix, groupId), options.transactionTimeoutMs, options.kafka.retry, legacyTransactionalIds.replay(prefix, groupId));
     this.offsets = new StableOffsets(kafka);
   }
 

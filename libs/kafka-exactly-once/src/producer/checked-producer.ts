@@ -240,6 +240,19 @@ export class CheckedTransaction {
 }
 
 /**
+ * Runs InitProducerId for a transactional id and lets it go: a producer still using it (a stalled instance) is
+ * fenced, and the transaction it left open is aborted (or completed, if its commit was decided).
+ */
+export async function fenceTransactionalId(kafka: Kafka, transactionalId: string, options: Omit<CheckedProducerOptions, 'transactionalId'> = {}): Promise<void> {
+  const producer = new CheckedProducer(kafka, { ...options, transactionalId });
+  try {
+    await producer.connect();
+  } finally {
+    await producer.disconnect().catch(() => undefined);
+  }
+}
+
+/**
  * A record's partition: the Java client's (and KafkaJS's) murmur2 of its key; a record without a key by the
  * same hash of its value, so that the partition of a record never depends on when or how often it is sent.
  */

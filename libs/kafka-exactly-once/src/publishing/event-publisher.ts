@@ -21,7 +21,8 @@ import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from '../errors/kafka-authentication.error';
 import { TopicFacts, TopicInspector } from './topic-inspector';
-import { CheckedProducer, CheckedProducerOptions } from '../producer/checked-producer';
+import { CheckedProducer, CheckedProducerOptions, fenceTransactionalId } from '../producer/checked-producer';
+import { legacyTransactionalIds, publisherTransactionalId } from '../transaction/transactional-ids';
 import type { Placement } from '../producer/produce-call';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 
@@ -87,6 +88,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private instanceId?: string;
   /** Whether the transactional producer has run InitProducerId (which settles an earlier open transaction). */
   private transactionalReady = false;
+  /** Whether publishAll's transactional id of versions before 0.3 has been fenced. */
+  private legacyFenced = false;
   private settling?: Promise<void>;
   private running = false;
   private isConnected = false;
@@ -206,12 +209,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     }
     const topics = this.topics as TopicInspector;
     let facts = lookUp ? await topics.get(record.topic, TOPIC_FACTS_MAX_AGE_MS) : topics.cached(record.topic);
-    let verdict = judge(record, bytes, facts);
-    if (verdict && lookUp && facts && Date.now() - facts.checkedAt > REFUSAL_RECHECK_AGE_MS) {
-      facts = await topics.get(record.topic, 0);
-      verdict = judge(record, bytes, facts);
-    }
-    return verdict;
+    if (lookUp && judge(record, bytes, facts) && facts && Date.now() - facts.checkedAt > REFUSAL_RECHECK_AGE_MS) facts = await topics.get(record.topic, 0);
+    return trustedRefusal(record, bytes, facts, Date.now());
   }
 
   /**
@@ -590,13 +589,20 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
    */
   private async readyTransactional(): Promise<CheckedProducer> {
     if (this.transactional && this.transactionalReady) return this.transactional;
+    const prefix = this.options.transactionalIdPrefix;
+    const instanceId = this.instanceId as string;
     const producer = (this.transactional ??= this.createProducer({
-      transactionalId: `${this.options.transactionalIdPrefix}.publisher.${this.instanceId}`,
+      transactionalId: publisherTransactionalId(prefix, instanceId),
       transactionTimeout: this.options.transactionTimeoutMs,
     }));
     const deadline = Math.max(10000, this.config().sendTimeoutMs * 2);
     try {
+      // The id of versions before 0.3 first (a transaction a crash of such a version left open), then the own:
       // connect() runs the transactional InitProducerId.
+      if (!this.legacyFenced) {
+        await withDeadline(fenceTransactionalId(this.kafka, legacyTransactionalIds.publisher(prefix, instanceId), { transactionTimeout: this.options.transactionTimeoutMs, retry: this.options.kafka.retry }), deadline);
+        this.legacyFenced = true;
+      }
       await withDeadline(producer.connect(), deadline);
       this.transactionalReady = true;
       return producer;
@@ -628,6 +634,16 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     }
   }
 
+}
+
+/**
+ * The refusal the facts support: only facts of the last few seconds refuse a publish. Older ones (the breaker
+ * is open, the cluster cannot be asked again) say what was, maybe not what is: an operator may have created the
+ * topic or raised its limit since. The record is spooled then, and the drainer decides when Kafka answers.
+ */
+export function trustedRefusal(record: SpooledRecord, bytes: number, facts: TopicFacts | undefined, now: number): UndeliverableEventError | undefined {
+  const verdict = judge(record, bytes, facts);
+  return verdict && facts && now - facts.checkedAt <= REFUSAL_RECHECK_AGE_MS ? verdict : undefined;
 }
 
 /** Why Kafka can never take `record`, from the facts about its topic; undefined when it can or they are unknown. */

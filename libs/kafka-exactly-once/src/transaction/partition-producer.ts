@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { Kafka, RetryOptions } from 'kafkajs';
-import { CheckedProducer, CheckedTransaction } from '../producer/checked-producer';
+import { CheckedProducer, CheckedTransaction, fenceTransactionalId } from '../producer/checked-producer';
 
 /**
  * The retries of a transactional producer: from 20 ms unless the application set its own first wait. Right
@@ -25,6 +25,7 @@ export class PartitionProducer {
   private readonly logger = new Logger(PartitionProducer.name);
   private producer?: CheckedProducer;
   private open?: CheckedTransaction;
+  private legacyFenced = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -32,11 +33,17 @@ export class PartitionProducer {
     private readonly transactionTimeoutMs: number,
     /** The application's `kafka.retry`, if any. */
     private readonly retry?: RetryOptions,
+    /** The id an earlier version of the library used for the same role, fenced once too (rolling upgrades). */
+    private readonly legacyId?: string,
   ) {}
 
   /** Creates the producer and runs InitProducerId (at connect), then opens the first transaction. */
   async start(): Promise<void> {
     await this.close();
+    if (this.legacyId && this.legacyId !== this.transactionalId && !this.legacyFenced) {
+      await fenceTransactionalId(this.kafka, this.legacyId, { transactionTimeout: this.transactionTimeoutMs, retry: transactionalRetry(this.retry) });
+      this.legacyFenced = true;
+    }
     const producer = new CheckedProducer(this.kafka, {
       transactionalId: this.transactionalId,
       transactionTimeout: this.transactionTimeoutMs,
