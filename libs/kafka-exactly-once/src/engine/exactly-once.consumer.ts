@@ -17,7 +17,9 @@ import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
-import { StableOffsets } from './stable-offsets';
+import { StableOffsets, UnstableOffsetsError } from './stable-offsets';
+import { HangingTransactions } from './hanging-transactions';
+import { HangingTransactionError } from '../errors/hanging-transaction.error';
 import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome } from './unit-of-work';
@@ -60,6 +62,7 @@ export class ExactlyOnceConsumer {
   private readonly handlers: Map<string, HandlerDefinition>;
   private consumer?: Consumer;
   private readonly stableOffsets: StableOffsets;
+  private readonly hanging: HangingTransactions;
   /** Set by stop(): no more recoveries after a crash. */
   private stopRequested = false;
   private recovery?: NodeJS.Timeout;
@@ -79,6 +82,7 @@ export class ExactlyOnceConsumer {
   ) {
     this.handlers = new Map(handlers.map((h) => [h.topic, h]));
     this.stableOffsets = new StableOffsets(kafka);
+    this.hanging = new HangingTransactions(kafka);
     this.status = { state: 'idle', groupId: options.groupId, assignment: {} };
   }
 
@@ -188,6 +192,7 @@ export class ExactlyOnceConsumer {
     await Promise.all([...this.sessions.values()].map((s) => s.producer.close()));
     this.sessions.clear();
     await this.stableOffsets.disconnect();
+    await this.hanging.disconnect();
   }
 
   /** Partitions handled at once each hold a connection during a unit of work: fewer connections make them queue. */
@@ -246,8 +251,22 @@ export class ExactlyOnceConsumer {
    * The group's committed offset of a partition, read after InitProducerId and only once stable: offsets of a
    * transaction that committed a moment ago may not be applied by the group coordinator yet (see StableOffsets).
    */
-  private async committedOffset(topic: string, partition: number): Promise<bigint> {
-    return this.stableOffsets.committed(this.options.groupId, topic, partition);
+  private async committedOffset(topic: string, partition: number, heartbeat: () => Promise<void>): Promise<bigint> {
+    const { groupId, transactionTimeoutMs, consumer } = this.options;
+    // Pending offsets outlive a transaction only when its coordinator no longer settles it: past the timeout (and
+    // a little), it is a hanging transaction. The member heartbeats meanwhile, or the wait would cost it the group.
+    const waitMs = transactionTimeoutMs + 5000;
+    try {
+      return await this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
+    } catch (err) {
+      if (!(err instanceof UnstableOffsetsError)) throw err;
+      const found = await this.hanging.holdingOffsetsOf(groupId).catch(() => ({ offsetsPartition: -1, open: [] }));
+      const hanging = new HangingTransactionError(groupId, topic, partition, found.offsetsPartition, found.open, waitMs, brokerList(this.options.kafka.brokers));
+      this.logger.error(
+        `hanging transaction ${JSON.stringify({ group: groupId, topic, partition, offsetsPartition: found.offsetsPartition, holders: found.open })}: ${hanging.message}`,
+      );
+      throw hanging;
+    }
   }
 
   private async onBatch(payload: EachBatchPayload): Promise<void> {
@@ -272,11 +291,12 @@ export class ExactlyOnceConsumer {
     }
     try {
       if (!session.ready) {
-        await session.start(() => this.committedOffset(topic, partition));
+        await session.start(() => this.committedOffset(topic, partition, heartbeat));
         if (session.starts > 1) this.producerRecreated(session);
       }
     } catch (err) {
-      this.backOff(session, payload, err, `cannot start the partition's transactional producer`);
+      if (err instanceof HangingTransactionError) this.backOff(session, payload, err, 'a hanging transaction holds the committed offset', 'hanging-transaction');
+      else this.backOff(session, payload, err, `cannot start the partition's transactional producer`);
       return;
     }
 
@@ -392,7 +412,7 @@ export class ExactlyOnceConsumer {
       // the partition.
       if (!isRunning() || isStale() || session.generation !== generation) return;
       try {
-        await session.start(() => this.committedOffset(topic, partition));
+        await session.start(() => this.committedOffset(topic, partition, heartbeat));
         if (session.starts > 1) this.producerRecreated(session);
       } catch (err) {
         this.backOff(session, payload, err, 'cannot recreate the producer');
@@ -553,4 +573,9 @@ function recordBytes(record: ChunkSizedRecord): number {
 export function chunkLength(records: ReadonlyArray<ChunkSizedRecord>, start: number, limits: { maxRecords: number; maxBytes: number }): number {
   // The spool drainer's caps, on one partition's records (so no per-topic limit).
   return drainBatchSize(records.slice(start, start + limits.maxRecords).map((r) => ({ topic: '', bytes: recordBytes(r) })), limits);
+}
+
+/** The application's brokers, for the commands an operator is told to run. */
+function brokerList(brokers: unknown): string {
+  return Array.isArray(brokers) ? brokers.join(',') : '<bootstrap-servers>';
 }

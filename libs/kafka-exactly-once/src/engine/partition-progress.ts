@@ -68,7 +68,7 @@ export class PartitionProgress {
   failed(error: unknown, kind: string, now = Date.now()): void {
     this.failures++;
     const message = error instanceof Error ? error.message : String(error);
-    this.lastError = { message: message.slice(0, 500), kind, at: now };
+    this.lastError = { message: message.slice(0, 1200), kind, at: now };
   }
 
   get consecutiveFailures(): number {

@@ -66,6 +66,25 @@ export function offsetFetchV7(groupId: string, topic: string, partitions: number
   };
 }
 
+/** Called while offsets are unstable: a consumer's heartbeat, so that its membership outlives the wait. */
+export interface WhileWaiting {
+  heartbeat: () => Promise<void>;
+  everyMs: number;
+}
+
+/** The group's offsets stayed pending (UNSTABLE_OFFSET_COMMIT) for the whole wait: a transaction holds them. */
+export class UnstableOffsetsError extends Error {
+  constructor(
+    readonly groupId: string,
+    readonly topic: string,
+    readonly partitions: number[],
+    readonly waitedMs: number,
+  ) {
+    super(`the committed offsets of group ${groupId} for ${topic}[${partitions.join(',')}] stayed pending (UNSTABLE_OFFSET_COMMIT, error 88) for ${waitedMs} ms: a transaction holds them`);
+    this.name = 'UnstableOffsetsError';
+  }
+}
+
 /**
  * The consumer group's committed offsets that are stable: no transaction's offsets are pending for them. Used
  * after InitProducerId, so that a transaction that committed just before is never taken for one that did not.
@@ -84,13 +103,25 @@ export class StableOffsets {
   }
 
   /** The committed offset (-1 for none) of a partition, waiting (at most `timeoutMs`) while it is unstable. */
-  async committed(groupId: string, topic: string, partition: number, timeoutMs = 60000): Promise<bigint> {
-    return (await this.committedOffsets(groupId, topic, [partition], timeoutMs)).get(partition) as bigint;
+  async committed(groupId: string, topic: string, partition: number, timeoutMs = 60000, waiting?: WhileWaiting): Promise<bigint> {
+    return (await this.committedOffsets(groupId, topic, [partition], timeoutMs, waiting)).get(partition) as bigint;
   }
 
-  /** The committed offsets (-1 for none) of partitions of a topic, waiting (at most `timeoutMs`) while any is unstable. */
-  async committedOffsets(groupId: string, topic: string, partitions: number[], timeoutMs = 60000): Promise<Map<number, bigint>> {
+  /**
+   * The committed offsets (-1 for none) of partitions of a topic, waiting (at most `timeoutMs`) while any is
+   * unstable; `waiting.heartbeat` is called every `waiting.everyMs` meanwhile (a consumer's membership). Still
+   * unstable at the end: UnstableOffsetsError.
+   */
+  async committedOffsets(groupId: string, topic: string, partitions: number[], timeoutMs = 60000, waiting?: WhileWaiting): Promise<Map<number, bigint>> {
     const deadline = Date.now() + timeoutMs;
+    let beat = Date.now();
+    const sleepWaiting = async (ms: number) => {
+      await sleep(ms);
+      if (waiting && Date.now() - beat >= waiting.everyMs) {
+        beat = Date.now();
+        await waiting.heartbeat().catch(() => undefined);
+      }
+    };
     for (let attempt = 1; ; attempt++) {
       let code: number;
       try {
@@ -103,13 +134,14 @@ export class StableOffsets {
       } catch (err) {
         this.connected = undefined;
         if (Date.now() > deadline) throw err;
-        await sleep(Math.min(1000, 50 * 2 ** attempt));
+        await sleepWaiting(Math.min(1000, 50 * 2 ** attempt));
         continue;
       }
+      if (code === UNSTABLE_OFFSET_COMMIT && Date.now() > deadline) throw new UnstableOffsetsError(groupId, topic, partitions, timeoutMs);
       if (!RETRY.has(code) || Date.now() > deadline) {
-        throw new Error(`OffsetFetch of ${topic}[${partitions.join(',')}] for group ${groupId} failed with error code ${code}${code === UNSTABLE_OFFSET_COMMIT ? ' (offsets of a transaction still pending)' : ''}`);
+        throw new Error(`OffsetFetch of ${topic}[${partitions.join(',')}] for group ${groupId} failed with error code ${code}`);
       }
-      await sleep(Math.min(1000, 20 * 2 ** attempt));
+      await sleepWaiting(Math.min(1000, 20 * 2 ** attempt));
     }
   }
 }

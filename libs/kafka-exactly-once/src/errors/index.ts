@@ -17,3 +17,4 @@ export * from './kafka-authentication.error';
 export * from './request-response-not-supported.error';
 export * from './produce-incomplete.error';
 export * from './handler-timeout.error';
+export * from './hanging-transaction.error';

@@ -29,6 +29,7 @@ export interface KafkaJsCluster {
   findBroker(args: { nodeId: number }): Promise<KafkaJsBroker>;
   findGroupCoordinator(args: { groupId: string; coordinatorType?: number }): Promise<KafkaJsBroker>;
   removeBroker(args: { host: string; port: number }): void;
+  getNodeIds(): number[];
   markOffsetAsCommitted(args: { groupId: string; topic: string; partition: number; offset: string }): void;
 }
 
