@@ -32,6 +32,8 @@ export const DEAD_LETTER_HEADERS = {
   parkedKey: 'dlq-parked-key',
   /** Only on a dead letter that would exceed its topic's max.message.bytes: sent without the value, says why. */
   valueOmitted: 'dlq-value-omitted',
+  /** Only on an output an operator diverted (reason `output-refused`): the topic that refused it. */
+  outputTopic: 'dlq-output-topic',
 } as const;
 
 /** Name of the inbox table and of the table that records which of the library's migrations ran. */

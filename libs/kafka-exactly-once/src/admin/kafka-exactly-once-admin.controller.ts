@@ -68,6 +68,22 @@ export class KafkaExactlyOnceAdminController {
     return this.operators.store.discard(seq, requireText(body.reason, 'reason'), { actor: optionalText(body, 'actor') });
   }
 
+  /**
+   * Replaces the recorded outputs to `outputTopic` of one record (`topic`, `partition`, `offset`) or of one
+   * operator replay (`replay`) by dead letters (reason `output-refused`): the way out when Kafka refuses them for
+   * good. Done at once (200).
+   */
+  @Post('outputs/divert')
+  @HttpCode(200)
+  divert(@Body() raw: unknown) {
+    const body = bodyOf(raw, ['topic', 'partition', 'offset', 'replay', 'outputTopic', 'deadLetterTopic', 'reason', 'actor']);
+    const target =
+      body.replay !== undefined
+        ? { replay: String(body.replay) }
+        : { topic: requireText(body.topic, 'topic', 249), partition: Number(body.partition), offset: String(body.offset ?? '') };
+    return this.operators.store.divertOutputs(target, body.outputTopic, body.reason, { actor: optionalText(body, 'actor'), deadLetterTopic: optionalText(body, 'deadLetterTopic', 249) });
+  }
+
   @Get('operations/:id')
   operation(@Param('id') id: string) {
     return this.operators.store.operation(id);

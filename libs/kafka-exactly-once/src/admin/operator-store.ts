@@ -1,11 +1,13 @@
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { displayMessageId } from '../engine/record-identity';
-import { AUDIT_TABLE, DEAD_LETTER_HEADERS, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE } from '../kafka-exactly-once.constants';
+import { AUDIT_TABLE, DEAD_LETTER_HEADERS, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
+import { textHeaderPairs } from '../engine/record-headers';
+import type { RecordedOutput } from '../inbox/inbox.repository';
 import { keyDigestFromOperator } from '../parking/ordering-key';
 import type { SqlClient } from './sql-client';
 
 /** Reasons a dead letter can carry (header `dlq-reason`). */
-export const DEAD_LETTER_REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved'] as const;
+export const DEAD_LETTER_REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'] as const;
 
 export interface ListQuery {
   topic?: string;
@@ -81,7 +83,7 @@ export interface ParkedKeyDetail extends ParkedKeySummary {
 
 export interface AuditEntry {
   id: string;
-  action: 'release' | 'replay' | 'discard';
+  action: 'release' | 'replay' | 'discard' | 'divert';
   topic: string;
   key: string | null;
   messageId: string | null;
@@ -286,6 +288,88 @@ export class OperatorStore {
         `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, scope, id_digest, message_id, parked_seq, reason, actor, state, result, finished_at)
          VALUES ($1, 'discard', $2, $3, $4, $5, $6, $7, $8, $9, $10, 'done', $11::jsonb, now()) RETURNING *`,
         [this.group, record.topic, record.key_digest, record.ordering_key, record.scope, record.id_digest, record.message_id, seq, why, options.actor ?? null, JSON.stringify({ partition: record.partition, offset: String(record.offset) })],
+      );
+      return this.auditEntry(entry);
+    });
+  }
+
+  /**
+   * The way out of recorded outputs Kafka refuses for good (a topic's max.message.bytes lowered after the
+   * record's PostgreSQL commit, before its Kafka commit): the outputs of one record (its input coordinates) or
+   * of one operator replay (`replay`: its number) that go to `outputTopic` are replaced, in PostgreSQL, by dead
+   * letters of reason `output-refused` on `deadLetterTopic` (default `<input topic>.dlq`), with the output's key,
+   * value and headers and `dlq-output-topic` naming the topic. The partition (or the replay worker) sends them at
+   * its next try, with the rest of the record's outputs. Recorded in the audit table; done at once.
+   */
+  async divertOutputs(
+    target: { topic: string; partition: number; offset: string } | { replay: string },
+    outputTopic: unknown,
+    reason: unknown,
+    options: { actor?: string; deadLetterTopic?: string } = {},
+  ): Promise<AuditEntry> {
+    const toTopic = requireText(outputTopic, 'outputTopic', 249);
+    const why = requireText(reason, 'reason');
+    return this.sql.transaction(async (sql) => {
+      let row: { topic: string; partition: number; offset: string; outputs: RecordedOutput[]; scope?: string; id_digest?: Buffer; message_id?: string };
+      if ('replay' in target) {
+        if (!/^[0-9]{1,18}$/.test(target.replay)) throw new OperatorRequestError('invalid', `replay must be the number of an operator replay, got "${String(target.replay).slice(0, 80)}"`, 'replay');
+        [row] = await sql.query(`SELECT topic, partition, NULL AS "offset", outputs FROM ${REPLAYS_TABLE} WHERE consumer_group = $1 AND seq = $2 AND NOT settled FOR UPDATE`, [this.group, target.replay]);
+        if (!row) throw new OperatorRequestError('not-found', `no unsettled replay ${target.replay} in group ${this.group}`);
+      } else {
+        if (!Number.isInteger(target.partition) || target.partition < 0) throw new OperatorRequestError('invalid', `partition must be a partition number, got ${String(target.partition)}`, 'partition');
+        if (!/^[0-9]{1,19}$/.test(String(target.offset))) throw new OperatorRequestError('invalid', `offset must be an offset, got "${String(target.offset).slice(0, 80)}"`, 'offset');
+        [row] = await sql.query(
+          `SELECT topic, partition, "offset"::text AS "offset", outputs, scope, id_digest, message_id FROM ${INBOX_TABLE}
+           WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND "offset" = $4 AND status <> 'claimed' FOR UPDATE`,
+          [this.group, target.topic, target.partition, target.offset],
+        );
+        if (!row) throw new OperatorRequestError('not-found', `no handled record at ${target.topic}[${target.partition}]@${target.offset} in group ${this.group}`);
+      }
+      const outputs = row.outputs ?? [];
+      const refused = outputs.filter((o) => o.topic === toTopic);
+      if (refused.length === 0) {
+        throw new OperatorRequestError('not-found', `no recorded output to ${toTopic} there (its outputs go to ${[...new Set(outputs.map((o) => o.topic))].join(', ') || 'no topic'})`, 'outputTopic');
+      }
+      const deadLetterTopic = options.deadLetterTopic ?? `${row.topic}.dlq`;
+      const at = 'replay' in target ? `replay ${target.replay} of ${row.topic}[${row.partition}]` : `${row.topic}[${row.partition}]@${row.offset}`;
+      const rewritten = outputs.map((o): RecordedOutput => {
+        if (o.topic !== toTopic) return o;
+        return {
+          topic: deadLetterTopic,
+          key: o.key,
+          value: o.value,
+          h: [
+            ...(o.h ?? textHeaderPairs(o.headers ?? {})),
+            ...textHeaderPairs({
+              [DEAD_LETTER_HEADERS.originalTopic]: row.topic,
+              [DEAD_LETTER_HEADERS.originalPartition]: String(row.partition),
+              ...(row.offset === null ? {} : { [DEAD_LETTER_HEADERS.originalOffset]: String(row.offset) }),
+              [DEAD_LETTER_HEADERS.consumerGroup]: this.group,
+              [DEAD_LETTER_HEADERS.errorClass]: 'OutputRefused',
+              [DEAD_LETTER_HEADERS.errorMessage]: `an output of ${at} to ${toTopic} that Kafka refuses for good, diverted by an operator: ${why}`,
+              [DEAD_LETTER_HEADERS.reason]: 'output-refused',
+              [DEAD_LETTER_HEADERS.outputTopic]: toTopic,
+            }),
+          ],
+        };
+      });
+      if ('replay' in target) await sql.query(`UPDATE ${REPLAYS_TABLE} SET outputs = $3::jsonb WHERE consumer_group = $1 AND seq = $2`, [this.group, target.replay, JSON.stringify(rewritten)]);
+      else {
+        await sql.query(`UPDATE ${INBOX_TABLE} SET outputs = $5::jsonb WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND "offset" = $4`, [this.group, row.topic, row.partition, row.offset, JSON.stringify(rewritten)]);
+      }
+      const [entry] = await sql.query(
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, reason, actor, state, result, finished_at)
+         VALUES ($1, 'divert', $2, $3, $4, $5, $6, $7, 'done', $8::jsonb, now()) RETURNING *`,
+        [
+          this.group,
+          row.topic,
+          row.scope ?? null,
+          row.id_digest ?? null,
+          row.message_id ?? null,
+          why,
+          options.actor ?? null,
+          JSON.stringify({ ...('replay' in target ? { replay: target.replay } : { partition: row.partition, offset: row.offset }), outputTopic: toTopic, deadLetterTopic, diverted: refused.length }),
+        ],
       );
       return this.auditEntry(entry);
     });

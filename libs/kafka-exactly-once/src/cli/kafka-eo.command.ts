@@ -30,6 +30,8 @@ Usage:
   kafka-eo parked show <topic> <key>
   kafka-eo parked release <topic> <key> [--actor NAME] [--no-wait] [--timeout-ms MS]
   kafka-eo parked discard <seq> --reason TEXT [--actor NAME]
+  kafka-eo outputs divert <topic> <partition> <offset> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
+  kafka-eo outputs divert --replay <seq> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo operations show <id>
 
 Options:
@@ -50,7 +52,7 @@ interface Parsed {
   flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms']);
+const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay']);
 const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
 function parse(argv: string[]): Parsed {
@@ -199,6 +201,20 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
         print(entry, () => fields({ ...entry }));
         return EXIT.ok;
       }
+      case 'outputs divert': {
+        const options = { actor: text('actor') ?? env.USER, deadLetterTopic: text('dead-letter-topic') };
+        let target: Parameters<OperatorStore['divertOutputs']>[0];
+        if (text('replay') !== undefined) {
+          arity(0, 'no arguments with --replay');
+          target = { replay: text('replay')! };
+        } else {
+          arity(3, '<topic> <partition> <offset> (or --replay <seq>)');
+          target = { topic: args[0], partition: /^[0-9]{1,9}$/.test(args[1]) ? Number(args[1]) : NaN, offset: args[2] };
+        }
+        const entry = await store.divertOutputs(target, text('output-topic'), text('reason'), options);
+        print(entry, () => fields({ ...entry }));
+        return EXIT.ok;
+      }
       case 'operations show': {
         arity(1, '<id>');
         const entry = await store.operation(args[0]);
@@ -211,7 +227,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   } catch (err) {
     if (err instanceof OperatorRequestError) {
       if (json) io.out(JSON.stringify({ statusCode: err.status, message: err.message, ...(err.field ? { field: err.field } : {}) }, null, 2));
-      io.err(`kafka-eo: ${err.message}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq)$/) ? `\n\n${USAGE}` : ''}`);
+      io.err(`kafka-eo: ${err.message}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq|outputTopic|partition|offset|replay)$/) ? `\n\n${USAGE}` : ''}`);
       return err.kind === 'invalid' ? EXIT.usage : err.kind === 'not-found' ? EXIT.notFound : EXIT.conflict;
     }
     if ((err as { code?: string }).code === '42P01') {

@@ -20,6 +20,8 @@ import { identify } from './record-identity';
 import { StableOffsets, UnstableOffsetsError } from './stable-offsets';
 import { HangingTransactions } from './hanging-transactions';
 import { HangingTransactionError } from '../errors/hanging-transaction.error';
+import { RecordedOutputsRefusedError } from '../errors/recorded-outputs-refused.error';
+import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome } from './unit-of-work';
@@ -393,7 +395,15 @@ export class ExactlyOnceConsumer {
           return;
         }
         if (failures === 0) {
-          // The record was handled before (a replay of its recorded outputs failed): not the record's fault.
+          // The record was handled before (a replay of its recorded outputs failed): not the record's fault. Refused
+          // for good, they wait for an operator (shown in health with the command); else they are retried.
+          const refusal = refusedForGood(error);
+          if (refusal) {
+            const outputTopic = (error as { refused?: { topic: string } }).refused?.topic;
+            const refused = new RecordedOutputsRefusedError(this.options.groupId, topic, partition, record.offset, record.id.displayId, outputTopic, describeRefusal(refusal, error));
+            this.backOff(session, payload, refused, 'recorded outputs refused for good', 'outputs-refused');
+            return;
+          }
           this.backOff(session, payload, error, 'replaying recorded outputs failed');
           return;
         }

@@ -18,3 +18,4 @@ export * from './request-response-not-supported.error';
 export * from './produce-incomplete.error';
 export * from './handler-timeout.error';
 export * from './hanging-transaction.error';
+export * from './recorded-outputs-refused.error';

@@ -19,11 +19,14 @@ export class ProduceIncompleteError extends KafkaExactlyOnceError {
   readonly retriable: boolean;
   readonly outcome: 'not-written' | 'partly-written' | 'unknown';
   readonly written: Array<WrittenRecord | undefined>;
+  /** The partition whose records the broker refused for good, when it did. */
+  readonly refused?: { topic: string; partition: number };
 
-  constructor(message: string, options: { outcome: ProduceIncompleteError['outcome']; written: Array<WrittenRecord | undefined>; cause?: unknown }) {
+  constructor(message: string, options: { outcome: ProduceIncompleteError['outcome']; written: Array<WrittenRecord | undefined>; cause?: unknown; refused?: { topic: string; partition: number } }) {
     super(message, { cause: options.cause });
     this.outcome = options.outcome;
     this.written = options.written;
+    this.refused = options.refused;
     this.retriable = (options.cause as { retriable?: unknown } | undefined)?.retriable !== false;
   }
 }

@@ -1,14 +1,16 @@
-import { queryWithin } from '../engine/clean-release';
 import { Injectable } from '@nestjs/common';
+import { queryWithin } from '../engine/clean-release';
 import { withDeadline } from '../engine/deadline';
-import { PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
+import { PARKED_KEYS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 import { down, up, type HealthCheckOptions, type HealthResult } from './health-result';
 
 /**
  * The inbox database's health: up when PostgreSQL answers a query within the timeout. Its details name the
  * consumer group's parked keys (@OrderedEvent): a parked key does not make the service unhealthy (the other
- * keys flow), but an operator must act on it (docs/operations.md).
+ * keys flow), but an operator must act on it (docs/operations.md). It is down while operator replays stay
+ * unsettled for more than a minute (their outputs refused for good, say): every release and replay of the group
+ * waits behind them.
  *
  * @example
  * check() { return this.health.check([() => this.inbox.isHealthy('inbox')]); }
@@ -20,7 +22,11 @@ export class InboxHealthIndicator {
   async isHealthy<const Key extends string>(key: Key, options: HealthCheckOptions = {}): Promise<HealthResult<Key>> {
     try {
       const ms = options.timeoutMs ?? 3000;
-      return up(key, await withDeadline(this.parkedKeys(ms), ms, 'PostgreSQL'));
+      const details = await withDeadline(this.parkedKeys(ms), ms, 'PostgreSQL');
+      if (details.blockedReplays) {
+        return down(key, { ...details, message: `operator replay(s) ${(details.blockedReplays as string[]).join(', ')} unsettled for more than a minute: releases and replays of the group wait (see the consumer's log; docs/operations.md)` });
+      }
+      return up(key, details);
     } catch (err) {
       return down(key, { message: (err as Error).message });
     }
@@ -42,6 +48,11 @@ export class InboxHealthIndicator {
        FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1`,
       [this.lifecycle.groupId],
     );
-    return row.n === 0 ? { parkedKeys: 0 } : { parkedKeys: row.n, oldestParkedAt: new Date(row.oldest).toISOString(), parked: row.keys };
+    const [blocked] = await query(
+      `SELECT (array_agg(seq::text ORDER BY seq))[1:10] AS seqs FROM ${REPLAYS_TABLE} WHERE consumer_group = $1 AND NOT settled AND created_at < now() - interval '1 minute'`,
+      [this.lifecycle.groupId],
+    );
+    const replays = blocked?.seqs?.length ? { blockedReplays: blocked.seqs as string[] } : {};
+    return row.n === 0 ? { parkedKeys: 0, ...replays } : { parkedKeys: row.n, oldestParkedAt: new Date(row.oldest).toISOString(), parked: row.keys, ...replays };
   }
 }

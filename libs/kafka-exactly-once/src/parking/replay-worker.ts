@@ -21,6 +21,7 @@ import { decodeSingleObject } from '../serde/single-object.codec';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { PartitionProducer } from '../transaction/partition-producer';
+import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { legacyTransactionalIds, replayTransactionalId } from '../transaction/transactional-ids';
 import { StableOffsets } from '../engine/stable-offsets';
 
@@ -458,7 +459,18 @@ export class ReplayWorker {
     if (done.length > 0) await this.sql(`UPDATE ${REPLAYS_TABLE} SET settled = true WHERE seq = ANY($1::bigint[])`, [done.map((r) => r.seq)]);
     if (pending.length > 0) {
       this.logger.warn(`sending the outputs of ${pending.length} replay(s) whose Kafka transaction did not commit`);
-      await this.publish(pending);
+      try {
+        await this.publish(pending);
+      } catch (err) {
+        const refusal = refusedForGood(err);
+        if (!refusal) throw err;
+        // Refused for good, they block every operation of the group: say which, and the operator's way out.
+        const outputTopic = (err as { refused?: { topic: string } }).refused?.topic ?? '<topic>';
+        throw new Error(
+          `the outputs of replay(s) ${pending.map((r) => r.seq).join(', ')} are refused by Kafka for good (${describeRefusal(refusal, err)}); releases and replays of group ${this.options.groupId} wait until an operator diverts them: kafka-eo outputs divert --replay <seq> --group ${this.options.groupId} --output-topic ${outputTopic} --reason "..." (docs/operations.md)`,
+          { cause: err },
+        );
+      }
     }
   }
 

@@ -92,7 +92,7 @@ export class ProduceCall {
       }
       if (this.placed && this.batches.every((b) => b.baseOffset !== undefined)) return this.placements();
       const refused = this.batches.find((b) => b.refused);
-      if (refused) throw this.incomplete(`the broker refused the records for ${refused.topic}[${refused.partition}]`, refused.refused);
+      if (refused) throw this.incomplete(`the broker refused the records for ${refused.topic}[${refused.partition}]`, refused.refused, { topic: refused.topic, partition: refused.partition });
       lastError = this.batches.find((b) => b.baseOffset === undefined && b.lastError)?.lastError ?? lastError;
       if (attempt >= retry.retries) throw this.incomplete(`no answer for every partition after ${attempt + 1} attempts`, lastError);
       this.deps.log(`send not answered for ${this.unanswered().map((b) => `${b.topic}[${b.partition}]`).join(', ')} (${(lastError as Error)?.message ?? lastError}); sending again`);
@@ -227,14 +227,14 @@ export class ProduceCall {
     return { topic: b.topic, partition: b.partition, offset: base < 0n ? undefined : (base + BigInt(index)).toString() };
   }
 
-  private incomplete(why: string, cause: unknown): ProduceIncompleteError {
+  private incomplete(why: string, cause: unknown, refused?: { topic: string; partition: number }): ProduceIncompleteError {
     const written = this.batches.filter((b) => b.baseOffset !== undefined);
     const outcome = this.batches.some((b) => b.baseOffset === undefined && b.inDoubt) ? 'unknown' : written.length > 0 ? 'partly-written' : 'not-written';
     const missing = this.batches.filter((b) => b.baseOffset === undefined).map((b) => `${b.topic}[${b.partition}]`);
     const placements = this.order.map((_, i) => this.placementOf(i));
     return new ProduceIncompleteError(
       `send incomplete: ${why}; ${missing.length} of ${this.batches.length || '?'} partitions without an answer${missing.length ? ` (${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', …' : ''})` : ''}${cause ? `: ${(cause as Error)?.message ?? cause}` : ''}`,
-      { outcome, written: placements, cause },
+      { outcome, written: placements, cause, refused },
     );
   }
 }
