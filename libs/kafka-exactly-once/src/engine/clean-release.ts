@@ -3,11 +3,20 @@ import { withDeadline } from './deadline';
 
 interface PgClient {
   query(sql: string): Promise<unknown>;
-  /** node-postgres: the statement waiting for the server's answer, and those queued behind it. */
+  /** node-postgres: the statement waiting for the server's answer, and those queued behind it (pg >= 8.16 names them with an underscore and warns on the old names). */
+  _activeQuery?: unknown;
+  _queryQueue?: unknown[];
   activeQuery?: unknown;
   queryQueue?: unknown[];
   /** 'I' idle, 'T' in a transaction, 'E' in a failed transaction (pg >= 8.12). */
   getTransactionStatus?(): string | null;
+}
+
+/** Whether a statement on the connection still waits for its answer (without touching pg's deprecated getters). */
+function isBusy(client: PgClient): boolean {
+  const active = '_activeQuery' in client ? client._activeQuery : client.activeQuery;
+  const queued = '_queryQueue' in client ? client._queryQueue : client.queryQueue;
+  return Boolean(active) || (queued?.length ?? 0) > 0;
 }
 
 /**
@@ -34,7 +43,7 @@ export async function releaseClean(runner: QueryRunner, destroy = false): Promis
   let broken: Error | undefined = destroy ? new Error('closed: a handler may still be using it') : undefined;
   // A statement still waiting for its answer (given up on: the server stopped answering) would keep every later
   // user of the connection waiting behind it, even with the transaction status still idle.
-  if (!broken && client && (client.activeQuery || (client.queryQueue?.length ?? 0) > 0)) broken = new Error('closed: a statement on it never got its answer');
+  if (!broken && client && isBusy(client)) broken = new Error('closed: a statement on it never got its answer');
   try {
     if (!broken && client && client.getTransactionStatus?.() !== 'I') await withDeadline(client.query('ROLLBACK'), 5000, 'ROLLBACK');
     const status = client?.getTransactionStatus?.();
