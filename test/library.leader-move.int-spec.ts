@@ -73,7 +73,7 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
     let moves: { moved: number };
     try {
       mover.start();
-      const until = Date.now() + 30000;
+      const until = Date.now() + 20000;
       // 64 publishes at a time: grouped requests with records for every partition, on every broker.
       while (Date.now() < until) {
         const ids = Array.from({ length: 64 }, () => randomUUID());
@@ -105,7 +105,7 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
     const databaseUrl = await createSuiteDatabase('leader_moves');
     await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
     await createClusterTopics(kafka, [`${prefix}items`, `${prefix}items.done`, `${prefix}items.dlq`], PARTITIONS);
-    const ids = Array.from({ length: 3000 }, (_, i) => `item-${i}`);
+    const ids = Array.from({ length: 2000 }, (_, i) => `item-${i}`);
     // The input goes in before the leaders move (the library's own publisher, whose answers are checked).
     {
       const moduleRef = await Test.createTestingModule({
