@@ -57,7 +57,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
   /** Java's String.hashCode, as Kafka uses it to place a transactional id on a __transaction_state partition. */
   const javaHash = (text) => {
     let h = 0;
-    for (const c of text) h = (Math.imul(31, h) + c.charCodeAt(0)) | 0;
+    for (let i = 0; i < text.length; i++) h = (Math.imul(31, h) + text.charCodeAt(i)) | 0;
     return h;
   };
 
@@ -92,6 +92,19 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
     const hash = javaHash(transactionalId);
     return leaderOf(kafka, '__transaction_state', (hash === -2147483648 ? 0 : Math.abs(hash)) % count);
   }
+
+  /** The three-node cluster's scenarios: its brokers, topics of replication factor 3, the cluster started if need be. */
+  const onCluster = {
+    brokers: CLUSTER_BROKERS,
+    consumerEnv: { DEMO_TOPIC_REPLICATION_FACTOR: '3' },
+    catchUpMs: 420000,
+    async setup(stage) {
+      if (!cluster('status')) {
+        cluster('start');
+        stage.cleanup.push(() => cluster('stop'));
+      }
+    },
+  };
 
   return [
     {
@@ -303,15 +316,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
     {
       name: 'cluster',
       description: 'a three-node cluster (RF 3, min ISR 2): SIGKILL the leader of an input partition, then of a transaction coordinator, under load; a rolling restart',
-      brokers: CLUSTER_BROKERS,
-      consumerEnv: { DEMO_TOPIC_REPLICATION_FACTOR: '3' },
-      catchUpMs: 420000,
-      async setup(stage) {
-        if (!cluster('status')) {
-          cluster('start');
-          stage.cleanup.push(() => cluster('stop'));
-        }
-      },
+      ...onCluster,
       async run(stage, cfg) {
         await stage.startConsumer();
         await stage.startConsumer();
@@ -346,15 +351,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
     {
       name: 'leader-move',
       description: 'a three-node cluster (RF 3, min ISR 2): partition leaders of the input, output and dead-letter topics moved every 3 s under load (replica order rotated, then a preferred leader election), as Kafka\'s auto leader rebalance and operators do',
-      brokers: CLUSTER_BROKERS,
-      consumerEnv: { DEMO_TOPIC_REPLICATION_FACTOR: '3' },
-      catchUpMs: 420000,
-      async setup(stage) {
-        if (!cluster('status')) {
-          cluster('start');
-          stage.cleanup.push(() => cluster('stop'));
-        }
-      },
+      ...onCluster,
       async run(stage, cfg) {
         await stage.startConsumer();
         await stage.startConsumer();

@@ -355,7 +355,7 @@ export class OperatorStore {
       });
       if ('replay' in target) await sql.query(`UPDATE ${REPLAYS_TABLE} SET outputs = $3::jsonb WHERE consumer_group = $1 AND seq = $2`, [this.group, target.replay, JSON.stringify(rewritten)]);
       else {
-        await sql.query(`UPDATE ${INBOX_TABLE} SET outputs = $5::jsonb WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND "offset" = $4`, [this.group, row.topic, row.partition, row.offset, JSON.stringify(rewritten)]);
+        await sql.query(`UPDATE ${INBOX_TABLE} SET outputs = $4::jsonb WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3`, [this.group, row.scope, row.id_digest, JSON.stringify(rewritten)]);
       }
       const [entry] = await sql.query(
         `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, reason, actor, state, result, finished_at)

@@ -55,12 +55,12 @@ describe('error classification', () => {
   it("suspects the record of infrastructure-looking faults its handler's own call raised, when the record can cause them", () => {
     const pg = (code: string) => raisedByHandler(pgError(code));
     expect(isRecordSuspectFault(pg('53200'))).toBe(true); // out of memory
-    expect(isRecordSuspectFault(pg('53100'))).toBe(true); // disk full
-    expect(isRecordSuspectFault(pg('57P02'))).toBe(true); // a backend crashed
-    expect(isRecordSuspectFault(raisedByHandler(new Error('Connection terminated unexpectedly')))).toBe(true);
+    expect(isRecordSuspectFault(pg('53400'))).toBe(true); // a configuration limit (locks per transaction)
+    expect(isRecordSuspectFault(raisedByHandler(new Error('Connection terminated unexpectedly')))).toBe(true); // its backend crashed
     expect(isRecordSuspectFault(raisedByHandler(Object.assign(new Error('connect ECONNREFUSED'), { name: 'KafkaJSConnectionError' })))).toBe(true);
     // An operator's termination, a lock wait, an idle timeout, a shutdown: the infrastructure's, whoever met it.
-    for (const code of ['57P01', '55P03', '25P03', '57P03', '08006']) expect(isRecordSuspectFault(pg(code))).toBe(false);
+    // Another backend's crash, a full disk, too many connections: the server's, not this record's.
+    for (const code of ['57P01', '57P02', '53100', '53300', '55P03', '25P03', '57P03', '08006']) expect(isRecordSuspectFault(pg(code))).toBe(false);
     // The same faults met by the library's own statements are never the record's.
     expect(isRecordSuspectFault(pgError('53200'))).toBe(false);
     expect(isRecordSuspectFault({ name: 'InboxStatementError', cause: pgError('53200') })).toBe(false);

@@ -85,18 +85,22 @@ export function raisedByHandler<T>(err: T): T {
   return err;
 }
 
-/** PostgreSQL SQLSTATEs a statement of its own can bring on: out of resources, a backend crash (all sessions end). */
+/**
+ * PostgreSQL SQLSTATEs a statement can bring on by itself: out of memory, a configuration limit (locks per
+ * transaction). Not disk full or too many connections (the server's), nor 57P02, which every session gets when
+ * some backend crashed (the one whose statement crashed it sees its connection cut, without a code).
+ */
 function isRecordInducedPostgresCode(code: string): boolean {
-  return /^53/.test(code) || code === '57P02';
+  return code === '53200' || code === '53400';
 }
 
 /**
  * An infrastructure-looking fault that a handler's own call raised and that its record may cause: PostgreSQL out
- * of resources (class 53) or a backend crash (57P02, a connection cut without a code), or an error of the
- * handler's own KafkaJS client. Retried like any infrastructure fault, but counted for the record when it comes
+ * of memory or over a configuration limit (53200, 53400), the connection cut under its statement without a code
+ * (its backend crashed), or an error of the handler's own KafkaJS client. Retried like any infrastructure fault, but counted for the record when it comes
  * back with the record alone, so that after `isolation.maxFailures` the record is dead-lettered and the line
- * moves. An administrator's termination (57P01), a lock or idle timeout, a server shutting down stay faults of
- * the infrastructure.
+ * moves. An administrator's termination (57P01), the crash of another backend (57P02), a full disk, too many
+ * connections, a lock or idle timeout, a server shutting down stay faults of the infrastructure.
  */
 export function isRecordSuspectFault(err: unknown): boolean {
   if (!(err && typeof err === 'object' && (err as Record<symbol, unknown>)[RAISED_BY_HANDLER] === true)) return false;

@@ -24,7 +24,8 @@ import { RecordedOutputsRefusedError } from '../errors/recorded-outputs-refused.
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
-import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome } from './unit-of-work';
+import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome, unitSessionSettings } from './unit-of-work';
+import { withDeadline } from './deadline';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
@@ -297,6 +298,8 @@ export class ExactlyOnceConsumer {
         if (session.starts > 1) this.producerRecreated(session);
       }
     } catch (err) {
+      // The group is rebalancing (a heartbeat during the wait said so): KafkaJS must rejoin.
+      if (isRebalanceError(err)) throw err;
       if (err instanceof HangingTransactionError) this.backOff(session, payload, err, 'a hanging transaction holds the committed offset', 'hanging-transaction');
       else this.backOff(session, payload, err, `cannot start the partition's transactional producer`);
       return;
@@ -484,17 +487,25 @@ export class ExactlyOnceConsumer {
   private async recordFailure(topic: string, partition: number, record: ChunkRecord, error: unknown): Promise<number> {
     const runner = this.dataSource.createQueryRunner();
     try {
-      await runner.connect();
-      await runner.startTransaction();
-      await runner.query(`SET LOCAL lock_timeout = '${this.options.inbox.lockTimeoutMs}ms'`);
-      const failures = await this.inbox.recordFailure(
-        runner,
-        this.options.groupId,
-        { ...record.id, offset: record.offset, topic, partition },
-        describeFailure(error, reasonOf(error)),
+      // Given up a second after the statement timeout, for a server that no longer answers (releaseClean then
+      // closes the connection, whose statement never got its answer).
+      return await withDeadline(
+        (async () => {
+          await runner.connect();
+          await runner.startTransaction();
+          await runner.query(unitSessionSettings(this.options));
+          const failures = await this.inbox.recordFailure(
+            runner,
+            this.options.groupId,
+            { ...record.id, offset: record.offset, topic, partition },
+            describeFailure(error, reasonOf(error)),
+          );
+          await runner.commitTransaction();
+          return failures;
+        })(),
+        this.options.inbox.statementTimeoutMs + 1000,
+        'PostgreSQL',
       );
-      await runner.commitTransaction();
-      return failures;
     } finally {
       await releaseClean(runner);
     }

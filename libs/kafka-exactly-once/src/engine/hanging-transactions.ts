@@ -1,5 +1,4 @@
-import type { Kafka } from 'kafkajs';
-import { createCluster, KafkaJsCluster, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
+import { ClusterClient, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -21,7 +20,7 @@ export interface OpenTransaction {
 /** Java's String.hashCode, by which Kafka places a group on a partition of __consumer_offsets. */
 export function javaHash(text: string): number {
   let h = 0;
-  for (const c of text) h = (Math.imul(31, h) + c.charCodeAt(0)) | 0;
+  for (let i = 0; i < text.length; i++) h = (Math.imul(31, h) + text.charCodeAt(i)) | 0; // UTF-16 code units, as Java's
   return h;
 }
 
@@ -118,22 +117,9 @@ export function listTransactionsV0(producerIds: string[]): ProtocolRequest {
  * (ListTransactions on every broker: each knows the transactions it coordinates). What `kafka-transactions.sh
  * find-hanging` does, for the log and health of a partition whose offsets stay pending past the transaction timeout.
  */
-export class HangingTransactions {
-  private readonly cluster: KafkaJsCluster;
-  private connected?: Promise<void>;
-
-  constructor(kafka: Kafka) {
-    this.cluster = createCluster(kafka);
-  }
-
-  async disconnect(): Promise<void> {
-    if (this.connected) await this.cluster.disconnect().catch(() => undefined);
-    this.connected = undefined;
-  }
-
+export class HangingTransactions extends ClusterClient {
   async holdingOffsetsOf(groupId: string): Promise<{ offsetsPartition: number; open: OpenTransaction[] }> {
-    this.connected ??= this.cluster.connect();
-    await this.connected;
+    await this.connected();
     await this.cluster.addMultipleTargetTopics(['__consumer_offsets']);
     const partitions = this.cluster.findTopicPartitionMetadata('__consumer_offsets').length || 50;
     const offsetsPartition = offsetsPartitionOf(groupId, partitions);

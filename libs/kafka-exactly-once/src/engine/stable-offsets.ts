@@ -1,6 +1,5 @@
-import type { Kafka } from 'kafkajs';
-import { createCluster, KafkaJsCluster, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
-import { sleep } from './sleep';
+import { ClusterClient, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
+import { isRebalanceError, sleep } from './sleep';
 
 // NOTE: KafkaJS 2.2.4 speaks OffsetFetch up to v4, which returns the last *stable* committed offset and says
 // nothing of offsets a transaction committed a moment ago whose marker the group coordinator has not applied yet
@@ -89,19 +88,7 @@ export class UnstableOffsetsError extends Error {
  * The consumer group's committed offsets that are stable: no transaction's offsets are pending for them. Used
  * after InitProducerId, so that a transaction that committed just before is never taken for one that did not.
  */
-export class StableOffsets {
-  private readonly cluster: KafkaJsCluster;
-  private connected?: Promise<void>;
-
-  constructor(kafka: Kafka) {
-    this.cluster = createCluster(kafka);
-  }
-
-  async disconnect(): Promise<void> {
-    if (this.connected) await this.cluster.disconnect().catch(() => undefined);
-    this.connected = undefined;
-  }
-
+export class StableOffsets extends ClusterClient {
   /** The committed offset (-1 for none) of a partition, waiting (at most `timeoutMs`) while it is unstable. */
   async committed(groupId: string, topic: string, partition: number, timeoutMs = 60000, waiting?: WhileWaiting): Promise<bigint> {
     return (await this.committedOffsets(groupId, topic, [partition], timeoutMs, waiting)).get(partition) as bigint;
@@ -119,20 +106,22 @@ export class StableOffsets {
       await sleep(ms);
       if (waiting && Date.now() - beat >= waiting.everyMs) {
         beat = Date.now();
-        await waiting.heartbeat().catch(() => undefined);
+        // A rebalance ends the wait (the member must rejoin); other heartbeat errors say nothing here.
+        await waiting.heartbeat().catch((err) => {
+          if (isRebalanceError(err)) throw err;
+        });
       }
     };
     for (let attempt = 1; ; attempt++) {
       let code: number;
       try {
-        this.connected ??= this.cluster.connect();
-        await this.connected;
+        await this.connected();
         const coordinator = await this.cluster.findGroupCoordinator({ groupId });
         const answer = await sendRequest<{ errorCode: number; answers: PartitionAnswer[] }>(coordinator, offsetFetchV7(groupId, topic, partitions));
         code = answer.errorCode || answer.answers.find((a) => a.errorCode !== 0)?.errorCode || 0;
         if (code === 0) return new Map(partitions.map((p) => [p, answer.answers.find((a) => a.partition === p)?.offset ?? -1n]));
       } catch (err) {
-        this.connected = undefined;
+        this.reconnectNextTime();
         if (Date.now() > deadline) throw err;
         await sleepWaiting(Math.min(1000, 50 * 2 ** attempt));
         continue;

@@ -353,7 +353,7 @@ export class UnitOfWork {
 
       this.sm.transitionTo('committing-db');
       const postgresCommitStarted = performance.now();
-      await withDeadline(runner.commitTransaction(), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)');
+      await this.own('the PostgreSQL commit', () => runner!.commitTransaction());
       const kafkaCommitStarted = performance.now();
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
@@ -381,7 +381,10 @@ export class UnitOfWork {
       if (cause instanceof HandlerTimeoutError) {
         // Running it again carefully would only overrun again. Unless PostgreSQL itself stopped answering (then it
         // is the infrastructure's fault), the overrun counts for the record.
+        // The call may still use its connection: close it now (not at the end), which also frees it for the probe.
         this.tainted = true;
+        if (runner) await releaseClean(runner, true);
+        runner = undefined;
         if (!(await this.databaseAnswers())) return this.fail(new InboxStatementError('PostgreSQL, asked after a handler overran', cause));
         return this.fail(err);
       }

@@ -103,7 +103,14 @@ export class InboxRetention {
     let total = 0;
     let held = 0;
     for (const topic of new Set(partitions.map((p) => p.topic))) {
-      const committed = await this.committed(topic, partitions.filter((p) => p.topic === topic).map((p) => p.partition));
+      let committed: Map<number, bigint>;
+      try {
+        committed = await this.committed(topic, partitions.filter((p) => p.topic === topic).map((p) => p.partition));
+      } catch (err) {
+        // Its rows wait for the next run; the other topics' go now.
+        this.logger.warn(`inbox retention: the committed offsets of group ${this.groupId} for ${topic} could not be read (${(err as Error).message}); its rows are kept until the next run`);
+        continue;
+      }
       for (const [partition, offset] of committed) {
         for (;;) {
           const result: [unknown[], number] = await this.sql(

@@ -6,7 +6,7 @@ export interface KafkaExactlyOnceModuleOptions {
   kafka: Pick<KafkaConfig, 'clientId' | 'brokers' | 'ssl' | 'sasl' | 'connectionTimeout' | 'requestTimeout' | 'retry'>;
   /** Consumer group shared by every handler of this module (required when there are handlers). */
   groupId?: string;
-  /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`, prefix and group escaped (`.` as `%2E`). */
+  /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`, the group escaped (`.` as `%2E`). */
   transactionalIdPrefix: string;
   schemas: {
     /** Directory of .avsc files, resolved from the working directory. */

@@ -327,13 +327,14 @@ export class ReplayWorker {
     const send = async (replay: Replay, at?: Record<string, unknown>): Promise<StepResult> => {
       if (replay.outputs.length > 0) {
         const txn = await this.producer.begin();
+        // Before the first request: a step that fails part-way must abort what it sent.
+        sent = replay;
         try {
           for (const request of toProduceRequests(replay.outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
         } catch (err) {
           if (!isOutputTooLarge(err)) throw err;
           throw new RefusedOutputs(describeFailure(err, 'output-too-large'), at);
         }
-        sent = replay;
       }
       return { kind: 'replayed', outputs: replay.outputs.length };
     };

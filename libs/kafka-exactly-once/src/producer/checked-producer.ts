@@ -155,6 +155,20 @@ export class CheckedProducer {
     this.renewBeforeNextUse = true;
   }
 
+  /** @internal Whether a send ended in doubt: the next use takes a new producer id or epoch first. */
+  get inDoubt(): boolean {
+    return this.renewBeforeNextUse;
+  }
+
+  /**
+   * @internal Ends a transaction whose sends are in doubt by taking the next epoch at once: the coordinator aborts
+   * the open transaction under the new epoch, which fences a request of the old one still on its way (with an
+   * abort under the old epoch, such a request could land after the markers and leave a hanging transaction).
+   */
+  async abortByRenewing(): Promise<void> {
+    await this.renew();
+  }
+
   private newEos(): EosManager {
     return createEosManager({
       logger: this.kafkaLogger,
@@ -192,6 +206,7 @@ export class CheckedTransaction {
   send(topicMessages: TopicMessages[]): Promise<Placement[]> {
     return this.producer.exclusive(async () => {
       this.guard();
+      if (this.failed) throw new Error(`a request of this transaction failed (${(this.failed as Error)?.message ?? this.failed}): it can only be aborted`, { cause: this.failed });
       try {
         return await this.producer.produce(topicMessages);
       } catch (err) {
@@ -221,6 +236,14 @@ export class CheckedTransaction {
 
   async abort(): Promise<void> {
     this.guard();
+    if (this.producer.inDoubt) {
+      this.ended = true;
+      await this.producer.abortByRenewing().catch((err) => {
+        this.producer.endFailed();
+        throw err;
+      });
+      return;
+    }
     await this.end(() => this.eos.abort());
   }
 

@@ -158,3 +158,39 @@ export function protocolError(code: number): Error & { type: string; code: numbe
 export function murmur2(bytes: Buffer | string): number {
   return kafkaJs().murmur2(bytes);
 }
+
+/**
+ * A client of the library's own on the application's Kafka client: KafkaJS's cluster (brokers, TLS, SASL),
+ * connected on first use and again after a failure, for requests KafkaJS has no method for.
+ */
+export abstract class ClusterClient {
+  protected readonly cluster: KafkaJsCluster;
+  private connecting?: Promise<void>;
+  /** Whether the cluster was ever asked to connect: its sockets are closed at disconnect, whatever happened since. */
+  private used = false;
+
+  constructor(kafka: Kafka) {
+    this.cluster = createCluster(kafka);
+  }
+
+  /** Connects once; a failed connection is tried again at the next call. */
+  protected connected(): Promise<void> {
+    this.used = true;
+    this.connecting ??= this.cluster.connect().catch((err) => {
+      this.connecting = undefined;
+      throw err;
+    });
+    return this.connecting;
+  }
+
+  /** After a failed request: connect afresh next time. */
+  protected reconnectNextTime(): void {
+    this.connecting = undefined;
+  }
+
+  async disconnect(): Promise<void> {
+    if (this.used) await this.cluster.disconnect().catch(() => undefined);
+    this.connecting = undefined;
+    this.used = false;
+  }
+}

@@ -1,10 +1,11 @@
 /**
  * The library's transactional ids, one per producer role, written so that two groups (or a group and a publisher)
- * can never share one: `{prefix}.{group}.{topic}.{partition}` read ambiguously once dots are in the names (group
- * `a.b` with topic `c` and group `a` with topic `b.c`). Here the prefix and the group are escaped (`%` as `%25`,
- * `.` as `%2E`), so that the first two dots always end them; topics (letters, digits, `.`, `_`, `-`) and
- * partition numbers are written as they are, and the publisher's role is `%publisher`, which no escaped group
- * can be. Ids of names without dots or `%` read as before.
+ * of an application can never share one: `{prefix}.{group}.{topic}.{partition}` read ambiguously once dots are in
+ * the names (group `a.b` with topic `c` and group `a` with topic `b.c`). Here the group is escaped (`%` as `%25`,
+ * `.` as `%2E`), so that the dot after it always ends it; topics (letters, digits, `.`, `_`, `-`) and partition
+ * numbers are written as they are, and the publisher's role is `%publisher`, which no escaped group can be. The
+ * prefix stays as given (unique per application; ACLs on transactional ids are usually PREFIXED on it). Ids of
+ * groups without dots or `%` read as before.
  */
 export function escapeIdPart(part: string): string {
   return part.replace(/%/g, '%25').replace(/\./g, '%2E');
@@ -12,17 +13,17 @@ export function escapeIdPart(part: string): string {
 
 /** The transactional producer of one input partition of a group. */
 export function partitionTransactionalId(prefix: string, group: string, topic: string, partition: number): string {
-  return `${escapeIdPart(prefix)}.${escapeIdPart(group)}.${topic}.${partition}`;
+  return `${prefix}.${escapeIdPart(group)}.${topic}.${partition}`;
 }
 
 /** The producer of a group's operator replays and releases. */
 export function replayTransactionalId(prefix: string, group: string): string {
-  return `${escapeIdPart(prefix)}.${escapeIdPart(group)}.kafka-eo-replays`;
+  return `${prefix}.${escapeIdPart(group)}.kafka-eo-replays`;
 }
 
 /** The producer of a publisher instance's publishAll transactions. */
 export function publisherTransactionalId(prefix: string, instanceId: string): string {
-  return `${escapeIdPart(prefix)}.%publisher.${instanceId}`;
+  return `${prefix}.%publisher.${instanceId}`;
 }
 
 /**
