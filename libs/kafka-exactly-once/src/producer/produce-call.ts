@@ -72,6 +72,8 @@ export class ProduceCall {
   private readonly batches: Batch[] = [];
   private readonly order: Array<{ batch: number; index: number }> = [];
   private placed = false;
+  /** An AddPartitionsToTxn given up at the deadline may still be carried out. */
+  private transactionInDoubt = false;
 
   constructor(
     private readonly deps: ProduceCallDeps,
@@ -105,7 +107,7 @@ export class ProduceCall {
 
   /** Whether a batch went out without an answer: the records may be written, and the sequences are in doubt. */
   get inDoubt(): boolean {
-    return this.batches.some((b) => b.baseOffset === undefined && b.firstSequence !== undefined);
+    return this.transactionInDoubt || this.batches.some((b) => b.baseOffset === undefined && b.firstSequence !== undefined);
   }
 
   private unanswered(): Batch[] {
@@ -115,13 +117,24 @@ export class ProduceCall {
   /** Sends every unanswered batch to its partition's leader, one request per broker, and waits for all of them. */
   private async round(): Promise<void> {
     const { cluster, eos } = this.deps;
-    if (!cluster.isConnected()) await cluster.connect();
-    await cluster.addMultipleTargetTopics([...new Set(this.topicMessages.map((t) => t.topic))]);
-    await cluster.refreshMetadataIfNecessary();
+    // Reaching the cluster retries inside KafkaJS (a broker restarting: tens of seconds): not past the deadline.
+    if (!cluster.isConnected()) await this.withinDeadline(cluster.connect());
+    await this.withinDeadline(cluster.addMultipleTargetTopics([...new Set(this.topicMessages.map((t) => t.topic))]));
+    await this.withinDeadline(cluster.refreshMetadataIfNecessary());
     if (!this.placed) this.place();
     const pending = this.unanswered();
     // All new partitions join the transaction in one AddPartitionsToTxn request, before any record is sent.
-    if (eos.isTransactional()) await eos.addPartitionsToTransaction(topicData(pending));
+    if (eos.isTransactional()) {
+      // Given up, it may still add the partitions on the broker: the transaction is in doubt then (ended by the
+      // next epoch, not by an EndTxn this producer might not even send).
+      await this.withinDeadline(eos.addPartitionsToTransaction(topicData(pending))).catch((err) => {
+        if (err instanceof StepGivenUp) this.transactionInDoubt = true;
+        throw err;
+      });
+    }
+    // Reaching the cluster may have taken long (KafkaJS retries inside): no request starts once the producer is
+    // disconnecting or the deadline has passed (run() then ends the call).
+    if (this.deps.stopped() || (this.deps.deadline !== undefined && Date.now() >= this.deps.deadline)) return;
     const perLeader = new Map<number, Batch[]>();
     for (const batch of pending) {
       const leader = cluster.findTopicPartitionMetadata(batch.topic).find((p) => p.partitionId === batch.partition)?.leader;
@@ -132,6 +145,18 @@ export class ProduceCall {
       perLeader.set(leader, [...(perLeader.get(leader) ?? []), batch]);
     }
     await Promise.allSettled([...perLeader].map(([nodeId, batches]) => this.sendTo(nodeId, batches)));
+  }
+
+  /**
+   * `step`, or a rejection once the call's deadline passes (the step runs on: it only reaches the cluster, it sends
+   * no record). Produce requests are never given up this way: a round waits for every one it sent.
+   */
+  private withinDeadline<T>(step: Promise<T>): Promise<T> {
+    const deadline = this.deps.deadline;
+    if (deadline === undefined) return step;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new StepGivenUp()), Math.max(0, deadline - Date.now()))));
+    return Promise.race([step, late]).finally(() => clearTimeout(timer));
   }
 
   private async sendTo(nodeId: number, batches: Batch[]): Promise<void> {
@@ -236,6 +261,14 @@ export class ProduceCall {
       `send incomplete: ${why}; ${missing.length} of ${this.batches.length || '?'} partitions without an answer${missing.length ? ` (${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', …' : ''})` : ''}${cause ? `: ${(cause as Error)?.message ?? cause}` : ''}`,
       { outcome, written: placements, cause, refused },
     );
+  }
+}
+
+/** A step of a round (reaching the cluster) given up at the call's deadline; it may still complete later. */
+class StepGivenUp extends Error {
+  constructor() {
+    super('the send deadline passed while reaching the cluster');
+    this.name = 'StepGivenUp';
   }
 }
 

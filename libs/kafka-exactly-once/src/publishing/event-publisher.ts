@@ -363,6 +363,18 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   }
 
   /**
+   * Gives up the producer after a failed send: the next send starts on a new one (a new producer id), not behind
+   * a call still waiting for the cluster (KafkaJS retries inside it), and the old one starts no request any more.
+   * A request of the old one already on its way may still land: a copy the consumers absorb by message id.
+   */
+  private discard(): void {
+    const producer = this.producer;
+    this.producer = undefined;
+    this.isConnected = false;
+    if (producer) void withDeadline(producer.disconnect(), 5000).catch(() => undefined);
+  }
+
+  /**
    * The live sends, the drainer and (with a transactional id) publishAll each use a CheckedProducer: idempotent,
    * acks all, one send at a time (the live path and the drainer queue behind each other), no topic
    * auto-creation, every answer checked; a send never starts past its deadline.
@@ -445,6 +457,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       });
       ordered.forEach((pending, i) => pending.resolve(placed(placements[i])));
     } catch (error) {
+      if (sent) this.discard();
       const written = error instanceof ProduceIncompleteError ? error.written : [];
       const rest = ordered.filter((pending, i) => {
         if (!written[i]) return true;
@@ -543,8 +556,11 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           maxRecords = DRAIN_MAX_RECORDS;
           if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
         } catch (err) {
-          // A topic deleted since it was looked up shows only as retries and timeouts: look again.
-          if (sent) for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
+          if (sent) {
+            this.discard();
+            // A topic deleted since it was looked up shows only as retries and timeouts: look again.
+            for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
+          }
           const refusal = refusedForGood(err);
           if (refusal && batch.length > 1) {
             // Which record is refused is not in the answer: halve the request until one record is refused alone.
