@@ -24,7 +24,7 @@ import { KeyLanes } from './key-lanes';
 import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
-import { withDeadline } from './deadline';
+import { DeadlineExceeded, withDeadline } from './deadline';
 
 /** A record of the chunk with the identity the inbox knows it by. */
 export interface ChunkRecord {
@@ -353,7 +353,11 @@ export class UnitOfWork {
 
       this.sm.transitionTo('committing-db');
       const postgresCommitStarted = performance.now();
-      await this.own('the PostgreSQL commit', () => runner!.commitTransaction());
+      // A COMMIT that fails (a deferred constraint) is the record's to answer for, as any statement of a handler's
+      // transaction; one that gets no answer is the server's (and its outcome unknown: the inbox tells).
+      await withDeadline(runner.commitTransaction(), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch((err) => {
+        throw err instanceof DeadlineExceeded ? new InboxStatementError('the PostgreSQL commit', err) : err;
+      });
       const kafkaCommitStarted = performance.now();
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
