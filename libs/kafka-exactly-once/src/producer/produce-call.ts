@@ -101,7 +101,7 @@ export class ProduceCall {
       let wait = delay(retry, attempt);
       if (this.deps.deadline !== undefined) wait = Math.min(wait, Math.max(0, this.deps.deadline - Date.now()));
       await this.deps.sleep(wait);
-      await this.deps.cluster.refreshMetadata().catch((err) => (lastError = err));
+      await this.withinDeadline(this.deps.cluster.refreshMetadata()).catch((err) => (lastError = err));
     }
   }
 
