@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'child_process';
-import { createWriteStream, mkdirSync, readFileSync } from 'fs';
+import { createWriteStream, mkdirSync, openSync, readFileSync } from 'fs';
 import { join, resolve } from 'path';
 import { REPO_ROOT } from './environment';
 
@@ -7,6 +7,8 @@ import { REPO_ROOT } from './environment';
 export interface AppProcessOptions {
   node?: string;
   cwd?: string;
+  /** Arguments after the script. */
+  args?: string[];
 }
 
 /** A demo app running as a child process of the test, with its output in a log file. */
@@ -22,8 +24,9 @@ export class AppProcess {
     options: AppProcessOptions = {},
   ) {
     mkdirSync(join(logFile, '..'), { recursive: true });
-    const log = createWriteStream(logFile, { flags: 'w' });
-    this.child = spawn(options.node ?? process.execPath, [resolve(REPO_ROOT, script)], {
+    // Emptied now, not when the stream gets round to opening it: a log of an earlier run must never be read as this one's.
+    const log = createWriteStream(logFile, { fd: openSync(logFile, 'w') });
+    this.child = spawn(options.node ?? process.execPath, [resolve(REPO_ROOT, script), ...(options.args ?? [])], {
       cwd: options.cwd ?? REPO_ROOT,
       env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

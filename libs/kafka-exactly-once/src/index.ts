@@ -9,6 +9,8 @@ export * from './health';
 export * from './metrics';
 export { EventPublisher } from './publishing/event-publisher';
 export type { PublishOptions, PublishResult, PublishAllItem, PublisherStatus } from './publishing/publish.interfaces';
+export { Outbox, type OutboxAddOptions, type OutboxAddResult } from './outbox/outbox';
+export type { OutboxRelayStatus } from './outbox/outbox-relay';
 export type {
   KafkaExactlyOnceModuleOptions,
   TopicOptions,
@@ -17,6 +19,7 @@ export type {
   RetryOptions,
   IsolationOptions,
   PublisherOptions,
+  OutboxOptions,
   MetricsOptions,
   EventContext,
   EmitOptions,
@@ -27,7 +30,7 @@ export type {
   BatchContext,
 } from './interfaces';
 export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
-export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000 } from './inbox/migrations';
+export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000, Outbox1764400600000 } from './inbox/migrations';
 export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE } from './kafka-exactly-once.constants';
 export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';
 export type { PartitionHealth, PartitionActivity } from './engine/partition-progress';

@@ -53,3 +53,12 @@ export const REPLAYS_TABLE = 'kafka_eo_replays';
  * with SIGKILL the n-th time a unit of work reaches <point>. Never set it in production.
  */
 export const FAULT_ENV = 'KAFKA_EO_FAULT';
+
+/** The transactional outbox (docs/outbox.md): events waiting for the relay, in the writers' commit order per key. */
+export const OUTBOX_TABLE = 'kafka_eo_outbox';
+/** The relay's bookkeeping: its name, the batch numbers it gave out, and the last one known relayed. */
+export const OUTBOX_RELAY_TABLE = 'kafka_eo_outbox_relay';
+/** Outbox events Kafka refused for good, with the reason, until an operator retries or discards them. */
+export const OUTBOX_SET_ASIDE_TABLE = 'kafka_eo_outbox_set_aside';
+/** The channel a writer's commit notifies the relay on. */
+export const OUTBOX_CHANNEL = 'kafka_eo_outbox';

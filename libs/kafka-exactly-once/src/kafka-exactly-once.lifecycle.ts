@@ -96,7 +96,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   async start(): Promise<void> {
     if (this.handlers.length === 0) {
       // A publish-only application needs neither the inbox nor a consumer.
-      if (!this.options.publisher) this.logger.warn('no @IdempotentHandler found and no publisher configured: this module does nothing');
+      if (!this.options.publisher && !this.options.outbox) this.logger.warn('no @IdempotentHandler found and neither a publisher nor an outbox configured: this module does nothing');
       return;
     }
     const dataSource = this.getDataSource();

@@ -3,6 +3,8 @@ import { DiscoveryModule } from '@nestjs/core';
 import { Kafka, logLevel } from 'kafkajs';
 import { InboxHealthIndicator } from './health/inbox.health-indicator';
 import { PublisherHealthIndicator } from './health/publisher.health-indicator';
+import { OutboxHealthIndicator } from './health/outbox.health-indicator';
+import { Outbox } from './outbox/outbox';
 import { EventPublisher } from './publishing/event-publisher';
 import { KafkaHealthIndicator } from './health/kafka.health-indicator';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
@@ -71,7 +73,9 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
     InboxHealthIndicator,
     EventPublisher,
     PublisherHealthIndicator,
+    Outbox,
+    OutboxHealthIndicator,
   ],
-  exports: [KafkaExactlyOnceMetrics, KafkaHealthIndicator, InboxHealthIndicator, PublisherHealthIndicator, EventPublisher, SchemaRegistry, KafkaExactlyOnceLifecycle],
+  exports: [KafkaExactlyOnceMetrics, KafkaHealthIndicator, InboxHealthIndicator, PublisherHealthIndicator, EventPublisher, Outbox, OutboxHealthIndicator, SchemaRegistry, KafkaExactlyOnceLifecycle],
 })
 export class KafkaExactlyOnceModule extends KafkaExactlyOnceConfigurableModule {}

@@ -5,6 +5,7 @@ import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { fixKafkaJs } from '../kafkajs.fixes';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
+import { OUTBOX_USAGE, runOutboxCommand } from './outbox.command';
 
 /** Exit codes scripts can rely on. */
 export const EXIT = {
@@ -20,7 +21,7 @@ export const EXIT = {
   pending: 5,
 } as const;
 
-export const USAGE = `kafka-eo: dead letters and parked keys of kafka-exactly-once consumer groups
+export const USAGE = `kafka-eo: dead letters and parked keys of kafka-exactly-once consumer groups, and the transactional outbox
 
 Usage:
   kafka-eo dlq list [--topic T] [--reason R] [--key K] [--limit N] [--after CURSOR]
@@ -33,6 +34,7 @@ Usage:
   kafka-eo outputs divert <topic> <partition> <offset> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo outputs divert --replay <seq> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo operations show <id>
+${OUTBOX_USAGE}
 
 Options:
   --group G        consumer group (default: KAFKA_EO_GROUP, or the only group with dead letters or parked keys)
@@ -52,7 +54,7 @@ interface Parsed {
   flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay']);
+const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records']);
 const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
 function parse(argv: string[]): Parsed {
@@ -152,9 +154,10 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   const limit = text('limit') === undefined ? undefined : /^[0-9]{1,4}$/.test(text('limit')!) ? Number(text('limit')) : NaN;
   const timeoutMs = text('timeout-ms') === undefined ? 60000 : Number(text('timeout-ms'));
 
-  const pool = new Pool({ connectionString: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: 2 });
+  const pool = new Pool({ connectionString: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: noun === 'outbox' ? 4 : 2 });
   try {
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new OperatorRequestError('invalid', `--timeout-ms must be a whole number of milliseconds`, 'timeout-ms');
+    if (noun === 'outbox') return await runOutboxCommand({ verb, args, text, limit, env, pool, print, table, fields, err: io.err });
     const group = await resolveGroup(pool, flags, env);
     const store = new OperatorStore(pgPoolSql(pool), group);
     const query = { topic: text('topic'), key: text('key'), reason: text('reason'), after: text('after'), limit };
@@ -227,7 +230,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   } catch (err) {
     if (err instanceof OperatorRequestError) {
       if (json) io.out(JSON.stringify({ statusCode: err.status, message: err.message, ...(err.field ? { field: err.field } : {}) }, null, 2));
-      io.err(`kafka-eo: ${err.message}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq|outputTopic|partition|offset|replay)$/) ? `\n\n${USAGE}` : ''}`);
+      io.err(`kafka-eo: ${err.message}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq|outputTopic|partition|offset|replay|position|state|prefix)$/) ? `\n\n${USAGE}` : ''}`);
       return err.kind === 'invalid' ? EXIT.usage : err.kind === 'not-found' ? EXIT.notFound : EXIT.conflict;
     }
     if ((err as { code?: string }).code === '42P01') {

@@ -6,7 +6,9 @@ import { FAULT_ENV } from '../kafka-exactly-once.constants';
  * a release or dead-letter replay step, between its PostgreSQL commit and its Kafka transaction.
  */
 export const UNIT_OF_WORK_FAULT_POINTS = ['mid-chunk', 'after-db-commit', 'before-kafka-commit'] as const;
-export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit'] as const;
+/** The outbox relay's: a batch sent, before its Kafka commit; committed, before the rows are deleted; after that. */
+export const OUTBOX_FAULT_POINTS = ['outbox-before-kafka-commit', 'outbox-after-kafka-commit', 'outbox-after-cleanup'] as const;
+export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /**

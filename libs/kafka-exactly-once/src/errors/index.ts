@@ -19,3 +19,5 @@ export * from './produce-incomplete.error';
 export * from './handler-timeout.error';
 export * from './hanging-transaction.error';
 export * from './recorded-outputs-refused.error';
+export * from './outbox-write.error';
+export * from './outbox-relay.error';

@@ -65,6 +65,11 @@ export interface KafkaExactlyOnceModuleOptions {
   /** Enables the EventPublisher: idempotent sends, circuit breaker, durable local spool. */
   publisher?: PublisherOptions;
   /**
+   * The transactional outbox (docs/outbox.md): `Outbox.add` writes an event in the caller's own PostgreSQL
+   * transaction, and a relay moves committed events to Kafka exactly once, in per-key commit order.
+   */
+  outbox?: OutboxOptions;
+  /**
    * Prometheus metrics (`kafka_eo_*`, docs/metrics.md) through prom-client, an optional peer dependency: set
    * `metrics: {}` to register them on prom-client's global registry, or pass `{ registry }`. Off by default.
    */
@@ -114,6 +119,33 @@ export interface PublisherOptions {
    * `idempotent: false`, `maxInFlightRequests` other than 1 or `acks` other than -1 is a boot error.
    */
   producer?: { idempotent?: boolean; maxInFlightRequests?: number; acks?: number };
+}
+
+export interface OutboxOptions {
+  /**
+   * Run the relay in this application (default true). With false, `Outbox.add` still writes events, and a relay
+   * runs elsewhere (`kafka-eo outbox relay`, or another instance of the application): one relay is active per
+   * database at a time, however many run.
+   */
+  relay?: boolean;
+  /**
+   * The relay's name: its Kafka transactional id is `{transactionalIdPrefix}.%outbox.{name}` and its checkpoint is
+   * kept under this key. Fixed for the life of a database's outbox: a relay of another name refuses to start on it.
+   * Default: `transactionalIdPrefix`. Letters, digits, ".", "_" and "-".
+   */
+  name?: string;
+  /** The compacted topic of the relay's checkpoints (created with one partition if missing). Default `kafka-eo.outbox-checkpoints`. */
+  checkpointTopic?: string;
+  /** Events per Kafka transaction of the relay, at most (default 500). */
+  batchMaxRecords?: number;
+  /** Bytes of event values and headers per Kafka transaction of the relay, at most (an event larger goes alone). Default 524288. */
+  batchMaxBytes?: number;
+  /** How often the relay looks for events when no notification came, ms (default 1000). */
+  pollIntervalMs?: number;
+  /** Health turns down when the oldest event waiting in the outbox is older than this, ms (default 60000). */
+  unhealthyAgeMs?: number;
+  /** How long one Kafka send of the relay may take before it counts as failed and is tried again, ms (default 30000). */
+  sendTimeoutMs?: number;
 }
 
 export interface TopicOptions {

@@ -21,6 +21,8 @@ export interface UnitTimings {
 export interface MetricsSources {
   partitions?: () => Array<{ topic: string; partition: number; lag: number | null; lastCommitAt: string | null; waitingMs: number | null }>;
   publisher?: () => { breaker: string; spool: { records: number; bytes: number; oldestAgeMs: number } };
+  /** The outbox as the relay last counted it (undefined until it did). */
+  outbox?: () => { waiting: number; oldestAgeMs: number } | undefined;
 }
 
 // prom-client is an optional peer: its types are not imported, so that applications without it compile.
@@ -119,6 +121,16 @@ export class KafkaExactlyOnceMetrics {
       fenced: make('Counter', 'kafka_eo_fenced_commits_total', 'Kafka commits refused because another producer epoch took over', unit),
       published: make('Counter', 'kafka_eo_published_total', 'Events EventPublisher acknowledged, by outcome: sent to Kafka or spooled to disk', ['client', 'topic', 'status']),
       drained: make('Counter', 'kafka_eo_spool_drained_total', 'Spooled events delivered to Kafka by the drainer', ['client']),
+      outboxRelayed: make('Counter', 'kafka_eo_outbox_relayed_total', 'Outbox events the relay committed to Kafka', ['client', 'topic']),
+      outboxSetAside: make('Counter', 'kafka_eo_outbox_set_aside_total', 'Outbox events Kafka refused for good, set aside for an operator', ['client', 'topic']),
+      outboxWaiting: gauge('kafka_eo_outbox_waiting_events', 'Events in the outbox not relayed to Kafka yet, as the relay last counted them', ['client'], (metric, { sources, client }) => {
+        const status = sources.outbox?.();
+        if (status) metric.set({ client }, status.waiting);
+      }),
+      outboxOldest: gauge('kafka_eo_outbox_oldest_waiting_seconds', 'Age of the oldest event waiting in the outbox (0: none), as the relay last measured it', ['client'], (metric, { sources, client }) => {
+        const status = sources.outbox?.();
+        if (status) metric.set({ client }, status.oldestAgeMs / 1000);
+      }),
       lag: gauge('kafka_eo_partition_lag', 'Records of the partition not committed yet, at its last fetch', [...unit, 'partition'], (metric, { sources, group }) => {
         for (const p of sources.partitions?.() ?? []) if (p.lag !== null) metric.set({ group, topic: p.topic, partition: String(p.partition) }, p.lag);
       }),
@@ -203,6 +215,14 @@ export class KafkaExactlyOnceMetrics {
 
   drained(count: number): void {
     this.record((m) => m.drained.labels({ client: this.attached.client }).inc(count));
+  }
+
+  outboxRelayed(topic: string, count: number): void {
+    this.record((m) => m.outboxRelayed.labels({ client: this.attached.client, topic }).inc(count));
+  }
+
+  outboxSetAside(topic: string, count: number): void {
+    this.record((m) => m.outboxSetAside.labels({ client: this.attached.client, topic }).inc(count));
   }
 
   /** Records a metric; an error (prom-client's, or a registry in a strange state) is logged once, never thrown. */

@@ -172,6 +172,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     },
     autoStart: options.autoStart ?? true,
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),
+    outbox: options.outbox === undefined ? undefined : resolveOutbox(options.outbox, prefix),
     metrics: resolveMetrics(options.metrics),
   };
 }
@@ -240,5 +241,31 @@ function resolvePublisher(publisher: NonNullable<KafkaExactlyOnceModuleOptions['
     },
     unhealthyBacklogAgeMs: positiveInt('publisher.unhealthyBacklogAgeMs', publisher.unhealthyBacklogAgeMs, 300000, 1000),
     missingTopicGraceMs: positiveInt('publisher.missingTopicGraceMs', publisher.missingTopicGraceMs, 300000, 0),
+  };
+}
+
+/** Kafka topic names: letters, digits, ".", "_" and "-", at most 249. */
+const TOPIC_NAME = /^[A-Za-z0-9._-]{1,249}$/;
+
+export function resolveOutbox(outbox: NonNullable<KafkaExactlyOnceModuleOptions['outbox']>, prefix: string): NonNullable<ResolvedOptions['outbox']> {
+  if (outbox === null || typeof outbox !== 'object') throw new InvalidOptionsError('outbox', 'must be an object, e.g. {} for the defaults');
+  if (outbox.relay !== undefined && typeof outbox.relay !== 'boolean') throw new InvalidOptionsError('outbox.relay', 'must be true or false');
+  const name = outbox.name ?? prefix;
+  if (typeof name !== 'string' || !INSTANCE_ID_PATTERN.test(name)) {
+    throw new InvalidOptionsError('outbox.name', `must be 1 to 200 letters, digits, ".", "_" or "-" (it becomes part of a Kafka transactional id), got ${JSON.stringify(name)}`);
+  }
+  const checkpointTopic = outbox.checkpointTopic ?? 'kafka-eo.outbox-checkpoints';
+  if (typeof checkpointTopic !== 'string' || !TOPIC_NAME.test(checkpointTopic)) {
+    throw new InvalidOptionsError('outbox.checkpointTopic', `must be a Kafka topic name (letters, digits, ".", "_", "-"), got ${JSON.stringify(checkpointTopic)}`);
+  }
+  return {
+    relay: outbox.relay ?? true,
+    name,
+    checkpointTopic,
+    batchMaxRecords: positiveInt('outbox.batchMaxRecords', outbox.batchMaxRecords, 500),
+    batchMaxBytes: positiveInt('outbox.batchMaxBytes', outbox.batchMaxBytes, 512 * 1024, 1024),
+    pollIntervalMs: positiveInt('outbox.pollIntervalMs', outbox.pollIntervalMs, 1000, 10),
+    unhealthyAgeMs: positiveInt('outbox.unhealthyAgeMs', outbox.unhealthyAgeMs, 60000, 1000),
+    sendTimeoutMs: positiveInt('outbox.sendTimeoutMs', outbox.sendTimeoutMs, 30000, 100),
   };
 }

@@ -41,6 +41,17 @@ export interface ResolvedOptions {
   autoStart: boolean;
   /** undefined: no metrics */
   metrics?: { registry?: object };
+  /** undefined: no outbox */
+  outbox?: {
+    relay: boolean;
+    name: string;
+    checkpointTopic: string;
+    batchMaxRecords: number;
+    batchMaxBytes: number;
+    pollIntervalMs: number;
+    unhealthyAgeMs: number;
+    sendTimeoutMs: number;
+  };
   publisher?: {
     sendTimeoutMs: number;
     spool: { directory: string; maxBytes: number; segmentBytes: number };

@@ -26,6 +26,11 @@ export function publisherTransactionalId(prefix: string, instanceId: string): st
   return `${prefix}.%publisher.${instanceId}`;
 }
 
+/** The producer of a database's outbox relay: one id, held by the one active relay (a stalled earlier one is fenced). */
+export function outboxTransactionalId(prefix: string, name: string): string {
+  return `${prefix}.%outbox.${escapeIdPart(name)}`;
+}
+
 /**
  * The ids of versions before 0.3, for the same roles: an instance of an earlier version (a stalled one, during a
  * rolling upgrade) holds them, and a new owner fences them too (one InitProducerId) before it works.

@@ -1,0 +1,154 @@
+import type { Kafka, Message } from 'kafkajs';
+import { withDeadline } from '../engine/deadline';
+import { OutboxRelayError } from '../errors/outbox-relay.error';
+import { partitionOf } from '../producer/checked-producer';
+import { ClusterClient, type KafkaJsBroker } from '../producer/kafkajs-internals';
+
+/** Read-committed isolation of Fetch and ListOffsets. */
+const READ_COMMITTED = 1;
+const LATEST = -1;
+const EARLIEST = -2;
+
+interface FetchedRecord {
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  isControlRecord?: boolean;
+}
+
+interface BrokerRequests {
+  listOffsets(args: object): Promise<{ responses: Array<{ partitions: Array<{ offset: string }> }> }>;
+  fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ messages: FetchedRecord[] }> }> }>;
+}
+
+/** What a checkpoint record says: the last relay batch whose events are in Kafka (committed with it). */
+export interface Checkpoint {
+  batch: bigint;
+}
+
+/**
+ * The relay's checkpoints: one record per relay batch, written in the batch's own Kafka transaction to a
+ * compacted topic of the library's, keyed by the relay's name and the database's outbox id. The last one a read-committed reader sees is the
+ * last batch in Kafka, whatever the relay crashed on: the batch and its checkpoint commit (or abort) together.
+ * Read after the relay's InitProducerId, which fences an earlier relay and settles its open transaction, it is
+ * the truth until the next InitProducerId of that transactional id.
+ */
+export class OutboxCheckpoints extends ClusterClient {
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly topic: string,
+  ) {
+    super(kafka);
+  }
+
+  /** The record that marks `batch` of the outbox `key` relayed, sent in that batch's transaction. */
+  record(key: string, batch: bigint, events: number): { topic: string; messages: Message[] } {
+    return { topic: this.topic, messages: [{ key, value: JSON.stringify({ batch: batch.toString(), events, relayedAt: new Date().toISOString() }) }] };
+  }
+
+  /** Creates the topic (one partition, compacted) if it is missing; refuses clearly if it may not. */
+  async ensureTopic(timeoutMs: number): Promise<void> {
+    const admin = this.kafka.admin({ retry: { retries: 2 } });
+    try {
+      await withDeadline(admin.connect(), timeoutMs, 'Kafka');
+      const existing = await withDeadline(admin.listTopics(), timeoutMs, 'Kafka');
+      if (existing.includes(this.topic)) return;
+      try {
+        await withDeadline(
+          admin.createTopics({
+            waitForLeaders: true,
+            topics: [{ topic: this.topic, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }, { name: 'segment.ms', value: '3600000' }] }],
+          }),
+          timeoutMs,
+          'Kafka',
+        );
+      } catch (err) {
+        const type = (err as { type?: string }).type ?? (err as { errors?: Array<{ type?: string }> }).errors?.[0]?.type;
+        if (type === 'TOPIC_ALREADY_EXISTS') return;
+        if (type === 'TOPIC_AUTHORIZATION_FAILED' || type === 'CLUSTER_AUTHORIZATION_FAILED' || type === 'POLICY_VIOLATION') {
+          throw new OutboxRelayError(
+            'checkpoint-topic',
+            `the outbox relay's checkpoint topic ${this.topic} does not exist and this application may not create it (${type}): create it with one partition and cleanup.policy=compact (docs/outbox.md)`,
+          );
+        }
+        throw err;
+      }
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  /**
+   * The last checkpoint of this relay in Kafka (batch 0 when there is none), read committed. Looks back from
+   * the partition's last stable offset in growing windows, so that a long history is not read whole.
+   */
+  async last(key: string, timeoutMs: number): Promise<Checkpoint> {
+    return withDeadline(this.read(key), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
+      this.reconnectNextTime();
+      throw err;
+    });
+  }
+
+  private async read(key: string): Promise<Checkpoint> {
+    await this.connected();
+    await this.cluster.addMultipleTargetTopics([this.topic]);
+    await this.cluster.refreshMetadata();
+    const partitions = this.cluster.findTopicPartitionMetadata(this.topic);
+    if (partitions.length === 0) throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} does not exist`);
+    const partition = partitionOf(this.topic, partitions, { key, value: null });
+    const leader = partitions.find((p) => p.partitionId === partition)?.leader;
+    if (leader === undefined || leader < 0) throw new Error(`partition ${this.topic}[${partition}] has no leader`);
+    const broker = (await this.cluster.findBroker({ nodeId: leader })) as KafkaJsBroker & BrokerRequests;
+    const offset = async (timestamp: number) => {
+      const answer = await broker.listOffsets({ replicaId: -1, isolationLevel: READ_COMMITTED, topics: [{ topic: this.topic, partitions: [{ partition, timestamp }] }] });
+      return BigInt(answer.responses[0].partitions[0].offset);
+    };
+    const end = await offset(LATEST); // the last stable offset: nothing of an open transaction is at or after it
+    const start = await offset(EARLIEST);
+    let span = 64n;
+    for (let to = end; to > start; span *= 8n) {
+      const from = to - span > start ? to - span : start;
+      const found = await this.lastIn(broker, partition, key, from, to);
+      if (found) return found;
+      to = from;
+    }
+    return { batch: 0n };
+  }
+
+  /** The last checkpoint under `key` among the committed records at offsets [from, to). */
+  private async lastIn(broker: BrokerRequests, partition: number, key: string, from: bigint, to: bigint): Promise<Checkpoint | undefined> {
+    let found: Checkpoint | undefined;
+    for (let next = from; next < to; ) {
+      const answer = await broker.fetch({
+        replicaId: -1,
+        isolationLevel: READ_COMMITTED,
+        maxWaitTime: 100,
+        minBytes: 1,
+        maxBytes: 4 * 1024 * 1024,
+        topics: [{ topic: this.topic, partitions: [{ partition, fetchOffset: next.toString(), maxBytes: 4 * 1024 * 1024 }] }],
+      });
+      const records = answer.responses[0]?.partitions[0]?.messages ?? [];
+      let last = next - 1n;
+      for (const record of records) {
+        const offset = BigInt(record.offset);
+        if (offset > last) last = offset;
+        // Markers, and the records of aborted transactions (marked so by the library's fix of KafkaJS's filter), are not checkpoints.
+        if (offset < next || offset >= to || record.isControlRecord || record.key?.toString('utf8') !== key) continue;
+        found = parseCheckpoint(record, this.topic);
+      }
+      if (last < next) break; // nothing more below `to` (compacted away)
+      next = last + 1n;
+    }
+    return found;
+  }
+}
+
+function parseCheckpoint(record: FetchedRecord, topic: string): Checkpoint {
+  try {
+    const value = JSON.parse(record.value?.toString('utf8') ?? '') as { batch?: unknown };
+    if (typeof value.batch === 'string' && /^\d+$/.test(value.batch)) return { batch: BigInt(value.batch) };
+  } catch {
+    // refused below
+  }
+  throw new OutboxRelayError('checkpoint-unreadable', `the record at ${topic} offset ${record.offset} has the relay's key but is not one of its checkpoints: is another application writing to ${topic}?`);
+}

@@ -1,0 +1,41 @@
+import { createHash } from 'crypto';
+import type { Message } from 'kafkajs';
+
+/** One row of the outbox table as the relay reads it. */
+export interface OutboxRow {
+  /** bigint as text: the event's place in its key's commit order. */
+  position: string;
+  id: string;
+  aggregatetype: string;
+  aggregateid: Buffer;
+  type: string;
+  payload: Buffer;
+  headers: Buffer;
+  created_at: Date;
+}
+
+/** The columns of a row, in the order the relay selects them. */
+export const OUTBOX_COLUMNS = 'position, id, aggregatetype, aggregateid, type, payload, headers, created_at';
+
+/** The Kafka record of an outbox row: the key, value and headers `EventPublisher.publish` would have sent. */
+export function outboxMessage(row: OutboxRow): Message {
+  return { key: row.aggregateid, value: row.payload, headers: decodeHeaders(row.headers) };
+}
+
+export function encodeHeaders(headers: Record<string, string>): Buffer {
+  return Buffer.from(JSON.stringify(headers), 'utf8');
+}
+
+export function decodeHeaders(bytes: Buffer): Record<string, string> {
+  return JSON.parse(bytes.toString('utf8')) as Record<string, string>;
+}
+
+/**
+ * The advisory lock a writer holds on (topic, key) until its transaction ends: the writers of one key take
+ * their rows' positions one transaction after the other, so that positions follow the order of their commits.
+ * 64 bits of SHA-256 over the topic and the key's bytes (two keys sharing a lock only wait for each other).
+ */
+export function keyLockId(topic: string, key: Buffer): string {
+  const digest = createHash('sha256').update(topic).update('\u0000').update(key).digest();
+  return digest.readBigInt64BE(0).toString();
+}

@@ -1,0 +1,127 @@
+import type { SqlClient } from '../admin/sql-client';
+import { OperatorRequestError } from '../errors/operator-request.error';
+import { OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import { decodeHeaders, keyLockId } from './outbox-event';
+
+/** An event the relay set aside, as operators see it. */
+export interface SetAsideEvent {
+  position: string;
+  messageId: string;
+  topic: string;
+  key: string;
+  eventType: string;
+  valueBytes: number;
+  headers: Record<string, string>;
+  writtenAt: string;
+  setAsideAt: string;
+  reason: string;
+  state: 'set-aside' | 'retried' | 'discarded';
+  resolvedAt: string | null;
+  resolvedBy: string | null;
+  note: string | null;
+}
+
+/** The outbox at a glance. */
+export interface OutboxSummary {
+  relayName: string | null;
+  waiting: number;
+  oldestWrittenAt: string | null;
+  lastBatch: string;
+  relayedBatch: string;
+  relayed: string;
+  setAside: number;
+}
+
+const POSITION = /^[1-9][0-9]{0,18}$/;
+
+/**
+ * What operators do with the outbox (`kafka-eo outbox`): list the events Kafka refused for good, retry one (it
+ * goes back in the outbox behind the events written since: its key's order is the operator's call), or discard
+ * it. Each retry and discard is recorded on the event's row (who, when, why), which stays as the audit.
+ */
+export class OutboxOperations {
+  constructor(private readonly sql: SqlClient) {}
+
+  async summary(): Promise<OutboxSummary> {
+    const [row] = await this.sql.query(
+      `SELECT (SELECT name FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS name,
+              (SELECT count(*)::int FROM ${OUTBOX_TABLE} o WHERE o.batch IS NULL OR o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)) AS waiting,
+              (SELECT min(created_at) FROM ${OUTBOX_TABLE}) AS oldest,
+              (SELECT last_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS last_batch,
+              (SELECT relayed_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed_batch,
+              (SELECT relayed::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed,
+              (SELECT count(*)::int FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE state = 'set-aside') AS set_aside`,
+    );
+    return {
+      relayName: row.name ?? null,
+      waiting: row.waiting,
+      oldestWrittenAt: row.oldest ? new Date(row.oldest).toISOString() : null,
+      lastBatch: row.last_batch ?? '0',
+      relayedBatch: row.relayed_batch ?? '0',
+      relayed: row.relayed ?? '0',
+      setAside: row.set_aside,
+    };
+  }
+
+  /** Set-aside events, oldest first; `state` 'all' includes those retried or discarded. */
+  async list(options: { state?: string; limit?: number } = {}): Promise<SetAsideEvent[]> {
+    const state = options.state ?? 'set-aside';
+    if (!['set-aside', 'retried', 'discarded', 'all'].includes(state)) throw new OperatorRequestError('invalid', '--state must be set-aside, retried, discarded or all', 'state');
+    const limit = options.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new OperatorRequestError('invalid', '--limit must be 1 to 1000', 'limit');
+    const rows = await this.sql.query(`SELECT * FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE $1 = 'all' OR state = $1 ORDER BY position LIMIT $2`, [state, limit]);
+    return rows.map(toEvent);
+  }
+
+  /** Puts a set-aside event back in the outbox (a new position: after the events of its key written since). */
+  async retry(position: string, options: { actor?: string; note?: string } = {}): Promise<SetAsideEvent> {
+    return this.resolve(position, 'retried', options, async (sql, row) => {
+      await sql.query(
+        `INSERT INTO ${OUTBOX_TABLE} (position, id, aggregatetype, aggregateid, type, payload, headers)
+         SELECT nextval(pg_get_serial_sequence('${OUTBOX_TABLE}', 'position')), s.id, s.aggregatetype, s.aggregateid, s.type, s.payload, s.headers
+         FROM (SELECT pg_advisory_xact_lock($2::bigint)) AS locked, ${OUTBOX_SET_ASIDE_TABLE} s WHERE s.position = $1`,
+        [position, keyLockId(row.aggregatetype, row.aggregateid)],
+      );
+    });
+  }
+
+  /** Gives a set-aside event up for good: it never reaches Kafka. A reason is required. */
+  async discard(position: string, options: { actor?: string; note?: string } = {}): Promise<SetAsideEvent> {
+    if (!options.note?.trim()) throw new OperatorRequestError('invalid', 'a discard needs --reason TEXT (kept with the event)', 'reason');
+    return this.resolve(position, 'discarded', options, async () => undefined);
+  }
+
+  private async resolve(position: string, state: 'retried' | 'discarded', options: { actor?: string; note?: string }, act: (sql: SqlClient, row: any) => Promise<void>): Promise<SetAsideEvent> {
+    if (!POSITION.test(position)) throw new OperatorRequestError('invalid', `position must be a whole number, got ${JSON.stringify(position)}`, 'position');
+    return this.sql.transaction(async (sql) => {
+      const [row] = await sql.query(`SELECT * FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE position = $1 FOR UPDATE`, [position]);
+      if (!row) throw new OperatorRequestError('not-found', `no set-aside outbox event at position ${position}`, 'position');
+      if (row.state !== 'set-aside') throw new OperatorRequestError('conflict', `the event at position ${position} was ${row.state} already (${row.resolved_at ? new Date(row.resolved_at).toISOString() : ''} by ${row.resolved_by ?? 'unknown'})`);
+      await act(sql, row);
+      const [done] = await sql.query(
+        `UPDATE ${OUTBOX_SET_ASIDE_TABLE} SET state = $2, resolved_at = now(), resolved_by = $3, note = $4 WHERE position = $1 RETURNING *`,
+        [position, state, options.actor ?? null, options.note?.slice(0, 2000) ?? null],
+      );
+      return toEvent(done);
+    });
+  }
+}
+
+function toEvent(row: any): SetAsideEvent {
+  return {
+    position: String(row.position),
+    messageId: row.id,
+    topic: row.aggregatetype,
+    key: Buffer.from(row.aggregateid).toString('utf8'),
+    eventType: row.type,
+    valueBytes: Buffer.from(row.payload).length,
+    headers: decodeHeaders(Buffer.from(row.headers)),
+    writtenAt: new Date(row.created_at).toISOString(),
+    setAsideAt: new Date(row.set_aside_at).toISOString(),
+    reason: row.reason,
+    state: row.state,
+    resolvedAt: row.resolved_at ? new Date(row.resolved_at).toISOString() : null,
+    resolvedBy: row.resolved_by ?? null,
+    note: row.note ?? null,
+  };
+}

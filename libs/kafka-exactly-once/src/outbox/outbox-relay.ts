@@ -1,0 +1,375 @@
+import { Logger } from '@nestjs/common';
+import type { Kafka, Message } from 'kafkajs';
+import { withDeadline } from '../engine/deadline';
+import { FaultInjector } from '../engine/fault-injector';
+import { OutboxRelayError } from '../errors/outbox-relay.error';
+import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
+import { OUTBOX_CHANNEL, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { CheckedProducer } from '../producer/checked-producer';
+import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
+import { outboxTransactionalId } from '../transaction/transactional-ids';
+import { OutboxCheckpoints } from './outbox-checkpoints';
+import { OUTBOX_COLUMNS, outboxMessage, type OutboxRow } from './outbox-event';
+
+/** The session-level advisory lock the one active relay of a database holds (arbitrary constant). */
+export const OUTBOX_RELAY_LOCK = '7364211905';
+
+/** A standby relay asks for the lock this often. */
+const STANDBY_RETRY_MS = 2000;
+/** How often the relay counts the events waiting (for health and metrics). */
+const COUNT_EVERY_MS = 2000;
+
+export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & { transactionalIdPrefix: string; transactionTimeoutMs: number };
+
+/** The node-postgres client the relay holds (its own type, so that the library's types need no @types/pg). */
+export interface PoolClient {
+  query(text: string, params?: unknown[]): Promise<{ rows: unknown[] }>;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: 'notification', listener: (message: unknown) => void): unknown;
+  off(event: 'error' | 'notification', listener: (...args: any[]) => void): unknown;
+  release(err?: Error | boolean): void;
+}
+
+/** Where the relay's PostgreSQL connections come from: node-postgres's pool (the DataSource's, or the CLI's own). */
+export interface PgPool {
+  connect(): Promise<PoolClient>;
+}
+
+export interface OutboxRelayStatus {
+  /** `active`: holds the relay lock and relays; `standby`: another relay holds it; `failing`: retrying after `lastError`. */
+  state: 'starting' | 'active' | 'standby' | 'failing' | 'stopped';
+  /** The last batch known committed in Kafka. */
+  relayedBatch: string;
+  /** Events relayed by this relay since it started. */
+  relayed: number;
+  setAside: number;
+  /** Events waiting and the age of the oldest, as last counted (every 2 s while active). */
+  waiting?: { events: number; oldestAgeMs: number; oldestTopic?: string; countedAt: number };
+  lastError?: string;
+  lastErrorAt?: string;
+}
+
+/**
+ * Moves the outbox's committed events to Kafka exactly once (docs/outbox.md). One relay is active per database:
+ * it holds a PostgreSQL advisory lock on a connection of its own, on which it also LISTENs for writers' commits
+ * (and polls, as a fallback). Its transactional id is fixed, so that its InitProducerId fences an earlier relay
+ * that stalled and settles the transaction it left open; only then does it read its checkpoint.
+ *
+ * A batch is a set of waiting events given a batch number in PostgreSQL (in position order, so in commit order
+ * per key) before anything is sent. The batch's events and its checkpoint record go in one Kafka transaction;
+ * its rows are deleted only once that transaction committed. After a crash anywhere, the checkpoint read back
+ * says which batch is the last in Kafka: rows of batches at or below it are deleted without being sent again,
+ * and the first batch above it is sent, with exactly the rows it was given.
+ */
+export class OutboxRelay {
+  private readonly logger = new Logger(OutboxRelay.name);
+  private readonly checkpoints: OutboxCheckpoints;
+  private readonly faults = new FaultInjector();
+  private readonly transactionalId: string;
+  private running = false;
+  private loop?: Promise<void>;
+  private wakeUp?: () => void;
+  private notified = false;
+  private client?: PoolClient;
+  private clientError?: Error;
+  private producer?: CheckedProducer;
+  /** After a refused batch: batches of one event until past this position, to find the event Kafka refuses. */
+  private isolateUntil?: bigint;
+  private lastCount = 0;
+  private readonly current: OutboxRelayStatus = { state: 'stopped', relayedBatch: '0', relayed: 0, setAside: 0 };
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly pool: PgPool,
+    private readonly config: OutboxRelayConfig,
+    private readonly metrics?: KafkaExactlyOnceMetrics,
+  ) {
+    this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic);
+    this.transactionalId = outboxTransactionalId(config.transactionalIdPrefix, config.name);
+    metrics?.attach({ outbox: () => (this.current.waiting ? { waiting: this.current.waiting.events, oldestAgeMs: this.current.waiting.oldestAgeMs } : undefined) });
+  }
+
+  private readonly onClientError = (err: Error) => {
+    this.clientError = err;
+    this.wakeUp?.();
+  };
+
+  private readonly onNotification = () => {
+    this.notified = true;
+    this.wakeUp?.();
+  };
+
+  status(): OutboxRelayStatus {
+    return { ...this.current, waiting: this.current.waiting && { ...this.current.waiting } };
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.current.state = 'starting';
+    this.loop = this.run();
+  }
+
+  /** Stops after the batch in progress (a batch cut short is sent again by the next relay: nothing is lost or doubled). */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wakeUp?.();
+    await this.loop;
+    await this.checkpoints.disconnect();
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (this.running) {
+      try {
+        await this.session();
+        failures = 0;
+      } catch (err) {
+        failures++;
+        const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+        if (this.current.lastError !== message || failures % 20 === 1) this.logger.warn(`outbox relay ${this.config.name}: ${message}; trying again`);
+        Object.assign(this.current, { state: 'failing', lastError: message, lastErrorAt: new Date().toISOString() });
+        await this.endSession(true);
+        await this.idle(err instanceof OutboxRelayError ? 60000 : Math.min(10000, 250 * 2 ** Math.min(failures, 6)));
+        continue;
+      }
+      await this.endSession(false);
+    }
+    this.current.state = 'stopped';
+  }
+
+  /** Holds the relay lock and relays until stopped or until something fails (the caller starts over). */
+  private async session(): Promise<void> {
+    const client = await withDeadline(this.pool.connect(), this.config.sendTimeoutMs, 'PostgreSQL');
+    this.client = client;
+    this.clientError = undefined;
+    client.on('error', this.onClientError);
+    await this.sql(`SET statement_timeout = ${Math.min(this.config.sendTimeoutMs, 60000)}`);
+    await this.sql(`SET application_name = 'kafka-eo outbox relay'`);
+    const [{ locked }] = await this.sql<{ locked: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS locked', [OUTBOX_RELAY_LOCK]);
+    if (!locked) {
+      this.current.state = 'standby';
+      await this.idle(STANDBY_RETRY_MS);
+      return;
+    }
+    client.on('notification', this.onNotification);
+    await this.sql(`LISTEN ${OUTBOX_CHANNEL}`);
+    const { knownRelayed, key } = await this.claimName();
+    await this.checkpoints.ensureTopic(this.config.sendTimeoutMs);
+    this.producer = new CheckedProducer(this.kafka, { transactionalId: this.transactionalId, transactionTimeout: this.config.transactionTimeoutMs });
+    // InitProducerId first: it fences an earlier relay and settles its open transaction, so that the checkpoint
+    // read next is the last word until another relay's InitProducerId (which would fence this one in turn).
+    await withDeadline(this.producer.connect(), this.config.sendTimeoutMs, 'Kafka');
+    let relayed = (await this.checkpoints.last(key, this.config.sendTimeoutMs)).batch;
+    if (relayed < knownRelayed) {
+      throw new OutboxRelayError(
+        'checkpoint-behind',
+        `the outbox relay's checkpoint in ${this.config.checkpointTopic} says batch ${relayed}, but the database knows batch ${knownRelayed} was relayed: the topic was deleted or recreated, or this relay points at another Kafka cluster. Relaying now could send events again; see docs/outbox.md, "Operations"`,
+      );
+    }
+    this.current.state = 'active';
+    this.current.relayedBatch = relayed.toString();
+    this.logger.log(`outbox relay ${this.config.name} active (transactional id ${this.transactionalId}); batch ${relayed} is the last in Kafka`);
+    let cleaned = -1n;
+    while (this.running) {
+      if (this.clientError) throw this.clientError;
+      if (cleaned < relayed) {
+        await this.cleanUp(relayed);
+        cleaned = relayed;
+        this.faults.reach('outbox-after-cleanup');
+      }
+      await this.count();
+      const batch = (await this.lowestPending(relayed)) ?? (await this.mark());
+      if (batch === undefined) {
+        await this.idle(this.config.pollIntervalMs);
+        continue;
+      }
+      const rows = await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1 ORDER BY position`, [batch.toString()]);
+      if (!(await this.send(key, batch, rows, relayed))) return; // refused: set aside, start again from the checkpoint
+      relayed = batch;
+      this.current.relayedBatch = relayed.toString();
+      this.faults.reach('outbox-after-kafka-commit');
+    }
+  }
+
+  /**
+   * The relay's row: taken by the first relay of the database; a relay of another name is refused. Returns the
+   * last batch the database knows relayed, and the key of its checkpoints: the name and the database's outbox
+   * id, so that a database made again (or another one under the same name) never takes an old checkpoint for its own.
+   */
+  private async claimName(): Promise<{ knownRelayed: bigint; key: string }> {
+    await this.sql(`INSERT INTO ${OUTBOX_RELAY_TABLE} (id, name) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, [this.config.name]);
+    const [row] = await this.sql<{ name: string; relayed_batch: string; outbox_id: string }>(`SELECT name, relayed_batch::text, outbox_id::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1`);
+    if (row.name !== this.config.name) {
+      throw new OutboxRelayError(
+        'name-mismatch',
+        `this database's outbox is relayed under the name "${row.name}" (its checkpoint is kept under that key), and this relay is "${this.config.name}": set outbox.name to "${row.name}" (a relay of another name would send the waiting events again)`,
+      );
+    }
+    return { knownRelayed: BigInt(row.relayed_batch), key: `${this.config.name}:${row.outbox_id}` };
+  }
+
+  /** Deletes the rows of batches at or below the checkpoint: they are in Kafka. */
+  private async cleanUp(relayed: bigint): Promise<void> {
+    await this.sql(
+      `WITH gone AS (DELETE FROM ${OUTBOX_TABLE} WHERE batch IS NOT NULL AND batch <= $1 RETURNING 1)
+       UPDATE ${OUTBOX_RELAY_TABLE} SET relayed_batch = GREATEST(relayed_batch, $1), relayed = relayed + (SELECT count(*) FROM gone) WHERE id = 1`,
+      [relayed.toString()],
+    );
+  }
+
+  /** The lowest batch given out but not in Kafka yet (a crash, or an earlier relay, left it): it goes first, as it is. */
+  private async lowestPending(relayed: bigint): Promise<bigint | undefined> {
+    const [row] = await this.sql<{ batch: string | null }>(`SELECT min(batch)::text AS batch FROM ${OUTBOX_TABLE} WHERE batch > $1`, [relayed.toString()]);
+    return row.batch === null ? undefined : BigInt(row.batch);
+  }
+
+  /**
+   * Gives the next batch number to the first waiting events in position order (within the batch caps), in one
+   * transaction that holds the relay row: batch numbers follow positions, so a key's events reach Kafka in order.
+   */
+  private async mark(): Promise<bigint | undefined> {
+    this.notified = false;
+    await this.sql('BEGIN');
+    try {
+      const [{ batch }] = await this.sql<{ batch: string }>(`UPDATE ${OUTBOX_RELAY_TABLE} SET last_batch = last_batch + 1 WHERE id = 1 RETURNING last_batch::text AS batch`);
+      let limit = this.config.batchMaxRecords;
+      if (this.isolateUntil !== undefined) {
+        const [first] = await this.sql<{ position: string | null }>(`SELECT min(position)::text AS position FROM ${OUTBOX_TABLE} WHERE batch IS NULL`);
+        if (first.position !== null && BigInt(first.position) <= this.isolateUntil) limit = 1;
+        else this.isolateUntil = undefined;
+      }
+      const marked = await this.sql(
+        `WITH picked AS (
+           SELECT position, row_number() OVER w AS n, sum(octet_length(payload) + octet_length(headers) + octet_length(aggregateid)) OVER w AS total
+           FROM ${OUTBOX_TABLE} WHERE batch IS NULL WINDOW w AS (ORDER BY position) ORDER BY position LIMIT $2)
+         UPDATE ${OUTBOX_TABLE} o SET batch = $1 FROM picked p WHERE o.position = p.position AND (p.n = 1 OR p.total <= $3) RETURNING o.position`,
+        [batch, limit, this.config.batchMaxBytes],
+      );
+      if (marked.length === 0) {
+        await this.sql('ROLLBACK');
+        return undefined;
+      }
+      await this.sql('COMMIT');
+      return BigInt(batch);
+    } catch (err) {
+      await this.sql('ROLLBACK').catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /**
+   * Sends a batch and its checkpoint in one Kafka transaction. True: committed. False: Kafka refused an event for
+   * good; it is set aside (or the batch is split to find it) and the relay starts again from its checkpoint.
+   * Anything else throws, and the relay starts again from its checkpoint too (a commit whose answer was lost may
+   * have happened: the checkpoint says).
+   */
+  private async send(key: string, batch: bigint, rows: OutboxRow[], relayed: bigint): Promise<boolean> {
+    const producer = this.producer as CheckedProducer;
+    const byTopic = new Map<string, Message[]>();
+    for (const row of rows) {
+      const messages = byTopic.get(row.aggregatetype) ?? [];
+      messages.push(outboxMessage(row));
+      byTopic.set(row.aggregatetype, messages);
+    }
+    const transaction = await withDeadline(producer.transaction(), this.config.sendTimeoutMs, 'Kafka');
+    try {
+      await withDeadline(transaction.send([...[...byTopic].map(([topic, messages]) => ({ topic, messages })), this.checkpoints.record(key, batch, rows.length)]), this.config.sendTimeoutMs, 'Kafka');
+      this.faults.reach('outbox-before-kafka-commit');
+      await withDeadline(transaction.commit(), this.config.sendTimeoutMs, 'Kafka');
+    } catch (err) {
+      if (transaction.isActive()) await transaction.abort().catch(() => undefined);
+      const refusal = refusedForGood(err);
+      const refused = err instanceof ProduceIncompleteError ? err.refused : undefined;
+      if (!refusal || !refused || refused.topic === this.config.checkpointTopic) throw err;
+      await this.refused(batch, rows, relayed, refused.topic, describeRefusal(refusal, err));
+      return false;
+    }
+    for (const [topic, messages] of byTopic) this.metrics?.outboxRelayed(topic, messages.length);
+    this.current.relayed += rows.length;
+    return true;
+  }
+
+  /**
+   * Kafka refused a record of `topic` for good. A batch of one event: that event is set aside with the reason,
+   * and the others move. A larger batch: every batch not in Kafka is given back (their events wait again, in the
+   * same positions), and the events up to the last of `topic` in this batch go one per batch until the refused
+   * one is found.
+   */
+  private async refused(batch: bigint, rows: OutboxRow[], relayed: bigint, topic: string, reason: string): Promise<void> {
+    const suspects = rows.filter((r) => r.aggregatetype === topic);
+    if (rows.length === 1 && suspects.length === 1) {
+      await this.sql('BEGIN');
+      try {
+        await this.sql(
+          `WITH moved AS (DELETE FROM ${OUTBOX_TABLE} WHERE position = $1 RETURNING ${OUTBOX_COLUMNS})
+           INSERT INTO ${OUTBOX_SET_ASIDE_TABLE} (${OUTBOX_COLUMNS}, reason) SELECT ${OUTBOX_COLUMNS}, $2 FROM moved`,
+          [suspects[0].position, reason.slice(0, 2000)],
+        );
+        await this.sql('COMMIT');
+      } catch (err) {
+        await this.sql('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+      this.current.setAside += 1;
+      this.metrics?.outboxSetAside(topic, 1);
+      this.logger.error(`outbox relay ${this.config.name}: Kafka refused event ${suspects[0].id} (position ${suspects[0].position}) for topic ${topic} for good (${reason}); it is set aside in ${OUTBOX_SET_ASIDE_TABLE}, the others move on (kafka-eo outbox list | retry | discard)`);
+      return;
+    }
+    this.isolateUntil = suspects.reduce((max, r) => (BigInt(r.position) > max ? BigInt(r.position) : max), 0n);
+    await this.sql(`UPDATE ${OUTBOX_TABLE} SET batch = NULL WHERE batch > $1`, [relayed.toString()]);
+    this.logger.warn(`outbox relay ${this.config.name}: Kafka refused a record of batch ${batch} for topic ${topic} for good (${reason}); sending its events one per batch to find it`);
+  }
+
+  /** Counts the waiting events now and then, for health and metrics. */
+  private async count(): Promise<void> {
+    if (Date.now() - this.lastCount < COUNT_EVERY_MS) return;
+    this.lastCount = Date.now();
+    const [row] = await this.sql<{ events: number; oldest: Date | null; topic: string | null }>(
+      `SELECT count(*)::int AS events, min(created_at) AS oldest, (SELECT aggregatetype FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1) AS topic FROM ${OUTBOX_TABLE}`,
+    );
+    this.current.waiting = { events: row.events, oldestAgeMs: row.oldest ? Math.max(0, Date.now() - new Date(row.oldest).getTime()) : 0, oldestTopic: row.topic ?? undefined, countedAt: Date.now() };
+  }
+
+  private async sql<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
+    if (this.clientError) throw this.clientError;
+    const client = this.client as PoolClient;
+    return (await withDeadline(client.query(text, params), Math.min(this.config.sendTimeoutMs, 60000) + 1000, 'PostgreSQL')).rows as T[];
+  }
+
+  /** Waits `ms`, or less when a writer's commit is notified or the relay is stopped. */
+  private idle(ms: number): Promise<void> {
+    if (!this.running) return Promise.resolve();
+    if (this.notified && this.current.state === 'active') {
+      this.notified = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wakeUp = done;
+    }).finally(() => (this.wakeUp = undefined));
+  }
+
+  /** Lets go of the producer and the connection (closed after a failure: the lock goes with it). */
+  private async endSession(failed: boolean): Promise<void> {
+    const producer = this.producer;
+    this.producer = undefined;
+    await producer?.disconnect().catch(() => undefined);
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    if (!failed && !this.clientError && this.current.state === 'active') {
+      await withDeadline(client.query('SELECT pg_advisory_unlock_all()'), 5000, 'PostgreSQL').catch(() => (failed = true));
+      await withDeadline(client.query(`UNLISTEN *`), 5000, 'PostgreSQL').catch(() => (failed = true));
+    }
+    client.off('notification', this.onNotification);
+    client.off('error', this.onClientError);
+    client.release(failed || this.clientError ? new Error('outbox relay session ended') : undefined);
+  }
+}

@@ -1,0 +1,161 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import type { Kafka } from 'kafkajs';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import { uuidv7 } from '../engine/message-ids';
+import { OutboxWriteError } from '../errors/outbox-write.error';
+import { runInboxMigrations } from '../inbox/inbox-migrator';
+import { HEADERS, KAFKA_CLIENT, OUTBOX_CHANNEL, OUTBOX_TABLE, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
+import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
+import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from '../publishing/record-size';
+import { TopicInspector } from '../publishing/topic-inspector';
+import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
+import { SchemaRegistry } from '../serde/schema-registry';
+import { encodeHeaders, keyLockId } from './outbox-event';
+import { OutboxRelay, type OutboxRelayStatus, type PgPool } from './outbox-relay';
+
+export interface OutboxAddOptions {
+  /** Record key; required unless the topic declares a key function (module option `topics`). */
+  key?: string;
+  headers?: Record<string, string>;
+  /** The event's message id (e.g. an HTTP Idempotency-Key); a UUIDv7 when omitted. */
+  messageId?: string;
+}
+
+export interface OutboxAddResult {
+  /** The event's `message-id` header, known before the caller commits (return it to an HTTP caller). */
+  messageId: string;
+  /** The event's place in the outbox: events of one key reach Kafka in this order, their writers' commit order. */
+  position: string;
+}
+
+/** How long a topic's size limit, once learnt, is trusted by `add` before it is looked up again (in the background). */
+const TOPIC_FACTS_MAX_AGE_MS = 60000;
+
+/**
+ * The transactional outbox (docs/outbox.md). `add` writes an event in the caller's own PostgreSQL transaction,
+ * beside the caller's rows: the event reaches Kafka if and only if that transaction commits, exactly once for
+ * read-committed readers, and the events of one key in the order their transactions committed. The relay (in
+ * this application unless `outbox.relay` is false, or `kafka-eo outbox relay`) moves committed events to Kafka
+ * in Kafka transactions that also carry its checkpoint.
+ *
+ * @example
+ * await this.dataSource.transaction(async (manager) => {
+ *   await manager.query('INSERT INTO payment_requests (payment_id, account_id, amount_cents) VALUES ($1, $2, $3)', [id, account, cents]);
+ *   const { messageId } = await this.outbox.add(manager, 'payments.requested', event, { key: account });
+ * });
+ */
+@Injectable()
+export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(Outbox.name);
+  private topics?: TopicInspector;
+  private relay?: OutboxRelay;
+  private ready = false;
+
+  constructor(
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
+    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    private readonly registry: SchemaRegistry,
+    private readonly lifecycle: KafkaExactlyOnceLifecycle,
+    private readonly metrics: KafkaExactlyOnceMetrics,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const config = this.options.outbox;
+    if (!config) return;
+    const dataSource = this.lifecycle.getDataSource();
+    if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
+    this.ready = true;
+    this.topics = new TopicInspector(this.kafka, { lookupTimeoutMs: 5000 });
+    // Learn the declared topics' size limits in the background: Kafka may be down at boot, writes go on.
+    for (const topic of Object.keys(this.options.topics)) void this.topics.get(`${this.options.topicPrefix}${topic}`, 0);
+    if (config.relay) {
+      const pool = (dataSource.driver as unknown as { master?: PgPool }).master;
+      if (!pool) throw new OutboxWriteError('other-data-source', "the outbox needs the module's DataSource to be a PostgreSQL one (TypeORM type 'postgres')");
+      this.relay = new OutboxRelay(this.kafka, pool, { ...config, transactionalIdPrefix: this.options.transactionalIdPrefix, transactionTimeoutMs: this.options.transactionTimeoutMs }, this.metrics);
+      this.relay.start();
+    }
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.relay?.stop();
+  }
+
+  /** The relay of this application (undefined when `outbox.relay` is false). */
+  relayStatus(): OutboxRelayStatus | undefined {
+    return this.relay?.status();
+  }
+
+  /**
+   * Writes an event to the outbox in the transaction of `manager` (an EntityManager of `dataSource.transaction`,
+   * or a QueryRunner with a transaction started). Validates and encodes it at once against the topic's Avro
+   * schema, as `EventPublisher.publish` does: an invalid event, an undeclared topic, a missing key or a record
+   * over the topic's size limit throws here, before the caller commits, and nothing is written. The writers of
+   * one key wait for each other's commit here (the key's lock), so that their events keep their commit order:
+   * in one transaction, add the events of several keys in the same key order everywhere (or PostgreSQL may end
+   * one transaction as a deadlock).
+   */
+  async add(manager: EntityManager | QueryRunner, topic: string, event: unknown, options: OutboxAddOptions = {}): Promise<OutboxAddResult> {
+    if (!this.options.outbox) throw new OutboxWriteError('not-enabled', 'the outbox is not enabled: add the "outbox" option ({} for the defaults) to KafkaExactlyOnceModule.forRoot');
+    const runner = this.transactionOf(manager);
+    const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing written
+    const messageId = options.messageId ?? uuidv7();
+    if (typeof messageId !== 'string' || messageId === '' || messageId.includes('\u0000')) {
+      throw new OutboxWriteError('invalid-message-id', `messageId must be a non-empty string without U+0000 (PostgreSQL text cannot hold it), got ${JSON.stringify(messageId)?.slice(0, 100)}`, topic);
+    }
+    const given = options.headers ?? {};
+    if (given === null || typeof given !== 'object' || Object.entries(given).some(([name, value]) => name === '' || typeof value !== 'string')) {
+      throw new OutboxWriteError('invalid-headers', 'headers must be an object of non-empty names to string values', topic);
+    }
+    const headers = { ...given, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType };
+    const key = Buffer.from(encoded.key, 'utf8');
+    const bytes = estimateRecordBytes({ key: key.toString('base64'), value: encoded.value.toString('base64'), headers });
+    const limit = this.sizeLimit(encoded.topic);
+    if (bytes > limit.bytes) {
+      throw new OutboxWriteError(
+        'too-large',
+        `event ${messageId} for topic "${encoded.topic}" is ${bytes} bytes as a Kafka record (key, value, headers and framing), over the limit of ${limit.bytes} bytes (${limit.source}); Kafka would never accept it, so it was not written. Make the event smaller (keep large payloads elsewhere and publish a reference), or raise the topic's max.message.bytes.`,
+        encoded.topic,
+      );
+    }
+    // The key's lock comes before the row's position (a sequence value), in one statement: the writers of a key
+    // get their positions in the order of their commits. The notification reaches the relay at commit.
+    const rows = await runner.query(
+      `INSERT INTO ${OUTBOX_TABLE} (position, id, aggregatetype, aggregateid, type, payload, headers)
+       SELECT nextval(pg_get_serial_sequence('${OUTBOX_TABLE}', 'position')), $2, $3, $4, $5, $6, $7
+       FROM (SELECT pg_advisory_xact_lock($1::bigint), pg_notify('${OUTBOX_CHANNEL}', '')) AS locked
+       RETURNING position::text AS position`,
+      [keyLockId(encoded.topic, key), messageId, encoded.topic, key, encoded.eventType, encoded.value, encodeHeaders(headers)],
+    );
+    return { messageId, position: rows[0].position };
+  }
+
+  private transactionOf(manager: EntityManager | QueryRunner): QueryRunner {
+    const runner = typeof (manager as QueryRunner)?.startTransaction === 'function' ? (manager as QueryRunner) : (manager as EntityManager | undefined)?.queryRunner;
+    if (!runner || !runner.isTransactionActive) {
+      throw new OutboxWriteError(
+        'not-in-transaction',
+        'Outbox.add needs the EntityManager of a transaction (dataSource.transaction(async (manager) => ...)) or a QueryRunner with a transaction started: written outside one, the event would not commit with your rows',
+      );
+    }
+    const dataSource = this.lifecycle.getDataSource();
+    const own = (runner as unknown as { dataSource?: unknown }).dataSource ?? runner.connection;
+    if (own !== dataSource) {
+      throw new OutboxWriteError(
+        'other-data-source',
+        `the transaction is of another DataSource than the module's (dataSourceName ${JSON.stringify(this.options.dataSourceName ?? 'default')}): the relay reads the outbox of the module's DataSource only`,
+      );
+    }
+    if (!this.ready) throw new OutboxWriteError('not-enabled', 'the outbox is not ready: Outbox.add is for after the application has started (its migrations run at bootstrap)');
+    return runner;
+  }
+
+  /** The record size Kafka takes for a topic: its max.message.bytes once learnt, never more than the library's own limit. */
+  private sizeLimit(topic: string): { bytes: number; source: string } {
+    const facts = this.topics?.cached(topic);
+    if (!facts || Date.now() - facts.checkedAt > TOPIC_FACTS_MAX_AGE_MS) void this.topics?.get(topic, TOPIC_FACTS_MAX_AGE_MS);
+    if (facts?.exists && facts.maxMessageBytes < MAX_PRODUCER_RECORD_BYTES) return { bytes: facts.maxMessageBytes, source: facts.limitSource };
+    return { bytes: MAX_PRODUCER_RECORD_BYTES, source: "the library's own limit" };
+  }
+}

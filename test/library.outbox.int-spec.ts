@@ -1,0 +1,360 @@
+import { Module } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { ConfigResourceTypes, Kafka } from 'kafkajs';
+import { DataSource } from 'typeorm';
+import { EventValidationError, KafkaExactlyOnceModule, Outbox, OutboxHealthIndicator, OutboxWriteError, SchemaRegistry, UndeclaredTopicError } from 'kafka-exactly-once';
+import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { createSuiteDatabase } from './support/database';
+import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { createTopics, quietAfter, readTopic, ReadRecord, testKafka, uniqueTopic, withAdmin } from './support/kafka';
+import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
+import { waitUntil } from './support/payments';
+import { AppProcess, ProcessGroup } from './support/processes';
+import { join } from 'path';
+
+const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
+const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
+
+interface Entry {
+  account: string;
+  n: number;
+  note?: string;
+}
+
+/**
+ * The transactional outbox against the real broker and PostgreSQL: an event written with `Outbox.add` in the
+ * caller's transaction reaches Kafka exactly once (read committed) if and only if that transaction committed,
+ * the events of a key in their writers' commit order, whatever the relay crashes on; a relay that is not the
+ * active one sends nothing; an event Kafka refuses for good is set aside and the others move.
+ */
+describe('library: the transactional outbox', () => {
+  let kafka: Kafka;
+  const processes = new ProcessGroup();
+  const prefix = `${uniqueTopic('outbox')}.`;
+  const checkpointTopic = `${prefix}checkpoints`;
+  const dir = schemasDirectory('outbox', { 'entry.avsc': ENTRY });
+  const schema = SchemaRegistry.fromDirectory(dir).current('test.outbox.Entry');
+  const modules: TestingModule[] = [];
+  let relays = 0;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    await createTopics(kafka, [`${prefix}entries`, `${prefix}small`], 3);
+  });
+
+  afterAll(async () => {
+    await processes.killAll();
+    for (const m of modules) await m.close().catch(() => undefined);
+  });
+
+  /** An application that writes to the outbox of `databaseUrl` (and relays it unless told not to). */
+  async function startApp(databaseUrl: string, options: { relay: boolean; name?: string }): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'outbox-test', brokers: kafkaBrokers() },
+          transactionalIdPrefix: `${prefix}app`,
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { entries: { schema: 'test.outbox.Entry', key: (e) => (e as Entry).account }, small: { schema: 'test.outbox.Entry' } },
+          outbox: { relay: options.relay, name: options.name, checkpointTopic, pollIntervalMs: 200, batchMaxRecords: 7 },
+        }),
+      ],
+    })
+    class OutboxApp {}
+    const moduleRef = await startLibraryModule(OutboxApp);
+    modules.push(moduleRef);
+    return { outbox: moduleRef.get(Outbox), dataSource: moduleRef.get<DataSource>(getDataSourceToken()), moduleRef };
+  }
+
+  /** `kafka-eo outbox relay` as its own process, optionally armed to kill itself at a fault point. */
+  function startRelay(databaseUrl: string, fault?: string, name?: string): AppProcess {
+    const args = ['outbox', 'relay', '--prefix', `${prefix}app`, '--checkpoint-topic', checkpointTopic, '--batch-max-records', '7', ...(name ? ['--name', name] : [])];
+    const env: Record<string, string> = { DATABASE_URL: databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(','), ...(fault ? { KAFKA_EO_FAULT: fault } : {}) };
+    return processes.add(new AppProcess(`relay-${++relays}`, CLI, env, join(REPO_ROOT, 'test-logs', `outbox-relay-${relays}.log`), { args }));
+  }
+
+  async function write(dataSource: DataSource, outbox: Outbox, entries: Entry[], options: { rollBack?: boolean } = {}): Promise<string[]> {
+    const ids: string[] = [];
+    await dataSource
+      .transaction(async (manager) => {
+        for (const entry of entries) {
+          await manager.query('INSERT INTO business (account, n) VALUES ($1, $2)', [entry.account, entry.n]);
+          ids.push((await outbox.add(manager, 'entries', entry)).messageId);
+        }
+        if (options.rollBack) throw new Error('rolled back on purpose');
+      })
+      .catch((err) => {
+        if (!options.rollBack) throw err;
+      });
+    return ids;
+  }
+
+  async function outboxEmpty(databaseUrl: string): Promise<boolean> {
+    const [row] = await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM kafka_eo_outbox');
+    return row.n === 0;
+  }
+
+  /** The records of `entries` carrying these ids, once all are there and no more came for `quietMs` (a duplicate would). */
+  async function readIds(ids: string[], options: { quietMs?: number; readUncommitted?: boolean } = {}): Promise<ReadRecord[]> {
+    const wanted = new Set(ids);
+    let count = -1;
+    let since = Date.now();
+    const records = await readTopic(kafka, `${prefix}entries`, {
+      until: (rs) => {
+        const n = rs.filter((r) => wanted.has(r.headers['message-id'])).length;
+        if (n !== count) [count, since] = [n, Date.now()];
+        return n >= ids.length && Date.now() - since >= (options.quietMs ?? 1500);
+      },
+      pollIdleMs: 250,
+      timeoutMs: 60000,
+      readUncommitted: options.readUncommitted,
+    });
+    return records.filter((r) => wanted.has(r.headers['message-id']));
+  }
+
+  const decode = (r: ReadRecord) => schema.type.fromBuffer(r.value!.subarray(10)) as Entry;
+
+  /** Each id once; per account, n increasing (the order they were written in, one writer per account here). */
+  function expectOnceInOrder(records: ReadRecord[], ids: string[]): void {
+    const seen = records.map((r) => r.headers['message-id']);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect([...seen].sort()).toEqual([...ids].sort());
+    const last = new Map<string, number>();
+    for (const r of records) {
+      const entry = decode(r);
+      expect(r.key).toBe(entry.account);
+      expect(entry.n).toBeGreaterThan(last.get(entry.account) ?? 0);
+      last.set(entry.account, entry.n);
+    }
+  }
+
+  it('commits an event with the caller\'s transaction, with the direct path\'s key, value and headers; a rolled-back one never appears; a bad one throws before the commit', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-write');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const { outbox, dataSource, moduleRef } = await startApp(databaseUrl, { relay: true });
+
+    const committed: string[] = [];
+    for (let n = 1; n <= 12; n++) committed.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 3}`, n, note: 'ok' }])));
+    const rolledBack: string[] = [];
+    for (let n = 100; n < 104; n++) rolledBack.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 3}`, n }], { rollBack: true })));
+
+    // Refused before anything is written, and the caller's transaction goes on.
+    let kept = '';
+    await dataSource.transaction(async (manager) => {
+      await expect(outbox.add(manager, 'nope', { account: 'a', n: 1 })).rejects.toBeInstanceOf(UndeclaredTopicError);
+      await expect(outbox.add(manager, 'entries', { account: 'a', n: 'one' })).rejects.toBeInstanceOf(EventValidationError);
+      await expect(outbox.add(manager, 'small', { account: 'a', n: 1 })).rejects.toThrow(/key/);
+      await expect(outbox.add(manager, 'entries', { account: 'a', n: 1 }, { messageId: 'a\u0000b' })).rejects.toMatchObject({ refusal: 'invalid-message-id' });
+      kept = (await outbox.add(manager, 'entries', { account: 'acct-0', n: 1000 }, { messageId: 'given-id-\u00e9', headers: { 'x-trace': 'abc\u0000def' } })).messageId;
+    });
+    committed.push(kept);
+    await expect(outbox.add(dataSource.manager, 'entries', { account: 'a', n: 1 })).rejects.toMatchObject({ refusal: 'not-in-transaction' });
+    await expect(outbox.add(dataSource.manager, 'entries', { account: 'a', n: 1 })).rejects.toBeInstanceOf(OutboxWriteError);
+
+    const everything = await readTopic(kafka, `${prefix}entries`, { until: quietAfter(committed.length, 2000), pollIdleMs: 250, timeoutMs: 60000 });
+    const records = everything.filter((r) => committed.includes(r.headers['message-id']));
+    expectOnceInOrder(records, committed);
+    for (const id of rolledBack) expect(everything.map((r) => r.headers['message-id'])).not.toContain(id);
+    const given = records.find((r) => r.headers['message-id'] === 'given-id-\u00e9')!;
+    expect(given.value).toEqual(encodeSingleObject(schema, { account: 'acct-0', n: 1000, note: '' }));
+    expect(given.headers['event-type']).toBe('test.outbox.Entry');
+    expect(given.headers['x-trace']).toBe('abc\u0000def');
+    await waitUntil(() => outboxEmpty(databaseUrl), 15000, 'the relayed rows cleaned up');
+    const [relay] = await queryDatabase(databaseUrl, 'SELECT name, relayed::int FROM kafka_eo_outbox_relay');
+    expect(relay).toEqual({ name: `${prefix}app`, relayed: committed.length });
+    const health = await moduleRef.get(OutboxHealthIndicator).isHealthy('outbox');
+    expect(health.outbox).toMatchObject({ status: 'up', waiting: 0, relay: 'active', setAside: 0 });
+    await moduleRef.close();
+  });
+
+  it('keeps per-key commit order when writers interleave, and never skips an event whose transaction commits late', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-order');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    await queryDatabase(databaseUrl, 'CREATE TABLE counters (account text PRIMARY KEY, n int NOT NULL)');
+    await queryDatabase(databaseUrl, 'CREATE TABLE commits (account text, n int, message_id text, position bigint)');
+    const { outbox, dataSource, moduleRef } = await startApp(databaseUrl, { relay: true });
+
+    // T1 writes first (an event of account A, then one of K); T2 writes K in between and commits first.
+    const t1 = dataSource.createQueryRunner();
+    const t2 = dataSource.createQueryRunner();
+    await t1.startTransaction();
+    await t2.startTransaction();
+    const a1 = await outbox.add(t1, 'entries', { account: 'A', n: 1, note: 't1' });
+    const k2 = await outbox.add(t2, 'entries', { account: 'K', n: 1, note: 't2' });
+    let k1Done = false;
+    const k1 = outbox.add(t1, 'entries', { account: 'K', n: 2, note: 't1' }).then((r) => ((k1Done = true), r));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(k1Done).toBe(false); // waits for T2, which holds K
+    await t2.commitTransaction();
+    const k1Result = await k1;
+    expect(BigInt(k1Result.position)).toBeGreaterThan(BigInt(k2.position));
+    expect(BigInt(a1.position)).toBeLessThan(BigInt(k2.position));
+    // The relay moves past T2's event while T1 is still open.
+    await readIds([k2.messageId], { quietMs: 0 });
+    await t1.commitTransaction();
+    await t1.release();
+    await t2.release();
+    const records = await readIds([a1.messageId, k2.messageId, k1Result.messageId]);
+    const ids = records.map((r) => r.headers['message-id']);
+    expect([...ids].sort()).toEqual([a1.messageId, k2.messageId, k1Result.messageId].sort());
+    expect(records.filter((r) => r.key === 'K').map((r) => r.headers['message-id'])).toEqual([k2.messageId, k1Result.messageId]);
+
+    // Many writers over few accounts; each takes its commit turn (a counter's row lock) only after its add, and
+    // some roll back: per account, Kafka's order must be the counters' order.
+    const accounts = ['P', 'Q', 'R'];
+    await queryDatabase(databaseUrl, `INSERT INTO counters VALUES ${accounts.map((a) => `('${a}', 0)`).join(', ')}`);
+    const writer = async (w: number) => {
+      for (let i = 0; i < 15; i++) {
+        const account = accounts[(w + i) % accounts.length];
+        await dataSource
+          .transaction(async (manager) => {
+            const { messageId, position } = await outbox.add(manager, 'entries', { account, n: 1, note: `w${w}` });
+            await new Promise((r) => setTimeout(r, (w * 7 + i * 3) % 11));
+            await manager.query('WITH c AS (UPDATE counters SET n = n + 1 WHERE account = $1 RETURNING n) INSERT INTO commits SELECT $1, n, $2, $3 FROM c', [account, messageId, position]);
+            if ((w + i) % 5 === 0) throw new Error('rolled back on purpose');
+          })
+          .catch((err) => {
+            if (!/on purpose/.test(err.message)) throw err;
+          });
+      }
+    };
+    await Promise.all([0, 1, 2, 3, 4, 5].map(writer));
+    const commits = await queryDatabase<{ account: string; n: number; message_id: string; position: string }>(databaseUrl, 'SELECT account, n, message_id, position::text FROM commits ORDER BY account, n');
+    // The positions follow the commit order of each account's writers.
+    for (const account of accounts) {
+      const positions = commits.filter((c) => c.account === account).map((c) => BigInt(c.position));
+      expect(positions).toEqual([...positions].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    }
+    expect(commits.length).toBe(6 * 15 - 18);
+    const all = await readIds(commits.map((c) => c.message_id));
+    for (const account of accounts) {
+      const inKafka = all.filter((r) => r.key === account).map((r) => r.headers['message-id']);
+      expect(inKafka).toEqual(commits.filter((c) => c.account === account).map((c) => c.message_id));
+    }
+    await moduleRef.close();
+  });
+
+  it('sends every event exactly once, in order, whatever the relay is killed at', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-crash');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const { outbox, dataSource } = await startApp(databaseUrl, { relay: false });
+    const ids: string[] = [];
+    let n = 0;
+    const writeSome = async (count: number) => {
+      for (let i = 0; i < count; i++) {
+        n++;
+        ids.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 4}`, n }])));
+      }
+    };
+    // Between its Kafka commit and its clean-up; before its Kafka commit (the batch aborted, sent again); after
+    // a clean-up; and once more before a commit with the batch of an earlier relay still pending.
+    for (const fault of ['outbox-after-kafka-commit:2', 'outbox-before-kafka-commit:2', 'outbox-after-cleanup:3', 'outbox-before-kafka-commit:1']) {
+      await writeSome(20);
+      const relay = startRelay(databaseUrl, fault);
+      expect(await relay.waitForExit(60000)).toBeNull(); // killed by its own SIGKILL
+      expect(relay.logs()).toContain(`fault injection: SIGKILL at ${fault.split(':')[0]}`);
+    }
+    await writeSome(10);
+    const relay = startRelay(databaseUrl);
+    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
+    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
+    // The batches cut short before their commit were written, and aborted: a read-uncommitted reader sees them.
+    expect((await readIds(ids, { readUncommitted: true })).length).toBeGreaterThan(ids.length);
+    expect(await relay.stop()).toBe(0);
+  });
+
+  it('has one active relay however many run; a standby takes over when the active one dies, and nothing is sent twice', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-two');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const { outbox, dataSource } = await startApp(databaseUrl, { relay: false });
+    const first = startRelay(databaseUrl);
+    await first.waitForLog(/outbox relay .* active/, 30000);
+    const second = startRelay(databaseUrl);
+    const ids: string[] = [];
+    let n = 0;
+    const writing = (async () => {
+      for (let i = 0; i < 120; i++) {
+        n++;
+        ids.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 5}`, n }])));
+        if (i === 60) await first.kill();
+      }
+    })();
+    await writing;
+    await second.waitForLog(/outbox relay .* active/, 30000);
+    expect(first.logs()).toMatch(/outbox relay .* active/);
+    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
+    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
+    // Its connection cut (a PostgreSQL restart, as the relay sees it): the relay starts over and loses nothing.
+    await queryDatabase(databaseUrl, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kafka-eo outbox relay' AND datname = current_database()`);
+    const later = await write(dataSource, outbox, [{ account: 'acct-9', n: 1 }, { account: 'acct-9', n: 2 }]);
+    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed after the cut');
+    expectOnceInOrder(await readIds([...ids, ...later]), [...ids, ...later]);
+    await second.stop();
+  });
+
+  it('sets aside an event Kafka refuses for good, moves the others, and lets an operator retry or discard it, audited', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-refused');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const { outbox, dataSource, moduleRef } = await startApp(databaseUrl, { relay: false, name: 'refusing' });
+    const big = 'x'.repeat(4000);
+    const before = await write(dataSource, outbox, [{ account: 'r-1', n: 1 }]);
+    const large = await write(dataSource, outbox, [{ account: 'r-1', n: 2, note: big }]);
+    const large2 = await write(dataSource, outbox, [{ account: 'r-2', n: 3, note: big }]);
+    const after = await write(dataSource, outbox, [{ account: 'r-1', n: 4 }, { account: 'r-2', n: 5 }]);
+    await withAdmin(kafka, (admin) =>
+      admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: `${prefix}entries`, configEntries: [{ name: 'max.message.bytes', value: '2000' }] }] }),
+    );
+    const relay = startRelay(databaseUrl, undefined, 'refusing');
+    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed but for the refused');
+    const io = { out: [] as string[], err: [] as string[] };
+    const cli = (...argv: string[]) => runKafkaEo([...argv, '--json'], { ...process.env, DATABASE_URL: databaseUrl }, { out: (t) => io.out.push(t), err: (t) => io.err.push(t) });
+    expect(await cli('outbox', 'list')).toBe(0);
+    const listed = JSON.parse(io.out.pop()!);
+    expect(listed.map((e: { messageId: string }) => e.messageId).sort()).toEqual([...large, ...large2].sort());
+    expect(listed[0].reason).toMatch(/MESSAGE_TOO_LARGE|larger than/);
+    expect(relay.logs()).toMatch(/set aside/);
+
+    // Discard one (a reason is required), retry the other once the topic takes it.
+    expect(await cli('outbox', 'discard', listed[1].position)).toBe(2);
+    expect(await cli('outbox', 'discard', listed[1].position, '--reason', 'superseded', '--actor', 'ops')).toBe(0);
+    await withAdmin(kafka, (admin) =>
+      admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: `${prefix}entries`, configEntries: [{ name: 'max.message.bytes', value: '100000' }] }] }),
+    );
+    expect(await cli('outbox', 'retry', listed[0].position, '--actor', 'ops')).toBe(0);
+    expect(await cli('outbox', 'retry', listed[0].position)).toBe(4); // retried already
+    const records = await readIds([...before, ...after, listed[0].messageId], { quietMs: 2000 });
+    expect(records.map((r) => r.headers['message-id']).sort()).toEqual([...before, ...after, listed[0].messageId].sort());
+    // The retried event went back behind the events of its key written since.
+    expect(records.filter((r) => r.key === 'r-1').map((r) => r.headers['message-id'])).toEqual([before[0], after[0], listed[0].messageId]);
+    expect(await cli('outbox', 'list', '--state', 'all')).toBe(0);
+    const audited = JSON.parse(io.out.pop()!);
+    expect(audited.map((e: { state: string; resolvedBy: string }) => [e.state, e.resolvedBy])).toEqual([
+      ['retried', 'ops'],
+      ['discarded', 'ops'],
+    ]);
+
+    // Once the topic's limit is known, an event over it is refused at the write, before the caller commits.
+    await withAdmin(kafka, (admin) =>
+      admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: `${prefix}small`, configEntries: [{ name: 'max.message.bytes', value: '1500' }] }] }),
+    );
+    await moduleRef.close();
+    const restarted = await startApp(databaseUrl, { relay: false, name: 'refusing' });
+    await waitUntil(
+      async () => {
+        try {
+          await restarted.dataSource.transaction((m) => restarted.outbox.add(m, 'small', { account: 's', n: 1, note: big }, { key: 's' }).then(() => Promise.reject(new Error('written'))));
+        } catch (err) {
+          if (err instanceof OutboxWriteError && err.refusal === 'too-large') return true;
+        }
+        return false;
+      },
+      15000,
+      'the write refused as too large',
+    );
+    expect(await relay.stop()).toBe(0);
+  });
+});
