@@ -11,6 +11,11 @@
  * input topic, outputs of each account in input order. Exits 0 only if exactly-once and order held. Stops what
  * it started.
  *
+ * At the same time, a second producer-app in outbox mode takes payments over HTTP (each committed with its
+ * payment_requests row; some sent twice, some rolled back on purpose) and is killed with SIGKILL mid-run; the
+ * report checks that path on its own: each committed request once in Kafka, in its account's commit order, and
+ * nothing of a rolled-back one.
+ *
  * One account is made to fail on purpose: a deposit over the approval limit without an approval. Its account
  * is parked (@OrderedEvent): its later payments wait, in order, while every other account flows. The demo
  * shows it parked, approves the deposit (the fix), releases the account with the kafka-eo CLI, and only then
@@ -28,6 +33,8 @@ const BROKERS = (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',');
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const CONSUMER_PORT = Number(process.env.CONSUMER_HTTP_PORT || 3001);
 const PRODUCER_PORT = Number(process.env.PRODUCER_HTTP_PORT || 3000);
+/** producer-app again, in outbox mode (PAYMENTS_MODE=outbox): POST /payments writes its row and event in one transaction. */
+const OUTBOX_PORT = Number(process.env.OUTBOX_HTTP_PORT || 3003);
 const GROUP = 'consumer-app';
 // A killed member's partitions move on after its session times out: 10 s keeps the demo short.
 const CONSUMER_ENV = { KAFKA_SESSION_TIMEOUT_MS: process.env.KAFKA_SESSION_TIMEOUT_MS || '10000' };
@@ -84,7 +91,7 @@ function build() {
   if (result.status !== 0) throw new Error('npm run build failed');
 }
 
-function startApp(name, port, env = {}) {
+function startApp(name, port, env = {}, label = name) {
   const child = spawn(process.execPath, [join(ROOT, `dist/apps/${name}/apps/${name}/src/main.js`)], {
     cwd: ROOT,
     env: { ...process.env, HTTP_PORT: String(port), DATABASE_URL, ...env },
@@ -93,10 +100,10 @@ function startApp(name, port, env = {}) {
   // The apps' own logs go to files; the demo prints its story.
   const fs = require('fs');
   fs.mkdirSync(join(ROOT, '.demo-logs'), { recursive: true });
-  const out = fs.createWriteStream(join(ROOT, '.demo-logs', `${name}.log`), { flags: 'a' });
+  const out = fs.createWriteStream(join(ROOT, '.demo-logs', `${label}.log`), { flags: 'a' });
   child.stdout.pipe(out);
   child.stderr.pipe(out);
-  started.apps.set(name, child);
+  started.apps.set(label, child);
   return child;
 }
 
@@ -129,6 +136,7 @@ async function waitHealthy(name, port, timeoutMs = 90000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const child = started.apps.get(name);
+    if (!child) throw new Error(`${name} was not started`);
     if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode} during start-up (log: .demo-logs/${name}.log)`);
     const answer = await getJson(port, '/health').catch(() => null);
     if (answer && answer.status === 200 && (name !== 'consumer-app' || answer.body.details.kafka.consumer === 'running')) return answer.body;
@@ -164,13 +172,19 @@ async function ledgerRows(db, prefix) {
   return rows[0].n;
 }
 
-async function groupLag(admin, topic) {
+/**
+ * Records of the topic the group has not committed. `dataEnds` (partition -> offset after its last record), when
+ * given, is the end instead of the high watermark: a partition written in Kafka transactions (the outbox relay's)
+ * ends with a commit marker, which a consumer commits nothing for.
+ */
+async function groupLag(admin, topic, dataEnds) {
   const ends = await admin.fetchTopicOffsets(topic);
   const [committed] = await admin.fetchOffsets({ groupId: GROUP, topics: [topic] });
   let lag = 0;
   for (const end of ends) {
     const done = Number(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? -1);
-    lag += Number(end.high) - Math.max(0, done);
+    const last = dataEnds ? Number(dataEnds.get(end.partition) ?? 0) : Number(end.high);
+    lag += Math.max(0, last - Math.max(0, done));
   }
   return lag;
 }
@@ -210,6 +224,60 @@ function kafkaEo(args) {
   return result.stdout;
 }
 
+/**
+ * The outbox path: payments POSTed to producer-app in outbox mode, each account's next request sent only once
+ * the previous one was answered (so each account's commit order is known), a share resent as duplicates (same
+ * paymentId: 200 `duplicate`) and a share rolled back on purpose after their row and event were written (409).
+ * A request without an answer (producer-app killed under it) is sent again with the same paymentId until it is
+ * answered: 201 if its first try did not commit, 200 `duplicate` if it did. Resolves with what was committed.
+ */
+async function outboxLoad({ port, prefix, count, accounts, rate, duplicates, rollBacks, onProgress }) {
+  const { randomUUID } = require('crypto');
+  let random = 7;
+  const next = () => ((random = (random * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const queues = Array.from({ length: accounts }, () => []);
+  for (let i = 0; i < count; i++) {
+    const amountCents = (Math.floor(next() * 15000) - 5000).toString();
+    queues[i % accounts].push({ payment: { paymentId: randomUUID(), accountId: `${prefix}${i % accounts}`, amountCents }, rollBack: next() < rollBacks, duplicate: next() < duplicates });
+  }
+  const result = { committed: new Map(), rolledBack: new Set(), duplicatesAnswered: 0, retried: 0, requests: 0 };
+  const interval = 1000 / rate;
+  let sent = 0;
+  const startedAt = Date.now();
+  const post = async (item) => {
+    for (;;) {
+      // Paced over all accounts: the n-th request of the run waits for its slot.
+      const slot = startedAt + sent++ * interval;
+      if (slot > Date.now()) await sleep(slot - Date.now());
+      result.requests++;
+      const answer = await postJson(port, '/payments', item.payment, item.rollBack ? { 'x-demo-roll-back': '1' } : {}).catch(() => null);
+      if (answer && [200, 201, 409].includes(answer.status)) return answer;
+      result.retried++;
+      await sleep(200);
+    }
+  };
+  await Promise.all(
+    queues.map(async (queue, account) => {
+      for (const item of queue) {
+        const answer = await post(item);
+        if (answer.status === 409) result.rolledBack.add(item.payment.paymentId);
+        else {
+          if (answer.status === 200) result.duplicatesAnswered++;
+          if (!result.committed.has(item.payment.paymentId)) result.committed.set(item.payment.paymentId, item.payment.accountId);
+          if (item.duplicate && !item.rollBack) {
+            const again = await post({ ...item, duplicate: false });
+            if (again.status !== 200) throw new Error(`a duplicate request of ${item.payment.paymentId} answered ${again.status} ${JSON.stringify(again.body)}, not 200 duplicate`);
+            result.duplicatesAnswered++;
+          }
+        }
+        onProgress?.(result);
+      }
+      void account;
+    }),
+  );
+  return result;
+}
+
 async function main() {
   await ensureKafka();
   await ensurePostgres();
@@ -235,6 +303,9 @@ async function main() {
   startApp('producer-app', PRODUCER_PORT, { SPOOL_DIR: join(ROOT, '.spool', 'producer-app') });
   await waitHealthy('producer-app', PRODUCER_PORT);
   log(`producer-app is up (http://127.0.0.1:${PRODUCER_PORT})`);
+  startApp('producer-app', OUTBOX_PORT, { PAYMENTS_MODE: 'outbox', SPOOL_DIR: join(ROOT, '.spool', 'producer-app-outbox') }, 'producer-app-outbox');
+  await waitHealthy('producer-app-outbox', OUTBOX_PORT);
+  log(`producer-app in outbox mode is up (http://127.0.0.1:${OUTBOX_PORT}): POST /payments commits its row and its event together`);
   const signup = await postJson(PRODUCER_PORT, '/users/signups', { userId: Number.parseInt(run.slice(-6), 36) % 2000000000, userEmail: `demo-${run}@example.com` });
   const invalid = await postJson(PRODUCER_PORT, '/payments', { paymentId: 'not-a-uuid', accountId: `${prefix}0`, amountCents: 'ten' });
   log(`POST /users/signups -> ${signup.status} ${JSON.stringify(signup.body)}; an invalid POST /payments -> ${invalid.status} ${invalid.body.message}`);
@@ -258,6 +329,23 @@ async function main() {
   });
   const loadDone = new Promise((resolve) => load.once('exit', resolve));
   log('load command publishing payments (npm run produce -- payments ...)');
+
+  // At the same time, a fifth as many payments over HTTP through the outbox, on accounts of their own: some
+  // duplicates, some rolled back on purpose, and producer-app killed with SIGKILL under them (fault 3).
+  const OUTBOX_COUNT = Math.max(100, Math.round(COUNT / 5));
+  const outboxPrefix = `${prefix}obx-`;
+  let outboxProgress = { committed: new Map() };
+  const outboxRun = outboxLoad({ port: OUTBOX_PORT, prefix: outboxPrefix, count: OUTBOX_COUNT, accounts: Math.max(10, Math.round(ACCOUNTS / 4)), rate: Math.max(50, RATE / 5), duplicates: DUPLICATES, rollBacks: 0.03, onProgress: (r) => (outboxProgress = r) });
+  log(`POST /payments in outbox mode: ${OUTBOX_COUNT} payments on accounts ${outboxPrefix}*, ${DUPLICATES * 100}% sent twice, 3% rolled back on purpose`);
+  const outboxKill = (async () => {
+    await waitFor(() => outboxProgress.committed.size >= OUTBOX_COUNT * 0.4);
+    const committedAtKill = outboxProgress.committed.size;
+    await stopApp('producer-app-outbox', 'SIGKILL');
+    log(`producer-app (outbox mode) killed with SIGKILL after ${committedAtKill} payments committed; restarting it (unanswered requests are sent again)`);
+    startApp('producer-app', OUTBOX_PORT, { PAYMENTS_MODE: 'outbox', SPOOL_DIR: join(ROOT, '.spool', 'producer-app-outbox') }, 'producer-app-outbox');
+    await waitHealthy('producer-app-outbox', OUTBOX_PORT);
+    return committedAtKill;
+  })();
 
   // The deliberately failing account: a deposit over the approval limit, not approved, then withdrawals that
   // only that deposit covers. Handled out of order they would be rejected; parked, they wait for it.
@@ -303,12 +391,20 @@ async function main() {
   const summaryLine = loadOut.split('\n').find((l) => l.startsWith('SUMMARY '));
   const summary = JSON.parse(summaryLine.slice('SUMMARY '.length));
   log(loadOut.split('\n').find((l) => l.startsWith('published ')) ?? 'load command finished');
+  const outbox = await outboxRun;
+  const outboxKilledAt = await outboxKill;
+  log(`outbox path: ${outbox.committed.size} committed, ${outbox.rolledBack.size} rolled back, ${outbox.duplicatesAnswered} answered as duplicates, ${outbox.retried} requests sent again after no answer`);
+  await waitFor(async () => (await db.query('SELECT count(*)::int AS n FROM kafka_eo_outbox')).rows[0].n === 0);
+  log('the outbox relay has sent every committed event');
 
   log('waiting for consumer-app to catch up');
   const topic = 'payments.requested';
+  // Nothing writes to the topic any more: where each partition's last record ends is fixed.
+  const dataEnds = new Map();
+  for (const r of await readAll(kafka, topic, (rs) => rs.length > 0)) dataEnds.set(r.partition, Math.max(dataEnds.get(r.partition) ?? 0, Number(r.offset) + 1));
   const catchUp = async () => {
     const catchUpDeadline = Date.now() + 5 * 60 * 1000;
-    while ((await groupLag(admin, topic)) > 0) {
+    while ((await groupLag(admin, topic, dataEnds)) > 0) {
       if (Date.now() > catchUpDeadline) throw new Error('consumer-app did not catch up within 5 minutes (log: .demo-logs/consumer-app.log)');
       await sleep(500);
     }
@@ -380,9 +476,34 @@ async function main() {
   }
   const accepted = ledger.filter((r) => r.status === 'ACCEPTED').length;
 
+  // The outbox path, on its own: each committed request once on the input topic, in its account's commit order,
+  // with one ledger row and one output; nothing anywhere of a request rolled back.
+  const outboxInputs = inputs.filter((r) => r.event.accountId.startsWith(outboxPrefix));
+  const outboxIds = outboxInputs.map((r) => r.event.paymentId);
+  const outboxOnTopic = new Set(outboxIds);
+  const outboxDuplicates = outboxIds.length - outboxOnTopic.size;
+  const outboxMissing = [...outbox.committed.keys()].filter((id) => !outboxOnTopic.has(id)).length;
+  const ledgerIds = new Set(ledger.map((r) => r.payment_id));
+  const rolledBackSeen = [...outbox.rolledBack].filter((id) => outboxOnTopic.has(id) || ledgerIds.has(id) || perPayment.has(id)).length;
+  const outboxLedgerMissing = [...outbox.committed.keys()].filter((id) => !ledgerIds.has(id) || perPayment.get(id) !== 1).length;
+  let outboxOrderViolations = 0;
+  const committedByAccount = new Map();
+  for (const [id, account] of outbox.committed) committedByAccount.set(account, [...(committedByAccount.get(account) ?? []), id]);
+  for (const [account, ids] of committedByAccount) {
+    const got = outboxInputs.filter((r) => r.event.accountId === account).map((r) => r.event.paymentId);
+    ids.forEach((id, i) => {
+      if (got[i] !== id) outboxOrderViolations++;
+    });
+  }
+
   const specialBalance = accounts.find((a) => a.account_id === special)?.balance;
   const ok =
-    unique.length === COUNT + specialPayments.length &&
+    unique.length === COUNT + specialPayments.length + outbox.committed.size &&
+    outboxDuplicates === 0 &&
+    outboxMissing === 0 &&
+    rolledBackSeen === 0 &&
+    outboxLedgerMissing === 0 &&
+    outboxOrderViolations === 0 &&
     release.state === 'done' &&
     ledger.length === unique.length &&
     wrongOutcomes === 0 &&
@@ -396,6 +517,8 @@ async function main() {
     '==================== kafka-exactly-once demo report ====================',
     `published            ${summary.events} payments + ${summary.duplicatePublishes} duplicate publishes (${inputs.length} records on ${topic})`,
     `spooled              ${summary.spooled} during the Kafka outage (${outage}) or queued behind their account's spooled events, all delivered`,
+    `outbox path          ${outbox.committed.size} payments committed with their row over HTTP (producer-app SIGKILLed after ${outboxKilledAt}, ${outbox.retried} unanswered requests sent again), ${outbox.duplicatesAnswered} duplicate requests answered 200, ${outbox.rolledBack.size} rolled back on purpose`,
+    `outbox into Kafka    ${outboxOnTopic.size} on ${topic}: ${outboxDuplicates} duplicated, ${outboxMissing} missing, ${rolledBackSeen} of rolled-back requests seen anywhere, ${outboxLedgerMissing} without exactly one ledger row and output, ${outboxOrderViolations} out of commit order`,
     `consumer crashes     1 SIGKILL after ${appliedAtKill} payments applied`,
     `parked account       ${parkedLine}; released by kafka-eo after the approval (balance ${specialBalance} cents, fold ${balances.get(special)})`,
     `duplicates absorbed  ${inputs.length - unique.length} (same message id, applied once)`,

@@ -14,6 +14,14 @@ export interface ProducerAppConfig {
   kafkaRequestTimeoutMs?: number;
   /** MISSING_TOPIC_GRACE_MS: how long spooled events wait for a missing topic before quarantine (library default). */
   missingTopicGraceMs?: number;
+  /**
+   * PAYMENTS_MODE: `publisher` (default), POST /payments publishes through EventPublisher (sent or spooled); `outbox`,
+   * it writes the payment_requests row and its event in one PostgreSQL transaction (DATABASE_URL) and the
+   * outbox relay sends the event.
+   */
+  paymentsMode: 'publisher' | 'outbox';
+  /** DATABASE_URL, for the outbox mode. */
+  databaseUrl: string;
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
@@ -29,7 +37,11 @@ export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): Produce
   }
   const grace = env.MISSING_TOPIC_GRACE_MS === undefined ? undefined : Number(env.MISSING_TOPIC_GRACE_MS);
   if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new Error(`MISSING_TOPIC_GRACE_MS must be an integer >= 0, got "${env.MISSING_TOPIC_GRACE_MS}"`);
+  const paymentsMode = env.PAYMENTS_MODE ?? 'publisher';
+  if (paymentsMode !== 'publisher' && paymentsMode !== 'outbox') throw new Error(`PAYMENTS_MODE must be publisher or outbox, got "${env.PAYMENTS_MODE}"`);
   return {
+    paymentsMode,
+    databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
     kafkaRequestTimeoutMs: requestTimeout,
     missingTopicGraceMs: grace,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean),

@@ -8,6 +8,10 @@ import { PublishErrorsFilter } from './http/publish-errors.filter';
 import { producerAppConfig } from './producer-app.config';
 import { PaymentRequested, TOPICS, UserSignedUp } from './demo-events';
 import { schemasDirectory } from './schemas-directory';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { PaymentRequestsService } from './outbox/payment-requests.service';
+
+const outboxMode = () => producerAppConfig().paymentsMode === 'outbox';
 
 /** The publishing side: the library's EventPublisher with the demo topics, their schemas and key functions. */
 export const publisherModule = () =>
@@ -25,15 +29,21 @@ export const publisherModule = () =>
           [TOPICS.paymentsRequested]: { schema: 'com.example.PaymentRequested', key: (e: PaymentRequested) => e.accountId },
         },
         publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs, missingTopicGraceMs: config.missingTopicGraceMs },
+        // PAYMENTS_MODE=outbox: POST /payments writes its row and event in one transaction; the relay sends the event.
+        ...(config.paymentsMode === 'outbox' ? { outbox: {} } : {}),
         metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics
       };
     },
   });
 
 @Module({
-  imports: [publisherModule(), TerminusModule],
+  imports: [
+    ...(outboxMode() ? [TypeOrmModule.forRoot({ type: 'postgres', url: producerAppConfig().databaseUrl })] : []),
+    publisherModule(),
+    TerminusModule,
+  ],
   controllers: [EventsController, HealthController, KafkaExactlyOnceMetricsController],
-  providers: [{ provide: APP_FILTER, useClass: PublishErrorsFilter }],
+  providers: [{ provide: APP_FILTER, useClass: PublishErrorsFilter }, ...(outboxMode() ? [PaymentRequestsService] : [])],
 })
 export class ProducerAppModule {}
 

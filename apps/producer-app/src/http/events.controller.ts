@@ -1,33 +1,58 @@
-import { Body, Controller, Headers, HttpCode, Post } from '@nestjs/common';
+import { Body, Controller, Headers, HttpException, Optional, Post, Res } from '@nestjs/common';
+import type { Response } from 'express';
 import { EventPublisher, PublishResult } from 'kafka-exactly-once';
+import { PaymentRequestOutcome, PaymentRequestsService, RolledBackOnPurpose } from '../outbox/payment-requests.service';
 import { PaymentRequested, TOPICS, UserSignedUp } from '../demo-events';
 import { InvalidRequestError } from './invalid-request.error';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** JSON in, events out: 202 with the message id and whether the event was sent or spooled. */
+/**
+ * JSON in, events out: 202 with the message id and whether the event was sent or spooled. In outbox mode
+ * (PAYMENTS_MODE=outbox) POST /payments answers after its transaction committed: 201 `committed` with the
+ * event's message id, or 200 `duplicate` when the paymentId was requested before (one row, one event).
+ */
 @Controller()
 export class EventsController {
-  constructor(private readonly publisher: EventPublisher) {}
+  constructor(
+    private readonly publisher: EventPublisher,
+    @Optional() private readonly paymentRequests?: PaymentRequestsService,
+  ) {}
 
   @Post('users/signups')
-  @HttpCode(202)
-  async signUp(@Body() body: Record<string, unknown>, @Headers('idempotency-key') idempotencyKey?: string): Promise<Pick<PublishResult, 'messageId' | 'status'>> {
+  async signUp(@Body() body: Record<string, unknown>, @Res({ passthrough: true }) res: Response, @Headers('idempotency-key') idempotencyKey?: string): Promise<Pick<PublishResult, 'messageId' | 'status'>> {
     const event = { ...body, timestamp: body?.timestamp ?? new Date().toISOString() } as unknown as UserSignedUp;
     const { messageId, status } = await this.publisher.publish(TOPICS.usersSignedUp, event, { messageId: idempotencyKey || undefined });
+    res.status(202);
     return { messageId, status };
   }
 
   @Post('payments')
-  @HttpCode(202)
-  async requestPayment(@Body() body: Record<string, unknown>, @Headers('idempotency-key') idempotencyKey?: string): Promise<Pick<PublishResult, 'messageId' | 'status'>> {
+  async requestPayment(
+    @Body() body: Record<string, unknown>,
+    @Res({ passthrough: true }) res: Response,
+    @Headers('idempotency-key') idempotencyKey?: string,
+    @Headers('x-demo-roll-back') rollBack?: string,
+  ): Promise<Pick<PublishResult, 'messageId' | 'status'> | PaymentRequestOutcome> {
     if (typeof body?.paymentId === 'string' && !UUID.test(body.paymentId)) {
       throw new InvalidRequestError([{ path: 'paymentId', problem: `expected a UUID, got ${JSON.stringify(body.paymentId)}` }]);
     }
     // JSON has no 64-bit integers: accept amountCents as a number or as a string of digits.
     const amount = typeof body?.amountCents === 'string' && /^-?\d+$/.test(body.amountCents) ? BigInt(body.amountCents) : body?.amountCents;
     const event = { ...body, amountCents: amount, requestedAt: body?.requestedAt ?? new Date().toISOString() } as unknown as PaymentRequested;
+    if (this.paymentRequests) {
+      if (typeof event.paymentId !== 'string') throw new InvalidRequestError([{ path: 'paymentId', problem: 'required in outbox mode (the request is idempotent on it)' }]);
+      try {
+        const outcome = await this.paymentRequests.request(event, { messageId: idempotencyKey || undefined, rollBack: rollBack === '1' || rollBack === 'true' });
+        res.status(outcome.status === 'committed' ? 201 : 200);
+        return outcome;
+      } catch (err) {
+        if (err instanceof RolledBackOnPurpose) throw new HttpException({ statusCode: 409, status: 'rolled-back', message: err.message }, 409);
+        throw err;
+      }
+    }
     const { messageId, status } = await this.publisher.publish(TOPICS.paymentsRequested, event, { messageId: idempotencyKey || undefined });
+    res.status(202);
     return { messageId, status };
   }
 }

@@ -1,14 +1,14 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { Response } from 'express';
-import { EventValidationError, MissingKeyError, SpoolFullError, UndeliverableEventError } from 'kafka-exactly-once';
+import { EventValidationError, MissingKeyError, OutboxWriteError, SpoolFullError, UndeliverableEventError } from 'kafka-exactly-once';
 import { InvalidRequestError } from './invalid-request.error';
 
 /**
  * Publishing errors as HTTP answers: invalid events are 400 with the field errors; an event Kafka can never
  * take is 413 (too large) or 422 (its topic does not exist, or the broker refuses it), and retrying it cannot
- * help; a full spool is 503.
+ * help; a full spool is 503. An outbox write refused is 413 (too large) or 400.
  */
-@Catch(EventValidationError, MissingKeyError, SpoolFullError, UndeliverableEventError, InvalidRequestError, HttpException)
+@Catch(EventValidationError, MissingKeyError, SpoolFullError, UndeliverableEventError, InvalidRequestError, OutboxWriteError, HttpException)
 export class PublishErrorsFilter implements ExceptionFilter {
   catch(error: Error, host: ArgumentsHost): void {
     const response = host.switchToHttp().getResponse<Response>();
@@ -26,6 +26,9 @@ export class PublishErrorsFilter implements ExceptionFilter {
         messageId: error.messageId,
         ...(error.recordBytes === undefined ? {} : { recordBytes: error.recordBytes, limitBytes: error.limitBytes }),
       });
+    } else if (error instanceof OutboxWriteError) {
+      const status = error.refusal === 'too-large' ? 413 : 400;
+      response.status(status).json({ statusCode: status, error: status === 413 ? 'Payload Too Large' : 'Bad Request', message: error.message, reason: error.refusal });
     } else if (error instanceof MissingKeyError) {
       response.status(400).json({ statusCode: 400, error: 'Bad Request', message: error.message });
     } else {

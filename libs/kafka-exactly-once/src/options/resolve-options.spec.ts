@@ -94,6 +94,31 @@ describe('resolveOptions', () => {
     expect(() => resolveOptions({ ...valid, inbox: { retentionDays: 0 } })).toThrow(/"inbox.retentionDays" must be a number > 0/);
   });
 
+  it('resolves the outbox with its defaults, naming it after the transactional id prefix', () => {
+    expect(resolveOptions(valid).outbox).toBeUndefined();
+    expect(resolveOptions({ ...valid, outbox: {} }).outbox).toEqual({
+      relay: true,
+      name: 'app',
+      checkpointTopic: 'kafka-eo.outbox-checkpoints',
+      batchMaxRecords: 500,
+      batchMaxBytes: 524288,
+      pollIntervalMs: 1000,
+      unhealthyAgeMs: 60000,
+      sendTimeoutMs: 30000,
+    });
+    expect(resolveOptions({ ...valid, outbox: { relay: false, name: 'orders.v2' } }).outbox).toMatchObject({ relay: false, name: 'orders.v2' });
+  });
+
+  it('refuses outbox options that cannot work', () => {
+    expect(fieldOf({ ...valid, outbox: null })).toBe('outbox');
+    expect(fieldOf({ ...valid, outbox: { relay: 'yes' } })).toBe('outbox.relay');
+    expect(fieldOf({ ...valid, outbox: { name: 'a b' } })).toBe('outbox.name');
+    expect(fieldOf({ ...valid, outbox: { name: 'x'.repeat(201) } })).toBe('outbox.name');
+    expect(fieldOf({ ...valid, outbox: { checkpointTopic: 'no/slash' } })).toBe('outbox.checkpointTopic');
+    expect(fieldOf({ ...valid, outbox: { batchMaxRecords: 0 } })).toBe('outbox.batchMaxRecords');
+    expect(fieldOf({ ...valid, outbox: { batchMaxBytes: 10 } })).toBe('outbox.batchMaxBytes');
+  });
+
   it('keeps a valid publisher.instanceId', () => {
     expect(resolveOptions({ ...valid, publisher: { instanceId: 'orders-api.pod-3' } }).publisher?.instanceId).toBe('orders-api.pod-3');
   });
