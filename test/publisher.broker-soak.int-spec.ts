@@ -10,11 +10,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ACCOUNTS = 20;
 /** Publishes per second per account: 60/s in all. */
 const PER_ACCOUNT_RATE = 3;
-const KILLS = 10;
+/**
+ * Broker SIGKILLs in one run: 3 in `npm test` (each outage really hits publishes and every spool drains, which
+ * is the point), 10 with `npm run test:soak` (KEO_BROKER_SOAK_KILLS), the stress run kept out of CI.
+ */
+const KILLS = Number(process.env.KEO_BROKER_SOAK_KILLS ?? 3);
 
 /**
  * Issue 7's broker soak: steady load through producer-app's HTTP API while the broker is SIGKILLed and
- * restarted ten times. Every acknowledged publish (202, sent or spooled) must reach the topic, read
+ * restarted (3 times, or KEO_BROKER_SOAK_KILLS). Every acknowledged publish (202, sent or spooled) must reach the topic, read
  * committed, with each account's first copies in acknowledgement order, and the spool must drain after
  * every restart. This is where a producer reused after a failed request (KafkaJS rolls its sequence numbers
  * back) loses or reorders records.
@@ -63,7 +67,7 @@ describe('publisher: broker SIGKILL soak', () => {
     expect(final).toMatchObject({ status: 'up', quarantined: 0 });
     await expectDeliveredInOrder(kafka, topic, load.acknowledged);
     expect(app.running).toBe(true);
-    // Ten broker restarts of 20 to 30 s each (the broker recovers its logs, the breaker half-opens, the spool
+    // Up to ten broker restarts of 20 to 30 s each (the broker recovers its logs, the breaker half-opens, the spool
     // drains) and then the read, which waits up to 90 s for every acknowledged publish: room for that wait to end
     // with its own error, naming what is missing, rather than with the test's timeout.
   }, 480000);

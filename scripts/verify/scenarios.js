@@ -7,7 +7,7 @@ const { spawnSync } = require('child_process');
 const { randomBytes, randomUUID } = require('crypto');
 const { join } = require('path');
 
-module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => {
+module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, Proc, PRODUCER_MAIN, readTopic, header }) => {
   /** The local broker can be stopped and started only when scripts/kafka started it. */
   const brokerControl = () => spawnSync('bash', [join(ROOT, 'scripts/kafka/kafka.sh'), 'status'], { encoding: 'utf8' }).status === 0;
 
@@ -53,6 +53,49 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
       proxy.setMode('pass');
     }
   };
+
+
+  /** POST of JSON to 127.0.0.1:port; resolves { status, body } or null when no answer came (a killed app). */
+  const post = (port, path, body, headers = {}) =>
+    new Promise((resolve) => {
+      const data = JSON.stringify(body);
+      const req = require('http').request(
+        { host: '127.0.0.1', port, path, method: 'POST', timeout: 30000, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data), ...headers } },
+        (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode, body: text ? JSON.parse(text) : undefined }));
+        },
+      );
+      req.on('error', () => resolve(null));
+      req.on('timeout', () => req.destroy());
+      req.end(data);
+    });
+  const getJson = (port, path) =>
+    new Promise((resolve) => {
+      require('http')
+        .get({ host: '127.0.0.1', port, path, timeout: 3000 }, (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode, body: text ? JSON.parse(text) : undefined }));
+        })
+        .on('error', () => resolve(null));
+    });
+
+  /** producer-app in outbox mode on the stage's database (its relay competes for the stage's outbox). */
+  async function startOutboxApp(stage, n) {
+    const proc = new Proc(`producer-app#${n}`, PRODUCER_MAIN, [], {
+      PAYMENTS_MODE: 'outbox',
+      DATABASE_URL: stage.databaseUrl,
+      KAFKA_BROKERS: stage.brokers.join(','),
+      KAFKA_TOPIC_PREFIX: stage.prefix,
+      HTTP_PORT: '0',
+      SPOOL_DIR: join(stage.dir, `spool-outbox-${n}`),
+    }, join(stage.dir, 'logs', `producer-app-${n}.log`));
+    await proc.waitForLog(/listening on http:\/\/127\.0\.0\.1:\d+/);
+    proc.port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(proc.output)[1]);
+    return proc;
+  }
 
   /** Java's String.hashCode, as Kafka uses it to place a transactional id on a __transaction_state partition. */
   const javaHash = (text) => {
@@ -246,6 +289,117 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI }) => 
             await sleep(6000);
             await stage.db.query('COMMIT');
           }
+        }
+      },
+    },
+    {
+      name: 'outbox',
+      description: 'payments written through the transactional outbox (producer-app in outbox mode, over HTTP) by many writers, a share rolled back, while the instance holding the relay is SIGKILLed and the broker is killed',
+      catchUpMs: 420000,
+      async run(stage, cfg) {
+        await stage.startConsumer();
+        const apps = [await startOutboxApp(stage, 1), await startOutboxApp(stage, 2)];
+        stage.cleanup.push(() => Promise.all(apps.map((a) => a.kill())));
+        const count = Math.max(200, Math.round(cfg.count / 2));
+        const { randomUUID: uuid } = require('crypto');
+        const queues = Array.from({ length: cfg.accounts }, () => []);
+        for (let i = 0; i < count; i++) {
+          const account = i % cfg.accounts;
+          queues[account].push({ paymentId: uuid(), accountId: `${stage.accountPrefix}${account}`, amountCents: String(Math.floor(stage.random() * 15000) - 5000), rollBack: stage.random() < 0.05 });
+        }
+        const committed = new Map();
+        const rolledBack = new Set();
+        const ackLog = require('fs').openSync(stage.ackLog, 'a');
+        let writes = 0;
+        let unanswered = 0;
+        const interval = 1000 / Math.max(50, cfg.rate / 2);
+        const startedAt = Date.now();
+        // One writer per account (its next request once the last was answered: the commit order is known), each
+        // sending to either instance; a request without an answer is sent again, same paymentId, to the other.
+        const writers = queues.map(async (queue, a) => {
+          let target = a % apps.length;
+          for (const item of queue) {
+            for (;;) {
+              const slot = startedAt + writes++ * interval;
+              if (slot > Date.now()) await sleep(slot - Date.now());
+              const answer = apps[target].running ? await post(apps[target].port, '/payments', item, item.rollBack ? { 'x-demo-roll-back': '1' } : {}) : null;
+              if (answer && answer.status === 409) {
+                rolledBack.add(item.paymentId);
+                break;
+              }
+              if (answer && (answer.status === 201 || answer.status === 200)) {
+                if (answer.status === 201) require('fs').writeSync(ackLog, `${answer.body.messageId} committed\n`);
+                committed.set(item.paymentId, item.accountId);
+                break;
+              }
+              if (answer) throw new Error(`POST /payments answered ${answer.status} ${JSON.stringify(answer.body)}`);
+              unanswered++;
+              target = (target + 1) % apps.length;
+              await sleep(100);
+            }
+          }
+        });
+        const writing = Promise.all(writers);
+        let n = apps.length;
+        const loadMs = (count / Math.max(50, cfg.rate / 2)) * 1000;
+        for (let f = 0; f < cfg.faults; f++) {
+          await stage.someTime(loadMs / (cfg.faults + 2));
+          // The instance whose relay is active: its SIGKILL leaves a batch open or committed-but-not-cleaned.
+          const states = await Promise.all(apps.map(async (app) => (app.running ? (await getJson(app.port, '/health'))?.body?.details?.outbox?.relay ?? (await getJson(app.port, '/health'))?.body?.info?.outbox?.relay : undefined)));
+          const victim = Math.max(0, states.indexOf('active'));
+          stage.fault(`SIGKILL of producer-app#${apps[victim].name.split('#')[1]} (relay ${states[victim] ?? 'unknown'})`);
+          await apps[victim].kill();
+          apps[victim] = await startOutboxApp(stage, ++n);
+          if (f === 0 && brokerControl()) {
+            await stage.someTime(loadMs / (cfg.faults + 2));
+            stage.fault('broker SIGKILL');
+            kafkaScript('kill');
+            await sleep(1000);
+            kafkaScript('start');
+            stage.fault('broker back');
+          }
+        }
+        await writing;
+        require('fs').closeSync(ackLog);
+        // Everything committed is relayed: the outbox is empty.
+        for (const deadline = Date.now() + 300000; ; await sleep(500)) {
+          const { rows } = await stage.db.query('SELECT count(*)::int AS n FROM kafka_eo_outbox');
+          if (rows[0].n === 0) break;
+          if (Date.now() > deadline) throw new Error(`${rows[0].n} events still in the outbox after 300 s`);
+        }
+        stage.fault(`${committed.size} committed, ${rolledBack.size} rolled back, ${unanswered} requests without an answer sent again`);
+        // The input partitions end with markers (or aborted batches): the group is caught up at their last record.
+        const inputs = await readTopic(stage.kafka, stage.topic('payments.requested'), { enough: (rs) => rs.length >= committed.size, idleMs: 2000 });
+        stage.dataEnds = new Map();
+        for (const r of inputs) stage.dataEnds.set(r.partition, Math.max(stage.dataEnds.get(r.partition) ?? 0, Number(r.offset) + 1));
+        stage.outbox = { committed, rolledBack };
+      },
+      /** Beyond the checker: into Kafka exactly once (both readers), nothing of a rolled-back request, each account in commit order. */
+      async after(stage) {
+        const schema = avro.loadSchemas(join(ROOT, 'schemas')).get('com.example.PaymentRequested');
+        const topic = stage.topic('payments.requested');
+        const kafkajs = (await readTopic(stage.kafka, topic, { enough: (rs) => rs.length >= stage.outbox.committed.size, idleMs: 2000 })).map((r) => ({ partition: r.partition, offset: r.offset, payment: avro.decode(schema, r.value) }));
+        const { readCommitted } = require('./java-reader');
+        const java = (await readCommitted({ brokers: stage.brokers, topics: [topic] })).map((r) => ({ partition: r.partition, offset: String(r.offset), payment: avro.decode(schema, r.value) }));
+        for (const [reader, records] of [['KafkaJS', kafkajs], ['Java', java]]) {
+          const ids = records.map((r) => r.payment.paymentId);
+          const seen = new Set(ids);
+          const duplicates = ids.length - seen.size;
+          const lost = [...stage.outbox.committed.keys()].filter((id) => !seen.has(id)).length;
+          const rolledBack = [...stage.outbox.rolledBack].filter((id) => seen.has(id)).length;
+          const unexpected = ids.filter((id) => !stage.outbox.committed.has(id)).length;
+          let disorder = 0;
+          const byAccount = new Map();
+          for (const [id, account] of stage.outbox.committed) byAccount.set(account, [...(byAccount.get(account) ?? []), id]);
+          const sorted = [...records].sort((a, b) => a.partition - b.partition || (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1));
+          for (const [account, want] of byAccount) {
+            const got = sorted.filter((r) => r.payment.accountId === account).map((r) => r.payment.paymentId);
+            want.forEach((id, i) => {
+              if (got[i] !== id) disorder++;
+            });
+          }
+          log(`  outbox (${reader} read committed): ${seen.size} events for ${stage.outbox.committed.size} committed requests; ${lost} lost, ${duplicates} duplicates, ${rolledBack} of rolled-back requests, ${unexpected} unexpected, ${disorder} out of commit order`);
+          if (lost || duplicates || rolledBack || unexpected || disorder) throw new Error(`outbox: ${reader} reader found ${lost} lost, ${duplicates} duplicates, ${rolledBack} of rolled-back requests, ${unexpected} unexpected, ${disorder} out of commit order`);
         }
       },
     },

@@ -227,13 +227,19 @@ class Stage {
     return (this.run.config.count / this.run.config.rate) * 1000 * share;
   }
 
+  /**
+   * Records of the input topic the group has not committed. A scenario whose input is written in Kafka
+   * transactions (the outbox relay's) sets `dataEnds` (partition -> offset after its last committed record):
+   * such a partition ends with a marker, or an aborted batch, which a consumer commits nothing for.
+   */
   async lag() {
     const topic = this.topic('payments.requested');
     const [ends, [committed]] = await Promise.all([this.admin.fetchTopicOffsets(topic), this.admin.fetchOffsets({ groupId: this.group, topics: [topic] })]);
     let lag = 0;
     for (const end of ends) {
       const done = Number(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? -1);
-      lag += Number(end.high) - Math.max(Number(end.low), done);
+      const last = this.dataEnds ? (this.dataEnds.get(end.partition) ?? 0) : Number(end.high);
+      lag += Math.max(0, last - Math.max(Number(end.low), done));
     }
     return lag;
   }
@@ -316,7 +322,8 @@ async function collect(stage) {
   const processed = schemas.get('com.example.PaymentProcessed');
   const inputTopic = stage.topic('payments.requested');
   const ends = await stage.admin.fetchTopicOffsets(inputTopic);
-  const total = ends.reduce((n, e) => n + Number(e.high) - Number(e.low), 0);
+  // Offsets count markers too: for an input written in Kafka transactions (the outbox scenario), what it committed.
+  const total = stage.outbox ? stage.outbox.committed.size : ends.reduce((n, e) => n + Number(e.high) - Number(e.low), 0);
   const inputs = (await readTopic(stage.kafka, inputTopic, { enough: (rs) => rs.length >= total, idleMs: 500 })).map((r) => ({
     partition: r.partition,
     offset: r.offset,
@@ -379,7 +386,8 @@ function log(line) {
   process.stdout.write(`verify [${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 }
 
-const scenarios = require('./scenarios')({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log });
+const PRODUCER_MAIN = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/main.js');
+const scenarios = require('./scenarios')({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, Proc, PRODUCER_MAIN, readTopic, header });
 
 async function runScenario(run, scenario) {
   const stage = new Stage(run, scenario);
