@@ -3,14 +3,17 @@
 /**
  * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
  *
- *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,A,B,C,D,E,J] [--slow-count 1000]
+ *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,B,C,D,E,J] [--slow-count 1000]
  *                    [--sweep] [--accounts 200] [--cpu-prof]
  *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N]
  *
  * Publishers: P is producer-app's load command (the EventPublisher: idempotent producer, circuit breaker,
  * spool) publishing `--count` payments; P0 is a plain KafkaJS idempotent producer sending the very same records
  * (bytes, keys, headers, partitions) in batches of 500, acks all. P's topic is the input every consumer variant
- * gets a copy of (sent by P0), so all of them read the same records.
+ * gets a copy of (sent by P0), so all of them read the same records. O is the transactional outbox's relay
+ * (bench/variants/outbox.js): `--count` events preloaded with Outbox.add, then timed from the relay being active
+ * until all are in Kafka; then its commit-to-visible latency (a writer's COMMIT to the event read committed) at
+ * 1,000 events/s for 10 s. Targets: O ≥ 0.5 × P0, p99 ≤ 100 ms.
  *
  * Consumers, each a process of its own, from the start of its own input topic with its own group and output:
  *   A  plain KafkaJS consume → produce copy, at-least-once, no database (the limit)
@@ -95,8 +98,8 @@ function args(argv) {
   };
   const count = int('count', 100000);
   if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
-  const variants = flag('variants', 'P,P0,A,B,C,D,E,J').split(',').filter(Boolean);
-  for (const v of variants) if (!['P', 'P0', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, ${Object.keys(VARIANTS).join(', ')})`);
+  const variants = flag('variants', 'P,P0,O,A,B,C,D,E,J').split(',').filter(Boolean);
+  for (const v of variants) if (!['P', 'P0', 'O', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, O, ${Object.keys(VARIANTS).join(', ')})`);
   return {
     count,
     partitions: int('partitions', 6),
@@ -216,6 +219,26 @@ class Bench {
     }
     await consumer.disconnect();
     return withValues ? records : n;
+  }
+
+  /**
+   * O: the outbox relay (bench/variants/outbox.js) over `count` events preloaded with Outbox.add, in a process of
+   * its own; then its commit-to-visible latency at 1,000 events/s for 10 s.
+   */
+  async runOutbox(count) {
+    const prefix = `${this.tag}.o.`;
+    await this.createTopics([`${prefix}payments.requested`], this.opts.partitions);
+    const databaseUrl = await this.createDatabase(`${this.tag.replace(/[^a-z0-9]/g, '_')}_o`.slice(0, 63));
+    const result = spawnSync(process.execPath, [join(__dirname, 'variants/outbox.js')], {
+      encoding: 'utf8',
+      env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_PREFIX: prefix, BENCH_COUNT: String(count), BENCH_ACCOUNTS: String(this.opts.accounts), BENCH_LATENCY_RATE: '1000', BENCH_LATENCY_SECONDS: '10' },
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const line = (result.stdout || '').split('\n').find((l) => l.startsWith('RESULT '));
+    if (result.status !== 0 || !line) throw new Error(`variant O failed (exit ${result.status}): ${(result.stderr || '').slice(-2000)}`);
+    const o = JSON.parse(line.slice('RESULT '.length));
+    log(`O: relay ${Math.round(o.recordsPerSecond)} events/s (preload ${o.preloadSeconds.toFixed(1)} s), latency at ${Math.round(o.latency.achievedRate)}/s: p50 ${o.latency.p50} ms, p99 ${o.latency.p99} ms (${o.latency.matched}/${o.latency.published} seen)`);
+    return { variant: 'O', label: 'O. the outbox relay, from a preloaded outbox (Outbox.add) to Kafka, batches of 500 in Kafka transactions', records: count, recordsPerSecond: o.recordsPerSecond, totalSeconds: o.relaySeconds, outboxLatency: o.latency };
   }
 
   /** P0: a plain KafkaJS idempotent producer sending the records in batches of 500, acks all, each to its partition. */
@@ -502,6 +525,10 @@ async function main() {
       const p0 = await bench.copyRecords(records, p0Topic);
       publishers.push({ variant: 'P0', label: 'P0. plain KafkaJS idempotent producer, batches of 500', records: opts.count, recordsPerSecond: opts.count / p0.seconds, totalSeconds: p0.seconds });
     }
+    if (opts.variants.includes('O')) {
+      log(`O: the outbox relay, ${opts.count} events preloaded with Outbox.add, then commit-to-visible latency at 1000 events/s`);
+      publishers.push(await bench.runOutbox(opts.count));
+    }
     for (const pub of publishers) log(`${pub.variant}: ${Math.round(pub.recordsPerSecond)} records/s`);
 
     for (const key of opts.variants.filter((v) => VARIANTS[v])) {
@@ -547,7 +574,7 @@ async function main() {
     cpuModel: require('os').cpus()[0]?.model,
   };
   const ratios = report.ratios(results, publishers);
-  const latencyTargets = report.latencyTargets(results);
+  const latencyTargets = [...report.latencyTargets(results), ...report.outboxLatencyTargets(publishers)];
   writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios, latencyTargets }, null, 2));
   writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, ratios, latencyTargets));
   writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));

@@ -173,6 +173,9 @@ export class OutboxRelay {
     this.current.relayedBatch = relayed.toString();
     this.logger.log(`outbox relay ${this.config.name} active (transactional id ${this.transactionalId}); batch ${relayed} is the last in Kafka`);
     let cleaned = -1n;
+    // Batches given out and not in Kafka (a crash left them) go first, as they are. Only this session marks
+    // batches from now on (every statement of the relay runs on the connection that holds the lock).
+    let pending = await this.lowestPending(relayed);
     while (this.running) {
       if (this.clientError) throw this.clientError;
       if (cleaned < relayed) {
@@ -181,12 +184,20 @@ export class OutboxRelay {
         this.faults.reach('outbox-after-cleanup');
       }
       await this.count();
-      const batch = (await this.lowestPending(relayed)) ?? (await this.mark());
-      if (batch === undefined) {
-        await this.idle(this.config.pollIntervalMs);
-        continue;
+      let batch: bigint;
+      let rows: OutboxRow[];
+      if (pending !== undefined) {
+        batch = pending;
+        rows = await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1 ORDER BY position`, [batch.toString()]);
+        pending = await this.lowestPending(batch);
+      } else {
+        const marked = await this.mark();
+        if (marked === undefined) {
+          await this.idle(this.config.pollIntervalMs);
+          continue;
+        }
+        [batch, rows] = marked;
       }
-      const rows = await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1 ORDER BY position`, [batch.toString()]);
       if (!(await this.send(key, batch, rows, relayed))) return; // refused: set aside, start again from the checkpoint
       relayed = batch;
       this.current.relayedBatch = relayed.toString();
@@ -228,36 +239,33 @@ export class OutboxRelay {
 
   /**
    * Gives the next batch number to the first waiting events in position order (within the batch caps), in one
-   * transaction that holds the relay row: batch numbers follow positions, so a key's events reach Kafka in order.
+   * statement (one snapshot) that also takes the number from the relay row: batch numbers follow positions, so
+   * a key's events reach Kafka in order. Returns the batch and its rows in position order, or undefined when
+   * nothing waits (no number is taken then).
    */
-  private async mark(): Promise<bigint | undefined> {
+  private async mark(): Promise<[bigint, OutboxRow[]] | undefined> {
     this.notified = false;
-    await this.sql('BEGIN');
-    try {
-      const [{ batch }] = await this.sql<{ batch: string }>(`UPDATE ${OUTBOX_RELAY_TABLE} SET last_batch = last_batch + 1 WHERE id = 1 RETURNING last_batch::text AS batch`);
-      let limit = this.config.batchMaxRecords;
-      if (this.isolateUntil !== undefined) {
-        const [first] = await this.sql<{ position: string | null }>(`SELECT min(position)::text AS position FROM ${OUTBOX_TABLE} WHERE batch IS NULL`);
-        if (first.position !== null && BigInt(first.position) <= this.isolateUntil) limit = 1;
-        else this.isolateUntil = undefined;
-      }
-      const marked = await this.sql(
-        `WITH picked AS (
-           SELECT position, row_number() OVER w AS n, sum(octet_length(payload) + octet_length(headers) + octet_length(aggregateid)) OVER w AS total
-           FROM ${OUTBOX_TABLE} WHERE batch IS NULL WINDOW w AS (ORDER BY position) ORDER BY position LIMIT $2)
-         UPDATE ${OUTBOX_TABLE} o SET batch = $1 FROM picked p WHERE o.position = p.position AND (p.n = 1 OR p.total <= $3) RETURNING o.position`,
-        [batch, limit, this.config.batchMaxBytes],
-      );
-      if (marked.length === 0) {
-        await this.sql('ROLLBACK');
-        return undefined;
-      }
-      await this.sql('COMMIT');
-      return BigInt(batch);
-    } catch (err) {
-      await this.sql('ROLLBACK').catch(() => undefined);
-      throw err;
+    let limit = this.config.batchMaxRecords;
+    if (this.isolateUntil !== undefined) {
+      const [first] = await this.sql<{ position: string | null }>(`SELECT min(position)::text AS position FROM ${OUTBOX_TABLE} WHERE batch IS NULL`);
+      if (first.position !== null && BigInt(first.position) <= this.isolateUntil) limit = 1;
+      else this.isolateUntil = undefined;
     }
+    const rows = await this.sql<OutboxRow & { batch_number: string }>(
+      `WITH picked AS (
+         SELECT position, row_number() OVER w AS n, sum(octet_length(payload) + octet_length(headers) + octet_length(aggregateid)) OVER w AS total
+         FROM ${OUTBOX_TABLE} WHERE batch IS NULL WINDOW w AS (ORDER BY position) ORDER BY position LIMIT $1),
+       numbered AS (
+         UPDATE ${OUTBOX_RELAY_TABLE} SET last_batch = last_batch + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM picked) RETURNING last_batch)
+       UPDATE ${OUTBOX_TABLE} o SET batch = numbered.last_batch FROM picked p, numbered
+       WHERE o.position = p.position AND (p.n = 1 OR p.total <= $2)
+       RETURNING ${OUTBOX_COLUMNS.split(', ').map((c) => `o.${c}`).join(', ')}, numbered.last_batch::text AS batch_number`,
+      [limit, this.config.batchMaxBytes],
+    );
+    if (rows.length === 0) return undefined;
+    const batch = BigInt(rows[0].batch_number);
+    rows.sort((a, b) => (BigInt(a.position) < BigInt(b.position) ? -1 : 1));
+    return [batch, rows];
   }
 
   /**
