@@ -12,6 +12,7 @@ import { createTopics, quietAfter, readTopic, ReadRecord, testKafka, uniqueTopic
 import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
 import { AppProcess, ProcessGroup } from './support/processes';
+import { kafkaControl, kafkaControlAsync } from './support/broker';
 import { join } from 'path';
 
 const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
@@ -45,6 +46,7 @@ describe('library: the transactional outbox', () => {
   });
 
   afterAll(async () => {
+    kafkaControl('start'); // never leave the broker down for the next suite
     await processes.killAll();
     for (const m of modules) await m.close().catch(() => undefined);
   });
@@ -294,6 +296,24 @@ describe('library: the transactional outbox', () => {
     await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed after the cut');
     expectOnceInOrder(await readIds([...ids, ...later]), [...ids, ...later]);
     await second.stop();
+  });
+
+  it('keeps taking writes while the broker is killed, and relays them once, in order, when it is back', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-broker');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const { outbox, dataSource, moduleRef } = await startApp(databaseUrl, { relay: true });
+    const ids: string[] = [];
+    for (let n = 1; n <= 20; n++) ids.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 4}`, n }])));
+    await kafkaControlAsync('kill');
+    // Writes commit in PostgreSQL while Kafka is away; the relay fails its sends and waits.
+    for (let n = 21; n <= 60; n++) ids.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 4}`, n }])));
+    const [{ waiting }] = await queryDatabase(databaseUrl, 'SELECT count(*)::int AS waiting FROM kafka_eo_outbox');
+    expect(waiting).toBeGreaterThan(0);
+    await kafkaControlAsync('start');
+    for (let n = 61; n <= 70; n++) ids.push(...(await write(dataSource, outbox, [{ account: `acct-${n % 4}`, n }])));
+    await waitUntil(() => outboxEmpty(databaseUrl), 90000, 'the outbox relayed after the broker came back');
+    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
+    await moduleRef.close();
   });
 
   it('sets aside an event Kafka refuses for good, moves the others, and lets an operator retry or discard it, audited', async () => {
