@@ -94,6 +94,36 @@ async function microservice(controllers: unknown[], providers: unknown[] = []) {
 }
 
 describe('KafkaExactlyOnceServer', () => {
+  it('says at start how many @EventPattern handlers it hands to the module, in a hybrid application started as the docs show', async () => {
+    const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    try {
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          KafkaExactlyOnceModule.forRoot({
+            kafka: { clientId: 't', brokers: ['127.0.0.1:1'] },
+            groupId: 'g',
+            transactionalIdPrefix: 't',
+            schemas: { directory: schemas },
+            topics: { declared: { schema: 't.Ping' } },
+            autoStart: false,
+          }),
+        ],
+        controllers: [PingController],
+        providers: [KafkaExactlyOnceServer],
+      }).compile();
+      const app = moduleRef.createNestApplication();
+      // connectMicroservice + startAllMicroservices before the application initialises (app.listen, app.init).
+      app.connectMicroservice({ strategy: app.get(KafkaExactlyOnceServer) });
+      await app.startAllMicroservices();
+      await app.init();
+      const lines = log.mock.calls.map(([message]) => String(message)).filter((m) => m.includes('@EventPattern handler'));
+      expect(lines).toEqual(['3 @EventPattern handler(s) bound to KafkaExactlyOnceServer, consumed by KafkaExactlyOnceModule in group g']);
+      await app.close();
+    } finally {
+      log.mockRestore();
+    }
+  });
+
   it('hands the @EventPattern handlers bound to it to the module: topic with its prefix, schema from the pattern or the module, retry, @OrderedEvent', async () => {
     const { app, handlers } = await microservice([PingController]);
     expect(handlers.map((h) => [h.name, h.topic, h.schema.name])).toEqual([

@@ -51,7 +51,6 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
   protected override readonly logger = new Logger(KafkaExactlyOnceServer.name);
   private readonly scanner = new MetadataScanner();
   private readonly registration: Subscription;
-  private handlers = 0;
   private refused?: Error;
 
   constructor(
@@ -83,7 +82,15 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
       callback(this.refused);
       return;
     }
-    this.logger.log(`${this.handlers} @EventPattern handler(s) consumed through KafkaExactlyOnceModule`);
+    // Counted now: in a hybrid application listen comes before the module's init hooks found the handlers.
+    let count: number;
+    try {
+      count = this.handlerSpecs().length;
+    } catch (err) {
+      callback(err); // the same error the module's boot reports
+      return;
+    }
+    this.logger.log(`${count} @EventPattern handler(s) bound to KafkaExactlyOnceServer, consumed by KafkaExactlyOnceModule in group ${this.lifecycle.groupId}`);
     callback();
   }
 
@@ -133,7 +140,6 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
         }
       }
     }
-    this.handlers = specs.length;
     return specs;
   }
 }
