@@ -123,8 +123,6 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing);
       const consumer = this.consumer;
       this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
-      const keyedByFunction = this.handlers.filter((h) => h.ordering?.key).map((h) => h.topic);
-      if (keyedByFunction.length > 0) this.warnSplitOrderingKeys(await admin.fetchTopicMetadata({ topics: keyedByFunction }));
       await this.startConsumer(this.consumer);
       this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
       this.replays.start();
@@ -210,16 +208,6 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * An @OrderedEvent key function that is not the record key can spread one ordering key over several
    * partitions, whose records are then not ordered against each other. Said once at boot, per handler.
    */
-  private warnSplitOrderingKeys(metadata: { topics: Array<{ name: string; partitions: unknown[] }> }): void {
-    for (const handler of this.handlers.filter((h) => h.ordering?.key)) {
-      const partitions = metadata.topics.find((t) => t.name === handler.topic)?.partitions.length ?? 0;
-      if (partitions <= 1) continue;
-      this.logger.warn(
-        `${handler.name}: @OrderedEvent orders by a key function, and ${handler.topic} has ${partitions} partitions. Order per ordering key holds only among records on one partition: if producers key records by something else, records of one ordering key land on several partitions and may be handled in any order across them (parking still holds per key). Key the records by the ordering key when producing.`,
-      );
-    }
-  }
-
   async beforeApplicationShutdown(signal?: string): Promise<void> {
     await this.replays?.stop();
     if (this.consumer) {

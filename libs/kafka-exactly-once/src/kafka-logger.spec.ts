@@ -1,0 +1,34 @@
+import { Logger } from '@nestjs/common';
+import { logLevel } from 'kafkajs';
+import { nestLogCreator } from './kafka-logger';
+
+describe('nestLogCreator', () => {
+  const spies = () => ({
+    error: jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined),
+    warn: jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined),
+    debug: jest.spyOn(Logger.prototype, 'debug').mockImplementation(() => undefined),
+  });
+  afterEach(() => jest.restoreAllMocks());
+  const entry = (namespace: string, level: logLevel, message: string, extra: Record<string, unknown> = {}) =>
+    ({ namespace, level, label: '', log: { timestamp: 'now', logger: 'kafkajs', message, ...extra } }) as never;
+
+  it('logs an expected, retried answer of the broker at debug (after a crash restart: CONCURRENT_TRANSACTIONS on InitProducerId)', () => {
+    const { error, debug } = spies();
+    const log = nestLogCreator(logLevel.INFO);
+    log(entry('Connection', logLevel.ERROR, 'Response InitProducerId(key: 22, version: 1)', { error: 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing', correlationId: 3 }));
+    log(entry('Connection', logLevel.ERROR, 'Response FindCoordinator(key: 10, version: 2)', { error: "The coordinator is loading and hence can't process requests for this group", correlationId: 4 }));
+    expect(error).not.toHaveBeenCalled();
+    expect(debug).toHaveBeenCalledTimes(2);
+  });
+
+  it('keeps errors that are not answers to retry, and warnings, as they are', () => {
+    const { error, warn } = spies();
+    const log = nestLogCreator(logLevel.INFO);
+    log(entry('Connection', logLevel.ERROR, 'Response Produce(key: 0, version: 7)', { error: 'Not authorized to access topics: [Topic authorization failed]' }));
+    log(entry('Connection', logLevel.ERROR, 'Connection error: connect ECONNREFUSED 127.0.0.1:9092'));
+    log(entry('Consumer', logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded', { error: "The coordinator is loading and hence can't process requests" }));
+    log(entry('Producer', logLevel.WARN, 'something to see'));
+    expect(error).toHaveBeenCalledTimes(3);
+    expect(warn).toHaveBeenCalledTimes(1);
+  });
+});
