@@ -17,6 +17,7 @@ import { join } from 'path';
 
 const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
 const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Entry {
   account: string;
@@ -52,7 +53,7 @@ describe('library: the transactional outbox', () => {
   });
 
   /** An application that writes to the outbox of `databaseUrl` (and relays it unless told not to). */
-  async function startApp(databaseUrl: string, options: { relay: boolean; name?: string }): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
+  async function startApp(databaseUrl: string, options: { relay: boolean; name?: string; checkpointTopic?: string }): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
     @Module({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
@@ -62,7 +63,7 @@ describe('library: the transactional outbox', () => {
           schemas: { directory: dir },
           topicPrefix: prefix,
           topics: { entries: { schema: 'test.outbox.Entry', key: (e) => (e as Entry).account }, small: { schema: 'test.outbox.Entry' } },
-          outbox: { relay: options.relay, name: options.name, checkpointTopic, pollIntervalMs: 200, batchMaxRecords: 7 },
+          outbox: { relay: options.relay, name: options.name, checkpointTopic: options.checkpointTopic ?? checkpointTopic, pollIntervalMs: 200, batchMaxRecords: 7 },
         }),
       ],
     })
@@ -314,6 +315,58 @@ describe('library: the transactional outbox', () => {
     await waitUntil(() => outboxEmpty(databaseUrl), 90000, 'the outbox relayed after the broker came back');
     expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
     await moduleRef.close();
+  });
+
+  it('reads its checkpoint past another producer\'s open transaction on the checkpoint partition, and sends nothing twice', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-lso');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const { outbox, dataSource } = await startApp(databaseUrl, { relay: false });
+    const first = startRelay(databaseUrl, 'outbox-after-kafka-commit:1');
+    await first.waitForLog(/outbox relay .* active/, 30000);
+    // Another application's relay, stalled inside its Kafka transaction on the shared checkpoint topic.
+    const other = kafka.producer({ transactionalId: `${prefix}other-relay`, maxInFlightRequests: 1, idempotent: true });
+    await other.connect();
+    const open = await other.transaction();
+    await open.send({ topic: checkpointTopic, messages: [{ key: 'another-relay:x', value: '{"batch":"1"}' }] });
+    // This relay's batch and checkpoint commit after the other's transaction began; it is killed before its clean-up.
+    const ids: string[] = [];
+    await dataSource.transaction(async (manager) => {
+      for (let n = 1; n <= 7; n++) ids.push((await outbox.add(manager, 'entries', { account: `acct-${n % 3}`, n })).messageId);
+    });
+    expect(await first.waitForExit(60000)).toBeNull();
+    const second = startRelay(databaseUrl);
+    await sleep(3000); // it waits: the last stable offset is held by the open transaction
+    expect(second.logs()).not.toMatch(/outbox relay .* active/);
+    await open.abort();
+    await other.disconnect();
+    await second.waitForLog(/outbox relay .* active.*batch 1 is the last in Kafka/, 30000);
+    await waitUntil(() => outboxEmpty(databaseUrl), 30000, 'the outbox cleaned up');
+    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
+    await second.stop();
+  });
+
+  it('refuses to relay a database restored from an earlier backup (its checkpoint is ahead), and a checkpoint topic that is not compacted', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-restored');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const first = await startApp(databaseUrl, { relay: true });
+    const ids = await write(first.dataSource, first.outbox, [{ account: 'r', n: 1 }]);
+    await waitUntil(() => outboxEmpty(databaseUrl), 30000, 'relayed');
+    await first.moduleRef.close();
+    // As the database was before that batch: no batch given out, and an event written since the backup.
+    await queryDatabase(databaseUrl, 'UPDATE kafka_eo_outbox_relay SET last_batch = 0, relayed_batch = 0');
+    const again = await startApp(databaseUrl, { relay: true });
+    await write(again.dataSource, again.outbox, [{ account: 'r', n: 2 }]);
+    await waitUntil(async () => /checkpoint-ahead|restored from an earlier backup/.test(again.outbox.relayStatus()?.lastError ?? ''), 30000, 'the relay refusing');
+    const [{ waiting }] = await queryDatabase(databaseUrl, 'SELECT count(*)::int AS waiting FROM kafka_eo_outbox');
+    expect(waiting).toBe(1); // nothing deleted, nothing sent
+    expect((await readIds(ids)).length).toBe(1);
+    await again.moduleRef.close();
+
+    const deleting = `${prefix}checkpoints-delete`;
+    await createTopics(kafka, [deleting], 1);
+    const other = await startApp(await createSuiteDatabase('outbox-cp-policy'), { relay: true, checkpointTopic: deleting });
+    await waitUntil(async () => /cleanup\.policy=delete/.test(other.outbox.relayStatus()?.lastError ?? ''), 30000, 'the relay refusing the topic');
+    await other.moduleRef.close();
   });
 
   it('sets aside an event Kafka refuses for good, moves the others, and lets an operator retry or discard it, audited', async () => {

@@ -129,8 +129,9 @@ export interface OutboxOptions {
    */
   relay?: boolean;
   /**
-   * The relay's name: its Kafka transactional id is `{transactionalIdPrefix}.%outbox.{name}` and its checkpoint is
-   * kept under this key. Fixed for the life of a database's outbox: a relay of another name refuses to start on it.
+   * The relay's name: its Kafka transactional id is `{transactionalIdPrefix}.%outbox.{name}.{outbox id}` (the name
+   * with `.` as `%2E`; the outbox id is the database's) and its checkpoint is kept under `{name}:{outbox id}`.
+   * Fixed for the life of a database's outbox: a relay of another name refuses to start on it.
    * Default: `transactionalIdPrefix`. Letters, digits, ".", "_" and "-".
    */
   name?: string;
@@ -138,13 +139,13 @@ export interface OutboxOptions {
   checkpointTopic?: string;
   /** Events per Kafka transaction of the relay, at most (default 500). */
   batchMaxRecords?: number;
-  /** Bytes of event values and headers per Kafka transaction of the relay, at most (an event larger goes alone). Default 524288. */
+  /** Bytes of event keys, values and headers per Kafka transaction of the relay, about (an event larger goes alone). Default 524288. */
   batchMaxBytes?: number;
   /** How often the relay looks for events when no notification came, ms (default 1000). */
   pollIntervalMs?: number;
   /** Health turns down when the oldest event waiting in the outbox is older than this, ms (default 60000). */
   unhealthyAgeMs?: number;
-  /** How long one Kafka send of the relay may take before it counts as failed and is tried again, ms (default 30000). */
+  /** How long one Kafka or PostgreSQL step of the relay may take (statements at most 60 s) before it starts over from its checkpoint, ms (default 30000). */
   sendTimeoutMs?: number;
 }
 

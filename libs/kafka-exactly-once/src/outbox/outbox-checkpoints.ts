@@ -1,10 +1,12 @@
 import type { Kafka, Message } from 'kafkajs';
 import { withDeadline } from '../engine/deadline';
+import { sleep } from '../engine/sleep';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
 import { partitionOf } from '../producer/checked-producer';
 import { ClusterClient, type KafkaJsBroker } from '../producer/kafkajs-internals';
 
-/** Read-committed isolation of Fetch and ListOffsets. */
+/** Isolation levels of Fetch and ListOffsets. */
+const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
 const LATEST = -1;
 const EARLIEST = -2;
@@ -52,7 +54,16 @@ export class OutboxCheckpoints extends ClusterClient {
     try {
       await withDeadline(admin.connect(), timeoutMs, 'Kafka');
       const existing = await withDeadline(admin.listTopics(), timeoutMs, 'Kafka');
-      if (existing.includes(this.topic)) return;
+      if (existing.includes(this.topic)) {
+        // A topic made beforehand must keep each key's last record: with cleanup.policy=delete, retention would
+        // drop the checkpoint of an idle outbox.
+        const { resources } = await withDeadline(admin.describeConfigs({ includeSynonyms: false, resources: [{ type: 2 /* TOPIC */, name: this.topic, configNames: ['cleanup.policy'] }] }), timeoutMs, 'Kafka');
+        const policy = resources[0]?.configEntries.find((e) => e.configName === 'cleanup.policy')?.configValue;
+        if (policy !== undefined && !policy.split(',').includes('compact')) {
+          throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} has cleanup.policy=${policy}: retention would delete the checkpoint of an idle outbox. Set cleanup.policy=compact on it`);
+        }
+        return;
+      }
       try {
         await withDeadline(
           admin.createTopics({
@@ -83,13 +94,13 @@ export class OutboxCheckpoints extends ClusterClient {
    * the partition's last stable offset in growing windows, so that a long history is not read whole.
    */
   async last(key: string, timeoutMs: number): Promise<Checkpoint> {
-    return withDeadline(this.read(key), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
+    return withDeadline(this.read(key, Date.now() + timeoutMs), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
       this.reconnectNextTime();
       throw err;
     });
   }
 
-  private async read(key: string): Promise<Checkpoint> {
+  private async read(key: string, deadline: number): Promise<Checkpoint> {
     await this.connected();
     await this.cluster.addMultipleTargetTopics([this.topic]);
     await this.cluster.refreshMetadata();
@@ -99,11 +110,22 @@ export class OutboxCheckpoints extends ClusterClient {
     const leader = partitions.find((p) => p.partitionId === partition)?.leader;
     if (leader === undefined || leader < 0) throw new Error(`partition ${this.topic}[${partition}] has no leader`);
     const broker = (await this.cluster.findBroker({ nodeId: leader })) as KafkaJsBroker & BrokerRequests;
-    const offset = async (timestamp: number) => {
-      const answer = await broker.listOffsets({ replicaId: -1, isolationLevel: READ_COMMITTED, topics: [{ topic: this.topic, partitions: [{ partition, timestamp }] }] });
+    const offset = async (timestamp: number, isolationLevel = READ_COMMITTED) => {
+      const answer = await broker.listOffsets({ replicaId: -1, isolationLevel, topics: [{ topic: this.topic, partitions: [{ partition, timestamp }] }] });
       return BigInt(answer.responses[0].partitions[0].offset);
     };
-    const end = await offset(LATEST); // the last stable offset: nothing of an open transaction is at or after it
+    // Read up to the high watermark, once the last stable offset has reached it: the LSO stops at the first open
+    // transaction of any producer of the partition, and a checkpoint committed after it would be hidden (an
+    // older one read instead, and its batch sent again). This relay's own transactions were settled by its
+    // InitProducerId; another's end within its transaction timeout. A transaction begun later starts at or after
+    // the high watermark read here, so it hides nothing below it.
+    const end = await offset(LATEST, READ_UNCOMMITTED);
+    for (let stable = await offset(LATEST); stable < end; stable = await offset(LATEST)) {
+      if (Date.now() > deadline) {
+        throw new Error(`${this.topic}[${partition}] holds an open transaction (last stable offset ${stable}, high watermark ${end}): another producer's, which ends within its transaction timeout; the relay tries again`);
+      }
+      await sleep(200);
+    }
     const start = await offset(EARLIEST);
     let span = 64n;
     for (let to = end; to > start; span *= 8n) {

@@ -1,6 +1,6 @@
 import type { SqlClient } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import { OUTBOX_CHANNEL, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import { decodeHeaders, keyLockId } from './outbox-event';
 
 /** An event the relay set aside, as operators see it. */
@@ -79,7 +79,7 @@ export class OutboxOperations {
       await sql.query(
         `INSERT INTO ${OUTBOX_TABLE} (position, id, aggregatetype, aggregateid, type, payload, headers)
          SELECT nextval(pg_get_serial_sequence('${OUTBOX_TABLE}', 'position')), s.id, s.aggregatetype, s.aggregateid, s.type, s.payload, s.headers
-         FROM (SELECT pg_advisory_xact_lock($2::bigint)) AS locked, ${OUTBOX_SET_ASIDE_TABLE} s WHERE s.position = $1`,
+         FROM (SELECT pg_advisory_xact_lock($2::bigint), pg_notify('${OUTBOX_CHANNEL}', '')) AS locked, ${OUTBOX_SET_ASIDE_TABLE} s WHERE s.position = $1`,
         [position, keyLockId(row.aggregatetype, row.aggregateid)],
       );
     });

@@ -19,7 +19,7 @@ export const OUTBOX_RELAY_LOCK = '7364211905';
 /** A standby relay asks for the lock this often. */
 const STANDBY_RETRY_MS = 2000;
 /** How often the relay counts the events waiting (for health and metrics). */
-const COUNT_EVERY_MS = 2000;
+const COUNT_EVERY_MS = 5000;
 
 export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & { transactionalIdPrefix: string; transactionTimeoutMs: number };
 
@@ -45,7 +45,7 @@ export interface OutboxRelayStatus {
   /** Events relayed by this relay since it started. */
   relayed: number;
   setAside: number;
-  /** Events waiting and the age of the oldest, as last counted (every 2 s while active). */
+  /** Events waiting and the age of the oldest, as last counted (every 5 s while active). */
   waiting?: { events: number; oldestAgeMs: number; oldestTopic?: string; countedAt: number };
   lastError?: string;
   lastErrorAt?: string;
@@ -67,13 +67,15 @@ export class OutboxRelay {
   private readonly logger = new Logger(OutboxRelay.name);
   private readonly checkpoints: OutboxCheckpoints;
   private readonly faults = new FaultInjector();
-  private readonly transactionalId: string;
+  private transactionalId = '';
   private running = false;
   private loop?: Promise<void>;
   private wakeUp?: () => void;
   private notified = false;
   private client?: PoolClient;
   private clientError?: Error;
+  /** Whether the session's connection holds the relay lock. */
+  private locked = false;
   private producer?: CheckedProducer;
   /** After a refused batch: batches of one event until past this position, to find the event Kafka refuses. */
   private isolateUntil?: bigint;
@@ -87,7 +89,6 @@ export class OutboxRelay {
     private readonly metrics?: KafkaExactlyOnceMetrics,
   ) {
     this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic);
-    this.transactionalId = outboxTransactionalId(config.transactionalIdPrefix, config.name);
     metrics?.attach({ outbox: () => (this.current.waiting ? { waiting: this.current.waiting.events, oldestAgeMs: this.current.waiting.oldestAgeMs } : undefined) });
   }
 
@@ -135,29 +136,39 @@ export class OutboxRelay {
         await this.idle(err instanceof OutboxRelayError ? 60000 : Math.min(10000, 250 * 2 ** Math.min(failures, 6)));
         continue;
       }
+      const standby = this.current.state === 'standby';
       await this.endSession(false);
+      if (standby) await this.idle(STANDBY_RETRY_MS);
     }
     this.current.state = 'stopped';
   }
 
   /** Holds the relay lock and relays until stopped or until something fails (the caller starts over). */
   private async session(): Promise<void> {
-    const client = await withDeadline(this.pool.connect(), this.config.sendTimeoutMs, 'PostgreSQL');
+    const connecting = this.pool.connect();
+    const client = await withDeadline(connecting, this.config.sendTimeoutMs, 'PostgreSQL').catch((err) => {
+      void connecting.then((late) => late.release(true), () => undefined); // never left checked out of the pool
+      throw err;
+    });
     this.client = client;
     this.clientError = undefined;
     client.on('error', this.onClientError);
-    await this.sql(`SET statement_timeout = ${Math.min(this.config.sendTimeoutMs, 60000)}`);
-    await this.sql(`SET application_name = 'kafka-eo outbox relay'`);
     const [{ locked }] = await this.sql<{ locked: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS locked', [OUTBOX_RELAY_LOCK]);
     if (!locked) {
       this.current.state = 'standby';
-      await this.idle(STANDBY_RETRY_MS);
-      return;
+      return; // the connection goes back to the pool as it came; the run loop waits and asks again
     }
+    this.locked = true;
+    // Settings of this session only: the connection is closed, not pooled, when the session ends.
+    await this.sql(`SET statement_timeout = ${Math.min(this.config.sendTimeoutMs, 60000)}`);
+    await this.sql(`SET application_name = 'kafka-eo outbox relay'`);
     client.on('notification', this.onNotification);
     await this.sql(`LISTEN ${OUTBOX_CHANNEL}`);
-    const { knownRelayed, key } = await this.claimName();
+    const { knownRelayed, lastBatch, key, outboxId } = await this.claimName();
     await this.checkpoints.ensureTopic(this.config.sendTimeoutMs);
+    // The database's outbox id in the transactional id too: two databases relayed under one name (shards, or
+    // two environments on one cluster) do not fence each other.
+    this.transactionalId = outboxTransactionalId(this.config.transactionalIdPrefix, this.config.name, outboxId);
     this.producer = new CheckedProducer(this.kafka, { transactionalId: this.transactionalId, transactionTimeout: this.config.transactionTimeoutMs });
     // InitProducerId first: it fences an earlier relay and settles its open transaction, so that the checkpoint
     // read next is the last word until another relay's InitProducerId (which would fence this one in turn).
@@ -167,6 +178,12 @@ export class OutboxRelay {
       throw new OutboxRelayError(
         'checkpoint-behind',
         `the outbox relay's checkpoint in ${this.config.checkpointTopic} says batch ${relayed}, but the database knows batch ${knownRelayed} was relayed: the topic was deleted or recreated, or this relay points at another Kafka cluster. Relaying now could send events again; see docs/outbox.md, "Operations"`,
+      );
+    }
+    if (relayed > lastBatch) {
+      throw new OutboxRelayError(
+        'checkpoint-ahead',
+        `the outbox relay's checkpoint in ${this.config.checkpointTopic} says batch ${relayed} is in Kafka, but this database gave out batches up to ${lastBatch} only: the database was restored from an earlier backup (or the checkpoint is of another one). Relaying now could delete events that were never sent; see docs/outbox.md, "Operations"`,
       );
     }
     this.current.state = 'active';
@@ -210,16 +227,16 @@ export class OutboxRelay {
    * last batch the database knows relayed, and the key of its checkpoints: the name and the database's outbox
    * id, so that a database made again (or another one under the same name) never takes an old checkpoint for its own.
    */
-  private async claimName(): Promise<{ knownRelayed: bigint; key: string }> {
+  private async claimName(): Promise<{ knownRelayed: bigint; lastBatch: bigint; key: string; outboxId: string }> {
     await this.sql(`INSERT INTO ${OUTBOX_RELAY_TABLE} (id, name) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, [this.config.name]);
-    const [row] = await this.sql<{ name: string; relayed_batch: string; outbox_id: string }>(`SELECT name, relayed_batch::text, outbox_id::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1`);
+    const [row] = await this.sql<{ name: string; relayed_batch: string; last_batch: string; outbox_id: string }>(`SELECT name, relayed_batch::text, last_batch::text, outbox_id::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1`);
     if (row.name !== this.config.name) {
       throw new OutboxRelayError(
         'name-mismatch',
         `this database's outbox is relayed under the name "${row.name}" (its checkpoint is kept under that key), and this relay is "${this.config.name}": set outbox.name to "${row.name}" (a relay of another name would send the waiting events again)`,
       );
     }
-    return { knownRelayed: BigInt(row.relayed_batch), key: `${this.config.name}:${row.outbox_id}` };
+    return { knownRelayed: BigInt(row.relayed_batch), lastBatch: BigInt(row.last_batch), key: `${this.config.name}:${row.outbox_id}`, outboxId: row.outbox_id };
   }
 
   /** Deletes the rows of batches at or below the checkpoint: they are in Kafka. */
@@ -288,6 +305,9 @@ export class OutboxRelay {
       this.faults.reach('outbox-before-kafka-commit');
       await withDeadline(transaction.commit(), this.config.sendTimeoutMs, 'Kafka');
     } catch (err) {
+      // Aborted by the next epoch (InitProducerId), never under this one: a Produce given up at its deadline may
+      // still land, and an abort marker before it would leave it in a transaction of its own.
+      producer.endFailed();
       if (transaction.isActive()) await transaction.abort().catch(() => undefined);
       const refusal = refusedForGood(err);
       const refused = err instanceof ProduceIncompleteError ? err.refused : undefined;
@@ -335,10 +355,16 @@ export class OutboxRelay {
   private async count(): Promise<void> {
     if (Date.now() - this.lastCount < COUNT_EVERY_MS) return;
     this.lastCount = Date.now();
-    const [row] = await this.sql<{ events: number; oldest: Date | null; topic: string | null }>(
-      `SELECT count(*)::int AS events, min(created_at) AS oldest, (SELECT aggregatetype FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1) AS topic FROM ${OUTBOX_TABLE}`,
-    );
-    this.current.waiting = { events: row.events, oldestAgeMs: row.oldest ? Math.max(0, Date.now() - new Date(row.oldest).getTime()) : 0, oldestTopic: row.topic ?? undefined, countedAt: Date.now() };
+    try {
+      const [row] = await this.sql<{ events: number; oldest: Date | null; topic: string | null }>(
+        `SELECT (SELECT count(*)::int FROM ${OUTBOX_TABLE}) AS events, first.created_at AS oldest, first.aggregatetype AS topic
+         FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT created_at, aggregatetype FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1) AS first ON true`,
+      );
+      this.current.waiting = { events: row.events, oldestAgeMs: row.oldest ? Math.max(0, Date.now() - new Date(row.oldest).getTime()) : 0, oldestTopic: row.topic ?? undefined, countedAt: Date.now() };
+    } catch (err) {
+      // Health and metrics only: a count that fails (a statement timeout on a huge backlog) stops no relaying.
+      if (this.clientError) throw err;
+    }
   }
 
   private async sql<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
@@ -372,12 +398,15 @@ export class OutboxRelay {
     const client = this.client;
     this.client = undefined;
     if (!client) return;
-    if (!failed && !this.clientError && this.current.state === 'active') {
+    if (!failed && !this.clientError && this.locked) {
+      // Let go of the lock at once (a standby takes over in its next round), before the connection is closed.
       await withDeadline(client.query('SELECT pg_advisory_unlock_all()'), 5000, 'PostgreSQL').catch(() => (failed = true));
-      await withDeadline(client.query(`UNLISTEN *`), 5000, 'PostgreSQL').catch(() => (failed = true));
     }
     client.off('notification', this.onNotification);
     client.off('error', this.onClientError);
-    client.release(failed || this.clientError ? new Error('outbox relay session ended') : undefined);
+    // A session that held the lock (LISTEN, its settings) is closed; one that only asked for the lock is pooled again.
+    const locked = this.locked;
+    this.locked = false;
+    client.release(failed || this.clientError || locked ? new Error('outbox relay session ended') : undefined);
   }
 }

@@ -101,8 +101,10 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     const runner = this.transactionOf(manager);
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing written
     const messageId = options.messageId ?? uuidv7();
-    if (typeof messageId !== 'string' || messageId === '' || messageId.includes('\u0000')) {
-      throw new OutboxWriteError('invalid-message-id', `messageId must be a non-empty string without U+0000 (PostgreSQL text cannot hold it), got ${JSON.stringify(messageId)?.slice(0, 100)}`, topic);
+    // Well-formed (no lone surrogate): its UTF-8 bytes, the header consumers read, must be the id the caller got.
+    const wellFormed = (text: string) => (text as unknown as { isWellFormed?: () => boolean }).isWellFormed?.() ?? !/[\uD800-\uDFFF]/.test(text.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''));
+    if (typeof messageId !== 'string' || messageId === '' || messageId.includes('\u0000') || !wellFormed(messageId)) {
+      throw new OutboxWriteError('invalid-message-id', `messageId must be a non-empty, well-formed string without U+0000 (PostgreSQL text cannot hold it; a lone surrogate would not reach consumers as given), got ${JSON.stringify(messageId)?.slice(0, 100)}`, topic);
     }
     const given = options.headers ?? {};
     if (given === null || typeof given !== 'object' || Object.entries(given).some(([name, value]) => name === '' || typeof value !== 'string')) {

@@ -26,9 +26,12 @@ export function publisherTransactionalId(prefix: string, instanceId: string): st
   return `${prefix}.%publisher.${instanceId}`;
 }
 
-/** The producer of a database's outbox relay: one id, held by the one active relay (a stalled earlier one is fenced). */
-export function outboxTransactionalId(prefix: string, name: string): string {
-  return `${prefix}.%outbox.${escapeIdPart(name)}`;
+/**
+ * The producer of a database's outbox relay: one id per database (its outbox id), held by the one active relay (a
+ * stalled earlier one is fenced).
+ */
+export function outboxTransactionalId(prefix: string, name: string, outboxId: string): string {
+  return `${prefix}.%outbox.${escapeIdPart(name)}.${outboxId}`;
 }
 
 /**
