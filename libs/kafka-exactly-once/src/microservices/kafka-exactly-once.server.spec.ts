@@ -70,20 +70,22 @@ class PingHandler {
   onPing() {}
 }
 
+/** The module of these specs: discovery and checks, no consumer started (nothing listens at its broker). */
+const testModule = () =>
+  KafkaExactlyOnceModule.forRoot({
+    kafka: { clientId: 't', brokers: ['127.0.0.1:1'] },
+    groupId: 'g',
+    transactionalIdPrefix: 't',
+    schemas: { directory: schemas },
+    topicPrefix: 'env.',
+    topics: { declared: { schema: 't.Ping' } },
+    autoStart: false,
+  });
+
 /** A microservice on KafkaExactlyOnceServer, initialised (discovery and checks) without starting a consumer. */
 async function microservice(controllers: unknown[], providers: unknown[] = []) {
   const moduleRef = await Test.createTestingModule({
-    imports: [
-      KafkaExactlyOnceModule.forRoot({
-        kafka: { clientId: 't', brokers: ['127.0.0.1:1'] },
-        groupId: 'g',
-        transactionalIdPrefix: 't',
-        schemas: { directory: schemas },
-        topicPrefix: 'env.',
-        topics: { declared: { schema: 't.Ping' } },
-        autoStart: false,
-      }),
-    ],
+    imports: [testModule()],
     controllers: controllers as never[],
     providers: [KafkaExactlyOnceServer, ...(providers as never[])],
   }).compile();
@@ -98,16 +100,7 @@ describe('KafkaExactlyOnceServer', () => {
     const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
     try {
       const moduleRef = await Test.createTestingModule({
-        imports: [
-          KafkaExactlyOnceModule.forRoot({
-            kafka: { clientId: 't', brokers: ['127.0.0.1:1'] },
-            groupId: 'g',
-            transactionalIdPrefix: 't',
-            schemas: { directory: schemas },
-            topics: { declared: { schema: 't.Ping' } },
-            autoStart: false,
-          }),
-        ],
+        imports: [testModule()],
         controllers: [PingController],
         providers: [KafkaExactlyOnceServer],
       }).compile();
