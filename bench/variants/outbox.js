@@ -17,6 +17,7 @@ const { Kafka, logLevel } = require('kafkajs');
 const { KafkaExactlyOnceModule, Outbox } = require('../../dist/libs/kafka-exactly-once');
 const { OutboxRelay } = require('../../dist/libs/kafka-exactly-once/outbox/outbox-relay');
 const { fixKafkaJs } = require('../../dist/libs/kafka-exactly-once/kafkajs.fixes');
+const { resolveOutbox } = require('../../dist/libs/kafka-exactly-once/options/resolve-options');
 
 const env = {
   brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
@@ -72,7 +73,9 @@ async function main() {
 
   const kafka = new Kafka({ clientId: 'bench-outbox-reader', brokers: env.brokers, logLevel: logLevel.NOTHING });
   const pool = dataSource.driver.master;
-  const relayConfig = { relay: true, name: 'bench', checkpointTopic, batchMaxRecords: Number(process.env.BENCH_OUTBOX_BATCH || 500), batchMaxBytes: Number(process.env.BENCH_OUTBOX_BATCH_BYTES || 512 * 1024), pollIntervalMs: 1000, unhealthyAgeMs: 60000, sendTimeoutMs: 30000, transactionalIdPrefix: `${env.prefix}bench`, transactionTimeoutMs: 60000 };
+  // The module's defaults (BENCH_OUTBOX_BATCH and BENCH_OUTBOX_BATCH_BYTES for experiments).
+  const batch = (name) => (process.env[name] ? Number(process.env[name]) : undefined);
+  const relayConfig = { ...resolveOutbox({ name: 'bench', checkpointTopic, batchMaxRecords: batch('BENCH_OUTBOX_BATCH'), batchMaxBytes: batch('BENCH_OUTBOX_BATCH_BYTES') }, `${env.prefix}bench`), transactionalIdPrefix: `${env.prefix}bench`, transactionTimeoutMs: 60000 };
   const relay = new OutboxRelay(kafka, pool, relayConfig);
   relay.start();
   // Timed from the moment the relay is active (lock held, earlier relay fenced, checkpoint read), as P0 is from

@@ -345,7 +345,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
         for (let f = 0; f < cfg.faults; f++) {
           await stage.someTime(loadMs / (cfg.faults + 2));
           // The instance whose relay is active: its SIGKILL leaves a batch open or committed-but-not-cleaned.
-          const states = await Promise.all(apps.map(async (app) => (app.running ? (await getJson(app.port, '/health'))?.body?.details?.outbox?.relay ?? (await getJson(app.port, '/health'))?.body?.info?.outbox?.relay : undefined)));
+          const states = await Promise.all(apps.map(async (app) => (app.running ? (await getJson(app.port, '/health'))?.body?.details?.outbox?.relay : undefined)));
           const victim = Math.max(0, states.indexOf('active'));
           stage.fault(`SIGKILL of producer-app#${apps[victim].name.split('#')[1]} (relay ${states[victim] ?? 'unknown'})`);
           await apps[victim].kill();

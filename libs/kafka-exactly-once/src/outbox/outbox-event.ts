@@ -1,5 +1,6 @@
 import { createHash } from 'crypto';
 import type { Message } from 'kafkajs';
+import { OUTBOX_CHANNEL, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 
 /** One row of the outbox table as the relay reads it. */
 export interface OutboxRow {
@@ -38,4 +39,17 @@ export function decodeHeaders(bytes: Buffer): Record<string, string> {
 export function keyLockId(topic: string, key: Buffer): string {
   const digest = createHash('sha256').update(topic).update('\u0000').update(key).digest();
   return digest.readBigInt64BE(0).toString();
+}
+
+/**
+ * The two parts of an insert into the outbox that keep a key's positions in commit order: `position`, taken
+ * from the sequence in the SELECT list, and `from`, the one-row subquery that first takes the key's lock (its id
+ * in parameter `lockParam`) and notifies the relay (at commit). A subquery with volatile functions is not
+ * flattened: the lock is held before the position is taken.
+ */
+export function lockedPosition(lockParam: string): { position: string; from: string } {
+  return {
+    position: `nextval(pg_get_serial_sequence('${OUTBOX_TABLE}', 'position'))`,
+    from: `(SELECT pg_advisory_xact_lock(${lockParam}::bigint), pg_notify('${OUTBOX_CHANNEL}', '')) AS locked`,
+  };
 }

@@ -1,7 +1,7 @@
 import type { SqlClient } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { OUTBOX_CHANNEL, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
-import { decodeHeaders, keyLockId } from './outbox-event';
+import { OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import { decodeHeaders, keyLockId, lockedPosition } from './outbox-event';
 
 /** An event the relay set aside, as operators see it. */
 export interface SetAsideEvent {
@@ -75,11 +75,12 @@ export class OutboxOperations {
 
   /** Puts a set-aside event back in the outbox (a new position: after the events of its key written since). */
   async retry(position: string, options: { actor?: string; note?: string } = {}): Promise<SetAsideEvent> {
+    const locked = lockedPosition('$2');
     return this.resolve(position, 'retried', options, async (sql, row) => {
       await sql.query(
         `INSERT INTO ${OUTBOX_TABLE} (position, id, aggregatetype, aggregateid, type, payload, headers)
-         SELECT nextval(pg_get_serial_sequence('${OUTBOX_TABLE}', 'position')), s.id, s.aggregatetype, s.aggregateid, s.type, s.payload, s.headers
-         FROM (SELECT pg_advisory_xact_lock($2::bigint), pg_notify('${OUTBOX_CHANNEL}', '')) AS locked, ${OUTBOX_SET_ASIDE_TABLE} s WHERE s.position = $1`,
+         SELECT ${locked.position}, s.id, s.aggregatetype, s.aggregateid, s.type, s.payload, s.headers
+         FROM ${locked.from}, ${OUTBOX_SET_ASIDE_TABLE} s WHERE s.position = $1`,
         [position, keyLockId(row.aggregatetype, row.aggregateid)],
       );
     });

@@ -67,7 +67,6 @@ export class OutboxRelay {
   private readonly logger = new Logger(OutboxRelay.name);
   private readonly checkpoints: OutboxCheckpoints;
   private readonly faults = new FaultInjector();
-  private transactionalId = '';
   private running = false;
   private loop?: Promise<void>;
   private wakeUp?: () => void;
@@ -168,8 +167,8 @@ export class OutboxRelay {
     await this.checkpoints.ensureTopic(this.config.sendTimeoutMs);
     // The database's outbox id in the transactional id too: two databases relayed under one name (shards, or
     // two environments on one cluster) do not fence each other.
-    this.transactionalId = outboxTransactionalId(this.config.transactionalIdPrefix, this.config.name, outboxId);
-    this.producer = new CheckedProducer(this.kafka, { transactionalId: this.transactionalId, transactionTimeout: this.config.transactionTimeoutMs });
+    const transactionalId = outboxTransactionalId(this.config.transactionalIdPrefix, this.config.name, outboxId);
+    this.producer = new CheckedProducer(this.kafka, { transactionalId, transactionTimeout: this.config.transactionTimeoutMs });
     // InitProducerId first: it fences an earlier relay and settles its open transaction, so that the checkpoint
     // read next is the last word until another relay's InitProducerId (which would fence this one in turn).
     await withDeadline(this.producer.connect(), this.config.sendTimeoutMs, 'Kafka');
@@ -188,7 +187,7 @@ export class OutboxRelay {
     }
     this.current.state = 'active';
     this.current.relayedBatch = relayed.toString();
-    this.logger.log(`outbox relay ${this.config.name} active (transactional id ${this.transactionalId}); batch ${relayed} is the last in Kafka`);
+    this.logger.log(`outbox relay ${this.config.name} active (transactional id ${transactionalId}); batch ${relayed} is the last in Kafka`);
     let cleaned = -1n;
     // Batches given out and not in Kafka (a crash left them) go first, as they are. Only this session marks
     // batches from now on (every statement of the relay runs on the connection that holds the lock).

@@ -4,7 +4,7 @@ import type { EntityManager, QueryRunner } from 'typeorm';
 import { uuidv7 } from '../engine/message-ids';
 import { OutboxWriteError } from '../errors/outbox-write.error';
 import { runInboxMigrations } from '../inbox/inbox-migrator';
-import { HEADERS, KAFKA_CLIENT, OUTBOX_CHANNEL, OUTBOX_TABLE, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
+import { HEADERS, KAFKA_CLIENT, OUTBOX_TABLE, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -12,7 +12,7 @@ import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from '../publishing/re
 import { TopicInspector } from '../publishing/topic-inspector';
 import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { SchemaRegistry } from '../serde/schema-registry';
-import { encodeHeaders, keyLockId } from './outbox-event';
+import { encodeHeaders, keyLockId, lockedPosition } from './outbox-event';
 import { OutboxRelay, type OutboxRelayStatus, type PgPool } from './outbox-relay';
 
 export interface OutboxAddOptions {
@@ -102,8 +102,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing written
     const messageId = options.messageId ?? uuidv7();
     // Well-formed (no lone surrogate): its UTF-8 bytes, the header consumers read, must be the id the caller got.
-    const wellFormed = (text: string) => (text as unknown as { isWellFormed?: () => boolean }).isWellFormed?.() ?? !/[\uD800-\uDFFF]/.test(text.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''));
-    if (typeof messageId !== 'string' || messageId === '' || messageId.includes('\u0000') || !wellFormed(messageId)) {
+    if (typeof messageId !== 'string' || messageId === '' || messageId.includes('\u0000') || !(messageId as string & { isWellFormed(): boolean }).isWellFormed()) {
       throw new OutboxWriteError('invalid-message-id', `messageId must be a non-empty, well-formed string without U+0000 (PostgreSQL text cannot hold it; a lone surrogate would not reach consumers as given), got ${JSON.stringify(messageId)?.slice(0, 100)}`, topic);
     }
     const given = options.headers ?? {};
@@ -123,10 +122,10 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     }
     // The key's lock comes before the row's position (a sequence value), in one statement: the writers of a key
     // get their positions in the order of their commits. The notification reaches the relay at commit.
+    const { position, from } = lockedPosition('$1');
     const rows = await runner.query(
       `INSERT INTO ${OUTBOX_TABLE} (position, id, aggregatetype, aggregateid, type, payload, headers)
-       SELECT nextval(pg_get_serial_sequence('${OUTBOX_TABLE}', 'position')), $2, $3, $4, $5, $6, $7
-       FROM (SELECT pg_advisory_xact_lock($1::bigint), pg_notify('${OUTBOX_CHANNEL}', '')) AS locked
+       SELECT ${position}, $2, $3, $4, $5, $6, $7 FROM ${from}
        RETURNING position::text AS position`,
       [keyLockId(encoded.topic, key), messageId, encoded.topic, key, encoded.eventType, encoded.value, encodeHeaders(headers)],
     );
