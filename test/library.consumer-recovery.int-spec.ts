@@ -79,6 +79,7 @@ describe('library: a consumer that KafkaJS leaves stopped after a crash is start
     Logger.overrideLogger(logger);
     moduleRef = await Test.createTestingModule({ imports: [ItemsModule] }).setLogger(logger).compile();
     await moduleRef.init();
+    await moduleRef.get(KafkaExactlyOnceLifecycle).whenRunning();
     const lifecycle = moduleRef.get(KafkaExactlyOnceLifecycle);
     const schema = SchemaRegistry.fromDirectory(dir).current('test.recovery.Item');
     const publish = (ids: string[]) => sendRaw(kafka, `${prefix}items`, ids.map((id) => ({ key: id, value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));

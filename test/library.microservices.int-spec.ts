@@ -27,7 +27,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { Pool } from 'pg';
 import { catchError, lastValueFrom, Observable, of, tap, throwError, timeout } from 'rxjs';
-import { DEAD_LETTER_HEADERS, EventContext, HandlerRegistrationError, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, OrderedEvent, OperatorStore, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
+import { DEAD_LETTER_HEADERS, EventContext, HandlerRegistrationError, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, NonRetriableHandlerError, OrderedEvent, OperatorStore, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
 import { clientKafkaExactlyOnce, KafkaExactlyOnceServer, RequestResponseNotSupportedError } from 'kafka-exactly-once/microservices';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { kafkaControl } from './support/broker';
@@ -306,6 +306,7 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
     });
     try {
       await microservice.listen();
+      await microservice.get(KafkaExactlyOnceLifecycle).whenRunning();
     } catch (err) {
       await microservice.close(); // a boot that failed leaves nothing open
       throw err;

@@ -5,7 +5,7 @@ import { writeFileSync } from 'fs';
 import { join } from 'path';
 import { Kafka, Message } from 'kafkajs';
 import { Pool } from 'pg';
-import { BatchContext, BatchEvent, DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, OperatorRequestError, OperatorStore, OrderedEvent, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
+import { BatchContext, BatchEvent, DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, NonRetriableHandlerError, OperatorRequestError, OperatorStore, OrderedEvent, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
@@ -220,6 +220,7 @@ describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode'
     moduleRef = await Test.createTestingModule({ imports: [LedgerModule] }).setLogger(logger).compile();
     moduleRef.enableShutdownHooks();
     await moduleRef.init();
+    await moduleRef.get(KafkaExactlyOnceLifecycle).whenRunning();
   }
 
   beforeAll(async () => {

@@ -82,6 +82,7 @@ describe('library: records fetched again after their unit of work committed', ()
     moduleRef = await Test.createTestingModule({ imports: [ItemsModule] }).setLogger(logger).compile();
     moduleRef.enableShutdownHooks();
     await moduleRef.init();
+    await moduleRef.get(KafkaExactlyOnceLifecycle).whenRunning();
     const schema = SchemaRegistry.fromDirectory(dir).current('test.stale.Item');
     const publish = (ids: string[]) => sendRaw(kafka, `${prefix}items`, ids.map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));
     const applied = async () => (await queryDatabase<{ id: string }>(databaseUrl, 'SELECT id FROM applied ORDER BY id')).map((r) => r.id);

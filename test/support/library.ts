@@ -5,10 +5,12 @@ import { Kafka, Message, Partitioners } from 'kafkajs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { Client } from 'pg';
+import { KafkaExactlyOnceLifecycle } from 'kafka-exactly-once';
 
 /**
  * Starts an application module that imports KafkaExactlyOnceModule, in this process (the library's own
- * suites): compiled, with shutdown hooks, initialised (the consumer starts at bootstrap).
+ * suites): compiled, with shutdown hooks, initialised, and with its consumer running (it joins its group in the
+ * background after the boot).
  */
 export async function startLibraryModule(module: Type<unknown>, logLevels: LogLevel[] = ['warn', 'error']): Promise<TestingModule> {
   const moduleRef = await Test.createTestingModule({ imports: [module] })
@@ -16,6 +18,7 @@ export async function startLibraryModule(module: Type<unknown>, logLevels: LogLe
     .compile();
   moduleRef.enableShutdownHooks();
   await moduleRef.init();
+  await moduleRef.get(KafkaExactlyOnceLifecycle).whenRunning();
   return moduleRef;
 }
 

@@ -61,6 +61,8 @@ const microservice = consumerAppConfig().transport === 'microservice';
           ...(config.transactionTimeoutMs ? { transactionTimeoutMs: config.transactionTimeoutMs } : {}),
           inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },
           metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics
+          // Started by DemoTopicsInitializer once the demo topics exist (in the background: Kafka may be away).
+          autoStart: false,
         };
       },
     }),

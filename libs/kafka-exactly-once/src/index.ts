@@ -1,7 +1,7 @@
 // The public API of kafka-exactly-once. Everything a user imports is exported here, and nothing else; helpers
 // for tests (the fault switch, the codec's internals) are in kafka-exactly-once/testing (testing.ts).
 export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
-export { KafkaExactlyOnceLifecycle, waitForTopicLeaders } from './kafka-exactly-once.lifecycle';
+export { KafkaExactlyOnceLifecycle, waitForTopicLeaders, type StartPhase, type StartStatus } from './kafka-exactly-once.lifecycle';
 export * from './decorators';
 export * from './admin';
 export * from './errors';
@@ -30,6 +30,7 @@ export type {
   BatchContext,
 } from './interfaces';
 export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
+export { EventCodec, type EncodedMessage, type EncodeOptions, type DecodedEvent } from './serde/event-codec';
 export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000, Outbox1764400600000 } from './inbox/migrations';
 export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE } from './kafka-exactly-once.constants';
 export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';

@@ -12,7 +12,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
-import { isConnectionFault } from './engine/error-classification';
+import { brokerAnswered, isKafkaUnavailable } from './engine/error-classification';
 import { sleep } from './engine/sleep';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
@@ -29,11 +29,29 @@ import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
+import { createProbeClient } from './kafka-probe';
+
+/** How long the boot waits for Kafka to answer before the application starts without it. */
+const BOOT_WAIT_MS = 10000;
+
+/**
+ * Where the start of the module's consumer stands: `not-started` (autoStart false, or a publish-only
+ * application), `connecting` (checking the brokers and topics), `starting` (joining the group), `running`,
+ * `stopped` (the application shut down before it ran).
+ */
+export type StartPhase = 'not-started' | 'connecting' | 'starting' | 'running' | 'stopped';
+
+export interface StartStatus {
+  phase: StartPhase;
+  /** Why the last try failed (Kafka unreachable, a topic missing...), while the consumer does not run yet. */
+  lastError?: string;
+}
 
 /**
  * Owns the module's runtime: discovers and checks the handlers at module init (fail fast), applies the inbox
- * migrations and starts the consumer at application bootstrap, drains in-flight units of work before
- * shutdown and disconnects at shutdown.
+ * migrations and starts the consumer at application bootstrap (in the background once the brokers' checks
+ * passed, or when Kafka is away: see `start`), drains in-flight units of work before shutdown and disconnects
+ * at shutdown.
  */
 @Injectable()
 export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
@@ -48,6 +66,15 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private dataSource?: DataSource;
   private transport?: { owner: object; name: string; handlers: () => TransportHandlerSpec[] };
   private explored = false;
+  /** The background start of the Kafka side: `checked` settles the boot's wait, `loop` ends with the tries. */
+  private kafkaSide?: { checked: Promise<void>; loop: Promise<void> };
+  private phase: StartPhase = 'connecting';
+  /** The last try's error, while the consumer does not run. */
+  private startError?: string;
+  private stopRequested = false;
+  private wake?: () => void;
+  private readonly runningWaiters = new Set<() => void>();
+  private probe?: Kafka;
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
@@ -92,8 +119,21 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     await this.start();
   }
 
-  /** Starts consuming (called at bootstrap unless `autoStart: false`). */
+  /**
+   * Starts consuming (called at bootstrap unless `autoStart: false`). The PostgreSQL side (pool settings,
+   * migrations, the retention job) is done before it resolves; the Kafka side runs in the background, so that
+   * the application serves HTTP and health while the consumer joins its group, and while Kafka is away:
+   * - Kafka answers: the checks against the brokers run first and a wrong configuration (a missing topic, a
+   *   timeout over the broker's bounds, refused credentials) rejects, failing the boot as before; once they
+   *   passed it resolves, and the consumer joins its group meanwhile.
+   * - Kafka does not answer (or not within 10 s): it resolves with a warning, and the consumer starts when Kafka
+   *   answers, tried again without end with capped backoff. A wrong configuration found then is logged as an
+   *   error and reported by the health indicator, and tried again too.
+   * {@link whenRunning} waits for the consumer to run.
+   */
   async start(): Promise<void> {
+    if (this.kafkaSide) return this.kafkaSide.checked;
+    if (this.stopRequested) return; // the application is shutting down
     if (this.handlers.length === 0) {
       // A publish-only application needs neither the inbox nor a consumer.
       if (!this.options.publisher && !this.options.outbox) this.logger.warn('no @IdempotentHandler found and neither a publisher nor an outbox configured: this module does nothing');
@@ -109,67 +149,166 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       operationsRetentionDays: this.options.operations.retentionDays,
     });
     this.retention.start();
-    const admin = this.kafka.admin();
-    try {
-      await this.retryStart('connecting to Kafka', () => admin.connect());
-      // On a cluster, topics created a moment ago reach every broker's metadata a little later: retry what the
-      // broker says is retriable (a missing topic is not: it is an Error of its own).
-      const limits = await this.retryStart('checking the brokers and topics', async () => {
-        await this.checkBrokerLimits(admin);
-        await this.checkTopics(admin);
-        return this.topicLimits(admin);
-      });
-      const faults = new FaultInjector();
-      this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing);
-      const consumer = this.consumer;
-      this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
-      await this.startConsumer(this.consumer);
-      this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
-      this.replays.start();
-    } catch (err) {
-      // A failed start must not leave connections behind (the application is not going to shut us down).
-      await this.replays?.stop().catch(() => undefined);
-      this.replays = undefined;
-      await this.consumer?.disconnect().catch(() => undefined);
-      this.consumer = undefined;
-      await admin.disconnect().catch(() => undefined);
-      await this.stopRetention();
-      throw err;
-    }
-    this.admin = admin;
-  }
-
-  private async retryStart<T>(what: string, work: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + 60000;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await work();
-      } catch (err) {
-        // Waiting does not fix refused credentials: fail the boot now, naming them.
-        const refused = KafkaAuthenticationError.from(err, this.options.kafka);
-        if (refused) throw refused;
-        if (!isConnectionFault(err) || Date.now() > deadline) throw err;
-        this.logger.warn(`${what} failed (${(err as Error).message}); retrying (attempt ${attempt})`);
-        await sleep(Math.min(5000, 250 * 2 ** attempt));
-      }
-    }
+    let settle!: { resolve: () => void; reject: (err: Error) => void };
+    const checked = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+    this.kafkaSide = { checked, loop: this.runKafkaSide(dataSource, settle) };
+    await checked;
   }
 
   /**
-   * Topics created a moment ago may not be served by their leaders yet ("This server does not host this
-   * topic-partition"): retry the start for retriable broker errors instead of failing the application.
+   * Resolves once the consumer has joined its group and runs (at once in an application without handlers);
+   * rejects after `timeoutMs`, naming what the start is waiting for. For tests, and for start-up scripts that
+   * must not go on before the consumer runs.
    */
-  private startConsumer(consumer: ExactlyOnceConsumer): Promise<void> {
-    return this.retryStart('starting the consumer', async () => {
-      try {
-        await consumer.start();
-      } catch (err) {
-        // A consumer that failed half-way through its start is stopped before the next try.
-        await consumer.stop().catch(() => undefined);
-        await consumer.disconnect().catch(() => undefined);
-        throw err;
-      }
+  whenRunning(timeoutMs = 60000): Promise<void> {
+    if ((this.explored && this.handlers.length === 0) || this.startStatus().phase === 'running') return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const waiter = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.runningWaiters.delete(waiter);
+        const { phase, lastError } = this.startStatus();
+        reject(new Error(`the consumer of group ${this.options.groupId} is not running after ${timeoutMs} ms (${phase}${lastError ? `; last error: ${lastError}` : ''})`));
+      }, timeoutMs);
+      this.runningWaiters.add(waiter);
     });
+  }
+
+  /** Where the start of the Kafka side stands, for health checks. */
+  startStatus(): StartStatus {
+    if (!this.kafkaSide) return { phase: this.stopRequested ? 'stopped' : 'not-started' };
+    return { phase: this.phase, ...(this.startError ? { lastError: this.startError } : {}) };
+  }
+
+  /** Tries to start the Kafka side until it runs or the application stops; settles the boot's wait on the way. */
+  private async runKafkaSide(dataSource: DataSource, boot: { resolve: () => void; reject: (err: Error) => void }): Promise<void> {
+    let booting = true;
+    const release = () => {
+      if (!booting) return;
+      booting = false;
+      boot.resolve();
+    };
+    // A broker that accepts connections but does not answer (stalled, not dead) must not hold the boot.
+    const bootWait = setTimeout(() => {
+      if (!booting) return;
+      this.logger.warn(`Kafka has not answered within ${BOOT_WAIT_MS / 1000} s: the application starts without waiting; the consumer of group ${this.options.groupId} starts when Kafka answers`);
+      release();
+    }, BOOT_WAIT_MS);
+    bootWait.unref();
+    let waitingSince = 0;
+    for (let attempt = 1; !this.stopRequested; attempt++) {
+      try {
+        this.phase = 'connecting';
+        await this.startKafkaSide(dataSource, () => {
+          this.phase = 'starting';
+          release();
+        });
+        clearTimeout(bootWait);
+        if (this.stopRequested) break;
+        this.phase = 'running';
+        this.startError = undefined;
+        if (attempt > 1) this.logger.log(`consumer of group ${this.options.groupId} started (attempt ${attempt}${waitingSince ? `, after ${Math.round((Date.now() - waitingSince) / 1000)} s without Kafka` : ''})`);
+        for (const waiter of this.runningWaiters) waiter();
+        this.runningWaiters.clear();
+        return;
+      } catch (caught) {
+        await this.stopKafkaSide();
+        if (this.stopRequested) break;
+        // Waiting does not fix refused credentials.
+        const refused = KafkaAuthenticationError.from(caught, this.options.kafka);
+        const err = (refused ?? caught) as Error;
+        const unreachable = !refused && isKafkaUnavailable(caught);
+        if (booting && !unreachable) {
+          // A wrong configuration, found while the boot waits: fail the boot, naming it.
+          booting = false;
+          clearTimeout(bootWait);
+          this.kafkaSide = undefined;
+          await this.stopRetention();
+          boot.reject(err);
+          return;
+        }
+        this.startError = err.message;
+        const delay = unreachable ? Math.min(5000, 250 * 2 ** attempt) : Math.min(30000, 1000 * 2 ** attempt);
+        const answered = brokerAnswered(caught);
+        if (booting) {
+          if (!answered) waitingSince = Date.now();
+          this.logger.warn(
+            answered
+              ? `Kafka is not ready (${err.message}): the application starts; the consumer of group ${this.options.groupId} starts when Kafka is (tried again every 5 s at most)`
+              : `Kafka is not available (${err.message}): the application starts without it; the consumer of group ${this.options.groupId} starts when Kafka answers (tried again every 5 s at most)`,
+          );
+          clearTimeout(bootWait);
+          release();
+        } else if (!unreachable) {
+          this.logger.error(`the consumer of group ${this.options.groupId} cannot start: ${err.message} (tried again in ${delay / 1000} s)`);
+        } else if (attempt > 1 && (attempt & (attempt - 1)) === 0 && (attempt & 0x55555555) !== 0) {
+          // Attempts 4, 16, 64... (about 4 s, 1 min, 5 min in): an outage is said again now and then, not at every try.
+          if (!answered) waitingSince ||= Date.now();
+          this.logger.warn(`the consumer of group ${this.options.groupId} is still waiting for Kafka (${err.message}; attempt ${attempt})`);
+        }
+        await this.pause(delay);
+      }
+    }
+    clearTimeout(bootWait);
+    this.phase = 'stopped';
+    release();
+  }
+
+  /** One try: checks against the brokers and topics (then `checked`), the consumer's join, the replay worker. */
+  private async startKafkaSide(dataSource: DataSource, checked: () => void): Promise<void> {
+    // The loop above retries; KafkaJS's own retries would only hold a boot or a shutdown longer.
+    this.probe ??= createProbeClient(this.options);
+    const probe = this.probe.admin({ retry: { retries: 0 } });
+    let limits: Map<string, number>;
+    try {
+      await probe.connect();
+      await this.checkBrokerLimits(probe);
+      await this.checkTopics(probe);
+      limits = await this.topicLimits(probe);
+    } finally {
+      await probe.disconnect().catch(() => undefined);
+    }
+    checked();
+    const admin = (this.admin = this.kafka.admin());
+    await admin.connect();
+    if (this.stopRequested) return;
+    const faults = new FaultInjector();
+    const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing));
+    this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
+    try {
+      await consumer.start();
+    } catch (err) {
+      // A consumer that failed half-way through its start is stopped before the next try.
+      await consumer.stop().catch(() => undefined);
+      throw err;
+    }
+    if (this.stopRequested) return;
+    this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
+    this.replays.start();
+  }
+
+  /** Undoes a try that failed (nothing is left connected). */
+  private async stopKafkaSide(): Promise<void> {
+    await this.replays?.stop().catch(() => undefined);
+    this.replays = undefined;
+    await this.consumer?.disconnect().catch(() => undefined);
+    this.consumer = undefined;
+    await this.admin?.disconnect().catch(() => undefined);
+    this.admin = undefined;
+  }
+
+  /** Waits before the next try; shutting down ends the wait at once. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    }).finally(() => (this.wake = undefined));
   }
 
   /**
@@ -204,11 +343,11 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     return maxMessageBytes(admin, [...new Set([...outputs, ...deadLetters])]);
   }
 
-  /**
-   * An @OrderedEvent key function that is not the record key can spread one ordering key over several
-   * partitions, whose records are then not ordered against each other. Said once at boot, per handler.
-   */
   async beforeApplicationShutdown(signal?: string): Promise<void> {
+    // No more tries to start; a try in flight ends first (what it started is stopped below).
+    this.stopRequested = true;
+    this.wake?.();
+    await this.kafkaSide?.loop;
     await this.replays?.stop();
     if (this.consumer) {
       this.logger.log(`shutting down${signal ? ` (${signal})` : ''}: no more fetches, finishing the unit of work in flight`);

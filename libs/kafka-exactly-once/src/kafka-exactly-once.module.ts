@@ -33,7 +33,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
  *     kafka: { clientId: 'consumer-app', brokers: cfg.get('KAFKA_BROKERS').split(',') },
  *     groupId: 'consumer-app',
  *     transactionalIdPrefix: 'consumer-app',
- *     schemas: { directory: 'schemas' },
+ *     schemas: { directory: join(__dirname, '..', 'schemas') },
  *   }),
  *   inject: [ConfigService],
  * })

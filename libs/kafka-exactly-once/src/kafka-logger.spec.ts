@@ -25,10 +25,27 @@ describe('nestLogCreator', () => {
     const { error, warn } = spies();
     const log = nestLogCreator(logLevel.INFO);
     log(entry('Connection', logLevel.ERROR, 'Response Produce(key: 0, version: 7)', { error: 'Not authorized to access topics: [Topic authorization failed]' }));
-    log(entry('Connection', logLevel.ERROR, 'Connection error: connect ECONNREFUSED 127.0.0.1:9092'));
     log(entry('Consumer', logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded', { error: "The coordinator is loading and hence can't process requests" }));
     log(entry('Producer', logLevel.WARN, 'something to see'));
-    expect(error).toHaveBeenCalledTimes(3);
+    expect(error).toHaveBeenCalledTimes(2);
     expect(warn).toHaveBeenCalledTimes(1);
+  });
+
+  it('says a broker that cannot be reached once a minute per broker, as a warning without the stack; the repeats go to debug', () => {
+    const { error, warn, debug } = spies();
+    const now = jest.spyOn(Date, 'now').mockReturnValue(1_000_000);
+    const log = nestLogCreator(logLevel.INFO);
+    const refused = (broker: string) => entry('Connection', logLevel.ERROR, `Connection error: connect ECONNREFUSED ${broker}`, { broker, clientId: 'app', stack: 'Error: connect ECONNREFUSED\n    at TCPConnectWrap' });
+    for (let i = 0; i < 5; i++) log(refused('127.0.0.1:9092'));
+    log(entry('BrokerPool', logLevel.ERROR, 'Failed to connect to seed broker, trying another broker from the list: Connection error: connect ECONNREFUSED 127.0.0.1:9092', { retryCount: 2 }));
+    log(refused('127.0.0.1:9093'));
+    expect(error).not.toHaveBeenCalled();
+    expect(warn).toHaveBeenCalledTimes(2);
+    expect(warn.mock.calls.map((c) => String(c[0]))).toEqual([expect.stringContaining('9092'), expect.stringContaining('9093')]);
+    expect(String(warn.mock.calls[0][0])).not.toContain('TCPConnectWrap');
+    expect(debug).toHaveBeenCalledTimes(5);
+    now.mockReturnValue(1_000_000 + 60000);
+    log(refused('127.0.0.1:9092'));
+    expect(warn).toHaveBeenCalledTimes(3);
   });
 });

@@ -16,12 +16,24 @@ function expectedAnswers(): Set<string> {
   }
 }
 
+/** KafkaJS's errors for a broker that cannot be reached (refused, reset, timed out, not resolved). */
+const CONNECTION_FAILURE = /^(Connection error|Failed to connect to seed broker|Connection timeout)/;
+
+/** When each unreachable broker was last said at warn level, across the application's KafkaJS clients. */
+const unreachableSaid = new Map<string, number>();
+
 /**
  * Sends KafkaJS's logs to Nest's Logger, one context per KafkaJS namespace. KafkaJS logs every error answer of
  * the broker at ERROR as it reads it (`Response InitProducerId ...`), also the ones that are expected and
  * retried: CONCURRENT_TRANSACTIONS while a restarted producer's earlier transaction is being aborted, the
  * coordinator loading after a broker restart, a leader that moved. Those go to debug here; an error that is
  * not an answer to retry stays an error, and a retry that gives up is reported by whoever asked.
+ *
+ * While a broker is away, KafkaJS logs an ERROR with a stack trace for every connection attempt of every
+ * client (`Connection error: connect ECONNREFUSED`, `Failed to connect to seed broker`), several a second. The
+ * library says itself what an outage means (the consumer waits, the publisher spools, health is down): here
+ * the first such error of a broker is one warning without the stack, and the next ones in the same minute go
+ * to debug.
  */
 export const nestLogCreator: logCreator = () => {
   const loggers = new Map<string, Logger>();
@@ -34,9 +46,18 @@ export const nestLogCreator: logCreator = () => {
       loggers.set(context, logger);
     }
     const { message, timestamp: _timestamp, logger: _name, ...extra } = log as Record<string, unknown> & { message: string };
+    const unreachable = level === logLevel.ERROR && CONNECTION_FAILURE.test(message);
+    if (unreachable) delete extra.stack;
     const text = Object.keys(extra).length > 0 ? `${message} ${JSON.stringify(extra)}` : message;
     const retriedAnswer = level === logLevel.ERROR && namespace === 'Connection' && message.startsWith('Response ') && typeof extra.error === 'string' && expected.has(extra.error);
-    if (retriedAnswer) logger.debug(text);
+    if (unreachable) {
+      const broker = String(extra.broker ?? /(\S+:\d+)\s*$/.exec(message)?.[1] ?? 'seed');
+      const now = Date.now();
+      if (now - (unreachableSaid.get(broker) ?? -Infinity) >= 60000) {
+        unreachableSaid.set(broker, now);
+        logger.warn(`${text} (said once a minute while it lasts; the next ones at debug)`);
+      } else logger.debug(text);
+    } else if (retriedAnswer) logger.debug(text);
     else if (level === logLevel.ERROR) logger.error(text);
     else if (level === logLevel.WARN) logger.warn(text);
     else if (level === logLevel.INFO) logger.log(text);

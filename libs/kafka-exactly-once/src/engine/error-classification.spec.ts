@@ -1,5 +1,5 @@
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
-import { REFUSED_BY_PIPELINE, isRecordSuspectFault, raisedByHandler, isConnectionFault, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
+import { REFUSED_BY_PIPELINE, isRecordSuspectFault, raisedByHandler, isConnectionFault, isKafkaUnavailable, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
 describe('error classification', () => {
   const pgError = (code: string) => Object.assign(new Error(`pg ${code}`), { name: 'QueryFailedError', driverError: { code } });
@@ -39,6 +39,20 @@ describe('error classification', () => {
     }
     expect(isConnectionFault({ name: 'KafkaJSNonRetriableError', message: 'x', cause: kafkaError('MESSAGE_TOO_LARGE', false) })).toBe(false);
     expect(isConnectionFault(Object.assign(new Error('Transaction state exception'), { name: 'KafkaJSNonRetriableError' }))).toBe(true);
+  });
+
+  it('tells a Kafka that is away or not ready yet (the start waits for it) from a configuration to fix (the boot fails)', () => {
+    const named = (name: string, message: string, extra: Record<string, unknown> = {}) => Object.assign(new Error(message), { name, ...extra });
+    const refused = named('KafkaJSConnectionError', 'Connection error: connect ECONNREFUSED 127.0.0.1:9092', { code: 'ECONNREFUSED' });
+    expect(isKafkaUnavailable(refused)).toBe(true);
+    expect(isKafkaUnavailable(named('KafkaJSNonRetriableError', 'Connection error', { originalError: refused }))).toBe(true);
+    expect(isKafkaUnavailable(named('KafkaJSNumberOfRetriesExceeded', 'retries exceeded'))).toBe(true);
+    expect(isKafkaUnavailable(named('DeadlineExceeded', 'Kafka did not answer within 3000 ms'))).toBe(true);
+    expect(isKafkaUnavailable(Object.assign(new Error('getaddrinfo ENOTFOUND kafka-0'), { code: 'ENOTFOUND' }))).toBe(true);
+    expect(isKafkaUnavailable(named('KafkaJSProtocolError', 'This server does not host this topic-partition', { type: 'UNKNOWN_TOPIC_OR_PARTITION', retriable: true }))).toBe(true);
+    expect(isKafkaUnavailable(named('KafkaJSProtocolError', 'Not authorized to access topics', { type: 'TOPIC_AUTHORIZATION_FAILED', retriable: false }))).toBe(false);
+    expect(isKafkaUnavailable(named('KafkaJSNumberOfRetriesExceeded', 'gave up', { originalError: named('KafkaJSProtocolError', 'Not authorized to access group', { type: 'GROUP_AUTHORIZATION_FAILED', retriable: false }) }))).toBe(false);
+    expect(isKafkaUnavailable(new Error('Kafka topic(s) orders do not exist: create them before starting'))).toBe(false);
   });
 
   it('classifies a send the broker did not answer for every partition by what it said', () => {

@@ -42,6 +42,37 @@ function isPostgresInfrastructureCode(code: string): boolean {
 const RECORD_REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
 
 
+/** KafkaJS errors that say the brokers did not answer (or not in time), not what they answered. */
+const KAFKA_UNANSWERED = new Set([
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+  'KafkaJSBrokerNotFound',
+  'KafkaJSMetadataNotLoaded',
+  'KafkaJSTimeout',
+  'KafkaJSNumberOfRetriesExceeded',
+  'DeadlineExceeded',
+]);
+
+/**
+ * Whether a failed start against Kafka may succeed later with nothing changed: the brokers are away or slow
+ * (connection refused, reset or timed out, a broker name that does not resolve yet, no answer in time) or
+ * answer an error they mean to be retried (a leader or coordinator moving, metadata not everywhere yet). A
+ * broker's refusal (authorization, a policy, an invalid configuration) or an error of the library's checks is
+ * a configuration to fix: false.
+ */
+export function isKafkaUnavailable(err: unknown): boolean {
+  const errors = [...chain(err)];
+  const protocol = errors.filter((e) => e.name === 'KafkaJSProtocolError').pop();
+  if (protocol) return protocol.retriable === true;
+  return errors.some((e) => KAFKA_UNANSWERED.has(String(e.name ?? '')) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE'].includes(String(e.code ?? '')));
+}
+
+/** Whether a broker answered (with an error code) rather than not answering at all. */
+export function brokerAnswered(err: unknown): boolean {
+  return [...chain(err)].some((e) => e.name === 'KafkaJSProtocolError');
+}
+
 /**
  * Whether the error is a fault of the infrastructure (PostgreSQL or Kafka unreachable, connection lost,
  * server shutting down, out of resources, another session holding locks, not enough replicas): the unit of

@@ -1,6 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Kafka } from 'kafkajs';
-import { KAFKA_CLIENT } from '../kafka-exactly-once.constants';
+import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
+import { createProbeClient } from '../kafka-probe';
+import type { ResolvedOptions } from '../options/resolved-options';
 import { withDeadline } from '../engine/deadline';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 import { down, up, type HealthCheckOptions, type HealthResult } from './health-result';
@@ -11,25 +13,34 @@ export interface KafkaHealthOptions extends HealthCheckOptions {
 }
 
 /**
- * Kafka health in the terminus style. Down when no broker answers within the timeout, when the consumer
- * crashed for good, or when a partition is stalled: records fetched from it have waited longer than
- * `consumer.stallAfterMs` (60 s) without a commit. Reports the consumer's state, its assignment and, for each
- * assigned partition, the committed offset, lag, time since the last commit, failures in a row and the last
- * error; a down result names the stalled partitions and their last error.
+ * Kafka health in the terminus style: it never throws, it returns `down` with a message (terminus's
+ * `HealthCheckService` answers 503 for it; without terminus, read `result[key].status`). Down when no broker
+ * answers within the timeout (the message names Kafka), when the consumer cannot start (a topic missing, a
+ * broker's refusal: the message says it), when it crashed for good, or when a partition is stalled: records
+ * fetched from it have waited longer than `consumer.stallAfterMs` (60 s) without a commit. Up while the consumer
+ * joins its group (`consumer: 'starting'`). Reports the consumer's state, its assignment and, for each assigned
+ * partition, the committed offset, lag, time since the last commit, failures in a row and the last error; a
+ * down result names the stalled partitions and their last error.
  *
  * @example
  * check() { return this.health.check([() => this.kafka.isHealthy('kafka')]); }
  */
 @Injectable()
 export class KafkaHealthIndicator {
+  private readonly probe: Kafka;
+
   constructor(
-    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    @Inject(RESOLVED_OPTIONS) options: ResolvedOptions,
     private readonly lifecycle: KafkaExactlyOnceLifecycle,
-  ) {}
+  ) {
+    this.probe = createProbeClient(options);
+  }
 
   async isHealthy<const Key extends string>(key: Key, options: KafkaHealthOptions = {}): Promise<HealthResult<Key>> {
     const consumer = this.lifecycle.status(options.stallAfterMs);
-    const admin = this.kafka.admin({ retry: { retries: 0 } });
+    const start = this.lifecycle.startStatus();
+    const state = consumer?.state ?? start.phase;
+    const admin = this.probe.admin({ retry: { retries: 0 } });
     try {
       const cluster = await withDeadline(
         admin.connect().then(() => admin.describeCluster()),
@@ -38,10 +49,11 @@ export class KafkaHealthIndicator {
       );
       const details = {
         brokers: cluster.brokers.length,
-        consumer: consumer?.state ?? 'not-started',
+        consumer: state,
         assignment: consumer?.assignment ?? {},
         partitions: consumer?.partitions ?? [],
       };
+      if (start.lastError && start.phase !== 'running') return down(key, { ...details, message: `the consumer cannot start: ${start.lastError}` });
       if (consumer?.state === 'crashed') return down(key, { ...details, error: consumer.lastError ?? 'crashed' });
       const stalled = details.partitions.filter((p) => p.stalled);
       if (stalled.length > 0) {
@@ -50,7 +62,8 @@ export class KafkaHealthIndicator {
       }
       return up(key, details);
     } catch (err) {
-      return down(key, { message: (err as Error).message, consumer: consumer?.state ?? 'not-started', partitions: consumer?.partitions ?? [] });
+      const message = (err as Error).message;
+      return down(key, { message: /kafka/i.test(message) ? message : `Kafka: ${message}`, consumer: state, partitions: consumer?.partitions ?? [] });
     } finally {
       await admin.disconnect().catch(() => undefined);
     }

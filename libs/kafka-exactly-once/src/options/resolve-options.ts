@@ -47,7 +47,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     throw new InvalidOptionsError('transactionalIdPrefix', 'may only contain letters, digits, ".", "_" and "-"');
   }
   if (!options.schemas || typeof options.schemas !== 'object') {
-    throw new InvalidOptionsError('schemas', "is required: { directory: 'schemas' }");
+    throw new InvalidOptionsError('schemas', "is required: { directory: join(__dirname, '..', 'schemas') } (the directory of your .avsc files)");
   }
   const directory = nonEmpty('schemas.directory', options.schemas.directory, 'the directory of the .avsc files');
   const longs = options.schemas.longs ?? 'bigint';

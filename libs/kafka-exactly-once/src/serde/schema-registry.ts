@@ -1,6 +1,6 @@
 import * as avro from 'avsc';
 import { existsSync, readdirSync, readFileSync, statSync } from 'fs';
-import { join, relative, resolve } from 'path';
+import { isAbsolute, join, relative, resolve } from 'path';
 import { SchemaLoadError } from '../errors/schema-load.error';
 import { UnknownSchemaError } from '../errors/unknown-schema.error';
 import { BigIntLongType } from './long-type';
@@ -46,7 +46,10 @@ export class SchemaRegistry {
   static fromDirectory(directory: string, options: SchemaRegistryOptions = {}): SchemaRegistry {
     const root = resolve(directory);
     if (!existsSync(root) || !statSync(root).isDirectory()) {
-      throw new SchemaLoadError(root, 'the schemas directory does not exist (option schemas.directory, resolved from the working directory)');
+      const relativeHint = isAbsolute(directory)
+        ? ''
+        : `: "${directory}" is relative, resolved from the working directory ${process.cwd()}; give an absolute path, e.g. join(__dirname, '..', 'schemas')`;
+      throw new SchemaLoadError(root, `the schemas directory does not exist (option schemas.directory)${relativeHint}`);
     }
     const files = listAvsc(root).sort((a, b) => naturalOrder(relative(root, a), relative(root, b)));
     const registry = new SchemaRegistry();

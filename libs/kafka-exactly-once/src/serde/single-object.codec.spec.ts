@@ -128,6 +128,9 @@ describe('Avro single-object encoding', () => {
       /bad.avsc: is not a valid Avro schema/,
     );
     expect(() => SchemaRegistry.fromDirectory('/nonexistent/schemas')).toThrow(/schemas directory does not exist/);
+    // A relative path: the message says from where it was resolved, and the robust form.
+    expect(() => SchemaRegistry.fromDirectory('no-such-schemas')).toThrow(`"no-such-schemas" is relative, resolved from the working directory ${process.cwd()}; give an absolute path, e.g. join(__dirname, '..', 'schemas')`);
+    expect(() => SchemaRegistry.fromDirectory('/nonexistent/schemas')).not.toThrow(/is relative/);
   });
 });
 
