@@ -25,7 +25,7 @@ describe('nestLogCreator', () => {
     const { error, warn } = spies();
     const log = nestLogCreator(logLevel.INFO);
     log(entry('Connection', logLevel.ERROR, 'Response Produce(key: 0, version: 7)', { error: 'Not authorized to access topics: [Topic authorization failed]' }));
-    log(entry('Consumer', logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded', { error: "The coordinator is loading and hence can't process requests" }));
+    log(entry('Producer', logLevel.ERROR, 'Failed to send messages: Not authorized to access topics: [Topic authorization failed]', { retryCount: 0 }));
     log(entry('Producer', logLevel.WARN, 'something to see'));
     expect(error).toHaveBeenCalledTimes(2);
     expect(warn).toHaveBeenCalledTimes(1);
@@ -47,5 +47,16 @@ describe('nestLogCreator', () => {
     now.mockReturnValue(1_000_000 + 60000);
     log(refused('127.0.0.1:9092'));
     expect(warn).toHaveBeenCalledTimes(3);
+  });
+
+  it("leaves a consumer's crash to the library's own line (debug for KafkaJS's), and a member rejoining at warn", () => {
+    const { error, warn, debug } = spies();
+    const log = nestLogCreator(logLevel.INFO);
+    log(entry('Consumer', logLevel.ERROR, "Crash: KafkaJSProtocolError: The coordinator is loading and hence can't process requests for this group", { groupId: 'g', stack: '...' }));
+    log(entry('Consumer', logLevel.ERROR, 'Restarting the consumer in 300ms', { retryTime: 300, groupId: 'g' }));
+    log(entry('Runner', logLevel.ERROR, 'The coordinator is not aware of this member, re-joining the group', { groupId: 'g' }));
+    expect(error).not.toHaveBeenCalled();
+    expect(debug).toHaveBeenCalledTimes(2);
+    expect(warn).toHaveBeenCalledTimes(1);
   });
 });

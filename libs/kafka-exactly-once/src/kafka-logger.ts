@@ -29,6 +29,11 @@ const unreachableSaid = new Map<string, number>();
  * coordinator loading after a broker restart, a leader that moved. Those go to debug here; an error that is
  * not an answer to retry stays an error, and a retry that gives up is reported by whoever asked.
  *
+ * KafkaJS's own lines for a consumer crash (`Crash: …`, `Restarting the consumer in …`) go to debug: the
+ * library's consumer says each crash once, at warn when KafkaJS restarts it after an error the broker means to
+ * be retried (a coordinator loading after a broker restart), at error otherwise. A member the coordinator
+ * forgot (after a broker restart or a session timeout) rejoining is a warning.
+ *
  * While a broker is away, KafkaJS logs an ERROR with a stack trace for every connection attempt of every
  * client (`Connection error: connect ECONNREFUSED`, `Failed to connect to seed broker`), several a second. The
  * library says itself what an outage means (the consumer waits, the publisher spools, health is down): here
@@ -50,7 +55,12 @@ export const nestLogCreator: logCreator = () => {
     if (unreachable) delete extra.stack;
     const text = Object.keys(extra).length > 0 ? `${message} ${JSON.stringify(extra)}` : message;
     const retriedAnswer = level === logLevel.ERROR && namespace === 'Connection' && message.startsWith('Response ') && typeof extra.error === 'string' && expected.has(extra.error);
-    if (unreachable) {
+    // The library's consumer reports each crash itself, with what happens next (ExactlyOnceConsumer).
+    const crashReported = namespace === 'Consumer' && (message.startsWith('Crash: ') || message.startsWith('Restarting the consumer in '));
+    const rejoin = namespace === 'Runner' && message.startsWith('The coordinator is not aware of this member');
+    if (crashReported) logger.debug(text);
+    else if (rejoin) logger.warn(text);
+    else if (unreachable) {
       const broker = String(extra.broker ?? /(\S+:\d+)\s*$/.exec(message)?.[1] ?? 'seed');
       const now = Date.now();
       if (now - (unreachableSaid.get(broker) ?? -Infinity) >= 60000) {

@@ -12,7 +12,7 @@ import { legacyTransactionalIds, partitionTransactionalId } from '../transaction
 import { releaseClean } from './clean-release';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
-import { isConnectionFault, isRecordSuspectFault } from './error-classification';
+import { isConnectionFault, isKafkaUnavailable, isRecordSuspectFault } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
@@ -125,7 +125,10 @@ export class ExactlyOnceConsumer {
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.status.lastError = payload.error?.message;
       this.status.state = payload.restart ? 'rebalancing' : 'crashed';
-      this.logger.error(`consumer of group ${groupId} crashed (${payload.restart ? 'KafkaJS restarts it' : 'KafkaJS does not restart it; starting a new one'}): ${payload.error?.message}`);
+      // Restarted by KafkaJS after an error the broker means to be retried (a coordinator loading after a broker
+      // restart): routine, a warning; anything else needs a look.
+      const routine = payload.restart && isKafkaUnavailable(payload.error);
+      this.logger[routine ? 'warn' : 'error'](`consumer of group ${groupId} crashed (${payload.restart ? 'KafkaJS restarts it' : 'KafkaJS does not restart it; starting a new one'}): ${payload.error?.message}`);
       // KafkaJS gives up on errors it deems not retriable (say "Failed to find group coordinator" after a broker
       // restart) and leaves the consumer stopped for good: the line would stop. Start a new one with backoff.
       if (!payload.restart && consumer === this.consumer) this.recoverLater(1);
