@@ -1,4 +1,4 @@
-import { Body, ConsoleLogger, Controller, Get, HttpCode, INestApplication, INestMicroservice, Injectable, Module, Post, ServiceUnavailableException, Type } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, INestApplication, INestMicroservice, Injectable, Module, Post, ServiceUnavailableException, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AsyncMicroserviceOptions, ClientProxy, ClientsModule, Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { Inject } from '@nestjs/common';
@@ -15,23 +15,10 @@ import { consumerAppPort, createConsumerAppScope, startConsumerApp } from './sup
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, testKafka, uniqueTopic } from './support/kafka';
-import { schemasDirectory } from './support/library';
+import { CapturingLogger, schemasDirectory } from './support/library';
 import { ENTRY, Entry } from './support/ledger';
 import { waitUntil } from './support/payments';
 import { processSuite } from './support/suite';
-
-/** Keeps what was logged at warn and error level. */
-class CapturingLogger extends ConsoleLogger {
-  readonly lines: Array<{ level: 'warn' | 'error'; context: string; message: string }> = [];
-  override warn(message: unknown, ...rest: unknown[]): void {
-    this.lines.push({ level: 'warn', context: String(rest.at(-1)), message: String(message) });
-    super.warn(message, ...(rest as []));
-  }
-  override error(message: unknown, ...rest: unknown[]): void {
-    this.lines.push({ level: 'error', context: String(rest.at(-1)), message: message instanceof Error ? message.message : String(message) });
-    super.error(message, ...(rest as []));
-  }
-}
 
 type Kind = 'hybrid' | 'microservice' | 'handler';
 const KINDS: Kind[] = ['hybrid', 'microservice', 'handler'];

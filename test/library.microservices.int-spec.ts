@@ -3,7 +3,6 @@ import {
   CallHandler,
   CanActivate,
   Catch,
-  ConsoleLogger,
   Controller,
   ExceptionFilter,
   ExecutionContext,
@@ -34,23 +33,10 @@ import { kafkaControl } from './support/broker';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { schemasDirectory, sendRaw } from './support/library';
+import { CapturingLogger, schemasDirectory, sendRaw } from './support/library';
 import { APPLIED, ENTRY, Entry, LIMIT } from './support/ledger';
 
 const SIGNUP = { type: 'record', name: 'Signup', namespace: 'test.ledger', fields: [{ name: 'account', type: 'string' }] };
-
-/** Keeps what was logged at warn and error level, with its context. */
-class CapturingLogger extends ConsoleLogger {
-  readonly lines: Array<{ level: 'warn' | 'error'; context: string; message: string }> = [];
-  override warn(message: unknown, ...rest: unknown[]): void {
-    this.lines.push({ level: 'warn', context: String(rest.at(-1)), message: String(message) });
-    super.warn(message, ...(rest as []));
-  }
-  override error(message: unknown, ...rest: unknown[]): void {
-    this.lines.push({ level: 'error', context: String(rest.at(-1)), message: message instanceof Error ? message.message : String(message) });
-    super.error(message, ...(rest as []));
-  }
-}
 
 /** What the enhancers saw, per suite run. */
 class PipelineProbe {

@@ -50,3 +50,16 @@ export async function queryDatabase<T = Record<string, any>>(databaseUrl: string
     await db.end();
   }
 }
+
+/** Keeps what was logged at warn and error level, with its context. */
+export class CapturingLogger extends ConsoleLogger {
+  readonly lines: Array<{ level: 'warn' | 'error'; context: string; message: string }> = [];
+  override warn(message: unknown, ...rest: unknown[]): void {
+    this.lines.push({ level: 'warn', context: String(rest.at(-1)), message: String(message) });
+    super.warn(message, ...(rest as []));
+  }
+  override error(message: unknown, ...rest: unknown[]): void {
+    this.lines.push({ level: 'error', context: String(rest.at(-1)), message: message instanceof Error ? message.message : String(message) });
+    super.error(message, ...(rest as []));
+  }
+}

@@ -13,7 +13,7 @@ import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
 import { brokerAnswered, isKafkaUnavailable } from './engine/error-classification';
-import { sleep } from './engine/sleep';
+import { sleep, wakeableSleep } from './engine/sleep';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
@@ -301,14 +301,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
 
   /** Waits before the next try; shutting down ends the wait at once. */
   private pause(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    }).finally(() => (this.wake = undefined));
+    return wakeableSleep(ms, (wake) => (this.wake = wake));
   }
 
   /**

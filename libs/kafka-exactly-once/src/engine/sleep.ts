@@ -1,5 +1,17 @@
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** Waits `ms`, or less: `wake` (handed to `onWake` for the wait's duration, then undefined) ends it at once. */
+export function wakeableSleep(ms: number, onWake: (wake: (() => void) | undefined) => void): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      resolve();
+    }
+    onWake(done);
+  }).finally(() => onWake(undefined));
+}
+
 const REBALANCE_ERRORS = new Set(['REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'NOT_COORDINATOR_FOR_GROUP', 'NOT_COORDINATOR', 'FENCED_INSTANCE_ID']);
 
 /** A KafkaJS heartbeat error that means the group is rebalancing and this member must rejoin. */

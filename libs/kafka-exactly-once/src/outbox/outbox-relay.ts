@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { Kafka, Message } from 'kafkajs';
 import { withDeadline } from '../engine/deadline';
 import { FaultInjector } from '../engine/fault-injector';
+import { wakeableSleep } from '../engine/sleep';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { OUTBOX_CHANNEL, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
@@ -379,14 +380,7 @@ export class OutboxRelay {
       this.notified = false;
       return Promise.resolve();
     }
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wakeUp = done;
-    }).finally(() => (this.wakeUp = undefined));
+    return wakeableSleep(ms, (wake) => (this.wakeUp = wake));
   }
 
   /** Lets go of the producer and the connection (closed after a failure: the lock goes with it). */
