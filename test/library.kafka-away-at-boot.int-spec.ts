@@ -8,7 +8,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { Pool } from 'pg';
 import { lastValueFrom } from 'rxjs';
-import { EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, KafkaHealthIndicator } from 'kafka-exactly-once';
+import { EventCodec, EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, KafkaHealthIndicator } from 'kafka-exactly-once';
 import { clientKafkaExactlyOnce, KafkaExactlyOnceServer } from 'kafka-exactly-once/microservices';
 import { kafkaControl, kafkaFreeze } from './support/broker';
 import { consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
@@ -41,13 +41,13 @@ describe('library: Kafka away at boot', () => {
   const apps: Array<INestApplication | INestMicroservice> = [];
 
   /** The module of one kind of application: its own group, spool and transactional ids; the same topics. */
-  function appModule(kind: Kind): Type<unknown> {
+  function appModule(kind: Kind, label: string = kind): Type<unknown> {
     const topic = `away.${kind}`;
 
     @Injectable()
     class Handled {
       async record(entry: Entry, ctx: EventContext): Promise<void> {
-        await ctx.manager.query('INSERT INTO handled (app, entry_id) VALUES ($1, $2)', [kind, entry.entryId]);
+        await ctx.manager.query('INSERT INTO handled (app, entry_id) VALUES ($1, $2)', [label, entry.entryId]);
       }
     }
 
@@ -102,7 +102,7 @@ describe('library: Kafka away at boot', () => {
         KafkaExactlyOnceModule.forRoot({
           isGlobal: true,
           kafka: { clientId: `away-${kind}`, brokers: kafkaBrokers() },
-          groupId: `${prefix}${kind}`,
+          groupId: `${prefix}${label}`,
           transactionalIdPrefix: `away-${kind}`,
           schemas: { directory: dir },
           topicPrefix: prefix,
@@ -123,7 +123,7 @@ describe('library: Kafka away at boot', () => {
   const urls = new Map<Kind, string>();
 
   /** Starts one kind of application the way the docs show it. */
-  async function start(kind: Kind): Promise<INestApplication | INestMicroservice> {
+  async function start(kind: Kind, label: string = kind): Promise<INestApplication | INestMicroservice> {
     const logger = loggers.get(kind)!;
     if (kind === 'microservice') {
       const app = await NestFactory.createMicroservice<AsyncMicroserviceOptions>(appModule(kind) as never, {
@@ -135,7 +135,7 @@ describe('library: Kafka away at boot', () => {
       await app.listen();
       return app;
     }
-    const app = await NestFactory.create(appModule(kind), { logger });
+    const app = await NestFactory.create(appModule(kind, label), { logger });
     apps.push(app);
     if (kind === 'hybrid') {
       app.connectMicroservice({ strategy: app.get(KafkaExactlyOnceServer) });
@@ -227,6 +227,44 @@ describe('library: Kafka away at boot', () => {
       kafkaControl('start');
     }
   }, 360000);
+
+  it("with Kafka up, HTTP and health do not wait for the consumer's join (held here by a member of the group that is busy)", async () => {
+    const kafka = testKafka();
+    const topic = `${prefix}away.hybrid`;
+    // A record of the topic, written with the library's wire format from outside (EventCodec).
+    const codec = EventCodec.fromDirectory(dir);
+    const producer = kafka.producer({ idempotent: true });
+    await producer.connect();
+    await producer.send({ topic, acks: -1, messages: [codec.encode('test.ledger.Entry', { entryId: 'held-1', account: 'acct-held', amount: 1 }, { key: 'acct-held', messageId: 'msg-held-1' })] });
+    await producer.disconnect();
+    // A member of the group busy with that record: the group's next rebalance waits for it (up to its 60 s
+    // rebalance timeout), so a new member's join cannot end before it is released.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let busy!: () => void;
+    const isBusy = new Promise<void>((resolve) => (busy = resolve));
+    const holder = kafka.consumer({ groupId: `${prefix}held`, sessionTimeout: 30000, rebalanceTimeout: 60000 });
+    await holder.connect();
+    await holder.subscribe({ topic, fromBeginning: true });
+    await holder.run({ eachMessage: async () => { busy(); await released; } });
+    try {
+      await isBusy;
+      const app = await start('hybrid', 'held'); // listen() resolved: the join is still held
+      const lifecycle = app.get(KafkaExactlyOnceLifecycle);
+      expect(lifecycle.startStatus()).toEqual({ phase: 'starting' });
+      const health = await fetch(`${urls.get('hybrid')}/health`);
+      expect(health.status).toBe(200);
+      expect(((await health.json()) as { kafka: { consumer: string } }).kafka.consumer).toBe('starting');
+      release();
+      await holder.disconnect();
+      await lifecycle.whenRunning(120000);
+      await waitUntil(async () => (await handled()).some((r) => r.app === 'held'), 60000, 'the held consumer handling');
+      expect((await handled()).filter((r) => r.app === 'held').map((r) => [r.entry_id, r.n])).toContainEqual(['held-1', 1]);
+    } finally {
+      release();
+      await holder.disconnect().catch(() => undefined);
+    }
+  }, 180000);
 
   it('a broker that is stalled (accepts connections, answers nothing) does not hold the boot either; the consumer starts when it answers', async () => {
     const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });

@@ -71,9 +71,14 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private phase: StartPhase = 'connecting';
   /** The last try's error, while the consumer does not run. */
   private startError?: string;
+  /** The start in progress or done (PostgreSQL side, then the boot's wait). */
+  private starting?: Promise<void>;
   private stopRequested = false;
   private wake?: () => void;
-  private readonly runningWaiters = new Set<() => void>();
+  private markStopped!: () => void;
+  /** Resolves when the application shuts down: ends the wait for a join. */
+  private readonly stopped = new Promise<void>((resolve) => (this.markStopped = resolve));
+  private readonly runningWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
   private probe?: Kafka;
 
   constructor(
@@ -131,8 +136,16 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    *   error and reported by the health indicator, and tried again too.
    * {@link whenRunning} waits for the consumer to run.
    */
-  async start(): Promise<void> {
-    if (this.kafkaSide) return this.kafkaSide.checked;
+  start(): Promise<void> {
+    const starting = (this.starting ??= this.startOnce());
+    // A boot that failed may be tried again (autoStart: false, after fixing what it said).
+    starting.catch(() => {
+      if (this.starting === starting) this.starting = undefined;
+    });
+    return starting;
+  }
+
+  private async startOnce(): Promise<void> {
     if (this.stopRequested) return; // the application is shutting down
     if (this.handlers.length === 0) {
       // A publish-only application needs neither the inbox nor a consumer.
@@ -143,6 +156,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     const hardened = hardenPool(dataSource, Math.max(5000, this.options.inbox.statementTimeoutMs));
     if (hardened.length > 0) this.logger.log(`PostgreSQL pool: set ${hardened.join(' and ')} (the application left them unset; a server that stops answering must end as an error)`);
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
+    if (this.stopRequested) return; // shut down during the migrations
     const offsets = (this.retentionOffsets = new StableOffsets(this.kafka));
     this.retention = new InboxRetention(dataSource, this.options.groupId, (topic, partitions) => offsets.committedOffsets(this.options.groupId, topic, partitions), {
       ...this.options.inbox,
@@ -157,21 +171,29 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
 
   /**
    * Resolves once the consumer has joined its group and runs (at once in an application without handlers);
-   * rejects after `timeoutMs`, naming what the start is waiting for. For tests, and for start-up scripts that
-   * must not go on before the consumer runs.
+   * rejects after `timeoutMs`, naming what the start is waiting for, or when the application shuts down
+   * first. For tests, and for start-up scripts that must not go on before the consumer runs.
    */
   whenRunning(timeoutMs = 60000): Promise<void> {
     if ((this.explored && this.handlers.length === 0) || this.startStatus().phase === 'running') return Promise.resolve();
+    if (this.stopRequested) return Promise.reject(new Error(`the application shut down before the consumer of group ${this.options.groupId} ran`));
     return new Promise<void>((resolve, reject) => {
-      const waiter = () => {
-        clearTimeout(timer);
-        resolve();
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (err: Error) => {
+          clearTimeout(timer);
+          reject(err);
+        },
       };
       const timer = setTimeout(() => {
         this.runningWaiters.delete(waiter);
         const { phase, lastError } = this.startStatus();
         reject(new Error(`the consumer of group ${this.options.groupId} is not running after ${timeoutMs} ms (${phase}${lastError ? `; last error: ${lastError}` : ''})`));
       }, timeoutMs);
+      timer.unref();
       this.runningWaiters.add(waiter);
     });
   }
@@ -179,7 +201,9 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   /** Where the start of the Kafka side stands, for health checks. */
   startStatus(): StartStatus {
     if (!this.kafkaSide) return { phase: this.stopRequested ? 'stopped' : 'not-started' };
-    return { phase: this.phase, ...(this.startError ? { lastError: this.startError } : {}) };
+    // While the group is joined: why the last join failed (a group ACL, a coordinator that cannot load...).
+    const lastError = this.startError ?? (this.phase === 'starting' ? this.consumer?.getStatus().lastError : undefined);
+    return { phase: this.phase, ...(lastError ? { lastError } : {}) };
   }
 
   /** Tries to start the Kafka side until it runs or the application stops; settles the boot's wait on the way. */
@@ -201,16 +225,20 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     for (let attempt = 1; !this.stopRequested; attempt++) {
       try {
         this.phase = 'connecting';
-        await this.startKafkaSide(dataSource, () => {
+        const consumer = await this.startKafkaSide(dataSource, () => {
           this.phase = 'starting';
+          this.startError = undefined;
           release();
         });
         clearTimeout(bootWait);
+        if (this.stopRequested || !consumer) break;
+        // Launched: from here the consumer rejoins and restarts by itself (KafkaJS, or the library's recovery).
+        await Promise.race([consumer.joined, this.stopped]);
         if (this.stopRequested) break;
         this.phase = 'running';
         this.startError = undefined;
         if (attempt > 1) this.logger.log(`consumer of group ${this.options.groupId} started (attempt ${attempt}${waitingSince ? `, after ${Math.round((Date.now() - waitingSince) / 1000)} s without Kafka` : ''})`);
-        for (const waiter of this.runningWaiters) waiter();
+        for (const waiter of this.runningWaiters) waiter.resolve();
         this.runningWaiters.clear();
         return;
       } catch (caught) {
@@ -243,8 +271,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
           release();
         } else if (!unreachable) {
           this.logger.error(`the consumer of group ${this.options.groupId} cannot start: ${err.message} (tried again in ${delay / 1000} s)`);
-        } else if (attempt > 1 && (attempt & (attempt - 1)) === 0 && (attempt & 0x55555555) !== 0) {
-          // Attempts 4, 16, 64... (about 4 s, 1 min, 5 min in): an outage is said again now and then, not at every try.
+        } else if (attempt === 4 || attempt === 16 || attempt % 60 === 0) {
+          // About 4 s and 1 min in, then every 5 min: an outage is said again now and then, not at every try.
           if (!answered) waitingSince ||= Date.now();
           this.logger.warn(`the consumer of group ${this.options.groupId} is still waiting for Kafka (${err.message}; attempt ${attempt})`);
         }
@@ -256,9 +284,12 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     release();
   }
 
-  /** One try: checks against the brokers and topics (then `checked`), the consumer's join, the replay worker. */
-  private async startKafkaSide(dataSource: DataSource, checked: () => void): Promise<void> {
-    // The loop above retries; KafkaJS's own retries would only hold a boot or a shutdown longer.
+  /**
+   * One try: checks against the brokers and topics (then `checked`), the consumer's launch, the replay worker.
+   * Resolves the consumer (undefined when the application stopped meanwhile); its join follows.
+   */
+  private async startKafkaSide(dataSource: DataSource, checked: () => void): Promise<ExactlyOnceConsumer | undefined> {
+    // The loop above retries: the probe's checks fail fast rather than hold a boot or a shutdown.
     this.probe ??= createProbeClient(this.options);
     const probe = this.probe.admin({ retry: { retries: 0 } });
     let limits: Map<string, number>;
@@ -273,7 +304,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     checked();
     const admin = (this.admin = this.kafka.admin());
     await admin.connect();
-    if (this.stopRequested) return;
+    if (this.stopRequested) return undefined;
     const faults = new FaultInjector();
     const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing));
     this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
@@ -284,9 +315,10 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       await consumer.stop().catch(() => undefined);
       throw err;
     }
-    if (this.stopRequested) return;
+    if (this.stopRequested) return undefined;
     this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
     this.replays.start();
+    return consumer;
   }
 
   /** Undoes a try that failed (nothing is left connected). */
@@ -337,9 +369,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   async beforeApplicationShutdown(signal?: string): Promise<void> {
-    // No more tries to start; a try in flight ends first (what it started is stopped below).
+    // No more tries to start; a start or a try in flight ends first (what it started is stopped below).
     this.stopRequested = true;
     this.wake?.();
+    this.markStopped();
+    for (const waiter of this.runningWaiters) waiter.reject(new Error(`the application shut down before the consumer of group ${this.options.groupId} ran`));
+    this.runningWaiters.clear();
+    await this.starting?.catch(() => undefined);
     await this.kafkaSide?.loop;
     await this.replays?.stop();
     if (this.consumer) {

@@ -61,7 +61,7 @@ export const nestLogCreator: logCreator = () => {
     if (crashReported) logger.debug(text);
     else if (rejoin) logger.warn(text);
     else if (unreachable) {
-      const broker = String(extra.broker ?? /(\S+:\d+)\s*$/.exec(message)?.[1] ?? 'seed');
+      const broker = String(/(\S+:\d+)\s*$/.exec(message)?.[1] ?? extra.broker ?? 'seed');
       const now = Date.now();
       if (now - (unreachableSaid.get(broker) ?? -Infinity) >= 60000) {
         unreachableSaid.set(broker, now);

@@ -53,6 +53,14 @@ describe('error classification', () => {
     expect(isKafkaUnavailable(named('KafkaJSProtocolError', 'Not authorized to access topics', { type: 'TOPIC_AUTHORIZATION_FAILED', retriable: false }))).toBe(false);
     expect(isKafkaUnavailable(named('KafkaJSNumberOfRetriesExceeded', 'gave up', { originalError: named('KafkaJSProtocolError', 'Not authorized to access group', { type: 'GROUP_AUTHORIZATION_FAILED', retriable: false }) }))).toBe(false);
     expect(isKafkaUnavailable(new Error('Kafka topic(s) orders do not exist: create them before starting'))).toBe(false);
+    // A SASL handshake cut short by the network waits; a TLS option that does not parse does not.
+    expect(isKafkaUnavailable(named('KafkaJSSASLAuthenticationError', 'SASL SCRAM SHA256 authentication failed: Connection closed by the server'))).toBe(true);
+    expect(isKafkaUnavailable(named('KafkaJSConnectionError', 'Failed to connect: error:1E08010C:DECODER routines::unsupported'))).toBe(false);
+    // createTopics' per-topic answers: unavailable only if each one is.
+    const timedOut = named('KafkaJSProtocolError', 'The request timed out', { type: 'REQUEST_TIMED_OUT', retriable: true });
+    const policy = named('KafkaJSProtocolError', 'Topic creation denied', { type: 'POLICY_VIOLATION', retriable: false });
+    expect(isKafkaUnavailable(named('KafkaJSAggregateError', 'Topic creation errors', { errors: [timedOut, timedOut] }))).toBe(true);
+    expect(isKafkaUnavailable(named('KafkaJSAggregateError', 'Topic creation errors', { errors: [timedOut, policy] }))).toBe(false);
   });
 
   it('classifies a send the broker did not answer for every partition by what it said', () => {

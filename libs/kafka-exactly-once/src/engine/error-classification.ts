@@ -52,6 +52,9 @@ const KAFKA_UNANSWERED = new Set([
   'KafkaJSTimeout',
   'KafkaJSNumberOfRetriesExceeded',
   'DeadlineExceeded',
+  // A SASL exchange cut short (the connection closed or timed out mid-handshake): a refusal of the credentials
+  // is told apart before this is asked (KafkaAuthenticationError.from).
+  'KafkaJSSASLAuthenticationError',
 ]);
 
 /**
@@ -62,7 +65,13 @@ const KAFKA_UNANSWERED = new Set([
  * a configuration to fix: false.
  */
 export function isKafkaUnavailable(err: unknown): boolean {
+  // Several answers at once (createTopics' per-topic errors): unavailable only if each one says so.
+  const inner = (err as { errors?: unknown })?.errors;
+  if (Array.isArray(inner) && inner.length > 0) return inner.every(isKafkaUnavailable);
   const errors = [...chain(err)];
+  // KafkaJS says "Failed to connect: …" when the socket cannot even be made from the options (a TLS key or
+  // certificate that does not parse, a wrong passphrase): waiting does not fix that.
+  if (errors.some((e) => e.name === 'KafkaJSConnectionError' && String(e.message ?? '').startsWith('Failed to connect: '))) return false;
   const protocol = errors.filter((e) => e.name === 'KafkaJSProtocolError').pop();
   if (protocol) return protocol.retriable === true;
   return errors.some((e) => KAFKA_UNANSWERED.has(String(e.name ?? '')) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE'].includes(String(e.code ?? '')));

@@ -70,6 +70,12 @@ export class ExactlyOnceConsumer {
   private stopRequested = false;
   private recovery?: NodeJS.Timeout;
   private status: Omit<ConsumerStatus, 'partitions'>;
+  private markJoined!: () => void;
+  /**
+   * Resolves at the first assignment (the group joined). KafkaJS's `run()` resolves also when the join failed
+   * (it crashes and restarts the consumer instead of throwing): only this says the consumer runs.
+   */
+  readonly joined = new Promise<void>((resolve) => (this.markJoined = resolve));
 
   constructor(
     private readonly kafka: Kafka,
@@ -216,6 +222,7 @@ export class ExactlyOnceConsumer {
   }
 
   private onAssignment(assignment: Record<string, number[]>): void {
+    this.markJoined();
     this.status.state = 'running';
     this.status.assignment = assignment;
     for (const [key, session] of this.sessions) {

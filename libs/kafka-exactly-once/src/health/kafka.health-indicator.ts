@@ -41,9 +41,10 @@ export class KafkaHealthIndicator {
     const start = this.lifecycle.startStatus();
     const state = consumer?.state ?? start.phase;
     const admin = this.probe.admin({ retry: { retries: 0 } });
+    const connecting = admin.connect();
     try {
       const cluster = await withDeadline(
-        admin.connect().then(() => admin.describeCluster()),
+        connecting.then(() => admin.describeCluster()),
         options.timeoutMs ?? 3000,
         'Kafka',
       );
@@ -65,7 +66,12 @@ export class KafkaHealthIndicator {
       const message = (err as Error).message;
       return down(key, { message: /kafka/i.test(message) ? message : `Kafka: ${message}`, consumer: state, partitions: consumer?.partitions ?? [] });
     } finally {
-      await admin.disconnect().catch(() => undefined);
+      // After the connection attempt settles (it may outlive the deadline): a disconnect before it would leave
+      // the connection it makes open. The answer does not wait for it.
+      void connecting.then(
+        () => admin.disconnect(),
+        () => admin.disconnect(),
+      ).catch(() => undefined);
     }
   }
 }
