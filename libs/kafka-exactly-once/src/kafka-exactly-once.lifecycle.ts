@@ -14,6 +14,7 @@ import type { DataSource } from 'typeorm';
 import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
 import { brokerAnswered, isKafkaUnavailable } from './engine/error-classification';
 import { sleep, wakeableSleep } from './engine/sleep';
+import { DeadlineExceeded, withDeadline } from './engine/deadline';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
@@ -78,7 +79,12 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private markStopped!: () => void;
   /** Resolves when the application shuts down: ends the wait for a join. */
   private readonly stopped = new Promise<void>((resolve) => (this.markStopped = resolve));
-  private readonly runningWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
+  private markRunning!: () => void;
+  /** Resolves when the consumer has joined its group; rejects when the application shuts down before. */
+  private readonly running = new Promise<void>((resolve, reject) => {
+    this.markRunning = resolve;
+    void this.stopped.then(() => reject(new Error(`the application shut down before the consumer of group ${this.options.groupId} ran`)));
+  });
   private probe?: Kafka;
 
   constructor(
@@ -89,7 +95,9 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     private readonly moduleRef: ModuleRef,
     private readonly metrics: KafkaExactlyOnceMetrics,
     private readonly tracing: KafkaExactlyOnceTracing,
-  ) {}
+  ) {
+    this.running.catch(() => undefined); // a shutdown before the join rejects it, whether anyone waits or not
+  }
 
   /**
    * Called by a transport (KafkaExactlyOnceServer) when a Nest microservice takes it as its strategy, before the
@@ -175,26 +183,11 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * first. For tests, and for start-up scripts that must not go on before the consumer runs.
    */
   whenRunning(timeoutMs = 60000): Promise<void> {
-    if ((this.explored && this.handlers.length === 0) || this.startStatus().phase === 'running') return Promise.resolve();
-    if (this.stopRequested) return Promise.reject(new Error(`the application shut down before the consumer of group ${this.options.groupId} ran`));
-    return new Promise<void>((resolve, reject) => {
-      const waiter = {
-        resolve: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        reject: (err: Error) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      };
-      const timer = setTimeout(() => {
-        this.runningWaiters.delete(waiter);
-        const { phase, lastError } = this.startStatus();
-        reject(new Error(`the consumer of group ${this.options.groupId} is not running after ${timeoutMs} ms (${phase}${lastError ? `; last error: ${lastError}` : ''})`));
-      }, timeoutMs);
-      timer.unref();
-      this.runningWaiters.add(waiter);
+    if (this.explored && this.handlers.length === 0) return Promise.resolve();
+    return withDeadline(this.running, timeoutMs).catch((err: Error) => {
+      if (!(err instanceof DeadlineExceeded)) throw err;
+      const { phase, lastError } = this.startStatus();
+      throw new Error(`the consumer of group ${this.options.groupId} is not running after ${timeoutMs} ms (${phase}${lastError ? `; last error: ${lastError}` : ''})`);
     });
   }
 
@@ -238,8 +231,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         this.phase = 'running';
         this.startError = undefined;
         if (attempt > 1) this.logger.log(`consumer of group ${this.options.groupId} started (attempt ${attempt}${waitingSince ? `, after ${Math.round((Date.now() - waitingSince) / 1000)} s without Kafka` : ''})`);
-        for (const waiter of this.runningWaiters) waiter.resolve();
-        this.runningWaiters.clear();
+        this.markRunning();
         return;
       } catch (caught) {
         await this.stopKafkaSide();
@@ -373,8 +365,6 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     this.stopRequested = true;
     this.wake?.();
     this.markStopped();
-    for (const waiter of this.runningWaiters) waiter.reject(new Error(`the application shut down before the consumer of group ${this.options.groupId} ran`));
-    this.runningWaiters.clear();
     await this.starting?.catch(() => undefined);
     await this.kafkaSide?.loop;
     await this.replays?.stop();
