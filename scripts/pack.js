@@ -11,8 +11,9 @@
  * applications under examples/ install. Prints the tarball's path.
  */
 const { spawnSync } = require('child_process');
-const { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } = require('fs');
-const { join } = require('path');
+const { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } = require('fs');
+const { builtinModules } = require('module');
+const { dirname, join, relative } = require('path');
 const { tmpdir } = require('os');
 
 const ROOT = join(__dirname, '..');
@@ -20,7 +21,11 @@ const LIB = join(ROOT, 'libs/kafka-exactly-once');
 const OUT = join(ROOT, 'dist/packages');
 
 /** Files the package cannot do without: its entry points (package.json `exports` and `bin`). */
-const REQUIRED = ['package.json', 'README.md', 'LICENSE', 'index.js', 'index.d.ts', 'testing.js', 'testing.d.ts', 'microservices/index.js', 'microservices/index.d.ts', 'cli/kafka-eo.js'];
+const REQUIRED = [
+  'package.json', 'README.md', 'LICENSE', 'index.js', 'index.d.ts', 'testing.js', 'testing.d.ts', 'microservices/index.js', 'microservices/index.d.ts', 'cli/kafka-eo.js',
+  'esm/package.json', 'esm/index.js', 'esm/testing.js', 'esm/microservices/index.js',
+  'kafka/kafka.sh', 'kafka/pom.xml', 'kafka/probe.js',
+];
 
 function run(command, args, cwd) {
   const result = spawnSync(command, args, { cwd, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
@@ -43,6 +48,57 @@ function checkTarball(tarball, packed) {
   }
 }
 
+/** Every .js file under a directory, recursively. */
+function jsFiles(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? jsFiles(join(dir, e.name)) : e.name.endsWith('.js') ? [join(dir, e.name)] : []));
+}
+
+/**
+ * The ES module build, under esm/ (its own package.json says "type": "module"), for applications and test runners
+ * that `import` the package: Jest's ESM mode cannot `require` the ESM-only @nestjs/core 12 from a CommonJS file
+ * before Node 24.9, so an `import` of the package must reach ES modules all the way down. The same sources,
+ * compiled by tsc with ES module output, then made loadable by Node: relative specifiers get their file (`./x`
+ * becomes `./x.js` or `./x/index.js`), and a file that calls `require` (the optional peers prom-client and
+ * @opentelemetry/api, loaded only when used, and KafkaJS's internal modules that the library patches) gets one
+ * from `createRequire(import.meta.url)`: it loads the same KafkaJS module instances as the application's
+ * `import 'kafkajs'` (and, under Jest, the test's module registry). The CLI stays CommonJS only (its `bin`).
+ */
+function buildEsm(staging) {
+  const esm = join(staging, 'esm');
+  run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(LIB, 'tsconfig.lib.json'), '--outDir', esm, '--sourceMap', 'false', '--declaration', 'false',
+    '--module', 'es2022', '--moduleResolution', 'bundler'], ROOT);
+  rmSync(join(esm, 'cli'), { recursive: true, force: true });
+  const specifier = /(\bfrom\s*|\bimport\s*\(?\s*)(['"])(\.{1,2}\/[^'"]*)\2/g;
+  for (const file of jsFiles(esm)) {
+    let code = readFileSync(file, 'utf8').replace(specifier, (whole, lead, quote, spec) => {
+      const target = join(dirname(file), spec);
+      const resolved = existsSync(`${target}.js`) ? `${spec}.js` : existsSync(join(target, 'index.js')) ? `${spec}/index.js` : undefined;
+      if (!resolved) throw new Error(`esm build: ${relative(esm, file)} imports ${spec}, which is neither ${spec}.js nor ${spec}/index.js`);
+      return `${lead}${quote}${resolved}${quote}`;
+    });
+    // Named and namespace imports of packages: Node sees only the names its lexer finds in a CommonJS package
+    // (7 of KafkaJS's 44, 2 of avsc's 16), so each binding is read from the package's exports object, the
+    // namespace's `default` for a CommonJS package, the namespace itself for an ES module package.
+    let packages = 0;
+    code = code.replace(/^import (\{[^}]*\}|\* as (\w+)) from (['"])([^'"]+)\3;$/gm, (whole, bindings, namespace, quote, spec) => {
+      if (spec.startsWith('.') || spec.startsWith('node:') || builtinModules.includes(spec)) return whole;
+      const ns = `__package${packages++}`;
+      const value = `__exportsOf(${ns})`;
+      const names = namespace ? namespace : bindings.replace(/\s+as\s+/g, ': ');
+      return `import * as ${ns} from ${quote}${spec}${quote};\nconst ${names} = ${value};`;
+    });
+    if (packages > 0) {
+      code = `const __exportsOf = (ns) => (ns.default !== null && (typeof ns.default === 'object' || typeof ns.default === 'function') ? { ...ns.default, ...ns } : ns);\n${code}`;
+    }
+    if (/\brequire\s*[(.]/.test(code)) code = `import { createRequire as __createRequire } from 'node:module';\nconst require = __createRequire(import.meta.url);\n${code}`;
+    if (/\b(__dirname|__filename|module\.exports|exports\.)\b/.test(code.replace(/\/\/.*|\/\*[\s\S]*?\*\/|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`/g, ''))) {
+      throw new Error(`esm build: ${relative(esm, file)} uses a CommonJS-only binding`);
+    }
+    writeFileSync(file, code);
+  }
+  writeFileSync(join(esm, 'package.json'), `${JSON.stringify({ type: 'module' }, null, 2)}\n`);
+}
+
 function pack() {
   const { name, version } = JSON.parse(readFileSync(join(LIB, 'package.json'), 'utf8'));
   const work = mkdtempSync(join(tmpdir(), 'kafka-eo-pack-'));
@@ -52,6 +108,10 @@ function pack() {
   try {
     const staging = join(work, name);
     run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(LIB, 'tsconfig.lib.json'), '--outDir', staging, '--sourceMap', 'false'], ROOT);
+    buildEsm(staging);
+    // The broker script of kafka-exactly-once/testing's startTestKafka (the one this repository is tested with).
+    mkdirSync(join(staging, 'kafka'));
+    for (const file of ['kafka.sh', 'pom.xml', 'probe.js']) copyFileSync(join(ROOT, 'scripts/kafka', file), join(staging, 'kafka', file));
     copyFileSync(join(LIB, 'package.json'), join(staging, 'package.json'));
     copyFileSync(join(LIB, 'README.md'), join(staging, 'README.md'));
     copyFileSync(join(ROOT, 'LICENSE'), join(staging, 'LICENSE'));
@@ -76,4 +136,4 @@ if (require.main === module) {
   process.stdout.write(`${tarball}\n`);
 }
 
-module.exports = { pack, checkTarball };
+module.exports = { pack, checkTarball, buildEsm };

@@ -13,7 +13,7 @@ const { existsSync, mkdirSync } = require('fs');
 const { homedir } = require('os');
 const { join } = require('path');
 
-const PINNED = { 24: '24.22.3' };
+const PINNED = { 22: '22.23.5', 24: '24.22.3' };
 
 function nodeBinary(major) {
   const version = PINNED[major];

@@ -1,5 +1,6 @@
 // The public API of kafka-exactly-once. Everything a user imports is exported here, and nothing else; helpers
 // for tests (the fault switch, the codec's internals) are in kafka-exactly-once/testing (testing.ts).
+import './package-copies';
 export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
 export { KafkaExactlyOnceLifecycle, waitForTopicLeaders, type StartPhase, type StartStatus } from './kafka-exactly-once.lifecycle';
 export * from './decorators';

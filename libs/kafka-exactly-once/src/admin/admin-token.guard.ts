@@ -1,6 +1,6 @@
 import { CanActivate, ExecutionContext, Inject, Injectable, UnauthorizedException } from '@nestjs/common';
 import { createHash, timingSafeEqual } from 'crypto';
-import { ADMIN_OPTIONS, ResolvedAdminOptions } from './admin.options';
+import { ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
 
 const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
 

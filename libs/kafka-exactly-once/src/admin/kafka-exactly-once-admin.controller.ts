@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
 import { Inject } from '@nestjs/common';
-import { ADMIN_OPTIONS, ResolvedAdminOptions } from './admin.options';
+import { ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
 import { bodyOf, listQuery, optionalBoolean, optionalText } from './admin-input';
 import { AdminTokenGuard } from './admin-token.guard';
 import { OperatorErrorsFilter } from './operator-errors.filter';
