@@ -1,5 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { Pool } from 'pg';
+import { parseArgs } from 'util';
 import { OperatorStore, type AuditEntry } from '../admin/operator-store';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
@@ -57,24 +58,27 @@ interface Parsed {
 const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records']);
 const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
+/**
+ * Node's own parser (util.parseArgs), strict: an unknown option, a value-taking option without its value, or a
+ * value that looks like an option (`--reason --json`) is a usage error. `--` ends the options, so that a key
+ * or reason beginning with `-` is given as `kafka-eo parked show <topic> -- -key`.
+ */
 function parse(argv: string[]): Parsed {
-  const positional: string[] = [];
-  const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (!arg.startsWith('--')) {
-      positional.push(arg);
-      continue;
-    }
-    const [name, inline] = arg.slice(2).split(/=(.*)/s, 2);
-    if (BOOLEAN_FLAGS.has(name)) flags.set(name, true);
-    else if (VALUE_FLAGS.has(name)) {
-      const value = inline ?? argv[++i];
-      if (value === undefined) throw new OperatorRequestError('invalid', `--${name} needs a value`, name);
-      flags.set(name, value);
-    } else throw new OperatorRequestError('invalid', `unknown option --${name}`, name);
+  const options = Object.fromEntries([
+    ...[...VALUE_FLAGS].map((name) => [name, { type: 'string' as const }]),
+    ...[...BOOLEAN_FLAGS].map((name) => [name, { type: 'boolean' as const }]),
+  ]);
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true; strict: true }>>;
+  try {
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    const message = (err as Error).message;
+    const name = /'--?([\w-]+)/.exec(message)?.[1];
+    throw new OperatorRequestError('invalid', message.replace(/\s*\n\s*/g, ' '), name);
   }
-  return { positional, flags };
+  const flags = new Map<string, string | true>();
+  for (const [name, value] of Object.entries(parsed.values)) if (value !== undefined && value !== false) flags.set(name, value as string | true);
+  return { positional: parsed.positionals, flags };
 }
 
 /** Columns of plain text, the widths of the widest cell (cells cut at 66 characters: ids, 64, are whole). */

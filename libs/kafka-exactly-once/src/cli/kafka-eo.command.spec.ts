@@ -1,0 +1,29 @@
+import { runKafkaEo } from './kafka-eo.command';
+
+/** The command line is refused before anything connects: these run without a database or a broker. */
+describe('kafka-eo command line', () => {
+  async function run(argv: string[]): Promise<{ code: number; err: string; out: string }> {
+    let err = '';
+    let out = '';
+    const code = await runKafkaEo(argv, { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, { out: (t) => (out += t), err: (t) => (err += t) });
+    return { code, err, out };
+  }
+
+  it('refuses an unknown option, and says how to pass a value that begins with -', async () => {
+    const { code, err } = await run(['parked', 'show', 'payments', '-acct']);
+    expect(code).toBe(2);
+    expect(err).toMatch(/Unknown option '-a'|Unknown option '-acct'/);
+    expect(err).toMatch(/after '--'/);
+  });
+
+  it('refuses an option without its value, and an option taken for a value', async () => {
+    expect(await run(['dlq', 'list', '--limit'])).toMatchObject({ code: 2, err: expect.stringMatching(/--limit <value>' argument missing/) });
+    expect(await run(['dlq', 'list', '--reason', '--json'])).toMatchObject({ code: 2, err: expect.stringMatching(/'--reason' argument is ambiguous/) });
+  });
+
+  it('prints the usage for --help without connecting', async () => {
+    const { code, out, err } = await run(['--help']);
+    expect(code).toBe(0);
+    expect(`${out}${err}`).toMatch(/kafka-eo parked release <topic> <key>/);
+  });
+});
