@@ -65,9 +65,19 @@ function jsFiles(dir) {
  */
 function buildEsm(staging) {
   const esm = join(staging, 'esm');
-  run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(LIB, 'tsconfig.lib.json'), '--outDir', esm, '--sourceMap', 'false', '--declaration', 'false',
-    '--module', 'es2022', '--moduleResolution', 'bundler'], ROOT);
-  rmSync(join(esm, 'cli'), { recursive: true, force: true });
+  // File by file (the sources are isolatedModules-clean, and the CommonJS build has type-checked them): the
+  // same output as a whole-program compile, in a fraction of its time.
+  const ts = require('typescript');
+  const config = ts.getParsedCommandLineOfConfigFile(join(LIB, 'tsconfig.lib.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => { throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n')); } });
+  const compilerOptions = { ...config.options, module: ts.ModuleKind.ES2022, moduleResolution: ts.ModuleResolutionKind.Bundler, declaration: false, sourceMap: false, inlineSourceMap: false };
+  const sources = join(LIB, 'src');
+  for (const source of config.fileNames.filter((f) => !relative(sources, f).startsWith('cli/'))) {
+    const { outputText, diagnostics } = ts.transpileModule(readFileSync(source, 'utf8'), { compilerOptions, fileName: source, reportDiagnostics: true });
+    if (diagnostics.length > 0) throw new Error(`esm build: ${relative(sources, source)}: ${ts.flattenDiagnosticMessageText(diagnostics[0].messageText, '\n')}`);
+    const out = join(esm, relative(sources, source).replace(/\.ts$/, '.js'));
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, outputText);
+  }
   const specifier = /(\bfrom\s*|\bimport\s*\(?\s*)(['"])(\.{1,2}\/[^'"]*)\2/g;
   for (const file of jsFiles(esm)) {
     let code = readFileSync(file, 'utf8').replace(specifier, (whole, lead, quote, spec) => {
