@@ -37,6 +37,7 @@ module.exports = {
       transform,
       moduleNameMapper,
       modulePathIgnorePatterns,
+      setupFilesAfterEnv: ['<rootDir>/test/setup/earlier-topics.ts'],
       globalSetup: '<rootDir>/test/setup/global-setup.ts',
       globalTeardown: '<rootDir>/test/setup/global-teardown.ts',
     },
