@@ -1,5 +1,5 @@
 import { spawnSync } from 'child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { dirname, join } from 'path';
 import type { Kafka } from 'kafkajs';
@@ -19,8 +19,8 @@ import { AppProcess, ProcessGroup } from './support/processes';
  * TypeORM 1), compiles against the packed type declarations, and runs on the machine's Node.js, on Node.js 22
  * and on Node.js 24 against the real broker and PostgreSQL: orders published through EventPublisher, every
  * tenth twice, are applied once each, and each customer's outputs carry running totals in input order. The
- * Nest 12 example's own end-to-end test runs under Vitest and under Jest's ESM mode on each Node.js version,
- * through kafka-exactly-once/testing (once with a broker that startTestKafka starts from the package).
+ * examples' own end-to-end tests run too, through kafka-exactly-once/testing: the Nest 12 one under Vitest and
+ * under Jest's ESM mode on each Node.js version, the Nest 11 one under Jest.
  */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { pack } = require('../scripts/pack.js') as { pack(): { tarball: string } };
@@ -167,41 +167,50 @@ describe('the packed library in applications of their own', () => {
     }
   }
 
-  // The Nest 12 example's own test (examples/nest12-esm/test), as its team runs it: `npm test` (Vitest) and
-  // `npm run test:jest` (Jest in ESM mode), on each Node.js version, through kafka-exactly-once/testing. The first
-  // run starts its own broker from the package's kafka/kafka.sh (startTestKafka without KAFKA_BROKERS, on ports
-  // 39092-39097) and stops it; the others use this run's broker.
-  for (const which of WHICH) {
-    for (const runner of ['vitest', 'jest'] as const) {
-      it(`nest12-esm's own ${runner === 'vitest' ? 'Vitest' : 'Jest (ESM)'} suite on ${named(which)}`, async () => {
-        const runtime = runtimeOf(which);
-        if (!runtime) {
-          expect(process.versions.node.split('.')[0]).toBe(which);
-          return;
-        }
-        const dir = join(workspace, 'nest12-esm');
-        const ownBroker = which === 'machine' && runner === 'vitest';
-        const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', NODE_OPTIONS: '' };
-        if (ownBroker) delete env.KAFKA_BROKERS;
-        else env.KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
-        const args = runner === 'vitest' ? ['node_modules/vitest/vitest.mjs', 'run'] : ['--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--ci'];
-        const result = spawnSync(runtime.node, args, { cwd: dir, env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 300000 });
-        const output = `${result.stdout}\n${result.stderr}`;
-        const logFile = join(REPO_ROOT, '.test-logs', 'examples', `nest12-esm-${runner}-${which}.log`);
-        mkdirSync(dirname(logFile), { recursive: true });
-        writeFileSync(logFile, output);
-        expect({ status: result.status, tail: result.status === 0 ? '' : output.slice(-4000) }).toEqual({ status: 0, tail: '' });
-        // Both tests of the file passed (the second proves that one build of the package was loaded).
-        expect(output.replace(/\u001b\[[0-9;]*m/g, '')).toMatch(runner === 'vitest' ? /Tests\s+2 passed \(2\)/ : /Tests:\s+2 passed, 2 total/);
-        // No warning from Node.js or a dependency but Jest's own notice of its ESM mode (Node 24 warned of a negative
-        // timeout from KafkaJS while the test's admin client ran before the library had fixed KafkaJS's request queue).
-        expect(output.split('\n').filter((line) => /\(node:\d+\) \w*Warning/.test(line) && !/ExperimentalWarning: VM Modules/.test(line))).toEqual([]);
-        if (ownBroker) {
-          expect(existsSync(join(tmpdir(), 'kafka-exactly-once-test-39092', 'broker.pid'))).toBe(false); // stopped at teardown
-          expect(existsSync(join(tmpdir(), 'kafka-exactly-once-test-39092', 'broker.version'))).toBe(true); // and started
-        }
-      }, 360000);
-    }
+  // The examples' own tests (examples/*/test), as their teams run them, through kafka-exactly-once/testing: the
+  // Nest 12 one under Vitest (`npm test`) and under Jest in ESM mode (`npm run test:jest`) on each Node.js
+  // version, the Nest 11 one under Jest (CommonJS). Two runs start their own broker from the package's
+  // kafka/kafka.sh (startTestKafka without KAFKA_BROKERS, on ports 39092-39097), once through each build, and stop
+  // it; the others use this run's broker.
+  const OWN_TESTS = [
+    ...WHICH.flatMap((which) => [
+      { example: 'nest12-esm', runner: 'Vitest', which, ownBroker: which === 'machine' },
+      { example: 'nest12-esm', runner: 'Jest (ESM)', which, ownBroker: false },
+    ]),
+    { example: 'nest11-commonjs', runner: 'Jest', which: 'machine', ownBroker: true },
+  ];
+  for (const { example, runner, which, ownBroker } of OWN_TESTS) {
+    it(`${example}'s own ${runner} suite on ${named(which)}${ownBroker ? ', with a broker that startTestKafka starts' : ''}`, async () => {
+      const runtime = runtimeOf(which);
+      if (!runtime) {
+        expect(process.versions.node.split('.')[0]).toBe(which);
+        return;
+      }
+      const dir = join(workspace, example);
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', NODE_OPTIONS: '' };
+      if (ownBroker) delete env.KAFKA_BROKERS;
+      else env.KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
+      const args =
+        runner === 'Vitest' ? ['node_modules/vitest/vitest.mjs', 'run'] : runner === 'Jest (ESM)' ? ['--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--ci'] : ['node_modules/jest/bin/jest.js', '--ci'];
+      const began = Date.now();
+      const result = spawnSync(runtime.node, args, { cwd: dir, env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 300000 });
+      const output = `${result.stdout}\n${result.stderr}`;
+      const logFile = join(REPO_ROOT, '.test-logs', 'examples', `${example}-${runner.replace(/\W+/g, '-')}-${which}.log`.toLowerCase());
+      mkdirSync(dirname(logFile), { recursive: true });
+      writeFileSync(logFile, output);
+      expect({ status: result.status, tail: result.status === 0 ? '' : output.slice(-4000) }).toEqual({ status: 0, tail: '' });
+      // Both tests of the file passed (the second proves that one build of the package was loaded).
+      expect(output.replace(/\u001b\[[0-9;]*m/g, '')).toMatch(runner === 'Vitest' ? /Tests\s+2 passed \(2\)/ : /Tests:\s+2 passed, 2 total/);
+      // No warning from Node.js or a dependency but Jest's own notice of its ESM mode (Node 24 warned of a negative
+      // timeout from KafkaJS while the test's admin client ran before the library had fixed KafkaJS's request queue).
+      expect(output.split('\n').filter((line) => /\(node:\d+\) \w*Warning/.test(line) && !/ExperimentalWarning: VM Modules/.test(line))).toEqual([]);
+      if (ownBroker) {
+        // A broker ran for this run (its log written since), and was stopped at teardown (no pid file left).
+        const state = join(tmpdir(), 'kafka-exactly-once-test-39092');
+        expect(statSync(join(state, 'data-4.4.0', 'logs', 'server.log')).mtimeMs).toBeGreaterThan(began);
+        expect(existsSync(join(state, 'broker.pid'))).toBe(false);
+      }
+    }, 360000);
   }
 
   it('warns when one process loads both builds of the package (two sets of injection tokens)', () => {
