@@ -17,7 +17,6 @@ import { join } from 'path';
 
 const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
 const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Entry {
   account: string;
@@ -335,7 +334,10 @@ describe('library: the transactional outbox', () => {
     });
     expect(await first.waitForExit(60000)).toBeNull();
     const second = startRelay(databaseUrl);
-    await sleep(3000); // it waits: the last stable offset is held by the open transaction
+    // It waits, the last stable offset held by the open transaction, and names its holder (DescribeProducers and
+    // ListTransactions), as it would a hanging one.
+    const escaped = `${prefix}other-relay`.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    await second.waitForLog(new RegExp(`holds an open transaction \\(last stable offset \\d+, high watermark \\d+\\), held by transactional id ${escaped} \\(producer id \\d+, epoch \\d+, since offset \\d+, Ongoing\\); waiting for it to end`), 30000);
     expect(second.logs()).not.toMatch(/outbox relay .* active/);
     await open.abort();
     await other.disconnect();

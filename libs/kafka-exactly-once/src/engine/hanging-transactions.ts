@@ -125,11 +125,25 @@ export class HangingTransactions extends ClusterClient {
     const offsetsPartition = offsetsPartitionOf(groupId, partitions);
     const coordinator = await this.cluster.findGroupCoordinator({ groupId });
     const described = await sendRequest<Array<{ errorCode: number; producers: OpenTransaction[] }>>(coordinator, describeProducersV0('__consumer_offsets', offsetsPartition));
-    const open = described.flatMap((p) => p.producers);
-    if (open.length === 0) return { offsetsPartition, open };
-    const brokers = this.cluster.getNodeIds();
+    return { offsetsPartition, open: await this.named(described.flatMap((p) => p.producers)) };
+  }
+
+  /** The transactions open on a partition (DescribeProducers on its leader), named by their coordinators. */
+  async openOn(topic: string, partition: number): Promise<OpenTransaction[]> {
+    await this.connected();
+    await this.cluster.addMultipleTargetTopics([topic]);
+    const leader = this.cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader;
+    if (leader === undefined || leader < 0) return [];
+    const broker = await this.cluster.findBroker({ nodeId: leader });
+    const described = await sendRequest<Array<{ errorCode: number; producers: OpenTransaction[] }>>(broker, describeProducersV0(topic, partition));
+    return this.named(described.flatMap((p) => p.producers));
+  }
+
+  /** Each open transaction with its transactional id and state, from ListTransactions on every broker. */
+  private async named(open: OpenTransaction[]): Promise<OpenTransaction[]> {
+    if (open.length === 0) return open;
     const ids = open.map((t) => t.producerId);
-    for (const nodeId of brokers) {
+    for (const nodeId of this.cluster.getNodeIds()) {
       try {
         const broker = await this.cluster.findBroker({ nodeId });
         const states = await sendRequest<Array<{ transactionalId: string; producerId: string; state: string }>>(broker, listTransactionsV0(ids));
@@ -141,6 +155,6 @@ export class HangingTransactions extends ClusterClient {
         // A broker that does not answer: its transactions stay unnamed (the producer id is still told).
       }
     }
-    return { offsetsPartition, open };
+    return open;
   }
 }

@@ -10,6 +10,13 @@ export interface HoldingTransaction {
   state?: string;
 }
 
+/** The holders as a sentence: their transactional ids (when a coordinator names them), producer ids and states. */
+export function describeHolders(holders: HoldingTransaction[]): string {
+  return holders.length
+    ? holders.map((h) => `${h.transactionalId ? `transactional id ${h.transactionalId}` : 'an unnamed transaction'} (producer id ${h.producerId}, epoch ${h.producerEpoch}, since offset ${h.startOffset}${h.state ? `, ${h.state}` : ''})`).join('; ')
+    : 'a transaction not found by DescribeProducers (look with find-hanging)';
+}
+
 /**
  * The group's committed offset of an input partition stayed pending past the transaction timeout: a transaction
  * that its coordinator no longer settles (a hanging transaction, after a broker was killed) holds it, and the
@@ -29,9 +36,7 @@ export class HangingTransactionError extends KafkaExactlyOnceError {
     readonly waitedMs: number,
     brokers: string,
   ) {
-    const named = holders.length
-      ? holders.map((h) => `${h.transactionalId ? `transactional id ${h.transactionalId}` : 'an unnamed transaction'} (producer id ${h.producerId}, epoch ${h.producerEpoch}, since offset ${h.startOffset}${h.state ? `, ${h.state}` : ''})`).join('; ')
-      : 'a transaction not found by DescribeProducers (look with find-hanging)';
+    const named = describeHolders(holders);
     const abort = holders.length ? holders.map((h) => `kafka-transactions.sh --bootstrap-server ${brokers} abort --topic __consumer_offsets --partition ${offsetsPartition} --start-offset ${h.startOffset}`).join(' ; ') : `kafka-transactions.sh --bootstrap-server ${brokers} abort --topic __consumer_offsets --partition ${offsetsPartition} --start-offset <offset>`;
     super(
       `hanging transaction: the committed offset of group ${groupId} for ${topic}[${partition}] has been pending for ${Math.round(waitedMs / 1000)} s, past the transaction timeout, held on __consumer_offsets[${offsetsPartition}] by ${named}. ` +

@@ -1,7 +1,9 @@
 import type { Kafka, Message } from 'kafkajs';
 import { withDeadline } from '../engine/deadline';
 import { sleep } from '../engine/sleep';
+import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
+import { HangingTransactions } from '../engine/hanging-transactions';
 import { partitionOf } from '../producer/checked-producer';
 import { ClusterClient, type KafkaJsBroker } from '../producer/kafkajs-internals';
 
@@ -10,6 +12,8 @@ const READ_UNCOMMITTED = 0;
 const READ_COMMITTED = 1;
 const LATEST = -1;
 const EARLIEST = -2;
+/** How long the read waits on an open transaction before it names it in a warning (once per read). */
+const HOLDER_WARNING_AFTER_MS = 5000;
 
 interface FetchedRecord {
   offset: string;
@@ -36,11 +40,20 @@ export interface Checkpoint {
  * the truth until the next InitProducerId of that transactional id.
  */
 export class OutboxCheckpoints extends ClusterClient {
+  private readonly holders: HangingTransactions;
+
   constructor(
     private readonly kafka: Kafka,
     private readonly topic: string,
+    /** Told which transaction holds the checkpoint partition's last stable offset, once a read has waited on it. */
+    private readonly warn: (message: string) => void = () => undefined,
   ) {
     super(kafka);
+    this.holders = new HangingTransactions(kafka);
+  }
+
+  override async disconnect(): Promise<void> {
+    await Promise.all([super.disconnect(), this.holders.disconnect()]);
   }
 
   /** The record that marks `batch` of the outbox `key` relayed, sent in that batch's transaction. */
@@ -94,7 +107,9 @@ export class OutboxCheckpoints extends ClusterClient {
    * the partition's last stable offset in growing windows, so that a long history is not read whole.
    */
   async last(key: string, timeoutMs: number): Promise<Checkpoint> {
-    return withDeadline(this.read(key, Date.now() + timeoutMs), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
+    // The read's own deadline comes first, so that a wait on an open transaction fails with its holder named.
+    const own = timeoutMs - Math.min(5000, Math.floor(timeoutMs / 5));
+    return withDeadline(this.read(key, Date.now() + own), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
       this.reconnectNextTime();
       throw err;
     });
@@ -120,9 +135,15 @@ export class OutboxCheckpoints extends ClusterClient {
     // InitProducerId; another's end within its transaction timeout. A transaction begun later starts at or after
     // the high watermark read here, so it hides nothing below it.
     const end = await offset(LATEST, READ_UNCOMMITTED);
+    const waitingSince = Date.now();
+    let warned = false;
     for (let stable = await offset(LATEST); stable < end; stable = await offset(LATEST)) {
-      if (Date.now() > deadline) {
-        throw new Error(`${this.topic}[${partition}] holds an open transaction (last stable offset ${stable}, high watermark ${end}): another producer's, which ends within its transaction timeout; the relay tries again`);
+      const overdue = Date.now() > deadline;
+      if (overdue || (!warned && Date.now() - waitingSince >= HOLDER_WARNING_AFTER_MS)) {
+        const held = `${this.topic}[${partition}] holds an open transaction (last stable offset ${stable}, high watermark ${end}), ${await this.holder(partition)}`;
+        if (overdue) throw new Error(`${held}: a transaction ends within its transaction timeout, and a hanging one never does (docs/outbox.md, "Operations"); the relay tries again`);
+        this.warn(`${held}; waiting for it to end`);
+        warned = true;
       }
       await sleep(200);
     }
@@ -135,6 +156,18 @@ export class OutboxCheckpoints extends ClusterClient {
       to = from;
     }
     return { batch: 0n };
+  }
+
+  /** Who holds the partition's last stable offset, as DescribeProducers and ListTransactions tell it. */
+  private async holder(partition: number): Promise<string> {
+    try {
+      const open = await this.holders.openOn(this.topic, partition);
+      const unsettled = open.filter((t) => !t.state || !/^(Ongoing|PrepareCommit|PrepareAbort)$/.test(t.state));
+      const abort = unsettled.map((t) => `kafka-transactions.sh --bootstrap-server <broker> abort --topic ${this.topic} --partition ${partition} --start-offset ${t.startOffset}`).join(' ; ');
+      return `held by ${describeHolders(open)}${unsettled.length ? `. No coordinator has it in progress: if that lasts past the transaction timeout, it is a hanging transaction, which only an abort ends: ${abort}` : ''}`;
+    } catch (err) {
+      return `its holder not found (${(err as Error).message})`;
+    }
   }
 
   /** The last checkpoint under `key` among the committed records at offsets [from, to). */
