@@ -97,6 +97,13 @@ function buildEsm(staging) {
       const names = namespace ? namespace : bindings.replace(/\s+as\s+/g, ': ');
       return `import * as ${ns} from ${quote}${spec}${quote};\nconst ${names} = ${value};`;
     });
+    // Any other import or re-export of a package would see only the names Node's lexer finds: refused here, so
+    // that a new form in the sources fails the pack instead of a user's application.
+    for (const [line, spec] of code.matchAll(/^(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"];?$/gm)) {
+      const bare = !spec.startsWith('.') && !spec.startsWith('node:') && !builtinModules.includes(spec);
+      if (bare && !/^import \* as __package\d+ from/.test(line)) throw new Error(`esm build: ${relative(esm, file)}: \`${line}\` is a form the ES module build does not rewrite`);
+    }
+    if (/\bimport\s*\(\s*['"`](?!\.)/.test(code)) throw new Error(`esm build: ${relative(esm, file)} imports a package dynamically, which the ES module build does not rewrite`);
     if (packages > 0) {
       code = `const __exportsOf = (ns) => (ns.default !== null && (typeof ns.default === 'object' || typeof ns.default === 'function') ? { ...ns.default, ...ns } : ns);\n${code}`;
     }

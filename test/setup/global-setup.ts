@@ -58,7 +58,11 @@ function buildApps(): void {
   if (built.status !== 0) throw new Error('npm run build failed: the integration suites need the built apps');
 }
 
-export default async function globalSetup(): Promise<void> {
+export default async function globalSetup(globalConfig?: { maxWorkers?: number }): Promise<void> {
+  // The topics of this run's earlier suites are deleted before each suite (test/setup/earlier-topics.ts): only
+  // those stamped since this run began, and only when the suites run one at a time (--runInBand).
+  process.env.KEO_RUN_STARTED = String(Date.now());
+  process.env.KEO_RUN_SERIAL = globalConfig?.maxWorkers === 1 ? '1' : '0';
   await createRunDatabase();
   await ensureKafka();
   buildApps();

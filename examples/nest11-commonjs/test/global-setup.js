@@ -6,7 +6,10 @@ const { createTestDatabase, startTestKafka } = require('kafka-exactly-once/testi
 
 module.exports = async function setup() {
   const kafka = await startTestKafka();
-  const database = await createTestDatabase();
+  const database = await createTestDatabase().catch(async (err) => {
+    await kafka.stop(); // no teardown runs after a failed set-up
+    throw err;
+  });
   globalThis.__exampleOrdersTest = { kafka, database };
   const run = randomBytes(4).toString('hex');
   Object.assign(process.env, {

@@ -9,7 +9,10 @@ const STATE = Symbol.for('example-orders.test-state');
 
 export async function setup() {
   const kafka = await startTestKafka();
-  const database = await createTestDatabase();
+  const database = await createTestDatabase().catch(async (err) => {
+    await kafka.stop(); // no teardown runs after a failed set-up
+    throw err;
+  });
   globalThis[STATE] = { kafka, database };
   const run = randomBytes(4).toString('hex');
   Object.assign(process.env, {

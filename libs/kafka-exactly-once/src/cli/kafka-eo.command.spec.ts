@@ -21,6 +21,12 @@ describe('kafka-eo command line', () => {
     expect(await run(['dlq', 'list', '--reason', '--json'])).toMatchObject({ code: 2, err: expect.stringMatching(/'--reason' argument is ambiguous/) });
   });
 
+  it('takes an option value that begins with - in the --name=value form (then goes on to the database)', async () => {
+    const { code, err } = await run(['parked', 'list', '--key=-acct', '--group', 'g']);
+    expect(code).toBe(1); // past the parser: the database of this spec does not exist
+    expect(err).not.toMatch(/Unknown option|ambiguous|argument missing/);
+  });
+
   it('prints the usage for --help without connecting', async () => {
     const { code, out, err } = await run(['--help']);
     expect(code).toBe(0);

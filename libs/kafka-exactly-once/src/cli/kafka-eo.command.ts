@@ -60,8 +60,8 @@ const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
 /**
  * Node's own parser (util.parseArgs), strict: an unknown option, a value-taking option without its value, or a
- * value that looks like an option (`--reason --json`) is a usage error. `--` ends the options, so that a key
- * or reason beginning with `-` is given as `kafka-eo parked show <topic> -- -key`.
+ * value that looks like an option (`--reason --json`) is a usage error. An option's value that begins with `-` is
+ * given as `--key=-acct`; a positional one after `--`, which ends the options (`kafka-eo parked show <topic> -- -acct`).
  */
 function parse(argv: string[]): Parsed {
   const options = Object.fromEntries([

@@ -30,7 +30,7 @@ export interface TestKafka {
 
 /**
  * A real single-node Apache Kafka (KRaft) for an application's own tests, without Docker: the broker script
- * the library is tested with (`kafka/kafka.sh` in the package), on Java 17+ with the jars fetched once from Maven
+ * the library is tested with (`kafka/kafka.sh` in the package; Linux, with bash, openssl and setsid), on Java 17+ with the jars fetched once from Maven
  * Central by Maven and cached in ~/.cache/kafka-exactly-once. Call it from a test runner's global set-up, and
  * `stop()` from its teardown. With `KAFKA_BROKERS` set (and no `port` given), it starts nothing and returns
  * those brokers, for CI that provides Kafka another way (a service container, Testcontainers: docs/testing.md).
@@ -57,7 +57,12 @@ export async function startTestKafka(options: TestKafkaOptions = {}): Promise<Te
     ...(options.heap ? { KAFKA_HEAP: options.heap } : {}),
   };
   const script = brokerScript();
-  const output = await runScript(script, 'start', env);
+  const output = await runScript(script, 'start', env).catch(async (err) => {
+    // A start that gave up (the broker did not answer in time) may leave the broker's process behind: stopped here,
+    // by the pid file kafka.sh wrote, since the caller gets no stop() to call.
+    await runScript(script, 'stop', env).catch(() => undefined);
+    throw err;
+  });
   const started = !/already running/.test(output);
   return {
     brokers: [`127.0.0.1:${port}`],
@@ -87,7 +92,7 @@ function runScript(script: string, command: 'start' | 'stop', env: NodeJS.Proces
   return new Promise((resolve, reject) => {
     execFile('bash', [script, command], { env, maxBuffer: 16 * 1024 * 1024, timeout: 15 * 60 * 1000 }, (error, stdout, stderr) => {
       if (!error) return resolve(`${stdout}${stderr}`);
-      const hint = command === 'start' ? ' It needs bash, Java 17+ and Maven (Maven Central reachable) on this machine; with Docker, see the Testcontainers recipe in docs/testing.md.' : '';
+      const hint = command === 'start' ? ' It needs Linux, bash, Java 17+, Maven (Maven Central reachable) and openssl on this machine; elsewhere, or with Docker, see the Testcontainers recipe in docs/testing.md.' : '';
       reject(new Error(`kafka.sh ${command} failed (${error.code ?? error.signal}): ${`${stderr}${stdout}`.trim().split('\n').slice(-5).join(' | ')}.${hint}`));
     });
   });
