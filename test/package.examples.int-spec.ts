@@ -1,4 +1,4 @@
-import { spawnSync } from 'child_process';
+import { spawn, spawnSync } from 'child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { dirname, join } from 'path';
@@ -46,6 +46,18 @@ function run(command: string, args: string[], cwd: string, env: NodeJS.ProcessEn
   return result.stdout;
 }
 
+/** Runs a command to its end without blocking the event loop; resolves with its stdout and stderr together. */
+function runAsync(command: string, args: string[], cwd: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${command} ${args.join(' ')} in ${cwd} failed (${code}):\n${output}`))));
+  });
+}
+
 function runtimes(): Runtime[] {
   const own = { label: `Node ${process.versions.node} (this machine's)`, node: process.execPath };
   const others = OTHER_NODES.map((major) => nodeBinary(major))
@@ -61,29 +73,31 @@ describe('the packed library in applications of their own', () => {
   let kafka: Kafka;
   let nodes: Runtime[];
 
-  beforeAll(() => {
+  beforeAll(async () => {
     kafka = testKafka('package-examples');
     const { tarball } = pack();
     nodes = runtimes();
-    for (const example of EXAMPLES) {
-      const dir = join(workspace, example);
-      cpSync(join(REPO_ROOT, 'examples', example), dir, { recursive: true, filter: (src) => !/\/(node_modules|dist)$/.test(src) });
-      const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-      expect(manifest.dependencies['kafka-exactly-once']).toBe('file:../../dist/packages/kafka-exactly-once.tgz');
-      manifest.dependencies['kafka-exactly-once'] = `file:${tarball}`;
-      writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
-      // Warnings are printed, and none may be about a peer dependency (npm 11 prints a conflict it overrides as
-      // "ERESOLVE overriding peer dependency").
-      const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=warn'], { cwd: dir, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-      if (install.status !== 0) throw new Error(`npm install in ${dir} failed (${install.status}):\n${install.stdout}\n${install.stderr}`);
-      expect(`${install.stdout}\n${install.stderr}`.split('\n').filter((line) => /peer|ERESOLVE/i.test(line))).toEqual([]);
-      const typeorm = JSON.parse(readFileSync(join(dir, 'node_modules', 'typeorm', 'package.json'), 'utf8')).version as string;
-      expect(typeorm.split('.')[0]).toBe(TYPEORM_MAJOR[example]);
-      run('npm', ['run', 'build'], dir); // tsc against the tarball's .d.ts files
-      // @nestjs/microservices is an optional peer: the Nest 11 example runs without it (the main entry does not
-      // need it), the Nest 12 one uses kafka-exactly-once/microservices with it.
-      expect(existsSync(join(dir, 'node_modules', '@nestjs', 'microservices'))).toBe(example === 'nest12-esm');
-    }
+    // The examples install and build at the same time: npm's installs wait on the registry more than on the CPU.
+    await Promise.all(
+      EXAMPLES.map(async (example) => {
+        const dir = join(workspace, example);
+        cpSync(join(REPO_ROOT, 'examples', example), dir, { recursive: true, filter: (src) => !/\/(node_modules|dist)$/.test(src) });
+        const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+        expect(manifest.dependencies['kafka-exactly-once']).toBe('file:../../dist/packages/kafka-exactly-once.tgz');
+        manifest.dependencies['kafka-exactly-once'] = `file:${tarball}`;
+        writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
+        // Warnings are printed, and none may be about a peer dependency (npm 11 prints a conflict it overrides as
+        // "ERESOLVE overriding peer dependency").
+        const install = await runAsync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=warn'], dir);
+        expect(install.split('\n').filter((line) => /peer|ERESOLVE/i.test(line))).toEqual([]);
+        const typeorm = JSON.parse(readFileSync(join(dir, 'node_modules', 'typeorm', 'package.json'), 'utf8')).version as string;
+        expect(typeorm.split('.')[0]).toBe(TYPEORM_MAJOR[example]);
+        await runAsync('npm', ['run', 'build'], dir); // tsc against the tarball's .d.ts files
+        // @nestjs/microservices is an optional peer: the Nest 11 example runs without it (the main entry does not
+        // need it), the Nest 12 one uses kafka-exactly-once/microservices with it.
+        expect(existsSync(join(dir, 'node_modules', '@nestjs', 'microservices'))).toBe(example === 'nest12-esm');
+      }),
+    );
   }, 600000);
 
   afterAll(async () => {
