@@ -11,7 +11,7 @@
  * applications under examples/ install. Prints the tarball's path.
  */
 const { spawnSync } = require('child_process');
-const { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } = require('fs');
+const { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } = require('fs');
 const { builtinModules } = require('module');
 const { dirname, join, relative } = require('path');
 const { tmpdir } = require('os');
@@ -48,16 +48,11 @@ function checkTarball(tarball, packed) {
   }
 }
 
-/** Every .js file under a directory, recursively. */
-function jsFiles(dir) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? jsFiles(join(dir, e.name)) : e.name.endsWith('.js') ? [join(dir, e.name)] : []));
-}
-
 /**
  * The ES module build, under esm/ (its own package.json says "type": "module"), for applications and test runners
  * that `import` the package: Jest's ESM mode cannot `require` the ESM-only @nestjs/core 12 from a CommonJS file
  * before Node 24.9, so an `import` of the package must reach ES modules all the way down. The same sources,
- * compiled by tsc with ES module output, then made loadable by Node: relative specifiers get their file (`./x`
+ * transpiled by TypeScript to ES modules, then made loadable by Node: relative specifiers get their file (`./x`
  * becomes `./x.js` or `./x/index.js`), and a file that calls `require` (the optional peers prom-client and
  * @opentelemetry/api, loaded only when used, and KafkaJS's internal modules that the library patches) gets one
  * from `createRequire(import.meta.url)`: it loads the same KafkaJS module instances as the application's
@@ -71,19 +66,18 @@ function buildEsm(staging) {
   const config = ts.getParsedCommandLineOfConfigFile(join(LIB, 'tsconfig.lib.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => { throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n')); } });
   const compilerOptions = { ...config.options, module: ts.ModuleKind.ES2022, moduleResolution: ts.ModuleResolutionKind.Bundler, declaration: false, sourceMap: false, inlineSourceMap: false };
   const sources = join(LIB, 'src');
-  for (const source of config.fileNames.filter((f) => !relative(sources, f).startsWith('cli/'))) {
-    const { outputText, diagnostics } = ts.transpileModule(readFileSync(source, 'utf8'), { compilerOptions, fileName: source, reportDiagnostics: true });
-    if (diagnostics.length > 0) throw new Error(`esm build: ${relative(sources, source)}: ${ts.flattenDiagnosticMessageText(diagnostics[0].messageText, '\n')}`);
-    const out = join(esm, relative(sources, source).replace(/\.ts$/, '.js'));
-    mkdirSync(dirname(out), { recursive: true });
-    writeFileSync(out, outputText);
-  }
+  const files = config.fileNames.filter((f) => !relative(sources, f).startsWith('cli/'));
+  const emitted = new Set(files);
   const specifier = /(\bfrom\s*|\bimport\s*\(?\s*)(['"])(\.{1,2}\/[^'"]*)\2/g;
-  for (const file of jsFiles(esm)) {
-    let code = readFileSync(file, 'utf8').replace(specifier, (whole, lead, quote, spec) => {
-      const target = join(dirname(file), spec);
-      const resolved = existsSync(`${target}.js`) ? `${spec}.js` : existsSync(join(target, 'index.js')) ? `${spec}/index.js` : undefined;
-      if (!resolved) throw new Error(`esm build: ${relative(esm, file)} imports ${spec}, which is neither ${spec}.js nor ${spec}/index.js`);
+  for (const source of files) {
+    const name = relative(sources, source);
+    const { outputText, diagnostics } = ts.transpileModule(readFileSync(source, 'utf8'), { compilerOptions, fileName: source, reportDiagnostics: true });
+    if (diagnostics.length > 0) throw new Error(`esm build: ${name}: ${ts.flattenDiagnosticMessageText(diagnostics[0].messageText, '\n')}`);
+    // A relative specifier names a source file of this build: ./x.ts becomes ./x.js, ./x/index.ts ./x/index.js.
+    let code = outputText.replace(specifier, (whole, lead, quote, spec) => {
+      const target = join(dirname(source), spec);
+      const resolved = emitted.has(`${target}.ts`) ? `${spec}.js` : emitted.has(join(target, 'index.ts')) ? `${spec}/index.js` : undefined;
+      if (!resolved) throw new Error(`esm build: ${name} imports ${spec}, which is neither ${spec}.ts nor ${spec}/index.ts of this build`);
       return `${lead}${quote}${resolved}${quote}`;
     });
     // Named and namespace imports of packages: Node sees only the names its lexer finds in a CommonJS package
@@ -101,17 +95,19 @@ function buildEsm(staging) {
     // that a new form in the sources fails the pack instead of a user's application.
     for (const [line, spec] of code.matchAll(/^(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"];?$/gm)) {
       const bare = !spec.startsWith('.') && !spec.startsWith('node:') && !builtinModules.includes(spec);
-      if (bare && !/^import \* as __package\d+ from/.test(line)) throw new Error(`esm build: ${relative(esm, file)}: \`${line}\` is a form the ES module build does not rewrite`);
+      if (bare && !/^import \* as __package\d+ from/.test(line)) throw new Error(`esm build: ${name}: \`${line}\` is a form the ES module build does not rewrite`);
     }
-    if (/\bimport\s*\(\s*['"`](?!\.)/.test(code)) throw new Error(`esm build: ${relative(esm, file)} imports a package dynamically, which the ES module build does not rewrite`);
+    if (/\bimport\s*\(\s*['"`](?!\.)/.test(code)) throw new Error(`esm build: ${name} imports a package dynamically, which the ES module build does not rewrite`);
     if (packages > 0) {
       code = `const __exportsOf = (ns) => (ns.default !== null && (typeof ns.default === 'object' || typeof ns.default === 'function') ? { ...ns.default, ...ns } : ns);\n${code}`;
     }
     if (/\brequire\s*[(.]/.test(code)) code = `import { createRequire as __createRequire } from 'node:module';\nconst require = __createRequire(import.meta.url);\n${code}`;
     if (/\b(__dirname|__filename|module\.exports|exports\.)\b/.test(code.replace(/\/\/.*|\/\*[\s\S]*?\*\/|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`/g, ''))) {
-      throw new Error(`esm build: ${relative(esm, file)} uses a CommonJS-only binding`);
+      throw new Error(`esm build: ${name} uses a CommonJS-only binding`);
     }
-    writeFileSync(file, code);
+    const out = join(esm, name.replace(/\.ts$/, '.js'));
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, code);
   }
   writeFileSync(join(esm, 'package.json'), `${JSON.stringify({ type: 'module' }, null, 2)}\n`);
 }

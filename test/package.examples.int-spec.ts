@@ -6,7 +6,7 @@ import type { Kafka } from 'kafkajs';
 import { HEADERS, SchemaRegistry } from 'kafka-exactly-once';
 import { decodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { REPO_ROOT } from './support/environment';
+import { REPO_ROOT, adminDatabaseUrl, kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase } from './support/library';
 import { waitForGroupCaughtUp } from './support/payments';
@@ -126,7 +126,7 @@ describe('the packed library in applications of their own', () => {
         const dir = join(workspace, example);
         const label = `${example}-${which}`.replace(/[^a-z0-9]/g, '-');
         const env = {
-          KAFKA_BROKERS: (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092'),
+          KAFKA_BROKERS: kafkaBrokers().join(','),
           DATABASE_URL: await createSuiteDatabase(label),
           ORDERS_TOPIC: uniqueTopic(`${label}-orders`),
           ACCEPTED_TOPIC: uniqueTopic(`${label}-accepted`),
@@ -201,9 +201,9 @@ describe('the packed library in applications of their own', () => {
         return;
       }
       const dir = join(workspace, example);
-      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', NODE_OPTIONS: '' };
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: adminDatabaseUrl(), NODE_OPTIONS: '' };
       if (ownBroker) delete env.KAFKA_BROKERS;
-      else env.KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
+      else env.KAFKA_BROKERS = kafkaBrokers().join(',');
       const args =
         runner === 'Vitest' ? ['node_modules/vitest/vitest.mjs', 'run'] : runner === 'Jest (ESM)' ? ['--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--ci'] : ['node_modules/jest/bin/jest.js', '--ci'];
       const began = Date.now();

@@ -1,5 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { kafkaBrokers } from '../support/environment';
+import { uniqueTopicStamp } from '../support/kafka';
 
 /**
  * Before each suite, the topics the earlier suites of this run made are deleted (KEO_KEEP_TOPICS=1 keeps them):
@@ -11,21 +12,16 @@ import { kafkaBrokers } from '../support/environment';
  */
 const STARTED = Date.now();
 
-/** True for a name of uniqueTopic's form stamped from `since` to before `before` (ms). */
-export function earlierSuiteTopic(name: string, since: number, before: number): boolean {
-  const stamp = /^test\..*?\.([0-9a-z]{8,9})\.[0-9a-f]{8}(?:[.-]|$)/.exec(name)?.[1];
-  if (!stamp) return false;
-  const ms = parseInt(stamp, 36);
-  return ms >= since && ms < before;
-}
-
 beforeAll(async () => {
   const since = Number(process.env.KEO_RUN_STARTED);
   if (process.env.KEO_KEEP_TOPICS === '1' || process.env.KEO_RUN_SERIAL !== '1' || !Number.isFinite(since)) return;
   const admin = new Kafka({ clientId: 'kafka-exactly-once-tests-cleanup', brokers: kafkaBrokers(), logLevel: logLevel.NOTHING, retry: { retries: 2 } }).admin();
   try {
     await admin.connect();
-    const earlier = (await admin.listTopics()).filter((t) => earlierSuiteTopic(t, since, STARTED - 1000));
+    const earlier = (await admin.listTopics()).filter((t) => {
+      const stamp = uniqueTopicStamp(t);
+      return stamp !== undefined && stamp >= since && stamp < STARTED - 1000;
+    });
     for (let i = 0; i < earlier.length; i += 200) await admin.deleteTopics({ topics: earlier.slice(i, i + 200), timeout: 20000 });
   } catch {
     // A broker that is not there yet (a suite that starts it) or refuses: the suite runs on with the topics kept.

@@ -8,6 +8,12 @@ export function uniqueTopic(label: string): string {
   return `test.${label}.${Date.now().toString(36)}.${randomUUID().slice(0, 8)}`;
 }
 
+/** When a name of uniqueTopic's form (or one derived from it, `.dlq` say) was made, in ms; undefined for another name. */
+export function uniqueTopicStamp(name: string): number | undefined {
+  const stamp = /^test\..*?\.([0-9a-z]{8,9})\.[0-9a-f]{8}(?:[.-]|$)/.exec(name)?.[1];
+  return stamp === undefined ? undefined : parseInt(stamp, 36);
+}
+
 export function testKafka(clientId = 'kafka-exactly-once-tests'): Kafka {
   return new Kafka({ clientId, brokers: kafkaBrokers(), logLevel: logLevel.NOTHING });
 }

@@ -1,4 +1,5 @@
 import type { INestApplicationContext } from '@nestjs/common';
+import { sleep } from '../engine/sleep';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 import { createProbeClient } from '../kafka-probe';
@@ -36,7 +37,7 @@ export async function waitForCommitted(app: Pick<INestApplicationContext, 'get'>
       committed = BigInt(topic?.partitions.find((p) => p.partition === record.partition)?.offset ?? '-1');
       if (committed > offset) return;
       if (Date.now() >= deadline) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
   } finally {
     await admin.disconnect();
