@@ -8,7 +8,7 @@ import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceL
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
-import { ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
+import { createTopics, ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { kafkaBrokers } from './support/environment';
 import { waitUntil } from './support/payments';
 
@@ -112,17 +112,12 @@ describe('library: hostile input never stops the line', () => {
        CREATE TABLE deferred_parent (id int PRIMARY KEY);
        CREATE TABLE deferred_child (id text PRIMARY KEY, parent int REFERENCES deferred_parent (id) DEFERRABLE INITIALLY DEFERRED);`,
     );
-    await withAdmin(kafka, (admin) =>
-      admin.createTopics({
-        waitForLeaders: true,
-        topics: [
-          { topic, numPartitions: 1, replicationFactor: 1 },
-          { topic: `${prefix}done`, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: String(OUTPUT_LIMIT) }] },
-          // A dead-letter topic made beforehand with a small limit: a larger dead letter must not block the line.
-          { topic: `${topic}.dlq`, numPartitions: 1, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: String(DLQ_LIMIT) }] },
-        ],
-      }),
-    );
+    await createTopics(kafka, [
+      { topic, numPartitions: 1 },
+      { topic: `${prefix}done`, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(OUTPUT_LIMIT) }] },
+      // A dead-letter topic made beforehand with a small limit: a larger dead letter must not block the line.
+      { topic: `${topic}.dlq`, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(DLQ_LIMIT) }] },
+    ]);
 
     @Module({
       imports: [

@@ -3,9 +3,10 @@ import { DataSource } from 'typeorm';
 import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
 import { Pool } from 'pg';
-import { CreateKafkaEoInbox1764400000000, OneOpenOperation1764400500000, OperatorStore, pgPoolSql } from 'kafka-exactly-once';
+import { CreateKafkaEoInbox1764400000000, OneOpenOperation1764400500000, OperatorStore, pgPoolSql, UnitOutputs1764400700000 } from 'kafka-exactly-once';
 import { identify } from 'kafka-exactly-once/engine/record-identity';
-import { InboxRepository, keyOf } from 'kafka-exactly-once/inbox/inbox.repository';
+import { InboxRepository, keyOf, MissingUnitOutputsError } from 'kafka-exactly-once/inbox/inbox.repository';
+import type { OutputRecord } from 'kafka-exactly-once/engine/output-record';
 import { createSuiteDatabase } from './support/database';
 
 /** The inbox table from the library's own migrations, and the retention job that keeps it small. */
@@ -23,7 +24,7 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
@@ -118,22 +119,22 @@ describe('library: inbox migration from text message ids', () => {
       try {
         const id = identify('payments', 0, { offset: '9', headers: { 'message-id': Buffer.from('m-1') } }, 'topic');
         const claimed = await inbox.claim(claimRunner, 'g', 'payments', 0, [{ ...id, offset: '9' }]);
-        expect(claimed.size).toBe(0); // a duplicate of the migrated row
+        expect(claimed.claims.size).toBe(0); // a duplicate of the migrated row
         const rows = await inbox.find(claimRunner, 'g', [id]);
         expect([...rows.values()]).toEqual([
-          { topic: 'payments', partition: 0, offset: '5', status: 'processed', outputs: [{ topic: 'out', key: null, value: null, headers: { 'message-id': 'o-1' } }] },
+          { topic: 'payments', partition: 0, offset: '5', status: 'processed', outputs: [{ topic: 'out', key: null, value: null, headers: [['message-id', Buffer.from('o-1')]] }] },
         ]);
         // A dead letter recorded before the operator tools: listed with its reason and error after the upgrade.
         const dead = await claimRunner.query(`SELECT message_id, dlq_reason, dlq_error->>'name' AS name, dlq_error->>'message' AS message FROM kafka_eo_inbox WHERE status = 'dead-lettered'`);
         expect(dead).toEqual([{ message_id: 'm-dead', dlq_reason: 'handler-failed', name: 'Error', message: 'boom' }]);
         // The same id on another topic is another message.
         const other = identify('orders', 0, { offset: '9', headers: { 'message-id': Buffer.from('m-1') } }, 'topic');
-        expect((await inbox.claim(claimRunner, 'g', 'orders', 0, [{ ...other, offset: '9' }])).size).toBe(1);
+        expect((await inbox.claim(claimRunner, 'g', 'orders', 0, [{ ...other, offset: '9' }])).claims.size).toBe(1);
         // With a group-wide scope, one id is one message whatever the topic.
         const onA = identify('a', 0, { offset: '1', headers: { 'message-id': Buffer.from('shared') } }, 'group');
         const onB = identify('b', 0, { offset: '1', headers: { 'message-id': Buffer.from('shared') } }, 'group');
-        expect((await inbox.claim(claimRunner, 'g', 'a', 0, [{ ...onA, offset: '1' }])).size).toBe(1);
-        expect((await inbox.claim(claimRunner, 'g', 'b', 0, [{ ...onB, offset: '1' }])).size).toBe(0);
+        expect((await inbox.claim(claimRunner, 'g', 'a', 0, [{ ...onA, offset: '1' }])).claims.size).toBe(1);
+        expect((await inbox.claim(claimRunner, 'g', 'b', 0, [{ ...onB, offset: '1' }])).claims.size).toBe(0);
       } finally {
         await claimRunner.release();
       }
@@ -159,11 +160,12 @@ describe('library: inbox takeovers', () => {
       const row = () => dataSource.query(`SELECT status, "offset"::text AS "offset", outputs, failures, taken_over FROM kafka_eo_inbox WHERE message_id = 'm-deferred'`);
 
       // The same coordinates again (a crash before the Kafka commit): a replay, not a takeover.
-      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '3' }])).size).toBe(0);
+      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '3' }])).claims.size).toBe(0);
       // Republished at offset 9: taken over; the chunk is cut before it is handled and the claim released.
       await runner.startTransaction();
-      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '9' }])).get(keyOf(id))?.offset).toBe('9');
-      await inbox.release(runner, 'g', [id]);
+      const takeover = await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '9' }]);
+      expect(takeover.claims.get(keyOf(id))).toMatchObject({ offset: '9', takenOver: true });
+      await inbox.release(runner, 'g', [id], takeover.unit);
       await runner.commitTransaction();
       expect(await row()).toEqual([{ status: 'deferred', offset: '3', outputs: [{ topic: 't.dlq', key: null, value: null, h: [] }], failures: 0, taken_over: null }]);
 
@@ -174,8 +176,84 @@ describe('library: inbox takeovers', () => {
       expect(await inbox.recordFailure(runner, 'g', { ...id, offset: '9', topic: 't', partition: 0 }, failure)).toBe(2);
       // The next claim takes the failing row over and sees its count.
       await runner.startTransaction();
-      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '9' }])).get(keyOf(id))).toEqual({ offset: '9', failures: 2, lastError: failure });
+      expect((await inbox.claim(runner, 'g', 't', 0, [{ ...id, offset: '9' }])).claims.get(keyOf(id))).toEqual({ offset: '9', failures: 2, lastError: failure, takenOver: true });
       await runner.rollbackTransaction();
+    } finally {
+      await runner.release();
+      await dataSource.destroy();
+    }
+  });
+});
+
+/** A unit of work whose records are all handled plainly writes their rows once, and their outputs in one row. */
+describe('library: a unit of work\'s outputs, recorded once', () => {
+  it('writes a new record\'s row as handled at the claim and its outputs in the unit\'s row; gives back what was not handled; retention deletes the unit\'s row with its last record', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url: await createSuiteDatabase('inbox_units') }).initialize();
+    const inbox = new InboxRepository();
+    const runner = dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runInboxMigrations(dataSource);
+      const ids = ['a', 'b', 'c'].map((m, i) => identify('t', 0, { offset: String(10 + i), headers: { 'message-id': Buffer.from(`m-${m}`) } }, 'topic'));
+      await runner.startTransaction();
+      const { claims, unit } = await inbox.claim(runner, 'g', 't', 0, ids.map((id, i) => ({ ...id, offset: String(10 + i) })));
+      expect([...claims.values()].map((c) => c.takenOver)).toEqual([false, false, false]);
+      expect(unit).toMatch(/^[0-9]+$/);
+      // c was not handled (the unit's time cap): given back, its row deleted.
+      await inbox.release(runner, 'g', [ids[2]], unit);
+      const out = (n: number): OutputRecord => ({ topic: 'out', key: Buffer.from(`k${n}`), value: Buffer.from([0, n, 0xff]), headers: [['message-id', Buffer.from(`o-${n}`)], ['empty', null]] });
+      await inbox.recordUnitOutputs(runner, 'g', 't', 0, unit!, '11', [
+        { offset: '10', outputs: [out(1), out(2)] },
+        { offset: '11', outputs: [] },
+      ]);
+      await runner.commitTransaction();
+      expect(await dataSource.query(`SELECT message_id, status, attempts, outputs FROM kafka_eo_inbox ORDER BY "offset"`)).toEqual([
+        { message_id: 'm-a', status: 'processed', attempts: 1, outputs: [{ unit }] },
+        { message_id: 'm-b', status: 'processed', attempts: 1, outputs: [{ unit }] },
+      ]);
+
+      // A redelivery at the same coordinates (the Kafka commit did not happen) finds each record's own outputs.
+      const found = await inbox.find(runner, 'g', ids);
+      expect(found.get(keyOf(ids[0]))?.outputs).toEqual([out(1), out(2)]);
+      expect(found.get(keyOf(ids[1]))?.outputs).toEqual([]);
+      expect(found.has(keyOf(ids[2]))).toBe(false);
+      // A row whose unit's outputs are gone is an error, never a replay of nothing.
+      await dataSource.query(`UPDATE kafka_eo_inbox SET outputs = '[{"unit":"987654321"}]' WHERE message_id = 'm-b'`);
+      await expect(inbox.find(runner, 'g', [ids[1]])).rejects.toThrow(MissingUnitOutputsError);
+      // ... but only where those outputs would be sent: a duplicate publish of m-b (another offset, or another
+      // partition) is found without reading them, and skipped by the unit of work.
+      const here = { topic: 't', partition: 0 };
+      await expect(inbox.find(runner, 'g', [{ ...ids[1], offset: '11' }], here)).rejects.toThrow(MissingUnitOutputsError);
+      const duplicate = await inbox.find(runner, 'g', [{ ...ids[1], offset: '500' }], here);
+      expect(duplicate.get(keyOf(ids[1]))).toMatchObject({ offset: '11', status: 'processed', outputs: [] });
+      expect((await inbox.find(runner, 'g', [{ ...ids[1], offset: '11' }], { topic: 't', partition: 1 })).get(keyOf(ids[1]))?.outputs).toEqual([]);
+      await dataSource.query(`UPDATE kafka_eo_inbox SET outputs = $1::jsonb WHERE message_id = 'm-b'`, [JSON.stringify([{ unit }])]);
+      // A unit's outputs are only ever read for a row of their own group and partition, at or below their last offset.
+      await dataSource.query(`UPDATE kafka_eo_unit_outputs SET partition = 3`);
+      await expect(inbox.find(runner, 'g', [{ ...ids[0], offset: '10' }], here)).rejects.toThrow(/not that record's: the row of t\[0\]@10 \(group g\) points to it, but it holds t\[3\] up to offset 11/);
+      await dataSource.query(`UPDATE kafka_eo_unit_outputs SET partition = 0, last_offset = 9`);
+      await expect(inbox.find(runner, 'g', [{ ...ids[0], offset: '10' }], here)).rejects.toThrow(/not that record's/);
+      await dataSource.query(`UPDATE kafka_eo_unit_outputs SET last_offset = 11`);
+      expect((await inbox.find(runner, 'g', [{ ...ids[0], offset: '10' }], here)).get(keyOf(ids[0]))?.outputs).toEqual([out(1), out(2)]);
+
+      // The migration is not reverted while rows point to units' outputs (they would be lost with the table).
+      const migration = new UnitOutputs1764400700000();
+      await expect(migration.down(runner)).rejects.toThrow(/cannot be reverted: 2 inbox rows hold their outputs in kafka_eo_unit_outputs/);
+      expect(await dataSource.query(`SELECT count(*)::int AS n FROM kafka_eo_unit_outputs`)).toEqual([{ n: 1 }]);
+
+      // Retention: the unit's row stays while any of its records is at or above the committed offset.
+      await dataSource.query(`UPDATE kafka_eo_inbox SET processed_at = now() - interval '8 days'`);
+      await dataSource.query(`UPDATE kafka_eo_unit_outputs SET created_at = now() - interval '8 days'`);
+      const retention = (offset: bigint) =>
+        new InboxRetention(dataSource, 'g', async (_topic, partitions) => new Map(partitions.map((p) => [p, offset])), { retentionDays: 7, operationsRetentionDays: 30, retentionIntervalMs: 0, retentionBatchSize: 10 });
+      expect(await retention(11n).runOnce()).toBe(1);
+      expect(await dataSource.query(`SELECT count(*)::int AS n FROM kafka_eo_unit_outputs`)).toEqual([{ n: 1 }]);
+      expect(await retention(12n).runOnce()).toBe(1);
+      expect(await dataSource.query(`SELECT count(*)::int AS n FROM kafka_eo_unit_outputs`)).toEqual([{ n: 0 }]);
+      // With no row pointing to a unit's outputs, it can be reverted (and applied again).
+      await migration.down(runner);
+      expect(await dataSource.query(`SELECT to_regclass('kafka_eo_unit_outputs') IS NULL AS gone`)).toEqual([{ gone: true }]);
+      await migration.up(runner);
     } finally {
       await runner.release();
       await dataSource.destroy();

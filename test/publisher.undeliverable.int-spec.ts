@@ -20,7 +20,7 @@ async function topicSize(kafka: Kafka, topic: string): Promise<number> {
 }
 
 async function createTopicWith(kafka: Kafka, topic: string, configEntries: Array<{ name: string; value: string }>, numPartitions = 1): Promise<void> {
-  await withAdmin(kafka, (admin) => admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions, replicationFactor: 1, configEntries }] }));
+  await createTopics(kafka, [{ topic, numPartitions, configEntries }]);
 }
 
 const payment = (accountId: string, extra: Record<string, unknown> = {}) => ({

@@ -1,6 +1,7 @@
 import { spawn } from 'child_process';
 import { join } from 'path';
 import { Kafka, logLevel } from 'kafkajs';
+import { createTopicsAndWait } from 'kafka-exactly-once';
 import { REPO_ROOT } from './environment';
 
 /** The nodes of `kafka.sh --nodes 3` (KAFKA_CLUSTER_PORT_BASE moves them, as it moves the script's). */
@@ -42,7 +43,7 @@ export async function createClusterTopics(kafka: Kafka, topics: string[], numPar
   const admin = kafka.admin();
   await admin.connect();
   try {
-    await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic, numPartitions, replicationFactor: 3 })) });
+    await createTopicsAndWait(admin, topics.map((topic) => ({ topic, numPartitions, replicationFactor: 3 })));
   } finally {
     await admin.disconnect();
   }

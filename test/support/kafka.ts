@@ -1,5 +1,6 @@
 import { randomUUID } from 'crypto';
-import { Admin, Consumer, IHeaders, Kafka, KafkaMessage, logLevel } from 'kafkajs';
+import { Admin, Consumer, IHeaders, ITopicConfig, Kafka, KafkaMessage, logLevel } from 'kafkajs';
+import { createTopicsAndWait } from 'kafka-exactly-once';
 import { fixKafkaJs } from 'kafka-exactly-once/kafkajs.fixes';
 import { kafkaBrokers } from './environment';
 
@@ -28,14 +29,18 @@ export async function withAdmin<T>(kafka: Kafka, work: (admin: Admin) => Promise
   }
 }
 
-/** Creates topics, retrying while a just-restarted broker is not ready to answer yet. */
-export async function createTopics(kafka: Kafka, topics: string[], numPartitions = 1): Promise<void> {
+/**
+ * Creates topics (replication factor 1 unless given) and waits for their leaders, retrying while a
+ * just-restarted broker is not ready to answer yet. A name takes `numPartitions`; a config gives its own.
+ */
+export async function createTopics(kafka: Kafka, topics: Array<string | ITopicConfig>, numPartitions = 1): Promise<void> {
+  const configs = topics.map((t) => (typeof t === 'string' ? { topic: t, numPartitions } : t)).map((t) => ({ replicationFactor: 1, ...t }));
   for (let attempt = 1; ; attempt++) {
     try {
       await withAdmin(kafka, async (admin) => {
-        await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })) });
-        const metadata = await admin.fetchTopicMetadata({ topics });
-        if (metadata.topics.some((t) => t.partitions.length !== numPartitions)) throw new Error('topics not ready');
+        await createTopicsAndWait(admin, configs);
+        const metadata = await admin.fetchTopicMetadata({ topics: configs.map((t) => t.topic) });
+        if (metadata.topics.some((t) => t.partitions.length !== (configs.find((c) => c.topic === t.name)?.numPartitions ?? numPartitions))) throw new Error('topics not ready');
       });
       return;
     } catch (err) {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'crypto';
-import { Kafka, Message, Partitioners } from 'kafkajs';
+import { Admin, Kafka, Message, Partitioners } from 'kafkajs';
 import { Client } from 'pg';
 import { SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject, decodeSingleObject } from 'kafka-exactly-once/testing';
@@ -89,21 +89,28 @@ export async function republish(
 }
 
 /** Records of `topic` the group has not committed yet. */
-export async function groupLag(kafka: Kafka, groupId: string, topic: string): Promise<bigint> {
+export async function groupLag(kafka: Kafka | Admin, groupId: string, topic: string): Promise<bigint> {
+  // An admin client the caller keeps connected makes a probe a few milliseconds (tests that poll the lag closely);
+  // otherwise one is connected for this call.
+  if (!('admin' in kafka)) return lagOf(kafka, groupId, topic);
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    let lag = 0n;
-    for (const end of ends) {
-      const done = BigInt(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? '-1');
-      lag += BigInt(end.high) - (done < 0n ? 0n : done);
-    }
-    return lag;
+    return await lagOf(admin, groupId, topic);
   } finally {
     await admin.disconnect();
   }
+}
+
+async function lagOf(admin: Admin, groupId: string, topic: string): Promise<bigint> {
+  const ends = await admin.fetchTopicOffsets(topic);
+  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  let lag = 0n;
+  for (const end of ends) {
+    const done = BigInt(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? '-1');
+    lag += BigInt(end.high) - (done < 0n ? 0n : done);
+  }
+  return lag;
 }
 
 /** Polls `condition` until it holds; rejects after `timeoutMs`. */

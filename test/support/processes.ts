@@ -31,9 +31,19 @@ export class AppProcess {
       env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    this.child.stdout?.pipe(log);
-    this.child.stderr?.pipe(log);
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+    // Both into one file: neither ends it (the first to end would cut the other's last lines off).
+    this.child.stdout?.pipe(log, { end: false });
+    this.child.stderr?.pipe(log, { end: false });
+    const closed = new Promise<boolean>((r) => this.child.once('close', () => r(true)));
+    // Exited once its last lines are in the log file too: the child's final writes may still be in the pipes when
+    // it exits, and tests read the log right after the exit (a SIGKILL's "fault injection" line was missed so).
+    // A grandchild holding the pipes open is not waited for beyond a moment.
+    this.exited = new Promise((resolve) =>
+      this.child.once('exit', (code) => {
+        const grace = new Promise<boolean>((r) => setTimeout(() => r(false), 2000).unref());
+        void Promise.race([closed, grace]).then((all) => (all ? log.end(() => resolve(code)) : log.write(Buffer.alloc(0), () => resolve(code))));
+      }),
+    );
   }
 
   get pid(): number {

@@ -36,6 +36,8 @@ export interface ConsumerAppConfig {
    * KafkaExactlyOnceServer, connected to this HTTP application as a hybrid microservice.
    */
   transport: 'module' | 'microservice';
+  /** WELCOME_EMAIL_RETRY_DELAYS: the retry tiers of welcome emails, comma-separated (default `10s,1m,10m`). */
+  welcomeEmailRetryDelays: string[];
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -70,5 +72,6 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     adminToken: env.ADMIN_TOKEN || undefined,
     approvalLimitCents: BigInt(integer(env, 'PAYMENT_APPROVAL_LIMIT_CENTS', 1000000, 1)),
     transport: transport(env.CONSUMER_APP_TRANSPORT),
+    welcomeEmailRetryDelays: (env.WELCOME_EMAIL_RETRY_DELAYS || '10s,1m,10m').split(',').map((d) => d.trim()),
   };
 }

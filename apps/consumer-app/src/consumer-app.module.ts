@@ -7,6 +7,9 @@ import { APPROVAL_LIMIT_CENTS, consumerAppConfig } from './consumer-app.config';
 import { HealthController } from './health/health.controller';
 import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create-demo-tables';
 import { CreatePaymentApprovals1764400500000 } from './migrations/1764400500000-create-payment-approvals';
+import { CreateWelcomeEmails1764400700000 } from './migrations/1764400700000-create-welcome-emails';
+import { DemoMailer } from './notifications/demo-mailer';
+import { WelcomeEmailsHandler } from './notifications/welcome-emails.handler';
 import { Account } from './payments/account.entity';
 import { LedgerEntry } from './payments/ledger-entry.entity';
 import { KafkaExactlyOnceServer } from 'kafka-exactly-once/microservices';
@@ -38,10 +41,11 @@ const microservice = consumerAppConfig().transport === 'microservice';
         type: 'postgres',
         url: consumerAppConfig().databaseUrl,
         entities: [Account, LedgerEntry, User],
-        migrations: [CreateDemoTables1764400100000, CreatePaymentApprovals1764400500000],
+        migrations: [CreateDemoTables1764400100000, CreatePaymentApprovals1764400500000, CreateWelcomeEmails1764400700000],
         migrationsRun: true,
         synchronize: false,
-        extra: { max: 20 },
+        // A connection per partition handled at once: the demo topics, 6 partitions each, and the welcome emails' retry tiers.
+        extra: { max: 40 },
       }),
     }),
     KafkaExactlyOnceModule.forRootAsync({
@@ -75,6 +79,8 @@ const microservice = consumerAppConfig().transport === 'microservice';
     DemoTopicsInitializer,
     PaymentsLedger,
     UsersHandler,
+    DemoMailer,
+    WelcomeEmailsHandler,
     // payments.requested: an @IdempotentHandler, or an @EventPattern handler under KafkaExactlyOnceServer.
     ...(microservice ? [KafkaExactlyOnceServer] : [PaymentsHandler]),
     { provide: APPROVAL_LIMIT_CENTS, useFactory: () => consumerAppConfig().approvalLimitCents },

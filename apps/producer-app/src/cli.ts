@@ -37,6 +37,7 @@ async function main(): Promise<void> {
   const backlog = publisher.status().spool.records;
   if (backlog > 0) process.stderr.write(`waiting for ${backlog} spooled events to reach Kafka...\n`);
   await publisher.flush(10 * 60 * 1000);
+  if (summary.spoolPeak > 0 && summary.spoolEmptyAt === undefined) summary.spoolEmptyAt = Date.now();
   const rate = Math.round((summary.events + summary.duplicatePublishes) / Math.max(0.001, summary.elapsedMs / 1000));
   process.stdout.write(
     `published ${summary.events} ${summary.kind} (+${summary.duplicatePublishes} duplicate publishes) to ${summary.topic}: ` +

@@ -7,6 +7,15 @@ import { REFUSED_BY_PIPELINE } from './engine/error-classification';
 
 /** Where Nest keeps a method's parameter decorators (`ROUTE_ARGS_METADATA` of @nestjs/common). */
 const ROUTE_ARGS_METADATA = '__routeArguments__';
+/** Where Nest keeps the guards, interceptors, pipes and exception filters bound to a class or a method (@nestjs/common's constants). */
+const ENHANCER_METADATA = ['__guards__', '__interceptors__', '__pipes__', '__exceptionFilters__'];
+
+/** Whether anything of Nest's pipeline applies to this handler: an enhancer on its class or method, or a parameter decorator. */
+function hasPipeline(target: PipelineTarget, method: object): boolean {
+  const type = target.instance.constructor;
+  if (ENHANCER_METADATA.some((key) => Reflect.getMetadata(key, type) !== undefined || Reflect.getMetadata(key, method) !== undefined)) return true;
+  return Reflect.getMetadata(ROUTE_ARGS_METADATA, type, target.methodName) !== undefined;
+}
 
 /**
  * The values of `RpcParamtype` in @nestjs/microservices (`@Payload()` and `@Ctx()`), which this module reads
@@ -145,6 +154,18 @@ export class HandlerPipeline {
 
   create(target: PipelineTarget): (...args: unknown[]) => Promise<unknown> {
     const method = (target.instance as Record<string, unknown>)[target.methodName] as (...args: unknown[]) => unknown;
+    if (!hasPipeline(target, method)) {
+      // Nothing of the pipeline applies: the method is called as the pipeline would call it, without its cost per
+      // event (on Node.js before 24, the AsyncLocalStorage below makes every promise of the process pay a hook).
+      const instance = target.instance;
+      return async (...args: unknown[]) => {
+        try {
+          return await settle(await method.apply(instance, args));
+        } catch (err) {
+          throw asError(err);
+        }
+      };
+    }
     const base = this.contexts as unknown as Record<string, ContextCreator | undefined>;
     const overrides: PropertyDescriptorMap = {};
     for (const name of ['guardsContextCreator', 'interceptorsContextCreator', 'pipesContextCreator']) {

@@ -2,7 +2,8 @@
 // for tests (the fault switch, the codec's internals) are in kafka-exactly-once/testing (testing.ts).
 import './package-copies';
 export { KafkaExactlyOnceModule } from './kafka-exactly-once.module';
-export { KafkaExactlyOnceLifecycle, waitForTopicLeaders, type StartPhase, type StartStatus } from './kafka-exactly-once.lifecycle';
+export { KafkaExactlyOnceLifecycle, type StartPhase, type StartStatus } from './kafka-exactly-once.lifecycle';
+export { createTopicsAndWait, waitForTopicLeaders } from './kafka-topics';
 export * from './decorators';
 export * from './admin';
 export * from './errors';
@@ -18,6 +19,7 @@ export type {
   ConsumerOptions,
   InboxOptions,
   RetryOptions,
+  RetryTopicsOptions,
   IsolationOptions,
   PublisherOptions,
   OutboxOptions,
@@ -32,8 +34,8 @@ export type {
 } from './interfaces';
 export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from './serde/schema-registry';
 export { EventCodec, type EncodedMessage, type EncodeOptions, type DecodedEvent } from './serde/event-codec';
-export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000, Outbox1764400600000 } from './inbox/migrations';
-export { HEADERS, DEAD_LETTER_HEADERS, INBOX_TABLE } from './kafka-exactly-once.constants';
-export type { ConsumerStatus, ConsumerState } from './engine/exactly-once.consumer';
+export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000, Outbox1764400600000, UnitOutputs1764400700000 } from './inbox/migrations';
+export { HEADERS, DEAD_LETTER_HEADERS, RETRY_HEADERS, INBOX_TABLE } from './kafka-exactly-once.constants';
+export type { ConsumerStatus, ConsumerState, RetryTierStatus } from './engine/exactly-once.consumer';
 export type { PartitionHealth, PartitionActivity } from './engine/partition-progress';
 export type { DeduplicationScope } from './engine/record-identity';

@@ -36,9 +36,35 @@ export const DEAD_LETTER_HEADERS = {
   outputTopic: 'dlq-output-topic',
 } as const;
 
+/**
+ * Headers stamped on a record moved to a retry topic (docs/retries.md). `retry-history` repeats: one per
+ * stage the record failed on (the topic, then each tier), and dead letters after the last tier carry them all.
+ */
+export const RETRY_HEADERS = {
+  /** Where the record was first consumed: its topic, partition and offset (kept across tiers). */
+  originalTopic: 'retry-original-topic',
+  originalPartition: 'retry-original-partition',
+  originalOffset: 'retry-original-offset',
+  /** The tier the record is on: 1 on `<topic>.retry.1`... */
+  attempt: 'retry-attempt',
+  /** When the record is due on its tier, ms since the epoch. */
+  dueAt: 'retry-due-at',
+  /** The error of the stage it failed on last. */
+  errorClass: 'retry-error-class',
+  errorMessage: 'retry-error-message',
+  /** JSON of one failed stage: `{ stage, topic, partition, offset, attempts, error, message, at }`. */
+  history: 'retry-history',
+} as const;
+
 /** Name of the inbox table and of the table that records which of the library's migrations ran. */
 export const INBOX_TABLE = 'kafka_eo_inbox';
 export const MIGRATIONS_TABLE = 'kafka_eo_migrations';
+/**
+ * The outputs of a unit of work's records, one row (a binary blob) per unit of work, and the sequence of its ids:
+ * an inbox row handled plainly says `[{"unit": "<id>"}]` where it would hold its outputs.
+ */
+export const UNIT_OUTPUTS_TABLE = 'kafka_eo_unit_outputs';
+export const UNIT_SEQUENCE = 'kafka_eo_unit_seq';
 
 /** Keys of @OrderedEvent handlers that are parked, and the records parked under them. */
 export const PARKED_KEYS_TABLE = 'kafka_eo_parked_keys';

@@ -76,6 +76,37 @@ class LongRetryHandler {
   onPing() {}
 }
 
+@Injectable()
+class RetryTopicsHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retry: { attempts: 5 }, retryTopics: { delays: ['10s', '1m'], maxInPlaceAttempts: 2 } })
+  onPing() {}
+}
+
+@Injectable()
+class OrderedRetryTopicsHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retryTopics: { delays: ['10s'] } })
+  @OrderedEvent()
+  onPing() {}
+}
+
+@Injectable()
+class BadDelayHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retryTopics: { delays: ['soon'] } })
+  onPing() {}
+}
+
+@Injectable()
+class ZeroInPlaceHandler {
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', retryTopics: { delays: ['1s'], maxInPlaceAttempts: 0 } })
+  onPing() {}
+}
+
+@Injectable()
+class TierTopicHandler {
+  @IdempotentHandler({ topic: 'pings.retry.1', schema: 't.Ping' })
+  onPing() {}
+}
+
 @Injectable({ scope: Scope.REQUEST })
 class RequestScopedHandler {
   @IdempotentHandler({ topic: 'pings', schema: 't.Ping' })
@@ -152,6 +183,20 @@ describe('KafkaExactlyOnceExplorer', () => {
     const [lanes] = (await moduleWith([LanesPingHandler])).get(KafkaExactlyOnceExplorer).explore();
     expect(lanes.ordering).toEqual({ key: undefined, lanes: 16 });
     await expect(moduleWith([LanesBatchHandler]).then((m) => m.init())).rejects.toThrow(/@OrderedEvent\(\{ lanes \}\) is for handlers called once per event/);
+  });
+
+  it('reads retry topics: a topic per tier, the in-place attempts of each stage', async () => {
+    const [handler] = (await moduleWith([RetryTopicsHandler])).get(KafkaExactlyOnceExplorer).explore();
+    expect(handler.retryTopics).toMatchObject({ topics: ['env.pings.retry.1', 'env.pings.retry.2'], delaysMs: [10000, 60000] });
+    expect(handler.retry.attempts).toBe(2);
+  });
+
+  it('refuses retry topics with @OrderedEvent, bad delays and attempts, and a handler of a tier topic', async () => {
+    await expect(moduleWith([OrderedRetryTopicsHandler]).then((m) => m.init())).rejects.toThrow(/retryTopics and @OrderedEvent cannot go together: a record waiting on a retry topic lets later records of its key overtake it/);
+    await expect(moduleWith([BadDelayHandler]).then((m) => m.init())).rejects.toThrow(/BadDelayHandler\.onPing: @IdempotentHandler option "retryTopics\.delays\[0\]" must be a number of ms or text like/);
+    await expect(moduleWith([ZeroInPlaceHandler]).then((m) => m.init())).rejects.toThrow(/option "retryTopics\.maxInPlaceAttempts" must be an integer >= 1, got 0/);
+    await expect(moduleWith([RetryTopicsHandler, TierTopicHandler]).then((m) => m.init())).rejects.toThrow(/topic "env\.pings\.retry\.1" already has a handler in group "g" \(RetryTopicsHandler\.onPing, as a retry topic\)/);
+    expect(() => IdempotentHandler({ topic: 'x', schema: 't.Ping', retryTopics: { delays: '10s' as never } })).toThrow(/"retryTopics" needs the delay of each tier/);
   });
 
   it('refuses @OrderedEvent without @IdempotentHandler', async () => {

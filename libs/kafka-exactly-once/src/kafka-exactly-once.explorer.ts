@@ -12,6 +12,7 @@ import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './serde/schema-registry';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { HandlerPipeline } from './handler-pipeline';
+import { resolveRetryTiers } from './retry/retry-tiers';
 
 /**
  * A handler that a transport found for the module (an `@EventPattern` method bound to KafkaExactlyOnceServer):
@@ -31,6 +32,7 @@ export interface TransportHandlerSpec {
   /** Schema full name; undefined: the module's `topics[topic].schema`. */
   schema?: string;
   retry?: IdempotentHandlerOptions['retry'];
+  retryTopics?: IdempotentHandlerOptions['retryTopics'];
   /** Where the options come from, for boot errors: `@EventPattern extras`. */
   source?: string;
 }
@@ -57,7 +59,7 @@ export class KafkaExactlyOnceExplorer {
       const ordering = this.accessor.orderedEvent(method);
       if (metadata) {
         handlers.push(
-          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, schema: metadata.schema, retry: metadata.retry }, metadata.batch ?? false, ordering),
+          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, schema: metadata.schema, retry: metadata.retry, retryTopics: metadata.retryTopics }, metadata.batch ?? false, ordering),
         );
       } else if (ordering) {
         throw new HandlerRegistrationError(name, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
@@ -72,7 +74,7 @@ export class KafkaExactlyOnceExplorer {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
     for (const handler of handlers) {
-      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}`;
+      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}${handler.retryTopics ? `, retry topics after ${handler.retryTopics.delaysMs.map((ms) => `${ms} ms`).join(', ')}` : ''}`;
       this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId}${order})`);
     }
     return handlers;
@@ -102,13 +104,24 @@ export class KafkaExactlyOnceExplorer {
     if (batch && (ordering?.lanes ?? 1) > 1) {
       throw new HandlerRegistrationError(name, '@OrderedEvent({ lanes }) is for handlers called once per event; a batch handler already gets the events of a unit of work at once (leave lanes out)');
     }
+    if (spec.retryTopics !== undefined && ordering) {
+      throw new HandlerRegistrationError(
+        name,
+        'retryTopics and @OrderedEvent cannot go together: a record waiting on a retry topic lets later records of its key overtake it. For per-key order under failure, leave retryTopics out (a record that fails for good parks its key); for non-blocking retries, leave @OrderedEvent out (docs/retries.md)',
+      );
+    }
+    const topic = `${this.options.topicPrefix}${spec.topic}`;
+    const source = spec.source ?? '@IdempotentHandler';
+    const retryTopics = spec.retryTopics === undefined ? undefined : this.handlerTiers(name, topic, spec.retryTopics, source);
+    const inPlace = spec.retryTopics?.maxInPlaceAttempts;
     // Guards, interceptors, pipes and exception filters run around the method, as for a microservice handler.
     const call = this.pipeline.create({ instance: spec.instance, methodName: spec.methodName, moduleKey: spec.moduleKey });
     return {
       name,
-      topic: `${this.options.topicPrefix}${spec.topic}`,
+      topic,
       schema: this.registry.current(schemaName),
-      retry: this.handlerRetry(name, spec.retry, spec.source ?? '@IdempotentHandler'),
+      retry: this.handlerRetry(name, inPlace === undefined ? spec.retry : { ...spec.retry, attempts: inPlace }, source, inPlace === undefined ? 'retry' : 'retryTopics.maxInPlaceAttempts'),
+      retryTopics,
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
       // A batch handler gets one event as a batch of one.
       invoke: batch
@@ -127,9 +140,22 @@ export class KafkaExactlyOnceExplorer {
   }
 
   /** The handler's own retry policy over the module's, held to the same rules (a boot error names the handler). */
-  private handlerRetry(name: string, retry: IdempotentHandlerOptions['retry'], source: string): HandlerDefinition['retry'] {
+  private handlerRetry(name: string, retry: IdempotentHandlerOptions['retry'], source: string, field: string): HandlerDefinition['retry'] {
     try {
       return resolveRetry(retry, this.options.retry, this.options.inbox.idleInTransactionTimeoutMs);
+    } catch (err) {
+      if (err instanceof InvalidOptionsError) {
+        const named = field === 'retry' || !err.field.endsWith('.attempts') ? err.field : field;
+        throw new HandlerRegistrationError(name, `${source} option "${named}" ${err.problem}`);
+      }
+      throw err;
+    }
+  }
+
+  /** The handler's retry tiers, checked (a boot error names the handler and the option). */
+  private handlerTiers(name: string, topic: string, retryTopics: NonNullable<IdempotentHandlerOptions['retryTopics']>, source: string): HandlerDefinition['retryTopics'] {
+    try {
+      return resolveRetryTiers(topic, retryTopics);
     } catch (err) {
       if (err instanceof InvalidOptionsError) throw new HandlerRegistrationError(name, `${source} option "${err.field}" ${err.problem}`);
       throw err;
@@ -164,14 +190,16 @@ export class KafkaExactlyOnceExplorer {
   private checkUnique(handlers: HandlerDefinition[]): void {
     const byTopic = new Map<string, string>();
     for (const handler of handlers) {
-      const other = byTopic.get(handler.topic);
-      if (other) {
-        throw new HandlerRegistrationError(
-          handler.name,
-          `topic "${handler.topic}" already has a handler in group "${this.options.groupId}" (${other}); one topic, one handler`,
-        );
+      for (const topic of [handler.topic, ...(handler.retryTopics?.topics ?? [])]) {
+        const other = byTopic.get(topic);
+        if (other) {
+          throw new HandlerRegistrationError(
+            handler.name,
+            `topic "${topic}" already has a handler in group "${this.options.groupId}" (${other}); one topic, one handler`,
+          );
+        }
+        byTopic.set(topic, topic === handler.topic ? handler.name : `${handler.name}, as a retry topic`);
       }
-      byTopic.set(handler.topic, handler.name);
     }
   }
 }

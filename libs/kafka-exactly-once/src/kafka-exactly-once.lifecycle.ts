@@ -13,7 +13,7 @@ import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
 import { brokerAnswered, isKafkaUnavailable } from './engine/error-classification';
-import { sleep, wakeableSleep } from './engine/sleep';
+import { wakeableSleep } from './engine/sleep';
 import { DeadlineExceeded, withDeadline } from './engine/deadline';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
@@ -31,6 +31,8 @@ import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
 import { createProbeClient } from './kafka-probe';
+import { provisionRetryTopics } from './retry/retry-topics.provisioner';
+import { createTopicsAndWait } from './kafka-topics';
 
 /** How long the boot waits for Kafka to answer before the application starts without it. */
 const BOOT_WAIT_MS = 10000;
@@ -299,7 +301,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     if (this.stopRequested) return undefined;
     const faults = new FaultInjector();
     const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing));
-    this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [] });
+    this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [], retryTiers: () => consumer.getStatus().retryTiers });
     try {
       await consumer.start();
     } catch (err) {
@@ -357,7 +359,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private async topicLimits(admin: Admin): Promise<Map<string, number>> {
     const outputs = Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`);
     const deadLetters = this.handlers.map((h) => `${h.topic}${this.options.deadLetter.topicSuffix}`);
-    return maxMessageBytes(admin, [...new Set([...outputs, ...deadLetters])]);
+    const retryTopics = this.handlers.flatMap((h) => h.retryTopics?.topics ?? []);
+    return maxMessageBytes(admin, [...new Set([...outputs, ...deadLetters, ...retryTopics])]);
   }
 
   async beforeApplicationShutdown(signal?: string): Promise<void> {
@@ -414,7 +417,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
 
   /**
    * Input and declared output topics must exist (a typo would otherwise stop the line at runtime); each input
-   * topic's dead-letter topic is created with the same number of partitions when missing.
+   * topic's dead-letter topic is created with the same number of partitions when missing, and so are the retry
+   * topics of handlers that have them.
    */
   private async checkTopics(admin: Admin): Promise<void> {
     const existing = new Set(await admin.listTopics());
@@ -435,10 +439,10 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       }))
       .filter((t) => !existing.has(t.topic));
     if (deadLetters.length > 0) {
-      await admin.createTopics({ topics: deadLetters, waitForLeaders: true });
-      await waitForTopicLeaders(admin, deadLetters.map((t) => t.topic));
+      await createTopicsAndWait(admin, deadLetters);
       this.logger.log(`created dead-letter topic(s) ${deadLetters.map((t) => t.topic).join(', ')}`);
     }
+    await provisionRetryTopics(admin, this.handlers, existing, this.logger);
   }
 
 }
@@ -456,22 +460,4 @@ async function maxMessageBytes(admin: Admin, topics: string[]): Promise<Map<stri
     if (Number.isInteger(value) && value > 0) limits.set(resource.resourceName, value);
   }
   return limits;
-}
-
-/**
- * Waits until every partition of the topics has a leader in the metadata: a topic that was just created may
- * not be served yet, and a consumer or producer using it at once fails.
- */
-export async function waitForTopicLeaders(admin: Admin, topics: string[], timeoutMs = 30000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const metadata = await admin.fetchTopicMetadata({ topics });
-      if (metadata.topics.length === topics.length && metadata.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-    }
-    if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after ${timeoutMs} ms`);
-    await sleep(200);
-  }
 }

@@ -57,7 +57,7 @@ export class DemoTopicsInitializer implements OnApplicationBootstrap, BeforeAppl
       .filter((topic) => !existing.has(topic));
     if (missing.length > 0) {
       await admin.createTopics({
-        waitForLeaders: true,
+        waitForLeaders: false, // waited for below, with KRaft's "not yet" answers retried
         topics: missing.map((topic) => ({ topic, numPartitions: config.topicPartitions, replicationFactor: config.topicReplicationFactor })),
       });
       this.logger.log(`created ${missing.join(', ')} (${config.topicPartitions} partitions)`);

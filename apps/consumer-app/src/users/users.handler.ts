@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EventContext, IdempotentHandler } from 'kafka-exactly-once';
 import { DEMO_TOPICS } from '../topics/demo-topics';
-import { User } from './user.entity';
 
 /** com.example.UserSignedUp (schemas/user-signed-up.v1.avsc). */
 export interface UserSignedUp {
@@ -15,14 +14,12 @@ export interface UserSignedUp {
 export class UsersHandler {
   @IdempotentHandler({ topic: DEMO_TOPICS.usersSignedUp, schema: 'com.example.UserSignedUp' })
   async onUserSignedUp(event: UserSignedUp, ctx: EventContext): Promise<void> {
-    const inserted = await ctx.manager
-      .createQueryBuilder()
-      .insert()
-      .into(User)
-      .values({ userId: event.userId, email: event.userEmail, signedUpAt: new Date(event.timestamp) })
-      .orIgnore()
-      .execute();
-    if (inserted.identifiers.length === 0 || inserted.raw.length === 0) return; // already signed up: no second welcome
+    // RETURNING says whether this sign-up inserted the row (an INSERT without it reports nothing either way).
+    const inserted: unknown[] = await ctx.manager.query(
+      `INSERT INTO users (user_id, email, signed_up_at) VALUES ($1, $2, $3) ON CONFLICT (user_id) DO NOTHING RETURNING user_id`,
+      [event.userId, event.userEmail, new Date(event.timestamp)],
+    );
+    if (inserted.length === 0) return; // already signed up: no second welcome
     ctx.emit(
       DEMO_TOPICS.welcomeEmail,
       { userId: event.userId, email: event.userEmail, requestedAt: new Date().toISOString() },

@@ -15,6 +15,17 @@ export interface LoadSummary {
   sent: number;
   spooled: number;
   elapsedMs: number;
+  /** When the last publish was answered (ms since the epoch). */
+  finishedAt: number;
+  /** When the last publish answered `spooled` was answered (ms since the epoch): every later one went out live. */
+  lastSpooledAt?: number;
+  /**
+   * When the publisher's spool last became empty after holding records (ms since the epoch), sampled every 100 ms;
+   * unset while it still holds records when the last publish is answered (the load command waits for them).
+   */
+  spoolEmptyAt?: number;
+  /** The most records the spool held at once, sampled every 100 ms. */
+  spoolPeak: number;
 }
 
 interface Publish {
@@ -56,6 +67,17 @@ export async function runLoad(publisher: EventPublisher, options: LoadOptions, o
   const started = Date.now();
   let sent = 0;
   let spooled = 0;
+  let lastSpooledAt: number | undefined;
+  // The spool's backlog, for the catch-up after an outage: its peak, and when it last emptied.
+  let spoolPeak = 0;
+  let spoolEmptyAt: number | undefined;
+  const sampleSpool = () => {
+    const records = publisher.status().spool.records;
+    if (records > spoolPeak) spoolPeak = records;
+    if (records > 0) spoolEmptyAt = undefined;
+    else if (spoolPeak > 0 && spoolEmptyAt === undefined) spoolEmptyAt = Date.now();
+  };
+  const sampler = setInterval(sampleSpool, 100);
   let done = 0;
   let next = 0;
   const worker = async () => {
@@ -71,14 +93,19 @@ export async function runLoad(publisher: EventPublisher, options: LoadOptions, o
       // also when this process is killed right after.
       if (ackLog !== undefined) writeSync(ackLog, `${result.messageId} ${result.status}\n`);
       if (result.status === 'sent') sent++;
-      else spooled++;
+      else {
+        spooled++;
+        lastSpooledAt = Date.now();
+      }
       done++;
       onProgress(done, plan.length);
     }
   };
   try {
     await Promise.all(Array.from({ length: options.concurrency }, worker));
+    sampleSpool();
   } finally {
+    clearInterval(sampler);
     if (ackLog !== undefined) closeSync(ackLog);
   }
   return {
@@ -89,5 +116,9 @@ export async function runLoad(publisher: EventPublisher, options: LoadOptions, o
     sent,
     spooled,
     elapsedMs: Date.now() - started,
+    finishedAt: Date.now(),
+    lastSpooledAt,
+    spoolEmptyAt,
+    spoolPeak,
   };
 }

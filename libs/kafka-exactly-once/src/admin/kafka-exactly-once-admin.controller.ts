@@ -44,6 +44,12 @@ export class KafkaExactlyOnceAdminController {
     return this.settle(entry, optionalBoolean(body, 'wait'), reply);
   }
 
+  /** Records waiting on retry topics, the longest waiting first (`kafka-eo retries list`). */
+  @Get('retries')
+  async listRetries(@Query() query: Record<string, unknown>) {
+    return { items: await this.operators.store.listRetrying(listQuery(query)) };
+  }
+
   @Get('parked-keys')
   listParkedKeys(@Query() query: Record<string, unknown>) {
     return this.operators.store.listParkedKeys(listQuery(query));

@@ -1,8 +1,9 @@
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { displayMessageId } from '../engine/record-identity';
-import { AUDIT_TABLE, DEAD_LETTER_HEADERS, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
+import { AUDIT_TABLE, DEAD_LETTER_HEADERS, RETRY_HEADERS, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 import { textHeaderPairs } from '../engine/record-headers';
-import type { RecordedOutput } from '../inbox/inbox.repository';
+import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput } from '../inbox/inbox.repository';
+import { toRecordedOutput, type OutputRecord } from '../engine/output-record';
 import { keyDigestFromOperator } from '../parking/ordering-key';
 import type { SqlClient } from './sql-client';
 
@@ -23,6 +24,25 @@ export interface Page<T> {
   items: T[];
   /** Pass as `after` for the next page; null on the last page. */
   next: string | null;
+}
+
+/** A record waiting on a retry topic (moved there, not handled from it yet). */
+export interface RetryingRecord {
+  /** SHA-256 of the message id (hex). */
+  id: string;
+  messageId: string;
+  /** Where it failed last: the handler's topic or a retry topic, with the record's partition and offset there. */
+  failedOn: string;
+  partition: number;
+  offset: string;
+  /** The retry topic it waits on, and its tier (1 for `<topic>.retry.1`). */
+  retryTopic: string;
+  tier: number | null;
+  /** When it is due on that tier (ISO 8601). */
+  dueAt: string | null;
+  /** The error it failed with last. */
+  error: string | null;
+  movedAt: string | null;
 }
 
 export interface DeadLetterSummary {
@@ -167,6 +187,40 @@ export class OperatorStore {
     );
     const items = rows.slice(0, limit).map((r) => this.deadLetterSummary(r));
     return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
+  }
+
+  /**
+   * The records waiting on retry topics, in the order they moved there (the longest waiting first); `topic`:
+   * those of one handler's topic (the topic it consumes, or one of its retry topics).
+   */
+  async listRetrying(query: Pick<ListQuery, 'topic' | 'limit'> = {}): Promise<RetryingRecord[]> {
+    const limit = limitOf(query);
+    const rows = await this.sql.query(
+      `SELECT encode(id_digest, 'hex') AS id, message_id, topic, partition, "offset"::text AS "offset", outputs->0 AS letter, processed_at
+       FROM ${INBOX_TABLE}
+       WHERE consumer_group = $1 AND status = 'retrying'
+         AND ($2::text IS NULL OR topic = $2 OR outputs->0->>'topic' = $2 OR left(outputs->0->>'topic', length($2) + 7) = $2 || '.retry.')
+       ORDER BY processed_at, id_digest
+       LIMIT $3`,
+      [this.group, query.topic || null, limit],
+    );
+    return rows.map((r) => {
+        const headers = textHeaders((r.letter as RecordedOutput | null)?.h);
+        const due = Number(headers[RETRY_HEADERS.dueAt]);
+        const tier = Number(headers[RETRY_HEADERS.attempt]);
+        return {
+          id: r.id,
+          messageId: r.message_id,
+          failedOn: r.topic,
+          partition: r.partition,
+          offset: r.offset,
+          retryTopic: (r.letter as RecordedOutput | null)?.topic ?? '',
+          tier: Number.isInteger(tier) ? tier : null,
+          dueAt: Number.isSafeInteger(due) ? new Date(due).toISOString() : null,
+          error: headers[RETRY_HEADERS.errorMessage] ?? null,
+          movedAt: iso(r.processed_at),
+        };
+      });
   }
 
   async showDeadLetter(id: string, topic?: string): Promise<DeadLetterDetail> {
@@ -325,7 +379,20 @@ export class OperatorStore {
         );
         if (!row) throw new OperatorRequestError('not-found', `no handled record at ${target.topic}[${target.partition}]@${target.offset} in group ${this.group}`);
       }
-      const outputs = row.outputs ?? [];
+      let outputs = row.outputs ?? [];
+      // A record handled plainly: its outputs are in its unit's outputs; diverted, they are kept on its own row.
+      const unit = unitOf(outputs);
+      if (unit !== undefined && row.offset !== null) {
+        const ref = { unit, group: this.group, topic: row.topic, partition: row.partition, offset: String(row.offset) };
+        let units: Map<string, Map<string, OutputRecord[]>>;
+        try {
+          units = await new InboxRepository().unitOutputs(sql, [ref]);
+        } catch (err) {
+          if (err instanceof MissingUnitOutputsError) throw new OperatorRequestError('not-found', `the outputs of ${row.topic}[${row.partition}]@${row.offset} cannot be read: ${err.message}`);
+          throw err;
+        }
+        outputs = (units.get(unit)!.get(ref.offset) ?? []).map(toRecordedOutput);
+      }
       const refused = outputs.filter((o) => o.topic === toTopic);
       if (refused.length === 0) {
         throw new OperatorRequestError('not-found', `no recorded output to ${toTopic} there (its outputs go to ${[...new Set(outputs.map((o) => o.topic))].join(', ') || 'no topic'})`, 'outputTopic');

@@ -22,7 +22,7 @@ export const EXIT = {
   pending: 5,
 } as const;
 
-export const USAGE = `kafka-eo: dead letters and parked keys of kafka-exactly-once consumer groups, and the transactional outbox
+export const USAGE = `kafka-eo: dead letters, parked keys and retry topics of kafka-exactly-once consumer groups, and the transactional outbox
 
 Usage:
   kafka-eo dlq list [--topic T] [--reason R] [--key K] [--limit N] [--after CURSOR]
@@ -34,6 +34,7 @@ Usage:
   kafka-eo parked discard <seq> --reason TEXT [--actor NAME]
   kafka-eo outputs divert <topic> <partition> <offset> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo outputs divert --replay <seq> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
+  kafka-eo retries list [--topic T] [--limit N]
   kafka-eo operations show <id>
 ${OUTBOX_USAGE}
 
@@ -111,7 +112,7 @@ async function resolveGroup(pool: Pool, flags: Parsed['flags'], env: NodeJS.Proc
   if (given) return given;
   const { rows } = await pool.query(
     `SELECT consumer_group FROM ${PARKED_KEYS_TABLE} UNION SELECT consumer_group FROM ${AUDIT_TABLE}
-     UNION SELECT DISTINCT consumer_group FROM ${INBOX_TABLE} WHERE dlq_reason IS NOT NULL`,
+     UNION SELECT DISTINCT consumer_group FROM ${INBOX_TABLE} WHERE dlq_reason IS NOT NULL OR status = 'retrying'`,
   );
   if (rows.length === 1) return rows[0].consumer_group;
   throw new OperatorRequestError('invalid', rows.length === 0 ? 'no consumer group has dead letters or parked keys here; name one with --group' : `several consumer groups here (${rows.map((r) => r.consumer_group).join(', ')}): name one with --group`, 'group');
@@ -187,6 +188,12 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       case 'dlq replay':
         arity(1, '<id>');
         return await finish(await store.requestReplay(args[0], { topic: text('topic'), actor: text('actor') ?? env.USER }));
+      case 'retries list': {
+        arity(0, 'no arguments');
+        const waiting = await store.listRetrying(query);
+        print({ items: waiting }, () => (waiting.length === 0 ? 'no record waits on a retry topic' : table(waiting as never, ['id', 'retryTopic', 'dueAt', 'failedOn', 'partition', 'offset', 'messageId', 'error'])));
+        return EXIT.ok;
+      }
       case 'parked list': {
         arity(0, 'no arguments');
         const page = await store.listParkedKeys(query);

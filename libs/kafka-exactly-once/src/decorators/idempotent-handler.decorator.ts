@@ -1,6 +1,6 @@
 import { applyDecorators, SetMetadata } from '@nestjs/common';
 import { IDEMPOTENT_HANDLER_METADATA } from '../kafka-exactly-once.constants';
-import type { RetryOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import type { RetryOptions, RetryTopicsOptions } from '../interfaces/kafka-exactly-once-options.interface';
 
 export interface IdempotentHandlerOptions {
   /** Topic to consume (the module's `topicPrefix` is prepended). */
@@ -9,6 +9,15 @@ export interface IdempotentHandlerOptions {
   schema: string;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
+  /**
+   * Non-blocking retries: after its in-place attempts, a failing record moves to `<topic>.retry.<n>` and comes
+   * back after each tier's delay while the partition moves on; after the last tier, the dead-letter topic.
+   * Exactly once across the tiers. Not with @OrderedEvent. See docs/retries.md.
+   *
+   * @example
+   * retryTopics: { delays: ['10s', '1m', '10m'], maxInPlaceAttempts: 2 }
+   */
+  retryTopics?: RetryTopicsOptions;
   /**
    * The method takes the unit of work's new events at once: `(events: BatchEvent<T>[], batch: BatchContext)`,
    * for set-based SQL (one statement for many events). Same guarantees; when it throws, the events are handled
@@ -40,6 +49,9 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   }
   if (options.batch !== undefined && typeof options.batch !== 'boolean') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);
+  }
+  if (options.retryTopics !== undefined && (options.retryTopics === null || typeof options.retryTopics !== 'object' || !Array.isArray(options.retryTopics.delays))) {
+    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "retryTopics" needs the delay of each tier, e.g. { delays: ['10s', '1m', '10m'] }`);
   }
   return applyDecorators(SetMetadata(IDEMPOTENT_HANDLER_METADATA, { ...options }));
 }

@@ -26,6 +26,7 @@ import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome, unitSessionSettings } from './unit-of-work';
 import { withDeadline } from './deadline';
+import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
@@ -39,6 +40,21 @@ export interface ConsumerStatus {
   lastError?: string;
   /** Each assigned partition that has been fetched from, with its progress. */
   partitions: PartitionHealth[];
+  /** Each retry tier of this member's partitions: records waiting on it, and when the next one is due. */
+  retryTiers: RetryTierStatus[];
+}
+
+/** A retry tier as this member sees it (its assigned partitions of the tier's topic). */
+export interface RetryTierStatus {
+  topic: string;
+  /** The topic whose records come back from it. */
+  retriesOf: string;
+  tier: number;
+  delayMs: number;
+  /** Records between the committed offset and the high watermark of its partitions (transaction markers count too). */
+  waiting: number;
+  /** When the next record not handled yet of its partitions is (or was) due (ISO 8601), the earliest; null when none waits. */
+  nextDueAt: string | null;
 }
 
 type Payload = Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale' | 'pause'>;
@@ -62,14 +78,14 @@ export class ExactlyOnceConsumer {
   private readonly inbox = new InboxRepository();
   private readonly parking = new ParkingRepository();
   private readonly sessions = new Map<string, PartitionSession>();
-  private readonly handlers: Map<string, HandlerDefinition>;
+  private readonly routes: Map<string, Route>;
   private consumer?: Consumer;
   private readonly stableOffsets: StableOffsets;
   private readonly hanging: HangingTransactions;
   /** Set by stop(): no more recoveries after a crash. */
   private stopRequested = false;
   private recovery?: NodeJS.Timeout;
-  private status: Omit<ConsumerStatus, 'partitions'>;
+  private status: Omit<ConsumerStatus, 'partitions' | 'retryTiers'>;
   private markJoined!: () => void;
   /**
    * Resolves at the first assignment (the group joined). KafkaJS's `run()` resolves also when the join failed
@@ -89,7 +105,7 @@ export class ExactlyOnceConsumer {
     private readonly metrics?: KafkaExactlyOnceMetrics,
     private readonly tracing?: KafkaExactlyOnceTracing,
   ) {
-    this.handlers = new Map(handlers.map((h) => [h.topic, h]));
+    this.routes = routesOf(handlers);
     this.stableOffsets = new StableOffsets(kafka);
     this.hanging = new HangingTransactions(kafka);
     this.status = { state: 'idle', groupId: options.groupId, assignment: {} };
@@ -97,11 +113,19 @@ export class ExactlyOnceConsumer {
 
   getStatus(stallAfterMs = this.options.consumer.stallAfterMs): ConsumerStatus {
     const now = Date.now();
-    return {
-      ...this.status,
-      assignment: { ...this.status.assignment },
-      partitions: [...this.sessions.values()].map((s) => s.progress.snapshot(stallAfterMs, now)),
-    };
+    const partitions = [...this.sessions.values()].map((s) => s.progress.snapshot(stallAfterMs, now));
+    return { ...this.status, assignment: { ...this.status.assignment }, partitions, retryTiers: this.retryTiers(partitions) };
+  }
+
+  private retryTiers(partitions: PartitionHealth[]): RetryTierStatus[] {
+    const tiers: RetryTierStatus[] = [];
+    for (const [topic, { handler, stage }] of this.routes) {
+      if (stage === 0) continue;
+      const own = partitions.filter((p) => p.topic === topic);
+      const due = own.map((p) => p.nextDueAt).filter((d): d is string => d !== null).sort()[0] ?? null;
+      tiers.push({ topic, retriesOf: handler.topic, tier: stage, delayMs: handler.retryTopics!.delaysMs[stage - 1], waiting: own.reduce((n, p) => n + (p.lag ?? 0), 0), nextDueAt: due });
+    }
+    return tiers;
   }
 
   async start(): Promise<void> {
@@ -144,7 +168,7 @@ export class ExactlyOnceConsumer {
     });
     await consumer.connect();
     // A group without committed offsets starts from the earliest record: nothing published before is skipped.
-    await consumer.subscribe({ topics: [...this.handlers.keys()], fromBeginning: true });
+    await consumer.subscribe({ topics: [...this.routes.keys()], fromBeginning: true });
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -285,8 +309,9 @@ export class ExactlyOnceConsumer {
   private async onBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
     const { topic, partition } = batch;
-    const handler = this.handlers.get(topic);
-    if (!handler) return;
+    const route = this.routes.get(topic);
+    if (!route) return;
+    const { handler, stage } = route;
     const session = this.session(topic, partition);
     if (session.fenced) {
       // Until this member is assigned the partition again; no hot loop of fetches meanwhile.
@@ -321,10 +346,26 @@ export class ExactlyOnceConsumer {
       if (!isRunning() || isStale() || session.generation !== generation || session.fenced) return;
       const isolating = BigInt(records[index].offset) <= session.isolateThrough;
       session.progress.activity = isolating ? 'isolating' : 'working';
-      const chunk: ChunkRecord[] = records.slice(index, index + (isolating ? 1 : chunkLength(records, index, this.options.chunk))).map((message) => ({
+      let length = isolating ? 1 : chunkLength(records, index, this.options.chunk);
+      if (stage > 0) {
+        // A retry tier: only records already due, and none is handled before its time. The partition waits
+        // (paused, other partitions and tiers go on) until the first one not due yet is.
+        const delayMs = handler.retryTopics!.delaysMs[stage - 1];
+        const now = Date.now();
+        // Never longer than the delay after this member first saw it: a producer's clock ahead (or a forged
+        // timestamp) cannot hold the partition for good.
+        const due = Math.min(dueAt(records[index], delayMs, now), session.headSeenAt(records[index].offset, now) + delayMs);
+        session.progress.headDue(due);
+        if (due > now) return this.waitUntilDue(session, payload, due, now);
+        let ready = 1;
+        while (ready < length && dueAt(records[index + ready], delayMs, now) <= now) ready++;
+        length = ready;
+      }
+      const base = stage > 0 ? handler.topic : undefined;
+      const chunk: ChunkRecord[] = records.slice(index, index + length).map((message) => ({
         message,
         offset: message.offset,
-        id: identify(topic, partition, message, this.options.inbox.deduplicationScope),
+        id: identify(topic, partition, message, this.options.inbox.deduplicationScope, base === undefined ? undefined : { base, origin: retryOrigin(message.headers, base) }),
       }));
       const unitStarted = performance.now();
       const outcome = await this.runUnit(
@@ -340,7 +381,9 @@ export class ExactlyOnceConsumer {
           partition,
           topicLimits: this.topicLimits,
           heartbeat,
+          stage,
           onDeadLetter: (record, reason, error, parked) => this.logDeadLetter(topic, partition, record, reason, error.message, parked),
+          onRetry: (record, tier, error) => this.logRetry(topic, partition, record, handler, tier, error.message),
           parking: this.parking,
           metrics: this.metrics,
           tracing: this.tracing,
@@ -353,9 +396,9 @@ export class ExactlyOnceConsumer {
         session.infrastructureFailures = 0;
         session.committed(BigInt(outcome.lastOffset) + 1n);
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
-        const { handled, replayed, duplicates, deadLettered } = outcome.stats;
-        const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered`;
-        if (replayed > 0 || duplicates > 0 || deadLettered > 0) this.logger.log(summary);
+        const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
+        const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;
+        if (replayed > 0 || duplicates > 0 || deadLettered > 0 || retried > 0) this.logger.log(summary);
         else this.logger.debug(summary);
         await this.heartbeatBetweenChunks(heartbeat);
         continue;
@@ -468,6 +511,21 @@ export class ExactlyOnceConsumer {
     session.progress.activity = 'backing-off';
     session.resumeTimer = setTimeout(() => session.cancelResume(true), ms);
     session.resumeTimer.unref?.();
+  }
+
+  /**
+   * A retry tier's next record is not due: the partition is paused until it is (never a wait inside a unit of
+   * work), then fetched again from its committed position. Waiting on a delay is not a stall.
+   */
+  private waitUntilDue(session: PartitionSession, payload: Payload, due: number, now: number): void {
+    this.pauseFor(session, payload, Math.min(due - now, 2 ** 31 - 1));
+    session.progress.delayedUntil(due);
+  }
+
+  /** A record moved to a retry tier: one debug line (the unit's summary counts them), and the metric. */
+  private logRetry(topic: string, partition: number, record: ChunkRecord, handler: HandlerDefinition, tier: number, error: string): void {
+    this.metrics?.retryMoved(handler.topic, tier);
+    this.logger.debug(`retry ${JSON.stringify({ topic, partition, offset: record.offset, messageId: record.id.displayId, tier, to: handler.retryTopics!.topics[tier - 1], error: error.slice(0, 300) })}`);
   }
 
   /**

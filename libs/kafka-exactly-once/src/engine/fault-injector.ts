@@ -8,7 +8,9 @@ import { FAULT_ENV } from '../kafka-exactly-once.constants';
 export const UNIT_OF_WORK_FAULT_POINTS = ['mid-chunk', 'after-db-commit', 'before-kafka-commit'] as const;
 /** The outbox relay's: a batch sent, before its Kafka commit; committed, before the rows are deleted; after that. */
 export const OUTBOX_FAULT_POINTS = ['outbox-before-kafka-commit', 'outbox-after-kafka-commit', 'outbox-after-cleanup'] as const;
-export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS] as const;
+/** A unit of work that moved a record to a retry tier: its PostgreSQL transaction committed, its Kafka one not yet. */
+export const RETRY_FAULT_POINTS = ['after-retry-move-db-commit'] as const;
+export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS, ...RETRY_FAULT_POINTS] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /**

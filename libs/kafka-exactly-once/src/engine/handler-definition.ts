@@ -2,6 +2,7 @@ import type { OrderingKey } from '../decorators/ordered-event.decorator';
 import type { BatchContext, BatchEvent, EventContext } from '../interfaces/event-context.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { LoadedSchema } from '../serde/schema-registry';
+import type { RetryTiers } from '../retry/retry-tiers';
 
 /** A discovered @IdempotentHandler, ready to be called by the engine. */
 export interface HandlerDefinition {
@@ -11,6 +12,8 @@ export interface HandlerDefinition {
   topic: string;
   schema: LoadedSchema;
   retry: ResolvedOptions['retry'];
+  /** Set by `retryTopics`: the tiers a record that fails its in-place attempts moves through. */
+  retryTopics?: RetryTiers;
   /** Set by @OrderedEvent: a record that fails for good parks its ordering key. */
   ordering?: {
     /** The ordering key of an event; undefined: the record key. */

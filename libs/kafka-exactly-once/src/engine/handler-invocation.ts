@@ -2,7 +2,6 @@ import type { Logger } from '@nestjs/common';
 import type { QueryRunner } from 'typeorm';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { OutputTooLargeError } from '../errors/output-too-large.error';
-import type { RecordedOutput } from '../inbox/inbox.repository';
 import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
 import { HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from './handler-definition';
@@ -11,7 +10,7 @@ import type { SchemaRegistry } from '../serde/schema-registry';
 import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { isConnectionFault, isRetriableHandlerError, raisedByHandler } from './error-classification';
 import { outputMessageId } from './message-ids';
-import { outputSize, textHeaderPairs } from './record-headers';
+import { OutputRecord, outputRecordSize } from './output-record';
 import { TRACING_OFF, type KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { outputIdSeed, RecordIdentity } from './record-identity';
 import { retryDelay } from './retry-policy';
@@ -43,10 +42,10 @@ export interface BatchedInvocation {
   record: InvocationRecord;
   event: unknown;
   /** Filled by the event's `ctx.emit` during the call. */
-  emitted: RecordedOutput[];
+  emitted: OutputRecord[];
 }
 
-export type Invocation = { ok: true; attempts: number; outputs: RecordedOutput[] } | { ok: false; attempts: number; error: unknown };
+export type Invocation = { ok: true; attempts: number; outputs: OutputRecord[] } | { ok: false; attempts: number; error: unknown };
 
 const SAVEPOINT = 'kafka_eo_record';
 
@@ -94,13 +93,13 @@ async function attempts(deps: InvocationDeps, runner: QueryRunner, record: Invoc
   const { handler, options } = deps;
   const where = () => `${record.info.topic}[${record.info.partition}]@${record.info.offset} (message ${record.id.displayId})`;
   if (!savepoints) {
-    const emitted: RecordedOutput[] = [];
+    const emitted: OutputRecord[] = [];
     await optimistically(() => withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders))));
     return { ok: true, attempts: 1, outputs: emitted };
   }
   for (let attempt = 1; ; attempt++) {
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
-    const emitted: RecordedOutput[] = [];
+    const emitted: OutputRecord[] = [];
     try {
       await withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders)));
       await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
@@ -180,7 +179,7 @@ async function withinHandlerTimeout(deps: InvocationDeps, where: () => string, c
 }
 
 /** `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own). */
-function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: RecordedOutput[], traceHeaders: Record<string, string>): EventContext {
+function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>): EventContext {
   const { options, registry, topicLimits } = deps;
   return {
     manager: runner.manager,
@@ -189,20 +188,21 @@ function eventContext(deps: InvocationDeps, runner: QueryRunner, record: Invocat
     replay: record.replay,
     emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {
       const encoded = encodeDeclaredEvent(options, registry, target, event, emitOptions.key);
-      const output: RecordedOutput = {
-        topic: encoded.topic,
-        key: Buffer.from(encoded.key).toString('base64'),
-        value: encoded.value.toString('base64'),
-        h: textHeaderPairs({
-          ...traceHeaders,
-          ...emitOptions.headers,
-          [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
-          [HEADERS.eventType]: encoded.eventType,
-          [HEADERS.causationId]: causationId(record.id),
-        }),
+      const named: Record<string, string | Buffer> = {
+        ...traceHeaders,
+        ...emitOptions.headers,
+        [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
+        [HEADERS.eventType]: encoded.eventType,
+        [HEADERS.causationId]: causationId(record.id),
       };
+      const headers: OutputRecord['headers'] = [];
+      for (const name of Object.keys(named)) {
+        const value = named[name];
+        headers.push([name, Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8')]);
+      }
+      const output: OutputRecord = { topic: encoded.topic, key: Buffer.from(encoded.key, 'utf8'), value: encoded.value, headers };
       const limit = topicLimits.get(output.topic);
-      const size = outputSize(output);
+      const size = outputRecordSize(output);
       if (limit !== undefined && size > limit) throw new OutputTooLargeError(output.topic, size, limit);
       emitted.push(output);
     },

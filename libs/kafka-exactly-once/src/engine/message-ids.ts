@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'crypto';
+import { hash, randomBytes } from 'crypto';
 
 /** Namespace of the UUIDv5 ids of emitted events (fixed: changing it would change every replayed id). */
 const OUTPUT_NAMESPACE = Buffer.from('6f0b2a1e9c3d4f5a8b7c1d2e3f405162', 'hex');
@@ -8,8 +8,8 @@ const OUTPUT_NAMESPACE = Buffer.from('6f0b2a1e9c3d4f5a8b7c1d2e3f405162', 'hex');
  * same on every replay, so that downstream consumers deduplicate replays too.
  */
 export function outputMessageId(group: string, inputMessageId: string, index: number): string {
-  const hash = createHash('sha1').update(OUTPUT_NAMESPACE).update(`${group}\u0000${inputMessageId}\u0000${index}`).digest();
-  const bytes = hash.subarray(0, 16);
+  const name = Buffer.from(`${group}\u0000${inputMessageId}\u0000${index}`, 'utf8');
+  const bytes = hash('sha1', Buffer.concat([OUTPUT_NAMESPACE, name]), 'buffer').subarray(0, 16);
   bytes[6] = (bytes[6] & 0x0f) | 0x50;
   bytes[8] = (bytes[8] & 0x3f) | 0x80;
   return formatUuid(bytes);

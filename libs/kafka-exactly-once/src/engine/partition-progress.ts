@@ -1,5 +1,6 @@
 /** What a partition's worker is doing, for health checks. */
-export type PartitionActivity = 'idle' | 'working' | 'isolating' | 'backing-off' | 'fenced';
+/** `delaying`: a retry tier's partition paused until its next record is due. */
+export type PartitionActivity = 'idle' | 'working' | 'isolating' | 'backing-off' | 'fenced' | 'delaying';
 
 /** One assigned partition as health checks report it. */
 export interface PartitionHealth {
@@ -19,6 +20,11 @@ export interface PartitionHealth {
   lastError: { message: string; kind: string; at: string } | null;
   /** Work has waited longer than `stallAfterMs` without a commit. */
   stalled: boolean;
+  /**
+   * A retry tier's partition: when its next record is (or was) due (ISO 8601), while it has one not handled yet;
+   * in the past while the partition is behind its records' due times.
+   */
+  nextDueAt: string | null;
 }
 
 /**
@@ -34,6 +40,7 @@ export class PartitionProgress {
   private waitingSince?: number;
   private failures = 0;
   private lastError?: { message: string; kind: string; at: number };
+  private nextDueAt?: number;
 
   constructor(
     readonly topic: string,
@@ -43,7 +50,19 @@ export class PartitionProgress {
   fetched(highWatermark: string, now = Date.now()): void {
     this.highWatermark = BigInt(highWatermark);
     this.waitingSince ??= now;
-    if (this.activity === 'idle') this.activity = 'working';
+    if (this.activity === 'idle' || this.activity === 'delaying') this.activity = 'working';
+  }
+
+  /** A retry tier's next record is due then (kept until the partition has caught up). */
+  headDue(due: number): void {
+    this.nextDueAt = due;
+  }
+
+  /** A retry tier's partition waits until its next record is due: nothing is late, so it is no stall. */
+  delayedUntil(due: number): void {
+    this.waitingSince = undefined;
+    this.nextDueAt = due;
+    this.activity = 'delaying';
   }
 
   /** The group's committed offset, as read when the worker (re)started. */
@@ -62,6 +81,7 @@ export class PartitionProgress {
   /** Every fetched record is done. */
   caughtUp(): void {
     this.waitingSince = undefined;
+    this.nextDueAt = undefined;
     this.activity = 'idle';
   }
 
@@ -90,6 +110,7 @@ export class PartitionProgress {
       consecutiveFailures: this.failures,
       lastError: this.lastError ? { message: this.lastError.message, kind: this.lastError.kind, at: new Date(this.lastError.at).toISOString() } : null,
       stalled: waitingMs !== null && waitingMs > stallAfterMs,
+      nextDueAt: this.nextDueAt === undefined ? null : new Date(this.nextDueAt).toISOString(),
     };
   }
 }

@@ -26,6 +26,8 @@ export class PartitionSession {
   infrastructureFailures = 0;
   /** How often its producer was initialised (more than once: recreated after a fault or a new assignment). */
   starts = 0;
+  /** A retry tier's first record not handled yet, and when this member first saw it (its due time is capped by it). */
+  private head?: { offset: string; seenAt: number };
   /** The timer that resumes the partition after a backoff, and what it calls. */
   resumeTimer?: NodeJS.Timeout;
   resume?: () => void;
@@ -61,6 +63,12 @@ export class PartitionSession {
   committed(nextOffset: bigint): void {
     if (nextOffset > this.floor) this.floor = nextOffset;
     this.progress.committedUpTo(this.floor);
+  }
+
+  /** When this member first saw the record at `offset` at the head of the partition (now, for a new head). */
+  headSeenAt(offset: string, now: number): number {
+    if (this.head?.offset !== offset) this.head = { offset, seenAt: now };
+    return this.head.seenAt;
   }
 
   reassigned(): void {

@@ -1,5 +1,6 @@
-import { headerPairs, outputSize, textHeaderPairs, toKafkaHeaders, toKafkaMessage, toProduceRequests } from './record-headers';
+import { headerPairs, textHeaderPairs, toKafkaHeaders, toKafkaMessage, toProduceRequests } from './record-headers';
 import type { RecordedOutput } from '../inbox/inbox.repository';
+import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord, outputRecordSize, toRecordedOutput } from './output-record';
 
 describe('record headers and produce requests', () => {
   it('keeps every header byte for byte through JSON (NUL, invalid UTF-8, repeated names, null values)', () => {
@@ -18,20 +19,20 @@ describe('record headers and produce requests', () => {
   });
 
   it('still replays the text headers of rows written before 0.2', () => {
-    const message = toKafkaMessage({ topic: 't', key: Buffer.from('k').toString('base64'), value: null, headers: { 'message-id': 'm-1' } });
-    expect(message.headers).toEqual({ 'message-id': 'm-1' });
+    const message = toKafkaMessage(fromRecordedOutput({ topic: 't', key: Buffer.from('k').toString('base64'), value: null, headers: { 'message-id': 'm-1' } }));
+    expect({ ...message.headers }).toEqual({ 'message-id': Buffer.from('m-1') });
     expect(message.key?.toString()).toBe('k');
   });
 
   it('cuts outputs into requests of bounded size, keeping their order', () => {
-    const output = (i: number): RecordedOutput => ({
+    const output = (i: number): OutputRecord => ({
       topic: i % 2 === 0 ? 'a' : 'b',
-      key: Buffer.from(`k${i}`).toString('base64'),
-      value: Buffer.alloc(1000, i).toString('base64'),
-      h: textHeaderPairs({ n: String(i) }),
+      key: Buffer.from(`k${i}`),
+      value: Buffer.alloc(1000, i),
+      headers: [['n', Buffer.from(String(i))]],
     });
     const outputs = Array.from({ length: 10 }, (_, i) => output(i));
-    expect(outputSize(outputs[0])).toBeGreaterThan(1000);
+    expect(outputRecordSize(outputs[0])).toBeGreaterThan(1000);
     const requests = toProduceRequests(outputs, 3500);
     expect(requests.length).toBe(4); // three outputs of ~1.1 KB per request
     const flattened = requests.flatMap((r) => r.flatMap((t) => t.messages.map((m) => Number((m.headers?.n as Buffer).toString()))));
@@ -46,5 +47,41 @@ describe('record headers and produce requests', () => {
     for (const request of limited) expect(request.find((t) => t.topic === 'a')?.messages.length ?? 0).toBeLessThanOrEqual(2);
     expect(limited.flatMap((r) => r.flatMap((t) => t.messages))).toHaveLength(10);
     expect(toProduceRequests([], 1000)).toEqual([]);
+  });
+
+  it('keeps a unit\'s outputs byte for byte in its blob, each under the offset of the record that emitted it', () => {
+    const hostile: OutputRecord = {
+      topic: 'payments.processed',
+      key: Buffer.from([0x00, 0xff, 0xfe]),
+      value: null,
+      headers: [
+        ['message-id', Buffer.from('a\u0000b')],
+        ['repeated', Buffer.from('one')],
+        ['repeated', Buffer.from('two')],
+        ['nul', null],
+        ['ünïcode ✓', Buffer.alloc(0)],
+        ['__proto__', Buffer.from([0x70])],
+      ],
+    };
+    const large: OutputRecord = { topic: 't', key: null, value: Buffer.alloc(300000, 7), headers: [] };
+    const blob = encodeUnitOutputs([
+      { offset: '9007199254740993', outputs: [hostile, large] }, // above 2^53: kept exactly
+      { offset: '12', outputs: [] },
+      { offset: '13', outputs: [large] },
+    ]);
+    const back = decodeUnitOutputs(blob);
+    expect([...back.keys()]).toEqual(['9007199254740993', '13']);
+    expect(back.get('9007199254740993')).toEqual([hostile, large]);
+    expect(back.get('13')).toEqual([large]);
+    // Through the row's JSON form too (a dead letter's, a retry tier's), and into KafkaJS's headers.
+    expect(fromRecordedOutput(JSON.parse(JSON.stringify(toRecordedOutput(hostile))))).toEqual(hostile);
+    const headers = toKafkaMessage(hostile).headers!;
+    expect((headers.repeated as Buffer[]).map((b) => b.toString())).toEqual(['one', 'two']);
+    expect(headers.nul).toBeNull();
+    expect(Object.getPrototypeOf(headers)).toBeNull();
+    // A blob cut short, or of another format, is an error: never read as fewer outputs.
+    expect(() => decodeUnitOutputs(blob.subarray(0, blob.length - 1))).toThrow(/truncated/);
+    expect(() => decodeUnitOutputs(Buffer.from([2]))).toThrow(/unknown format/);
+    expect(decodeUnitOutputs(encodeUnitOutputs([]))).toEqual(new Map());
   });
 });

@@ -1,5 +1,6 @@
 import type { IHeaders, KafkaMessage, Message } from 'kafkajs';
 import type { RecordedOutput } from '../inbox/inbox.repository';
+import { fromRecordedOutput, OutputRecord, outputRecordSize } from './output-record';
 
 /** A header as recorded on the inbox: name and value as base64 (value null for a null header). */
 export type HeaderPair = [string, string | null];
@@ -39,29 +40,25 @@ export function textHeaders(message: KafkaMessage): Record<string, string> {
   return headers;
 }
 
-/** KafkaJS headers from recorded pairs (also reads the text headers of rows written before 0.2). */
-export function toKafkaHeaders(output: RecordedOutput): IHeaders {
+/** KafkaJS headers from an output's pairs (a repeated name gives an array, in order). */
+export function kafkaHeaders(pairs: ReadonlyArray<[string, Buffer | null]>): IHeaders {
   // No prototype: a header may be named `__proto__` or `constructor`.
   const headers: IHeaders = Object.create(null);
-  if (!output.h) {
-    for (const [name, value] of Object.entries(output.headers ?? {})) headers[name] = value;
-    return headers;
-  }
-  for (const [name64, value64] of output.h) {
-    const name = Buffer.from(name64, 'base64').toString('utf8');
-    const value = value64 === null ? (null as unknown as Buffer) : Buffer.from(value64, 'base64');
+  for (const [name, value] of pairs) {
     const existing = headers[name];
-    headers[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing as Buffer, value];
+    const one = value as Buffer; // null is a null header
+    headers[name] = existing === undefined ? one : Array.isArray(existing) ? [...existing, one] : [existing as Buffer, one];
   }
   return headers;
 }
 
-export function toKafkaMessage(output: RecordedOutput): Message {
-  return {
-    key: output.key === null ? null : Buffer.from(output.key, 'base64'),
-    value: output.value === null ? null : Buffer.from(output.value, 'base64'),
-    headers: toKafkaHeaders(output),
-  };
+/** KafkaJS headers from recorded pairs (also reads the text headers of rows written before 0.2). */
+export function toKafkaHeaders(output: RecordedOutput): IHeaders {
+  return kafkaHeaders(fromRecordedOutput(output).headers);
+}
+
+export function toKafkaMessage(output: OutputRecord): Message {
+  return { key: output.key, value: output.value, headers: kafkaHeaders(output.headers) };
 }
 
 /** Bytes a recorded output takes in a record batch, framing included (an upper estimate). */
@@ -80,7 +77,7 @@ export function outputSize(output: RecordedOutput): number {
  * Order within a topic is kept.
  */
 export function toProduceRequests(
-  outputs: RecordedOutput[],
+  outputs: readonly OutputRecord[],
   maxBytes: number,
   topicLimit: (topic: string) => number | undefined = () => undefined,
 ): Array<Array<{ topic: string; messages: Message[] }>> {
@@ -93,7 +90,7 @@ export function toProduceRequests(
     bytes = 0;
   };
   for (const output of outputs) {
-    const size = outputSize(output);
+    const size = outputRecordSize(output);
     const limit = Math.min(maxBytes, topicLimit(output.topic) ?? maxBytes);
     const forTopic = current.get(output.topic)?.bytes ?? 0;
     if (bytes > 0 && (bytes + size > maxBytes || (forTopic > 0 && forTopic + size > limit))) flush();

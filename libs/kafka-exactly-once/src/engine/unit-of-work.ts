@@ -5,8 +5,10 @@ import { DecodeError } from '../errors/decode.error';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
+import { fromRecordedOutput, OutputRecord, toRecordedOutput } from './output-record';
 import type { RecordInfo } from '../interfaces/event-context.interface';
 import { DEAD_LETTER_HEADERS } from '../kafka-exactly-once.constants';
+import { historyPair, mayRetryLater, retryOrigin, tierHeaders, type RetryOrigin } from '../retry/retry-tiers';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
@@ -58,6 +60,8 @@ export interface UnitOfWorkStats {
   replayed: number;
   duplicates: number;
   deadLettered: number;
+  /** Moved to a retry tier. */
+  retried: number;
 }
 
 export type UnitOfWorkOutcome =
@@ -80,6 +84,10 @@ export interface UnitOfWorkDeps {
   topicLimits: ReadonlyMap<string, number>;
   /** Keeps the group membership alive during long retries (errors are ignored here). */
   heartbeat: () => Promise<void>;
+  /** Where the records come from: 0 the handler's topic, n its retry tier n. */
+  stage?: number;
+  /** Called once per record moved to a retry tier, after its unit of work committed. */
+  onRetry?: (record: ChunkRecord, tier: number, error: RecordedFailure) => void;
   /** Called once per dead letter, after its unit of work committed. */
   onDeadLetter?: (record: ChunkRecord, reason: DeadLetterReason, error: RecordedFailure, parked?: { key: string; parkedNow: boolean }) => void;
   parking?: ParkingRepository;
@@ -96,8 +104,10 @@ export interface UnitOfWorkDeps {
 interface HandledRecord {
   status: InboxStatus;
   attempts: number;
-  outputs: RecordedOutput[];
+  outputs: OutputRecord[];
   deadLetter?: { reason: DeadLetterReason; error: RecordedFailure; parked?: { key: string; parkedNow: boolean } };
+  /** Moved to this retry tier. */
+  retried?: { tier: number; error: RecordedFailure };
 }
 
 /** A unit of work's key lanes: `run` starts a record in its key's lane, `settle` waits for all of them. */
@@ -188,7 +198,8 @@ export function reasonOf(error: unknown): DeadLetterReason {
 export class UnitOfWork {
   private readonly logger = new Logger(UnitOfWork.name);
   private readonly sm = new UnitOfWorkStateMachine();
-  private readonly stats: UnitOfWorkStats = { handled: 0, replayed: 0, duplicates: 0, deadLettered: 0 };
+  private readonly stats: UnitOfWorkStats = { handled: 0, replayed: 0, duplicates: 0, deadLettered: 0, retried: 0 };
+  private readonly moves: Array<{ record: ChunkRecord; tier: number; error: RecordedFailure }> = [];
   private readonly deadLetters: Array<{ record: ChunkRecord; reason: DeadLetterReason; error: RecordedFailure; parked?: { key: string; parkedNow: boolean } }> = [];
   /** @OrderedEvent only: each claimed record's decoded event and ordering key, by offset. */
   private prepared?: Map<string, OrderingPrep>;
@@ -231,7 +242,7 @@ export class UnitOfWork {
       this.sm.transitionTo('claiming');
       const db = (runner = dataSource.createQueryRunner());
       const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
-      const claimed = await this.own('the inbox claim', async () => {
+      const { claims: claimed, unit } = await this.own('the inbox claim', async () => {
         await db.connect();
         await db.startTransaction();
         // One round trip for both (numbers from the resolved options, no parameters: the simple query protocol).
@@ -239,14 +250,20 @@ export class UnitOfWork {
         return inbox.claim(db, group, topic, partition, requests);
       });
       const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
-      const unclaimed = this.records.filter((r) => !claimedHere(r)).map((r) => r.id);
-      const existing = await this.own('reading the inbox', () => inbox.find(db, group, unclaimed));
+      // The committed rows of the records not claimed now. A record whose id this claim took under another offset
+      // (the same id twice in the chunk) is a duplicate of that one: its row is this unit's own, not looked up.
+      // Only a row of that very record (a replay) has its outputs read: a duplicate's are never needed.
+      const unclaimed = this.records.filter((r) => !claimed.has(keyOf(r.id))).map((r) => ({ ...r.id, offset: r.offset }));
+      const existing = await this.own('reading the inbox', () => inbox.find(db, group, unclaimed, { topic, partition }));
       if (this.deps.handler.ordering) await this.prepareOrdering(db, this.records.filter(claimedHere));
 
       this.sm.transitionTo('handling');
       if (this.deps.handler.invokeBatch && !this.deps.careful) this.batch = [];
       // Each record's outputs in offset order; a batched event's list is filled when the batch handler runs.
-      const outputLists: RecordedOutput[][] = [];
+      const outputLists: OutputRecord[][] = [];
+      // Records whose rows the claim wrote as they ended (processed, one attempt): their outputs go in the unit's
+      // one row. The others (another outcome, more attempts, a row taken over) are completed row by row.
+      const plain: Array<{ offset: string; outputs: OutputRecord[] }> = [];
       const completions: InboxCompletion[] = [];
       const started = Date.now();
       const middle = Math.floor((this.records.length - 1) / 2);
@@ -255,7 +272,7 @@ export class UnitOfWork {
       lanes = this.lanes(runner, started);
       // Each record's place in the unit, in offset order: handled here (undefined: a record of key lanes not
       // started before the time cap), the outputs of an earlier delivery, or a duplicate.
-      const slots: Array<{ index: number } & ({ record: ChunkRecord; handled: Promise<HandledRecord | undefined> } | { outputs: RecordedOutput[] } | { duplicate: true })> = [];
+      const slots: Array<{ index: number } & ({ record: ChunkRecord; claim: Claim; handled: Promise<HandledRecord | undefined> } | { outputs: OutputRecord[] } | { duplicate: true })> = [];
       let count = 0;
       for (const [index, record] of this.records.entries()) {
         const key = keyOf(record.id);
@@ -264,7 +281,7 @@ export class UnitOfWork {
           done.add(key);
           const handled = lanes ? lanes.run(record, claim) : this.handleClaimed(runner, record, claim);
           if (!lanes) await handled; // one after the other: the time cap is checked between records
-          slots.push({ index, record, handled });
+          slots.push({ index, record, claim, handled });
         } else {
           // Claimed before: by an earlier delivery of this very record whose Kafka transaction did not commit
           // (same coordinates: re-send what it emitted), or it is a duplicate publish (other coordinates: skip).
@@ -321,18 +338,25 @@ export class UnitOfWork {
             released.push(slot.record.id);
             continue;
           }
-          completions.push({
-            scope: slot.record.id.scope,
-            digest: slot.record.id.digest,
-            status: handled.status,
-            attempts: handled.attempts,
-            outputs: handled.outputs,
-            deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
-          });
+          if (handled.status === 'processed' && handled.attempts === 1 && !slot.claim.takenOver) {
+            plain.push({ offset: slot.record.offset, outputs: handled.outputs });
+          } else {
+            completions.push({
+              scope: slot.record.id.scope,
+              digest: slot.record.id.digest,
+              status: handled.status,
+              attempts: handled.attempts,
+              outputs: handled.outputs.map(toRecordedOutput),
+              deadLetter: handled.deadLetter && { reason: handled.deadLetter.reason, error: handled.deadLetter.error },
+            });
+          }
           if (now) outputLists.push(handled.outputs);
           if (handled.deadLetter) {
             this.stats.deadLettered++;
             this.deadLetters.push({ record: slot.record, ...handled.deadLetter });
+          } else if (handled.retried) {
+            this.stats.retried++;
+            this.moves.push({ record: slot.record, ...handled.retried });
           } else this.stats.handled++;
         }
       }
@@ -341,9 +365,20 @@ export class UnitOfWork {
         // Cut by the time cap: the records left for the next chunk were not handled.
         released.push(...this.records.slice(count).filter((r) => claimedHere(r) && !done.has(keyOf(r.id))).map((r) => r.id));
       }
-      // Give back the claims of the records not handled, which would otherwise commit as claimed-but-never-handled
-      // and be taken for replays.
-      if (released.length > 0) await this.own('giving back claims', () => inbox.release(db, group, released));
+      // Give back the claims of the records not handled, which would otherwise commit as handled and be taken for
+      // replays.
+      if (released.length > 0) await this.own('giving back claims', () => inbox.release(db, group, released, unit));
+      // Every claim is accounted for, as handled plainly, completed or given back: a row written as handled at the
+      // claim must never commit for a record whose handler did not run.
+      // Either failing would be the library's defect, never a record's: as an inbox statement's failure the unit
+      // is retried as a whole and the partition waits (shown in health), rather than records being blamed one by one.
+      if (plain.length + completions.length + released.length !== claimed.size) {
+        throw new InboxStatementError('accounting for the claims', new Error(`unit of work of ${topic}[${partition}]: ${claimed.size} records claimed, ${plain.length} handled plainly, ${completions.length} completed, ${released.length} given back`));
+      }
+      if (plain.length > 0) {
+        if (unit === undefined) throw new InboxStatementError('the claim', new Error(`unit of work of ${topic}[${partition}]: records were claimed as new, but the claim returned no unit id`));
+        await this.own('recording the outputs of the unit', () => inbox.recordUnitOutputs(db, group, topic, partition, unit, plain[plain.length - 1].offset, plain));
+      }
       await this.own('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
 
       this.sm.transitionTo('producing');
@@ -361,6 +396,7 @@ export class UnitOfWork {
       const kafkaCommitStarted = performance.now();
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
+      if (this.moves.length > 0) faults.reach('after-retry-move-db-commit');
       const lastOffset = this.records[count - 1].offset;
       await txn.sendOffsets({
         consumerGroupId: group,
@@ -371,6 +407,7 @@ export class UnitOfWork {
       this.sm.transitionTo('committed');
       const timings = { postgresCommitMs: kafkaCommitStarted - postgresCommitStarted, kafkaCommitMs: performance.now() - kafkaCommitStarted };
       for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error, d.parked);
+      for (const m of this.moves) this.deps.onRetry?.(m.record, m.tier, m.error);
       return { kind: 'committed', lastOffset, count, stats: this.stats, timings };
     } catch (err) {
       // Never roll back under a lane still using the connection (its statements would run after the rollback).
@@ -424,7 +461,7 @@ export class UnitOfWork {
     const prep = this.prepared?.get(record.offset);
     if (prep) return this.handleOrdered(runner, record, claim, prep);
     const { handler, registry, options } = this.deps;
-    if (claim.failures >= options.isolation.maxFailures) return this.deadLetter(record, this.isolatedFailure(claim), claim.failures);
+    if (claim.failures >= options.isolation.maxFailures) return this.failedForNow(record, this.isolatedFailure(claim), claim.failures);
     let event: unknown;
     try {
       event = decodeSingleObject(registry, handler.schema, record.message.value);
@@ -433,7 +470,41 @@ export class UnitOfWork {
     }
     const result = await this.invoke(runner, record, event);
     if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
-    return this.deadLetter(record, describeFailure(result.error, reasonOf(result.error)), result.attempts);
+    return this.failedForNow(record, describeFailure(result.error, reasonOf(result.error)), result.attempts, result.error);
+  }
+
+  /**
+   * A record whose attempts here failed: moved to the next retry tier when the handler has one left and the
+   * failure may pass (`error` undefined: its units of work failed with it alone), else dead-lettered.
+   */
+  private failedForNow(record: ChunkRecord, failure: RecordedFailure, attempts: number, error?: unknown): HandledRecord {
+    const tiers = this.deps.handler.retryTopics;
+    const stage = this.deps.stage ?? 0;
+    if (!tiers || stage >= tiers.topics.length || !mayRetryLater(tiers, failure, error)) return this.deadLetter(record, failure, attempts);
+    const now = Date.now();
+    const where = this.coordinates(record);
+    const letter: RecordedOutput = {
+      topic: tiers.topics[stage],
+      key: record.message.key ? record.message.key.toString('base64') : null,
+      value: record.message.value ? record.message.value.toString('base64') : null,
+      h: tierHeaders(record.message.headers, stage, where, this.origin(record), attempts, failure, now + tiers.delaysMs[stage], now),
+    };
+    const limit = this.deps.topicLimits.get(letter.topic);
+    if (limit !== undefined && outputSize(letter) > limit) {
+      this.logger.error(`${this.where(record)}: with its retry headers it is over ${letter.topic}'s max.message.bytes (${limit}); dead-lettering it instead`);
+      return this.deadLetter(record, failure, attempts);
+    }
+    return { status: 'retrying', attempts, outputs: [fromRecordedOutput(letter)], retried: { tier: stage + 1, error: failure } };
+  }
+
+  private coordinates(record: ChunkRecord): RetryOrigin {
+    return { topic: this.deps.topic, partition: this.deps.partition, offset: record.offset };
+  }
+
+  /** Where the record was first consumed: here, or for a record of a retry tier what its headers say. */
+  private origin(record: ChunkRecord): RetryOrigin {
+    if (!this.deps.stage) return this.coordinates(record);
+    return retryOrigin(record.message.headers, this.deps.handler.topic) ?? this.coordinates(record);
   }
 
   /**
@@ -554,7 +625,7 @@ export class UnitOfWork {
   private invoke(runner: QueryRunner, record: ChunkRecord, event: unknown): Promise<Invocation> {
     const invocation = { info: this.recordInfo(record), id: record.id };
     if (this.batch) {
-      const emitted: RecordedOutput[] = [];
+      const emitted: OutputRecord[] = [];
       this.batch.push({ record: invocation, event, emitted });
       return Promise.resolve({ ok: true, attempts: 1, outputs: emitted });
     }
@@ -652,26 +723,38 @@ export class UnitOfWork {
   }
 
   private recordInfo(record: ChunkRecord): RecordInfo {
-    return {
+    const info = {
       topic: this.deps.topic,
       partition: this.deps.partition,
       offset: record.offset,
       key: record.message.key?.toString() ?? null,
-      headers: textHeaders(record.message),
       messageId: record.id.displayId,
       timestamp: record.message.timestamp,
-    };
+    } as RecordInfo;
+    // The headers as text only when a handler (or tracing) reads them: most handlers never do.
+    let headers: Record<string, string> | undefined;
+    Object.defineProperty(info, 'headers', {
+      enumerable: true,
+      configurable: true,
+      get: () => (headers ??= textHeaders(record.message)),
+      set: (value: Record<string, string>) => (headers = value),
+    });
+    return info;
   }
 
   private deadLetter(record: ChunkRecord, failure: RecordedFailure, attempts: number, parkedKey?: OrderingKeyId): HandledRecord {
-    const { options, topic, partition } = this.deps;
+    const { options, handler } = this.deps;
     const reason = failure.reason as DeadLetterReason;
+    // From a retry tier: the topic's dead-letter topic, naming where the record was first consumed, with the
+    // history of every stage (the tiers' entries are on the record already; this one is added).
+    const origin = this.origin(record);
     const headers = [
       ...headerPairs(record.message.headers),
+      ...(this.deps.stage ? [historyPair(this.deps.stage, this.coordinates(record), attempts, failure, Date.now())] : []),
       ...textHeaderPairs({
-        [DEAD_LETTER_HEADERS.originalTopic]: topic,
-        [DEAD_LETTER_HEADERS.originalPartition]: String(partition),
-        [DEAD_LETTER_HEADERS.originalOffset]: record.offset,
+        [DEAD_LETTER_HEADERS.originalTopic]: origin.topic,
+        [DEAD_LETTER_HEADERS.originalPartition]: String(origin.partition),
+        [DEAD_LETTER_HEADERS.originalOffset]: origin.offset,
         [DEAD_LETTER_HEADERS.consumerGroup]: options.groupId,
         [DEAD_LETTER_HEADERS.errorClass]: failure.name,
         [DEAD_LETTER_HEADERS.errorMessage]: failure.message,
@@ -682,7 +765,7 @@ export class UnitOfWork {
       }),
     ];
     const letter: RecordedOutput = {
-      topic: `${topic}${options.deadLetter.topicSuffix}`,
+      topic: `${handler.topic}${options.deadLetter.topicSuffix}`,
       key: record.message.key ? record.message.key.toString('base64') : null,
       value: record.message.value ? record.message.value.toString('base64') : null,
       h: headers,
@@ -700,7 +783,7 @@ export class UnitOfWork {
       status: parkedKey ? 'parked' : reason === 'unknown-schema' ? 'deferred' : 'dead-lettered',
       attempts,
       deadLetter: { reason, error: failure },
-      outputs: [letter],
+      outputs: [fromRecordedOutput(letter)],
     };
   }
 

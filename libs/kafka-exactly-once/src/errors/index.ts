@@ -21,3 +21,4 @@ export * from './hanging-transaction.error';
 export * from './recorded-outputs-refused.error';
 export * from './outbox-write.error';
 export * from './outbox-relay.error';
+export * from './retry-topics.error';

@@ -19,8 +19,9 @@ export interface KafkaHealthOptions extends HealthCheckOptions {
  * broker's refusal: the message says it), when it crashed for good, or when a partition is stalled: records
  * fetched from it have waited longer than `consumer.stallAfterMs` (60 s) without a commit. Up while the consumer
  * joins its group (`consumer: 'starting'`). Reports the consumer's state, its assignment and, for each assigned
- * partition, the committed offset, lag, time since the last commit, failures in a row and the last error; a
- * down result names the stalled partitions and their last error.
+ * partition, the committed offset, lag, time since the last commit, failures in a row and the last error, and
+ * for handlers with retry topics each tier's waiting records and next due time (waiting on a delay is not a
+ * stall; a tier overdue and not moving is). A down result names the stalled partitions and their last error.
  *
  * @example
  * check() { return this.health.check([() => this.kafka.isHealthy('kafka')]); }
@@ -53,6 +54,8 @@ export class KafkaHealthIndicator {
         consumer: state,
         assignment: consumer?.assignment ?? {},
         partitions: consumer?.partitions ?? [],
+        // Only for handlers with retry topics: records waiting on each tier and when the next is due.
+        ...(consumer?.retryTiers.length ? { retryTiers: consumer.retryTiers } : {}),
       };
       if (start.lastError && start.phase !== 'running') return down(key, { ...details, message: `the consumer cannot start: ${start.lastError}` });
       if (consumer?.state === 'crashed') return down(key, { ...details, error: consumer.lastError ?? 'crashed' });

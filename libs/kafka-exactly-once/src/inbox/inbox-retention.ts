@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { queryWithin } from '../engine/clean-release';
-import { AUDIT_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
+import { AUDIT_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
 
 /** The group's committed offsets of partitions of a topic, read stable (-1 for none). */
 export type CommittedOffsets = (topic: string, partitions: number[]) => Promise<Map<number, bigint>>;
@@ -15,9 +15,15 @@ export interface InboxRetentionOptions {
   retentionBatchSize: number;
 }
 
-/** Rows old enough to go: handled (processed, dead-lettered, replayed, discarded) or failing, never parked. */
-const EXPIRED = `((COALESCE(replayed_at, processed_at) < now() - make_interval(secs => $2::float8 * 86400) AND status <> 'parked')
+/** Rows old enough to go: handled (processed, dead-lettered, replayed, discarded) or failing, never parked or waiting on a retry tier. */
+const EXPIRED = `((COALESCE(replayed_at, processed_at) < now() - make_interval(secs => $2::float8 * 86400) AND status NOT IN ('parked', 'retrying'))
   OR (status = 'failing' AND claimed_at < now() - make_interval(secs => $2::float8 * 86400)))`;
+
+/**
+ * A unit of work's outputs row old enough to go: its records were handled when it was written (their rows share its
+ * time), so it goes with the last of them (below the committed offset, like them).
+ */
+const UNIT_EXPIRED = `created_at < now() - make_interval(secs => $2::float8 * 86400)`;
 
 /** What is settled in the operator tables, by table: never an open operation, an unsettled replay or a parked record. */
 const SETTLED = [
@@ -97,7 +103,8 @@ export class InboxRetention {
   private async deleteExpired(): Promise<number> {
     const { retentionDays, retentionBatchSize } = this.options;
     const partitions: Array<{ topic: string; partition: number }> = await this.sql(
-      `SELECT DISTINCT topic, partition FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND ${EXPIRED}`,
+      `SELECT DISTINCT topic, partition FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND ${EXPIRED}
+       UNION SELECT DISTINCT topic, partition FROM ${UNIT_OUTPUTS_TABLE} WHERE consumer_group = $1 AND ${UNIT_EXPIRED}`,
       [this.groupId, retentionDays],
     );
     let total = 0;
@@ -112,6 +119,19 @@ export class InboxRetention {
         continue;
       }
       for (const [partition, offset] of committed) {
+        // The units' outputs first: each statement has its own now(), and a unit's outputs deleted after its rows
+        // (a later now()) could go while rows of the same age stay. Rows outlive their unit's outputs only as
+        // duplicates' rows, whose outputs are never read (InboxRepository.find).
+        for (;;) {
+          const result: [unknown[], number] = await this.sql(
+            `DELETE FROM ${UNIT_OUTPUTS_TABLE} WHERE ctid = ANY(ARRAY(
+               SELECT ctid FROM ${UNIT_OUTPUTS_TABLE}
+               WHERE consumer_group = $1 AND topic = $3 AND partition = $4 AND last_offset < $5 AND ${UNIT_EXPIRED}
+               LIMIT $6))`,
+            [this.groupId, retentionDays, topic, partition, offset.toString(), retentionBatchSize],
+          );
+          if ((Array.isArray(result) ? Number(result[1] ?? 0) : 0) < retentionBatchSize) break;
+        }
         for (;;) {
           const result: [unknown[], number] = await this.sql(
             `DELETE FROM ${INBOX_TABLE} WHERE ctid = ANY(ARRAY(

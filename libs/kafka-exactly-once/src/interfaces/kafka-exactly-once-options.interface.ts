@@ -82,7 +82,11 @@ export interface MetricsOptions {
 }
 
 export interface PublisherOptions {
-  /** A send still unacknowledged after this long is spooled (KafkaJS would retry it forever). Default 5000. */
+  /**
+   * A send still unacknowledged after this long is spooled (KafkaJS would retry it forever); a publish whose key
+   * has records in the spool waits this long at most for the drainer to deliver them before it is spooled behind
+   * them. Default 5000.
+   */
   sendTimeoutMs?: number;
   spool?: {
     /** Directory of the spool files, resolved from the working directory. Default `.spool`. */
@@ -241,4 +245,26 @@ export interface RetryOptions {
   initialDelayMs?: number;
   maxDelayMs?: number;
   multiplier?: number;
+}
+
+/**
+ * Non-blocking retries (docs/retries.md): a record whose in-place attempts failed moves to a retry topic
+ * `<topic>.retry.<n>` inside its unit's Kafka transaction, and comes back to the same handler once its tier's
+ * delay has passed, while the partition moves on. After the last tier, the dead-letter topic. Not with
+ * @OrderedEvent (a retry topic lets later records of a key overtake the one waiting).
+ */
+export interface RetryTopicsOptions {
+  /**
+   * The delay of each tier, in order: milliseconds as a number, or text such as `'500ms'`, `'10s'`, `'1m'`,
+   * `'2h'`. From 1 to 10 tiers, each from 100 ms to 7 days.
+   */
+  delays: Array<number | string>;
+  /** Attempts in place (with the handler's retry backoff) on the topic and on each tier before the record moves on. Default: the handler's `retry.attempts`. */
+  maxInPlaceAttempts?: number;
+  /**
+   * Errors that go straight to the dead-letter topic, skipping the tiers, besides those never retried (a
+   * NonRetriableHandlerError, an error with `retriable: false`, a guard's or pipe's refusal, an event that
+   * cannot be decoded or validated): instances of these classes.
+   */
+  deadLetterOn?: Array<abstract new (...args: any[]) => Error>;
 }

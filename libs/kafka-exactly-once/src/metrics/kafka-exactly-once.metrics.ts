@@ -20,6 +20,8 @@ export interface UnitTimings {
 /** What the gauges read at each scrape. */
 export interface MetricsSources {
   partitions?: () => Array<{ topic: string; partition: number; lag: number | null; lastCommitAt: string | null; waitingMs: number | null }>;
+  /** The retry tiers of the consumer's handlers. */
+  retryTiers?: () => Array<{ retriesOf: string; tier: number; waiting: number; nextDueAt: string | null }>;
   publisher?: () => { breaker: string; spool: { records: number; bytes: number; oldestAgeMs: number } };
   /** The outbox as the relay last counted it (undefined until it did). */
   outbox?: () => { waiting: number; oldestAgeMs: number } | undefined;
@@ -115,6 +117,14 @@ export class KafkaExactlyOnceMetrics {
       duplicates: make('Counter', 'kafka_eo_duplicates_skipped_total', 'Records skipped as duplicates of a message id handled before', unit),
       replayed: make('Counter', 'kafka_eo_outputs_replayed_total', 'Records whose recorded outputs were sent again (a Kafka commit had not happened)', unit),
       deadLetters: make('Counter', 'kafka_eo_dead_letters_total', 'Records dead-lettered, by reason', [...unit, 'reason']),
+      retryMoves: make('Counter', 'kafka_eo_retry_moves_total', 'Records moved to a retry topic, by the topic they retry and the tier they moved to', [...unit, 'tier']),
+      retryWaiting: gauge('kafka_eo_retry_waiting_records', "Records on a retry topic not committed yet (this member's partitions, at their last fetch)", [...unit, 'tier'], (metric, { sources, group }) => {
+        for (const t of sources.retryTiers?.() ?? []) metric.set({ group, topic: t.retriesOf, tier: String(t.tier) }, t.waiting);
+      }),
+      retryNextDue: gauge('kafka_eo_retry_next_due_seconds', 'Seconds until the next record of a retry topic not handled yet is due (negative: the tier is behind); absent while none waits', [...unit, 'tier'], (metric, { sources, group }) => {
+        const now = Date.now();
+        for (const t of sources.retryTiers?.() ?? []) if (t.nextDueAt !== null) metric.set({ group, topic: t.retriesOf, tier: String(t.tier) }, (Date.parse(t.nextDueAt) - now) / 1000);
+      }),
       parked: make('Counter', 'kafka_eo_keys_parked_total', 'Ordering keys parked (@OrderedEvent)', unit),
       released: make('Counter', 'kafka_eo_keys_released_total', 'Ordering keys released by an operator and replayed', unit),
       recreated: make('Counter', 'kafka_eo_producers_recreated_total', "A partition's transactional producer initialised again (after a fault or a new assignment)", unit),
@@ -195,6 +205,11 @@ export class KafkaExactlyOnceMetrics {
       m.deadLetters.labels({ group: this.attached.group, topic, reason }).inc();
       if (parkedNow) m.parked.labels({ group: this.attached.group, topic }).inc();
     });
+  }
+
+  /** A record of `topic` moved to its retry tier `tier`. */
+  retryMoved(topic: string, tier: number): void {
+    this.record((m) => m.retryMoves.labels({ group: this.attached.group, topic, tier: String(tier) }).inc());
   }
 
   keyReleased(topic: string): void {

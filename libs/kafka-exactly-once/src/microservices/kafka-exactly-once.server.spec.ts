@@ -27,7 +27,7 @@ class PingController {
   @EventPattern('elsewhere', Transport.KAFKA) // bound to Nest's Kafka transport, not to this one
   onElsewhere() {}
 
-  @EventPattern('mine', KAFKA_EXACTLY_ONCE_TRANSPORT, { schema: 't.Ping' })
+  @EventPattern('mine', KAFKA_EXACTLY_ONCE_TRANSPORT, { schema: 't.Ping', retryTopics: { delays: ['30s', '5m'] } })
   onMine() {}
 }
 
@@ -117,7 +117,7 @@ describe('KafkaExactlyOnceServer', () => {
     }
   });
 
-  it('hands the @EventPattern handlers bound to it to the module: topic with its prefix, schema from the pattern or the module, retry, @OrderedEvent', async () => {
+  it('hands the @EventPattern handlers bound to it to the module: topic with its prefix, schema from the pattern or the module, retry, retry topics, @OrderedEvent', async () => {
     const { app, handlers } = await microservice([PingController]);
     expect(handlers.map((h) => [h.name, h.topic, h.schema.name])).toEqual([
       ['PingController.onPing', 'env.pings', 't.Ping'],
@@ -127,6 +127,7 @@ describe('KafkaExactlyOnceServer', () => {
     const [ping] = handlers;
     expect(ping.retry.attempts).toBe(5);
     expect(ping.ordering?.key?.({ n: 3 })).toBe(3);
+    expect(handlers[2].retryTopics).toMatchObject({ topics: ['env.mine.retry.1', 'env.mine.retry.2'], delaysMs: [30000, 300000] });
     await app.close();
   });
 

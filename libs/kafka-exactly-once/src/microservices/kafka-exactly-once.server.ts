@@ -24,6 +24,8 @@ export interface KafkaExactlyOnceEventExtras {
   schema?: string;
   /** The handler's retry policy over the module's (as `@IdempotentHandler({ retry })`). */
   retry?: IdempotentHandlerOptions['retry'];
+  /** Non-blocking retries through retry topics (as `@IdempotentHandler({ retryTopics })`, docs/retries.md). */
+  retryTopics?: IdempotentHandlerOptions['retryTopics'];
 }
 
 /**
@@ -135,7 +137,7 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
             if (typeof pattern !== 'string' || pattern.length === 0) {
               throw new HandlerRegistrationError(name, `the pattern of an @EventPattern handler is the topic it consumes, a non-empty string (got ${JSON.stringify(pattern)})`);
             }
-            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, schema: extras.schema, retry: extras.retry, source: '@EventPattern extras' });
+            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, schema: extras.schema, retry: extras.retry, retryTopics: extras.retryTopics, source: '@EventPattern extras' });
           }
         }
       }

@@ -1,5 +1,6 @@
 import type { Kafka, Message } from 'kafkajs';
 import { withDeadline } from '../engine/deadline';
+import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
@@ -79,10 +80,7 @@ export class OutboxCheckpoints extends ClusterClient {
       }
       try {
         await withDeadline(
-          admin.createTopics({
-            waitForLeaders: true,
-            topics: [{ topic: this.topic, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }, { name: 'segment.ms', value: '3600000' }] }],
-          }),
+          createTopicsAndWait(admin, [{ topic: this.topic, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }, { name: 'segment.ms', value: '3600000' }] }], timeoutMs),
           timeoutMs,
           'Kafka',
         );

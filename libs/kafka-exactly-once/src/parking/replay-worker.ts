@@ -1,3 +1,4 @@
+import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/output-record';
 import { Logger } from '@nestjs/common';
 import type { Kafka } from 'kafkajs';
 import type { CheckedTransaction } from '../producer/checked-producer';
@@ -9,6 +10,7 @@ import { isOutputTooLarge } from '../engine/error-classification';
 import { invokeHandler } from '../engine/handler-invocation';
 import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
 import { identify } from '../engine/record-identity';
+import { retryOrigin, routesOf } from '../retry/retry-tiers';
 import type { FaultInjector } from '../engine/fault-injector';
 import { describeFailure, reasonOf, unitSessionSettings } from '../engine/unit-of-work';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
@@ -111,7 +113,8 @@ export class ReplayWorker {
     private readonly metrics?: KafkaExactlyOnceMetrics,
     private readonly tracing?: KafkaExactlyOnceTracing,
   ) {
-    this.handlers = new Map(handlers.map((h) => [h.topic, h]));
+    // A dead letter from a retry tier is known by the tier's topic: the same handler.
+    this.handlers = new Map([...routesOf(handlers)].map(([topic, route]) => [topic, route.handler]));
     const { transactionalIdPrefix: prefix, groupId } = options;
     this.producer = new PartitionProducer(kafka, replayTransactionalId(prefix, groupId), options.transactionTimeoutMs, options.kafka.retry, legacyTransactionalIds.replay(prefix, groupId));
     this.offsets = new StableOffsets(kafka);
@@ -330,7 +333,7 @@ export class ReplayWorker {
         // Before the first request: a step that fails part-way must abort what it sent.
         sent = replay;
         try {
-          for (const request of toProduceRequests(replay.outputs, this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
+          for (const request of toProduceRequests(replay.outputs.map(fromRecordedOutput), this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
         } catch (err) {
           if (!isOutputTooLarge(err)) throw err;
           throw new RefusedOutputs(describeFailure(err, 'output-too-large'), at);
@@ -369,9 +372,10 @@ export class ReplayWorker {
     handler: HandlerDefinition,
     original: Original,
     replay: { kind: 'release' | 'dead-letter'; auditId: string },
-  ): Promise<{ ok: true; outputs: RecordedOutput[]; digest: Buffer } | { ok: false; error: RecordedFailure }> {
+  ): Promise<{ ok: true; outputs: OutputRecord[]; digest: Buffer } | { ok: false; error: RecordedFailure }> {
     const headers = toKafkaHeaders({ topic: original.topic, key: null, value: null, h: original.headers });
-    const id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic');
+    const base = original.topic === handler.topic ? undefined : handler.topic;
+    const id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic', base === undefined ? undefined : { base, origin: retryOrigin(headers, base) });
     let event: unknown;
     try {
       event = decodeSingleObject(this.registry, handler.schema, original.value);
@@ -396,7 +400,8 @@ export class ReplayWorker {
     return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };
   }
 
-  private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, outputs: RecordedOutput[]): Promise<Replay> {
+  private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, emitted: OutputRecord[]): Promise<Replay> {
+    const outputs = emitted.map(toRecordedOutput);
     const [row] = await runner.query(
       `INSERT INTO ${REPLAYS_TABLE} (consumer_group, topic, partition, audit_id, outputs, settled) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING seq::text AS seq`,
       [this.options.groupId, original.topic, original.partition, operation.id, JSON.stringify(outputs), outputs.length === 0],
@@ -432,7 +437,7 @@ export class ReplayWorker {
   private async publish(replays: Replay[]): Promise<void> {
     const txn = await this.producer.begin();
     try {
-      for (const request of toProduceRequests(replays.flatMap((r) => r.outputs), this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
+      for (const request of toProduceRequests(replays.flatMap((r) => r.outputs.map(fromRecordedOutput)), this.options.outputs.maxRequestBytes, (t) => this.topicLimits.get(t))) await txn.send(request);
     } catch (err) {
       this.producerReady = false;
       throw err;

@@ -386,7 +386,17 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   private async deliver(record: SpooledRecord): Promise<PublishResult> {
     const spool = this.spool as Spool;
     const breaker = this.breaker as CircuitBreakerPolicy;
-    if (spool.hasKey(record.topic, keyString(record)) || breaker.state === CircuitState.Open) return this.toSpool(record);
+    const open = () => breaker.state === CircuitState.Open;
+    if (open()) return this.toSpool(record);
+    // Records of this key wait in the spool: this one must not overtake them. While Kafka answers (the breaker is
+    // closed), it waits (up to the send timeout) for the drainer to deliver them and then goes out live, so that a
+    // key leaves the spool as soon as its backlog is out instead of feeding it for as long as publishes of the key
+    // keep coming. While the breaker is not closed, it is spooled at once: a caller never waits on an outage.
+    if (spool.hasKey(record.topic, keyString(record))) {
+      if (breaker.state !== CircuitState.Closed) return this.toSpool(record);
+      if (!(await spool.keyDrained(record.topic, keyString(record), this.config().sendTimeoutMs))) return this.toSpool(record);
+    }
+    if (open()) return this.toSpool(record);
     try {
       const sent = await this.sendGrouped(record);
       this.counters.sent++;
@@ -549,7 +559,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
               timeoutMs,
             );
           });
-          spool.acknowledge(batch.length);
+          // Their keys go live at once; the cursor is made durable while the next request goes out.
+          void spool.acknowledge(batch.length).catch((err: Error) => this.logger.error(`spool cursor not written (${err.message}); these records may be sent again after a restart`));
           this.counters.drained += batch.length;
           this.metrics.drained(batch.length);
           failures = 0;

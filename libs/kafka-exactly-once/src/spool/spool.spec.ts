@@ -60,6 +60,39 @@ describe('Spool', () => {
     expect(spool.hasKey('t', 'acc-1')).toBe(false);
   });
 
+  it('tells a waiting publish when the last spooled record of its key is acknowledged, or that it waited too long', async () => {
+    const spool = open(dir);
+    await Promise.all([record(1, 'acc-1'), record(2, 'acc-2'), record(3, 'acc-1')].map((r) => spool.append(r)));
+    await expect(spool.keyDrained('t', 'acc-9', 10)).resolves.toBe(true); // nothing of it waits
+    const acc1 = spool.keyDrained('t', 'acc-1', 60000);
+    const acc2 = spool.keyDrained('t', 'acc-2', 60000);
+    const tooLong = spool.keyDrained('t', 'acc-1', 20);
+    await expect(tooLong).resolves.toBe(false);
+    let acc1Done = false;
+    void acc1.then(() => (acc1Done = true));
+    await spool.acknowledge(2); // acc-1's first and acc-2's only record
+    await expect(acc2).resolves.toBe(true);
+    expect(acc1Done).toBe(false); // acc-1 still has a record waiting
+    await spool.acknowledge(1);
+    await expect(acc1).resolves.toBe(true);
+    await spool.close();
+  });
+
+  it('lets the drainer read what is on disk while later appends are still being written', async () => {
+    const spool = open(dir, 1 << 20);
+    await spool.append(record(1));
+    // Appends that keep coming (a new one each turn) must not hold the drainer back until they stop.
+    let stop = false;
+    const appending = (async () => {
+      for (let n = 2; !stop; n++) await spool.append(record(n));
+    })();
+    const first = await spool.peek(1);
+    stop = true;
+    await appending;
+    expect(first.map((r) => r.messageId)).toEqual(['m-1']);
+    await spool.close();
+  }, 5000);
+
   it('quarantines a torn tail and delivers the records before it', async () => {
     const spool = open(dir, 1 << 20);
     await spool.append(record(1));

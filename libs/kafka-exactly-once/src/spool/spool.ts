@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { closeSync, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
+import { closeSync, existsSync, fsync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'fs';
 import { join, resolve } from 'path';
+import { promisify } from 'util';
 import { SpoolFullError } from '../errors/spool-full.error';
 import { encodeFrame, QuarantinedRecord, readFrames, SpooledRecord } from './spool-record';
 
@@ -22,10 +23,13 @@ export interface SpoolBacklog {
 interface Entry {
   record: SpooledRecord;
   segment: number;
-  /** byte offset just after this record in its segment */
+  /** byte offset just after this record in its segment; 0 until the record is on disk (written and fsynced) */
   end: number;
   bytes: number;
 }
+
+/** fsync on libuv's thread pool: the event loop (live sends, the drainer) runs on while the disk syncs. */
+const fsyncAsync = promisify(fsync);
 
 const SEGMENT = /^segment-(\d{12})\.log$/;
 const CURSOR = 'cursor.json';
@@ -67,6 +71,13 @@ export class Spool {
   private cursor = { segment: 0, offset: 0 };
   private pending: Array<{ frame: Buffer; entry: Entry; resolve: () => void; reject: (err: Error) => void }> = [];
   private flushing?: Promise<void>;
+  /** The group commit being written now (one write and one fsync for the appends that came meanwhile). */
+  private batchOnDisk?: Promise<void>;
+  /** Waiters for a key's spooled records to be acknowledged (keyDrained). */
+  private readonly keyWaiters = new Map<string, Array<() => void>>();
+  /** The cursor to make durable next, and the write making one durable now (one at a time, the latest wins). */
+  private cursorToWrite?: { segment: number; offset: number };
+  private cursorWriting?: Promise<void>;
   private refused = { records: 0, lastReason: undefined as string | undefined };
 
   constructor(private readonly options: SpoolOptions) {
@@ -182,6 +193,10 @@ export class Spool {
     });
   }
 
+  /**
+   * Group commit: the appends that arrive while a batch is written and fsynced go together in the next one. The
+   * writes go to the page cache at once; the fsync runs off the event loop.
+   */
   private flush(): Promise<void> {
     if (this.flushing) return this.flushing;
     this.flushing = (async () => {
@@ -190,31 +205,52 @@ export class Spool {
           await Promise.resolve(); // let appends issued in the same tick join this fsync
           const batch = this.pending;
           this.pending = [];
-          const start = { segment: this.segment, size: this.size };
-          try {
-            for (const item of batch) {
-              if (this.size > 0 && this.size + item.frame.length > this.options.segmentBytes) this.openSegment(this.segment + 1);
-              writeFully(this.fd as number, item.frame);
-              this.size += item.frame.length;
-              item.entry.segment = this.segment;
-              item.entry.end = this.size;
-            }
-            fsyncSync(this.fd as number);
-            batch.forEach((item) => item.resolve());
-          } catch (err) {
-            // The callers hear "not spooled": take the batch's bytes off the disk too, so that a restart cannot
-            // resurrect records whose publish failed, nor find a torn frame in front of later good ones.
-            this.rollBack(start);
-            for (const item of batch) this.drop(item.entry);
-            batch.forEach((item) => item.reject(err as Error));
-          }
+          const written = this.writeBatch(batch);
+          this.batchOnDisk = written.then(
+            () => undefined,
+            () => undefined,
+          );
+          await written;
         }
       } finally {
         // Cleared in the same turn as the last waiters are released, so that their next append starts a new flush.
         this.flushing = undefined;
+        this.batchOnDisk = undefined;
       }
     })();
     return this.flushing;
+  }
+
+  /** Writes and fsyncs one group commit; each append is answered after its bytes are on disk, or failed and taken off. */
+  private async writeBatch(batch: Spool['pending']): Promise<void> {
+    const start = { segment: this.segment, size: this.size };
+    const places: Array<{ segment: number; end: number }> = [];
+    try {
+      for (const item of batch) {
+        if (this.size > 0 && this.size + item.frame.length > this.options.segmentBytes) {
+          // The segment being left holds records of this batch: it is synced before it is closed.
+          fsyncSync(this.fd as number);
+          this.openSegment(this.segment + 1);
+        }
+        writeFully(this.fd as number, item.frame);
+        this.size += item.frame.length;
+        places.push({ segment: this.segment, end: this.size });
+      }
+      await fsyncAsync(this.fd as number);
+    } catch (err) {
+      // The callers hear "not spooled": take the batch's bytes off the disk too, so that a restart cannot
+      // resurrect records whose publish failed, nor find a torn frame in front of later good ones.
+      this.rollBack(start);
+      for (const item of batch) this.drop(item.entry);
+      batch.forEach((item) => item.reject(err as Error));
+      return;
+    }
+    // On disk now: the drainer may send them, and their publishes are answered.
+    batch.forEach((item, i) => {
+      item.entry.segment = places[i].segment;
+      item.entry.end = places[i].end;
+      item.resolve();
+    });
   }
 
   private rollBack(start: { segment: number; size: number }): void {
@@ -239,13 +275,45 @@ export class Spool {
     this.backlogBytes -= entry.bytes;
     const key = keyOf(entry.record);
     const left = (this.keys.get(key) ?? 1) - 1;
-    if (left > 0) this.keys.set(key, left);
-    else this.keys.delete(key);
+    if (left > 0) {
+      this.keys.set(key, left);
+      return;
+    }
+    this.keys.delete(key);
+    const waiters = this.keyWaiters.get(key);
+    this.keyWaiters.delete(key);
+    waiters?.forEach((wake) => wake());
   }
 
-  /** The oldest `max` records that are on disk, in order, for the drainer. */
+  /**
+   * Resolves true once no record of this topic and key waits in the spool (at once when none does), false
+   * after `timeoutMs`: a new record of the key may then go to Kafka directly, behind the spooled ones.
+   */
+  keyDrained(topic: string, key: string | null, timeoutMs: number): Promise<boolean> {
+    const name = `${topic}\u0000${key ?? ''}`;
+    if (!this.keys.has(name)) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        const waiters = this.keyWaiters.get(name)?.filter((w) => w !== wake);
+        if (waiters?.length) this.keyWaiters.set(name, waiters);
+        else this.keyWaiters.delete(name);
+        resolve(false);
+      }, timeoutMs);
+      timer.unref?.();
+      this.keyWaiters.set(name, [...(this.keyWaiters.get(name) ?? []), wake]);
+    });
+  }
+
+  /**
+   * The oldest `max` records that are on disk, in order, for the drainer. When the oldest is still being written,
+   * waits for its group commit (never for the appends that keep coming after it).
+   */
   async peek(max: number): Promise<SpooledRecord[]> {
-    await this.flushing;
+    while (this.queue.length > 0 && this.queue[0].end === 0 && this.flushing) await (this.batchOnDisk ?? new Promise((r) => setImmediate(r)));
     const out: SpooledRecord[] = [];
     for (const entry of this.queue) {
       if (out.length >= max || entry.end === 0) break;
@@ -254,24 +322,51 @@ export class Spool {
     return out;
   }
 
-  /** Kafka acknowledged the oldest `count` records: move the cursor past them and delete drained segments. */
-  acknowledge(count: number): void {
-    if (count <= 0) return;
+  /**
+   * Kafka acknowledged the oldest `count` records: they leave the spool at once (their keys may go live again),
+   * and the cursor past them is made durable off the event loop, after which drained segments are deleted.
+   * Resolves when that cursor (or a later one) is on disk. A crash before that sends them again after the restart:
+   * copies that consumers drop by message id.
+   */
+  acknowledge(count: number): Promise<void> {
+    if (count <= 0) return Promise.resolve();
     const done = this.queue.splice(0, count);
     done.forEach((entry) => this.forget(entry));
     const last = done[done.length - 1];
     this.cursor = { segment: last.segment, offset: last.end };
-    const tmp = join(this.dir, `${CURSOR}.tmp`);
-    writeFileSync(tmp, JSON.stringify(this.cursor));
-    const fd = openSync(tmp, 'r+');
-    fsyncSync(fd);
-    closeSync(fd);
-    renameSync(tmp, join(this.dir, CURSOR));
-    for (const name of readdirSync(this.dir)) {
-      const m = SEGMENT.exec(name);
-      if (m && Number(m[1]) < this.cursor.segment) unlinkSync(join(this.dir, name));
-    }
-    if (this.queue.length === 0 && this.size > this.options.segmentBytes / 2) this.openSegment(this.segment + 1);
+    this.cursorToWrite = this.cursor;
+    return this.writeCursor();
+  }
+
+  /** One cursor write at a time; acknowledgements made meanwhile are written together by the next one. */
+  private writeCursor(): Promise<void> {
+    const previous = this.cursorWriting ?? Promise.resolve();
+    const next = previous.then(async () => {
+      const cursor = this.cursorToWrite;
+      if (!cursor) return; // written by an earlier turn
+      this.cursorToWrite = undefined;
+      const tmp = join(this.dir, `${CURSOR}.tmp`);
+      writeFileSync(tmp, JSON.stringify(cursor));
+      const fd = openSync(tmp, 'r+');
+      try {
+        await fsyncAsync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(tmp, join(this.dir, CURSOR));
+      for (const name of readdirSync(this.dir)) {
+        const m = SEGMENT.exec(name);
+        if (m && Number(m[1]) < cursor.segment) unlinkSync(join(this.dir, name));
+      }
+      // Nothing waits and nothing is being written: start a fresh segment rather than grow a drained one.
+      if (this.queue.length === 0 && !this.flushing && this.size > this.options.segmentBytes / 2) this.openSegment(this.segment + 1);
+    });
+    const settled = next.catch(() => undefined);
+    this.cursorWriting = settled;
+    void settled.then(() => {
+      if (this.cursorWriting === settled) this.cursorWriting = undefined;
+    });
+    return next;
   }
 
   /**
@@ -294,7 +389,7 @@ export class Spool {
     if (created) fsyncDirectory(this.dir);
     this.refused.records++;
     this.refused.lastReason = reason;
-    this.acknowledge(1);
+    void this.acknowledge(1).catch((err: Error) => this.logger.error(`spool ${this.dir}: cursor not written (${err.message}); the record may be sent again after a restart`));
     return entry.record;
   }
 
@@ -305,6 +400,7 @@ export class Spool {
 
   async close(): Promise<void> {
     await this.flushing;
+    await this.cursorWriting?.catch(() => undefined);
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
   }

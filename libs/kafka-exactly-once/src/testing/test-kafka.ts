@@ -5,8 +5,10 @@ import { dirname, join } from 'path';
 
 export interface TestKafkaOptions {
   /**
-   * The broker's client port on 127.0.0.1 [39092]. Five more ports follow it: the KRaft controller (+1) and the
+   * The broker's client port on 127.0.0.1 [28092]. Five more ports follow it: the KRaft controller (+1) and the
    * broker's other listeners (+2 to +5). A port in use by another process fails the start with its owner's name.
+   * Keep them below the system's ephemeral range (Linux: 32768-60999): a client connection that happened to get
+   * one of them as its local port made the broker fail to bind it.
    */
   port?: number;
   /** Data, logs and pid file [<os tmpdir>/kafka-exactly-once-test-<port>]. Reused between runs. */
@@ -40,7 +42,7 @@ export async function startTestKafka(options: TestKafkaOptions = {}): Promise<Te
   if (provided && options.port === undefined) {
     return { brokers: provided.split(',').map((b) => b.trim()).filter(Boolean), started: false, stop: async () => undefined };
   }
-  const port = options.port ?? 39092;
+  const port = options.port ?? 28092;
   if (!Number.isInteger(port) || port < 1024 || port > 65530) throw new RangeError(`startTestKafka: port must be an integer from 1024 to 65530 (six ports from it are used), got ${port}`);
   const env: NodeJS.ProcessEnv = {
     ...process.env,

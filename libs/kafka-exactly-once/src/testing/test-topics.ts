@@ -1,6 +1,6 @@
 import { randomBytes } from 'crypto';
 import { Kafka, logLevel } from 'kafkajs';
-import { waitForTopicLeaders } from '../kafka-exactly-once.lifecycle';
+import { createTopicsAndWait } from '../kafka-topics';
 import { fixKafkaJs } from '../kafkajs.fixes';
 
 export interface TestTopic {
@@ -27,16 +27,15 @@ export async function createTestTopics(brokers: string[], topics: Array<string |
   await admin.connect();
   try {
     const wanted = topics.map((t) => (typeof t === 'string' ? { topic: t } : t));
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: wanted.map((t) => ({
+    await createTopicsAndWait(
+      admin,
+      wanted.map((t) => ({
         topic: t.topic,
         numPartitions: t.numPartitions ?? 1,
         replicationFactor: 1,
         configEntries: Object.entries(t.configs ?? {}).map(([name, value]) => ({ name, value })),
       })),
-    });
-    await waitForTopicLeaders(admin, wanted.map((t) => t.topic));
+    );
   } finally {
     await admin.disconnect();
   }
