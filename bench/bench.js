@@ -3,7 +3,7 @@
 /**
  * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
  *
- *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,B,C,D,E,J] [--slow-count 1000]
+ *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,AT,B,C,D,E,J] [--slow-count 1000]
  *                    [--sweep] [--accounts 200] [--cpu-prof]
  *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N]
  *
@@ -17,6 +17,7 @@
  *
  * Consumers, each a process of its own, from the start of its own input topic with its own group and output:
  *   A  plain KafkaJS consume → produce copy, at-least-once, no database (the limit)
+ *   AT A's copy in Kafka transactions: a transactional producer per partition, sendOffsets, read committed, no database
  *   C  exactly-once by hand: one Kafka and one PostgreSQL transaction per record (`--slow-count` records)
  *   D  consumer-app as shipped (the payments handler, a batch handler: the ledger rule in set-based SQL)
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
@@ -26,7 +27,10 @@
  *      record key: one key of a partition at a time (K1), 16 keys of a partition at once in key lanes (K)
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
  * being ready, every process a member, to its last commit), start-up time, CPU seconds and peak RSS of its
- * processes, PostgreSQL transactions committed in its database, and the transaction markers on its output.
+ * processes, PostgreSQL transactions committed in its database, and the transaction markers on its output; and
+ * CPU µs per record over the same span (from ready to done): of the variant's processes, of the local broker
+ * (by its pid file, when scripts/kafka started it) and of the whole machine (/proc/stat: the variant, the broker,
+ * PostgreSQL and the bench's own polling).
  *
  * Latency (on by default when --count is 20,000 or more, so not in the CI smoke run; --latency / --no-latency
  * override): after each consumer variant's throughput run, a second run of it (one process) on a fresh input
@@ -41,6 +45,12 @@
  * output's own CreateTime (when the variant sent it, before its commit). Reported per variant: the rate
  * achieved, outputs matched of published, p50, p99 and max; the targets (p99 of D ≤ 250 ms, of E ≤ 100 ms, at
  * half the peak) are reported as met or missed, never asserted. Code: bench/latency.js.
+ *
+ * Spool catch-up (with P, on by default from 20,000 records; --spool-catch-up / --no-spool-catch-up): producer-app's
+ * load command again at 80% of P's measured rate for 25 s, and the local broker (started by scripts/kafka, killed
+ * and started by its pid file) away for 5 s after 5 s. Reported: publishes spooled, how soon after Kafka's
+ * return every publish went out live again (target: within 30 s) and the spool was empty, and whether every
+ * acknowledged event is on the topic once at least, in per-key order of acknowledgement (read committed).
  *
  * --sweep repeats D and E over 1, 6 and 12 partitions and 1, 2 and 3 processes. --cpu-prof writes a V8 CPU
  * profile of every consumer process (bench/results/<run>/profiles; summarise one with bench/profile-summary.js).
@@ -72,6 +82,7 @@ const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' 
 // transactions (the latency phase then counts the markers of its output).
 const VARIANTS = {
   A: { label: 'A. plain KafkaJS copy, at-least-once, no database', script: 'variants/plain-copy.js', database: false, match: 'message-id' },
+  AT: { label: "AT. KafkaJS copy in Kafka transactions (a producer per partition, sendOffsets), no database", script: 'variants/transactional-copy.js', database: false, match: 'message-id', transactional: true },
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
@@ -98,7 +109,7 @@ function args(argv) {
   };
   const count = int('count', 100000);
   if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
-  const variants = flag('variants', 'P,P0,O,A,B,C,D,E,J').split(',').filter(Boolean);
+  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,E,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', 'O', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, O, ${Object.keys(VARIANTS).join(', ')})`);
   return {
     count,
@@ -110,6 +121,8 @@ function args(argv) {
     cpuProf: argv.includes('--cpu-prof'),
     // On by default for runs of 20,000 records or more (not for the CI smoke run).
     latency: argv.includes('--latency') || (!argv.includes('--no-latency') && count >= 20000),
+    // The spool's catch-up after an outage (it stops the local broker for a few seconds): with P, from 20,000 records.
+    spoolCatchUp: argv.includes('--spool-catch-up') || (!argv.includes('--no-spool-catch-up') && count >= 20000),
     latencySeconds: int('latency-seconds', 20),
     latencyRate: flag('latency-rate') === undefined ? undefined : int('latency-rate', 1),
     brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
@@ -133,6 +146,34 @@ async function adminQuery(sql, params = []) {
   } finally {
     await client.end();
   }
+}
+
+/** Busy CPU seconds of the whole machine so far (every core: user, nice, system, irq, softirq, steal), from /proc/stat. */
+function machineCpuSeconds() {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = fields;
+  return (user + nice + system + irq + softirq + (steal || 0)) / CLOCK_TICKS;
+}
+
+/** The local broker's pid, from the pid file of scripts/kafka (undefined when another broker is used). */
+function brokerPid() {
+  try {
+    const pid = Number(readFileSync(join(process.env.KAFKA_STATE_DIR || join(ROOT, '.kafka'), 'broker.pid'), 'utf8').trim());
+    return Number.isInteger(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('kafka.Kafka') ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds of the variant's processes, of the broker and of the machine, at one moment. */
+function cpuSnapshot(children, broker) {
+  return { variant: sum(children.map((c) => processStats(c.pid)?.cpu ?? 0)), broker: broker === undefined ? undefined : processStats(broker)?.cpu, machine: machineCpuSeconds() };
+}
+
+/** CPU µs per record between two snapshots. */
+function cpuPerRecord(from, to, records) {
+  const us = (a, b) => (a === undefined || b === undefined ? undefined : ((b - a) * 1e6) / records);
+  return { variant: us(from.variant, to.variant), broker: us(from.broker, to.broker), machine: us(from.machine, to.machine) };
 }
 
 /** CPU seconds (user + system) and peak RSS (MB) of a live process, from /proc. */
@@ -161,7 +202,7 @@ class Bench {
   }
 
   async createTopics(names, partitions) {
-    await this.admin.createTopics({ waitForLeaders: true, topics: names.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })) });
+    await require(join(ROOT, 'dist/libs/kafka-exactly-once/kafka-topics.js')).createTopicsAndWait(this.admin, names.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })));
   }
 
   async createDatabase(name) {
@@ -193,6 +234,79 @@ class Bench {
     const summary = /^SUMMARY (\{.*\})$/m.exec(output);
     const elapsedMs = summary ? JSON.parse(summary[1]).elapsedMs : undefined;
     return { seconds: (elapsedMs ?? Date.now() - started) / 1000, startupSeconds: elapsedMs ? (Date.now() - started - elapsedMs) / 1000 : undefined };
+  }
+
+  /**
+   * The spool's catch-up after an outage: the load command at `rate` publishes/s for `seconds`, the local broker
+   * stopped for `outageSeconds` after `outageAt` s; then every acknowledged event looked for on the topic.
+   */
+  async spoolCatchUp(rate, { seconds = 25, outageAt = 5, outageSeconds = 5 } = {}) {
+    const prefix = `${this.tag}.spool.`;
+    const topic = `${prefix}payments.requested`;
+    await this.createTopics([topic], this.opts.partitions);
+    const ackLog = join(this.dir, 'spool-catch-up-acks.log');
+    const count = Math.max(1, Math.round(rate * seconds));
+    const child = spawn(process.execPath, [LOAD_CLI, 'payments', '--count', String(count), '--accounts', String(this.opts.accounts), '--rate', String(rate), '--seed', '2027', '--ack-log', ackLog], {
+      cwd: ROOT,
+      env: { ...process.env, KAFKA_BROKERS: this.opts.brokers.join(','), KAFKA_TOPIC_PREFIX: prefix, SPOOL_DIR: join(this.dir, 'spool-catch-up') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const exited = new Promise((resolve) => child.on('close', resolve));
+    await sleep(outageAt * 1000);
+    await this.admin.disconnect().catch(() => undefined);
+    kafkaScript('kill'); // as a crash (a controlled shutdown of Kafka 4.4 can leave a transaction hanging: docs/operations.md §8)
+    const stoppedAt = Date.now();
+    await sleep(outageSeconds * 1000);
+    kafkaScript('start');
+    const backAt = Date.now();
+    await this.admin.connect();
+    const code = await exited;
+    writeFileSync(join(this.dir, 'logs', 'P-spool-catch-up.log'), output);
+    if (code !== 0) throw new Error(`the load command of the spool catch-up exited with ${code}: ${output.slice(-1500)}`);
+    const summary = JSON.parse(/^SUMMARY (\{.*\})$/m.exec(output)[1]);
+    // Every acknowledged event on the topic; per key, their first copies in the order they were acknowledged.
+    const acked = readFileSync(ackLog, 'utf8').split('\n').filter(Boolean).map((line) => line.split(' ')[0]);
+    let records = [];
+    for (let want = acked.length; ; want = records.length + 1) {
+      records = await this.readAll(topic, want);
+      const ids = new Set(records.map((r) => r.headers?.['message-id']?.toString()));
+      if (acked.every((id) => ids.has(id)) || records.length < want) break;
+    }
+    const firstSeen = new Map();
+    const keyOf = new Map();
+    for (const r of records) {
+      const id = r.headers?.['message-id']?.toString();
+      if (!firstSeen.has(id)) firstSeen.set(id, firstSeen.size);
+      keyOf.set(id, r.key?.toString() ?? '');
+    }
+    const missing = acked.filter((id) => !firstSeen.has(id)).length;
+    const lastSeen = new Map();
+    let orderViolations = 0;
+    for (const id of acked) {
+      if (!firstSeen.has(id)) continue;
+      const key = keyOf.get(id);
+      if (firstSeen.get(id) < (lastSeen.get(key) ?? -1)) orderViolations++;
+      lastSeen.set(key, firstSeen.get(id));
+    }
+    const after = (at) => (at === undefined ? undefined : (at - backAt) / 1000);
+    return {
+      rate,
+      seconds,
+      outageSeconds: (backAt - stoppedAt) / 1000,
+      published: acked.length,
+      spooled: summary.spooled,
+      spoolPeak: summary.spoolPeak,
+      // Every publish answered after this one went out live: 0 when none was spooled after Kafka's return.
+      liveAgainSeconds: summary.lastSpooledAt === undefined ? undefined : Math.max(0, after(summary.lastSpooledAt)),
+      spoolEmptySeconds: summary.spoolEmptyAt === undefined ? undefined : Math.max(0, after(summary.spoolEmptyAt)),
+      onTopic: firstSeen.size,
+      copies: records.length - firstSeen.size,
+      missing,
+      orderViolations,
+    };
   }
 
   /** Reads a topic from the beginning until `count` records (read committed). */
@@ -289,7 +403,7 @@ class Bench {
     const name = `${key}${suffix}`;
     const prefix = `${this.tag}.${name.toLowerCase()}.`;
     const input = `${prefix}payments.requested`;
-    const output = ['A', 'E', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
+    const output = ['A', 'AT', 'E', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
     if (key === 'D') topics.push(`${prefix}payments.requested.dlq`);
@@ -384,6 +498,9 @@ class Bench {
 
     let ready; // the group stable with every process a member: start-up (boot, migrations, join) is over
     let firstProgress;
+    const broker = brokerPid();
+    let cpuFrom; // at ready (or the first progress, if ready was missed)
+    let cpuTo;
     let lag = count;
     let stats = children.map(() => undefined);
     const samples = [];
@@ -397,7 +514,11 @@ class Bench {
         samples.push({ t, lag });
         if (ready === undefined && (await this.groupReady(group, processes))) ready = Date.now();
         if (firstProgress === undefined && lag < count) firstProgress = Date.now();
-        if (lag === 0) break;
+        if (cpuFrom === undefined && (ready !== undefined || firstProgress !== undefined)) cpuFrom = cpuSnapshot(children, broker);
+        if (lag === 0) {
+          cpuTo = cpuSnapshot(children, broker);
+          break;
+        }
         if (Date.now() > deadline) throw new Error(`${name}: lag ${lag} after ${(t / 1000).toFixed(0)} s`);
         await sleep(200);
       }
@@ -420,6 +541,7 @@ class Bench {
       startupSeconds: (from - started) / 1000,
       totalSeconds: (finished - started) / 1000,
       cpuSeconds: sum(stats.map((s) => s?.cpu ?? 0)),
+      cpuUsPerRecord: cpuFrom && cpuTo ? cpuPerRecord(cpuFrom, cpuTo, count) : undefined,
       peakRssMb: Math.max(0, ...stats.map((s) => s?.peakRssMb ?? 0)),
       pgTransactions: database ? xactAfter - xactBefore : undefined,
       kafkaMarkers: outputs,
@@ -490,6 +612,12 @@ class Bench {
 }
 
 
+/** Runs scripts/kafka/kafka.sh (the local broker, by its pid file). */
+function kafkaScript(command) {
+  const result = spawnSync('bash', [join(ROOT, 'scripts/kafka/kafka.sh'), command], { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`kafka.sh ${command} failed: ${result.stdout}${result.stderr}`);
+}
+
 function sum(values) {
   return values.reduce((a, b) => a + b, 0);
 }
@@ -530,6 +658,16 @@ async function main() {
       publishers.push(await bench.runOutbox(opts.count));
     }
     for (const pub of publishers) log(`${pub.variant}: ${Math.round(pub.recordsPerSecond)} records/s`);
+    const live = publishers.find((x) => x.variant === 'P');
+    if (live && opts.spoolCatchUp) {
+      if (brokerPid() === undefined) log('P: spool catch-up skipped: the broker was not started by scripts/kafka, so the bench does not stop it');
+      else {
+        const rate = Math.max(1, Math.round(live.recordsPerSecond * 0.8));
+        log(`P: spool catch-up: the load command at ${rate} publishes/s (80% of P), the broker killed for 5 s after 5 s`);
+        live.spoolCatchUp = await bench.spoolCatchUp(rate);
+        log(`P: ${report.spoolCatchUpLine(live.spoolCatchUp)}`);
+      }
+    }
 
     for (const key of opts.variants.filter((v) => VARIANTS[v])) {
       const input = VARIANTS[key].slow ? records.slice(0, opts.slowCount) : records;
@@ -574,7 +712,7 @@ async function main() {
     cpuModel: require('os').cpus()[0]?.model,
   };
   const ratios = report.ratios(results, publishers);
-  const latencyTargets = [...report.latencyTargets(results), ...report.outboxLatencyTargets(publishers)];
+  const latencyTargets = [...report.latencyTargets(results), ...report.outboxLatencyTargets(publishers), ...report.spoolCatchUpTargets(publishers)];
   writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios, latencyTargets }, null, 2));
   writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, ratios, latencyTargets));
   writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
