@@ -154,6 +154,78 @@ function check(history) {
   return { ...result, pass: problems.length === 0, problems };
 }
 
+/**
+ * The transient-failures scenario's own check, over welcome emails read independently of the library: each
+ * email requested (a record of the welcome topic, by its message id) is sent exactly once, or, for an address
+ * that always bounces, dead-lettered once after the last tier with the history of every stage; nothing else is
+ * sent or dead-lettered, and every record the retry topics hold is one of the requested emails.
+ *
+ * @param {{
+ *   requested: Array<{ messageId: string, userId: number, email: string }>,
+ *   sent: Array<{ messageId: string, userId: number }>,
+ *   deadLetters: Array<{ messageId: string, stages: number }>,
+ *   tierRecords: Array<{ topic: string, messageId: string }>,
+ *   signups: number,
+ *   tiers: number,
+ *   bounces: (email: string) => boolean,
+ * }} history
+ */
+function checkRetries(history) {
+  const requested = new Map(history.requested.map((r) => [r.messageId, r]));
+  const sends = new Map();
+  for (const s of history.sent) sends.set(s.messageId, (sends.get(s.messageId) ?? 0) + 1);
+  const letters = new Map();
+  for (const d of history.deadLetters) letters.set(d.messageId, [...(letters.get(d.messageId) ?? []), d]);
+  const bouncing = [...requested.values()].filter((r) => history.bounces(r.email));
+  const lost = [...requested.values()].filter((r) => !history.bounces(r.email) && !sends.has(r.messageId));
+  const duplicated = [...sends].filter(([, n]) => n > 1).map(([id]) => id);
+  const unexpectedSends = [...sends.keys()].filter((id) => !requested.has(id) || history.bounces(requested.get(id).email));
+  const missingLetters = bouncing.filter((r) => (letters.get(r.messageId)?.length ?? 0) !== 1);
+  const shortHistory = bouncing.filter((r) => letters.get(r.messageId)?.some((d) => d.stages !== history.tiers + 1));
+  const unexpectedLetters = [...letters.keys()].filter((id) => !requested.has(id) || !history.bounces(requested.get(id).email));
+  const unaccounted = history.tierRecords.filter((t) => !requested.has(t.messageId));
+  const result = {
+    signups: history.signups,
+    requested: requested.size,
+    sent: sends.size,
+    deadLettered: letters.size,
+    retried: new Set(history.tierRecords.map((t) => t.messageId)).size,
+    tierRecords: history.tierRecords.length,
+    lost: lost.length,
+    duplicated: duplicated.length,
+    unexpectedSends: unexpectedSends.length,
+    missingDeadLetters: missingLetters.length,
+    unexpectedDeadLetters: unexpectedLetters.length,
+    unaccounted: unaccounted.length,
+  };
+  const problems = [];
+  if (requested.size !== history.signups) problems.push(`${history.signups} sign-ups asked for ${requested.size} welcome emails`);
+  if (lost.length) problems.push(`${lost.length} welcome emails never sent (e.g. ${lost.slice(0, 3).map((r) => r.messageId).join(', ')})`);
+  if (duplicated.length) problems.push(`${duplicated.length} welcome emails sent more than once (e.g. ${duplicated.slice(0, 3).join(', ')})`);
+  if (unexpectedSends.length) problems.push(`${unexpectedSends.length} sends of no requested email or of a bouncing one`);
+  if (missingLetters.length || shortHistory.length) problems.push(`bouncing emails: ${missingLetters.length} not dead-lettered exactly once, ${shortHistory.length} without the history of all ${history.tiers + 1} stages`);
+  if (unexpectedLetters.length) problems.push(`${unexpectedLetters.length} emails dead-lettered that the gateway would have taken after its outage`);
+  if (unaccounted.length) problems.push(`${unaccounted.length} retry-topic records of no requested email`);
+  return { ...result, pass: problems.length === 0, problems };
+}
+
+/** A clean synthetic history of welcome emails (one retried, one bouncing), for the self-test. */
+function syntheticRetries() {
+  return {
+    requested: [
+      { messageId: 'w-1', userId: 1, email: 'a@example.com' },
+      { messageId: 'w-2', userId: 2, email: 'b@example.com' },
+      { messageId: 'w-3', userId: 3, email: 'c@bounce.invalid' },
+    ],
+    sent: [{ messageId: 'w-1', userId: 1 }, { messageId: 'w-2', userId: 2 }],
+    deadLetters: [{ messageId: 'w-3', stages: 3 }],
+    tierRecords: [{ topic: 't.retry.1', messageId: 'w-2' }, { topic: 't.retry.1', messageId: 'w-3' }, { topic: 't.retry.2', messageId: 'w-3' }],
+    signups: 3,
+    tiers: 2,
+    bounces: (email) => email.endsWith('@bounce.invalid'),
+  };
+}
+
 /** A clean synthetic history (two accounts, one planted dead letter), for the self-test. */
 function syntheticHistory() {
   const pay = (partition, offset, n, accountId, amountCents) => ({ partition, offset: String(offset), messageId: `m-${n}`, payment: { paymentId: `p-${n}`, accountId, amountCents } });
@@ -204,7 +276,19 @@ function selfTest() {
     plant(history);
     results[`${name} reported`] = !check(history).pass;
   }
+  results['clean retries pass'] = checkRetries(syntheticRetries()).pass;
+  const retryPlants = {
+    'email sent twice': (h) => h.sent.push({ messageId: 'w-2', userId: 2 }),
+    'retried email lost': (h) => (h.sent = h.sent.filter((x) => x.messageId !== 'w-2')),
+    'bounce not dead-lettered': (h) => (h.deadLetters = []),
+    'tier record unaccounted': (h) => h.tierRecords.push({ topic: 't.retry.1', messageId: 'w-9' }),
+  };
+  for (const [name, plant] of Object.entries(retryPlants)) {
+    const history = syntheticRetries();
+    plant(history);
+    results[`${name} reported`] = !checkRetries(history).pass;
+  }
   return results;
 }
 
-module.exports = { check, fold, selfTest };
+module.exports = { check, checkRetries, fold, selfTest };

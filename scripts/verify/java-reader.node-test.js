@@ -15,6 +15,17 @@ const crypto = require('node:crypto');
 const { Kafka, logLevel } = require('kafkajs');
 const { readCommitted, readCommittedDetailed, ensureCompiled } = require('./java-reader');
 
+/** Creates topics and waits for their leaders (a KRaft broker answers "unknown topic" for a moment after creating one). */
+async function createTopicsAndWait(admin, topics) {
+  await admin.createTopics({ waitForLeaders: false, topics });
+  for (let i = 0; ; i++) {
+    const metadata = await admin.fetchTopicMetadata({ topics: topics.map((t) => t.topic) }).catch(() => null);
+    if (metadata && metadata.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
+    if (i >= 150) throw new Error(`topics ${topics.map((t) => t.topic).join(', ')} have no leader`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 const BROKERS = process.env.VERIFY_TEST_BROKERS ? process.env.VERIFY_TEST_BROKERS.split(',') : null;
 
 function bin(tag, i) {
@@ -34,13 +45,10 @@ test('java reader: read_committed snapshot, byte for byte', { skip: !BROKERS && 
   const topicA = `verify-reader-a-${run}`;
   const topicB = `verify-reader-b-${run}`;
   await admin.connect();
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      { topic: topicA, numPartitions: 3, replicationFactor: 1 },
-      { topic: topicB, numPartitions: 1, replicationFactor: 1 },
-    ],
-  });
+  await createTopicsAndWait(admin, [
+    { topic: topicA, numPartitions: 3, replicationFactor: 1 },
+    { topic: topicB, numPartitions: 1, replicationFactor: 1 },
+  ]);
 
   const expected = [];
   const aborted = [];
@@ -147,7 +155,7 @@ test('java reader: ~1000 records, half of them transactional', { skip: !BROKERS 
   const admin = kafka.admin();
   const topic = `verify-reader-bulk-${Date.now()}`;
   await admin.connect();
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 4, replicationFactor: 1 }] });
+  await createTopicsAndWait(admin, [{ topic, numPartitions: 4, replicationFactor: 1 }]);
   const plain = kafka.producer();
   const tx = kafka.producer({ transactionalId: `verify-bulk-${topic}`, idempotent: true, maxInFlightRequests: 1 });
   await Promise.all([plain.connect(), tx.connect()]);

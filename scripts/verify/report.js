@@ -48,6 +48,11 @@ function markdown(run, results) {
     lines.push(`## ${r.scenario}`, '', r.description, '');
     if (r.error) lines.push(`Error: ${r.error}`, '');
     if (r.check?.problems.length) lines.push(...r.check.problems.map((p) => `- ${p}`), '');
+    const own = r.check?.[r.scenario];
+    if (own) {
+      // A scenario's own check (transient-failures: the welcome emails and their retry topics).
+      lines.push(`Welcome emails: ${own.requested} requested by ${own.signups} sign-ups, ${own.sent} sent, ${own.deadLettered} dead-lettered after the last tier, ${own.retried} retried through ${own.tierRecords} retry-topic records; ${own.lost} lost, ${own.duplicated} sent twice, ${own.unaccounted} retry-topic records unaccounted for.`, '');
+    }
     lines.push(`Faults: ${r.faults.map((f) => `${(f.t / 1000).toFixed(1)} s ${f.label}`).join('; ') || 'none'}.`, '');
     if (r.chart) lines.push(`![lag of ${r.scenario}](${r.chart})`, '');
   }
