@@ -4,19 +4,31 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { Kafka } from 'kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, KafkaHealthIndicator, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { partitionTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
-import { createTopics, testKafka, uniqueTopic, withAdmin } from './support/kafka';
-import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
+import { leaveHangingTransaction } from './support/hanging';
+import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
+import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
 
 const NOTE = { type: 'record', name: 'Note', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
+const FILED = { type: 'record', name: 'NoteFiled', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
 
 @Injectable()
 class NotesHandler {
   @IdempotentHandler({ topic: 'notes', schema: 'test.hanging.Note' })
   async onNote(event: { id: string }, ctx: EventContext): Promise<void> {
     await ctx.manager.query('INSERT INTO applied (id) VALUES ($1)', [event.id]);
+  }
+}
+
+@Injectable()
+class FilingHandler {
+  @IdempotentHandler({ topic: 'notes', schema: 'test.hanging.Note' })
+  async onNote(event: { id: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO applied (id) VALUES ($1)', [event.id]);
+    ctx.emit('notes.filed', { id: event.id }, { key: event.id });
   }
 }
 
@@ -102,6 +114,73 @@ describe('library: a hanging transaction holding the committed offset', () => {
     }
     // The operator's way out (here: the holder aborts): the partition starts, the record is handled, health is up.
     await waitUntil(async () => (await queryDatabase(databaseUrl, 'SELECT id FROM applied')).length === 1, 60000, 'the record handled');
+    await waitUntil(async () => ((await moduleRef!.get(KafkaHealthIndicator).isHealthy('kafka')).kafka as { status: string }).status === 'up', 30000, 'health up');
+  });
+});
+
+/**
+ * The hanging transaction is this partition's own producer's (its transactional id), and its coordinator no
+ * longer ends it: the library aborts it on every partition where it is open (the group's offsets and an output
+ * partition), past the transaction timeout, and the partition starts. The record is applied once, its output is
+ * visible once, the hanging transaction's own record never.
+ */
+describe('library: a hanging transaction of the partition\'s own producer', () => {
+  let moduleRef: TestingModule | undefined;
+
+  afterAll(async () => {
+    await moduleRef?.close();
+  });
+
+  it('is aborted by the library on every partition where it is open; the record is applied and its output sent once', async () => {
+    const kafka = testKafka();
+    const prefix = `${uniqueTopic('hanging-own')}.`;
+    const group = `${prefix}group`;
+    const topic = `${prefix}notes`;
+    const filed = `${prefix}notes.filed`;
+    const dir = schemasDirectory('hanging-own', { 'note.avsc': NOTE, 'filed.avsc': FILED });
+    await createTopics(kafka, [topic, filed], 1);
+    const databaseUrl = await createSuiteDatabase('hanging_own');
+    await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
+    const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
+    await sendRaw(kafka, topic, [{ key: 'k', value: encodeSingleObject(schema, { id: 'n-1' }), headers: { 'message-id': 'n-1' } }]);
+    // The partition's own transactional id; offset 1 would skip n-1 if the transaction were ever committed.
+    const own = partitionTransactionalId('hanging-own', group, topic, 0);
+    const hanging = await leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '1' }, [{ topic: filed, partition: 0 }]);
+
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'hanging-own-test', brokers: kafkaBrokers() },
+          groupId: group,
+          transactionalIdPrefix: 'hanging-own',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { 'notes.filed': { schema: 'test.hanging.NoteFiled' } },
+          transactionTimeoutMs: 5000,
+          inbox: { idleInTransactionTimeoutMs: 5000 },
+          consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, stallAfterMs: 8000, maxRetryDelayMs: 2000 },
+        }),
+      ],
+      providers: [FilingHandler],
+    })
+    class FilingModule {}
+
+    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
+    moduleRef = await startLibraryModule(FilingModule, logger);
+    await waitUntil(async () => (await queryDatabase(databaseUrl, 'SELECT id FROM applied')).length === 1, 60000, 'the record handled');
+    const aborted = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
+    expect(aborted?.message).toContain(`"transactionalId":"${own}"`);
+    expect(aborted?.message).toContain(`"producerId":"${hanging.producerId}"`);
+    expect(aborted?.message).toContain(`${filed}[0]`);
+    expect(aborted?.message).toMatch(/__consumer_offsets\[\d+\]/);
+    // Read committed: the library's output once, the hanging transaction's record never (it was aborted, and the
+    // partition's last stable offset moved past it: the output after it is readable).
+    const outputs = await readTopic(kafka, filed, { until: quietAfter(1, 3000), pollIdleMs: 250, timeoutMs: 30000 });
+    expect(outputs.map((r) => r.key)).toEqual(['n-1']);
+    const raw = await readTopic(kafka, filed, { until: quietAfter(2, 2000), pollIdleMs: 250, readUncommitted: true, timeoutMs: 30000 });
+    expect(raw.map((r) => r.key)).toEqual(['hanging', 'n-1']);
+    expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied')).toEqual([{ id: 'n-1' }]);
     await waitUntil(async () => ((await moduleRef!.get(KafkaHealthIndicator).isHealthy('kafka')).kafka as { status: string }).status === 'up', 30000, 'health up');
   });
 });

@@ -245,15 +245,39 @@ class Stage {
    * such a partition ends with a marker, or an aborted batch, which a consumer commits nothing for.
    */
   async lag() {
+    return (await this.lagByPartition()).reduce((sum, p) => sum + p.lag, 0);
+  }
+
+  /** The input's lag partition by partition: the group's committed offset and the end it must reach. */
+  async lagByPartition() {
     const topic = this.topic('payments.requested');
     const [ends, [committed]] = await Promise.all([this.admin.fetchTopicOffsets(topic), this.admin.fetchOffsets({ groupId: this.group, topics: [topic] })]);
-    let lag = 0;
-    for (const end of ends) {
+    return ends.map((end) => {
       const done = Number(committed.partitions.find((p) => p.partition === end.partition)?.offset ?? -1);
       const last = this.dataEnds ? (this.dataEnds.get(end.partition) ?? 0) : Number(end.high);
-      lag += Math.max(0, last - Math.max(Number(end.low), done));
-    }
-    return lag;
+      return { partition: end.partition, committed: done, end: last, lag: Math.max(0, last - Math.max(Number(end.low), done)) };
+    });
+  }
+
+  /**
+   * What a scenario that did not catch up leaves for its reader (CI shows only the output): the partitions
+   * behind, and each consumer's last warnings and errors.
+   */
+  async stuckReport() {
+    const behind = await this.lagByPartition().then(
+      (ps) => ps.filter((p) => p.lag > 0).map((p) => `[${p.partition}] committed ${p.committed}, end ${p.end}`).join(', '),
+      (err) => `lag unreadable (${err.message})`,
+    );
+    const lines = this.consumers.map((c) => {
+      const notable = c.output
+        .replace(/\x1b\[[0-9;]*m/g, '')
+        .split('\n')
+        .filter((l) => /\b(WARN|ERROR)\b/.test(l) && !/kafkajs:Connection|rebalancing/.test(l))
+        .slice(-6)
+        .map((l) => `    ${l.slice(0, 600)}`);
+      return `  ${c.name} (${c.running ? 'running' : 'exited'}), its last warnings and errors:\n${notable.join('\n') || '    none'}`;
+    });
+    return `partitions behind: ${behind || 'none'}\n${lines.join('\n')}`;
   }
 
   startSampling() {
@@ -276,7 +300,7 @@ class Stage {
         zeroSince ??= Date.now();
         if (Date.now() - zeroSince >= 1500) break;
       } else zeroSince = undefined;
-      if (Date.now() > deadline) throw new Error(`the group did not catch up within ${timeoutMs / 1000} s (lag ${lag})`);
+      if (Date.now() > deadline) throw new Error(`the group did not catch up within ${timeoutMs / 1000} s (lag ${lag})\n${await this.stuckReport()}`);
       await sleep(300);
     }
     const lastFault = this.faults.length ? this.started + this.faults[this.faults.length - 1].t : this.started;

@@ -12,9 +12,9 @@ import { KafkaExactlyOnceLifecycle } from 'kafka-exactly-once';
  * suites): compiled, with shutdown hooks, initialised, and with its consumer running (it joins its group in the
  * background after the boot).
  */
-export async function startLibraryModule(module: Type<unknown>, logLevels: LogLevel[] = ['warn', 'error']): Promise<TestingModule> {
+export async function startLibraryModule(module: Type<unknown>, logger: LogLevel[] | ConsoleLogger = ['warn', 'error']): Promise<TestingModule> {
   const moduleRef = await Test.createTestingModule({ imports: [module] })
-    .setLogger(new ConsoleLogger({ logLevels }))
+    .setLogger(Array.isArray(logger) ? new ConsoleLogger({ logLevels: logger }) : logger)
     .compile();
   moduleRef.enableShutdownHooks();
   await moduleRef.init();

@@ -18,7 +18,7 @@ import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
 import { StableOffsets, UnstableOffsetsError } from './stable-offsets';
-import { HangingTransactions } from './hanging-transactions';
+import { forgottenByCoordinator, HangingTransactions, OpenTransaction } from './hanging-transactions';
 import { HangingTransactionError } from '../errors/hanging-transaction.error';
 import { RecordedOutputsRefusedError } from '../errors/recorded-outputs-refused.error';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
@@ -297,13 +297,41 @@ export class ExactlyOnceConsumer {
       return await this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
     } catch (err) {
       if (!(err instanceof UnstableOffsetsError)) throw err;
-      const found = await this.hanging.holdingOffsetsOf(groupId).catch(() => ({ offsetsPartition: -1, open: [] }));
-      const hanging = new HangingTransactionError(groupId, topic, partition, found.offsetsPartition, found.open, waitMs, brokerList(this.options.kafka.brokers));
+      const found = await this.hanging.holdingOffsetsOf(groupId).catch(() => ({ offsetsPartition: -1, open: [] as OpenTransaction[] }));
+      let abortFailure = '';
+      const own = this.ownForgotten(topic, partition, found.open);
+      if (own.length > 0 && found.offsetsPartition >= 0) {
+        try {
+          for (const holder of own) {
+            const aborted = await this.hanging.abortEverywhere(holder, { topic: '__consumer_offsets', partition: found.offsetsPartition });
+            this.metrics?.hangingTransactionAborted(topic);
+            this.logger.warn(
+              `hanging transaction aborted ${JSON.stringify({ group: groupId, topic, partition, transactionalId: holder.transactionalId, producerId: holder.producerId, producerEpoch: holder.producerEpoch, coordinatorState: holder.state, aborted })}: ` +
+                `this partition's own producer left it open and its coordinator no longer ends it; its records come again and the inbox replays their outputs`,
+            );
+          }
+          return await this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
+        } catch (abortErr) {
+          if (!(abortErr instanceof UnstableOffsetsError)) abortFailure = ` The library's abort failed (${(abortErr as Error).message}).`;
+        }
+      }
+      const hanging = new HangingTransactionError(groupId, topic, partition, found.offsetsPartition, found.open, waitMs, brokerList(this.options.kafka.brokers), abortFailure);
       this.logger.error(
         `hanging transaction ${JSON.stringify({ group: groupId, topic, partition, offsetsPartition: found.offsetsPartition, holders: found.open })}: ${hanging.message}`,
       );
       throw hanging;
     }
+  }
+
+  /**
+   * The holders the library may abort itself (`consumer.abortHangingTransactions`): this partition's own
+   * producer (its transactional id, or the one of versions before 0.3), in a state its coordinator no longer ends.
+   */
+  private ownForgotten(topic: string, partition: number, holders: OpenTransaction[]): OpenTransaction[] {
+    if (!this.options.consumer.abortHangingTransactions) return [];
+    const { transactionalIdPrefix: prefix, groupId } = this.options;
+    const own = new Set([partitionTransactionalId(prefix, groupId, topic, partition), legacyTransactionalIds.partition(prefix, groupId, topic, partition)]);
+    return holders.filter((h) => own.has(h.transactionalId ?? '') && forgottenByCoordinator(h));
   }
 
   private async onBatch(payload: EachBatchPayload): Promise<void> {

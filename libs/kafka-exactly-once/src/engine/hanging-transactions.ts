@@ -5,6 +5,7 @@ const Encoder = require('kafkajs/src/protocol/encoder');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Decoder = require('kafkajs/src/protocol/decoder');
 
+const WRITE_TXN_MARKERS = 27;
 const DESCRIBE_PRODUCERS = 61;
 const LIST_TRANSACTIONS = 66;
 
@@ -15,6 +16,28 @@ export interface OpenTransaction {
   startOffset: string;
   transactionalId?: string;
   state?: string;
+  /** The epoch of the coordinator that last wrote a marker for this producer here (-1: none yet). */
+  coordinatorEpoch?: number;
+}
+
+/** The open transactions of one partition, as DescribeProducers answers. */
+export interface PartitionProducers {
+  topic: string;
+  partition: number;
+  errorCode: number;
+  producers: OpenTransaction[];
+}
+
+/**
+ * Coordinator states in which the coordinator itself still ends the transaction (ListTransactions' names): any
+ * other (Empty, CompleteCommit, CompleteAbort, Dead) with a transaction of that producer open on a partition means
+ * nothing will ever write its marker.
+ */
+const SETTLED_BY_COORDINATOR = new Set(['Ongoing', 'PrepareCommit', 'PrepareAbort', 'PrepareEpochFence']);
+
+/** Whether a transaction's coordinator no longer ends it (named, in a state that writes no more markers). */
+export function forgottenByCoordinator(open: OpenTransaction): boolean {
+  return open.transactionalId !== undefined && open.state !== undefined && !SETTLED_BY_COORDINATOR.has(open.state);
 }
 
 /** Java's String.hashCode, by which Kafka places a group on a partition of __consumer_offsets. */
@@ -30,15 +53,23 @@ export function offsetsPartitionOf(groupId: string, partitions: number): number 
   return (hash === -2147483648 ? 0 : Math.abs(hash)) % partitions;
 }
 
-/** DescribeProducers v0 (KIP-664, flexible): the producers of one partition with their open transactions. */
-export function describeProducersV0(topic: string, partition: number): ProtocolRequest {
+/** DescribeProducers v0 (KIP-664, flexible): the producers of partitions (all led by one broker) with their open transactions. */
+export function describeProducersV0(topics: Array<{ topic: string; partitions: number[] }>): ProtocolRequest {
   return {
     request: {
       apiKey: DESCRIBE_PRODUCERS,
       apiVersion: 0,
       apiName: 'DescribeProducers',
       // KafkaJS writes request header v1: the empty tagged fields of header v2 open the body.
-      encode: async () => new Encoder().writeUVarInt(0).writeUVarInt(2).writeUVarIntString(topic).writeUVarInt(2).writeInt32(partition).writeUVarInt(0).writeUVarInt(0),
+      encode: async () => {
+        const encoder = new Encoder().writeUVarInt(0).writeUVarInt(topics.length + 1);
+        for (const { topic, partitions } of topics) {
+          encoder.writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
+          for (const p of partitions) encoder.writeInt32(p);
+          encoder.writeUVarInt(0);
+        }
+        return encoder.writeUVarInt(0);
+      },
     },
     response: {
       decode: async (payload: Buffer) => {
@@ -46,9 +77,9 @@ export function describeProducersV0(topic: string, partition: number): ProtocolR
         decoder.readTaggedFields(); // response header v1
         decoder.readInt32(); // throttle time
         const topics = decoder.readUVarIntArray((t: any) => {
-          t.readUVarIntString();
+          const topic = t.readUVarIntString();
           const partitions = t.readUVarIntArray((p: any) => {
-            p.readInt32(); // partition index
+            const partition = p.readInt32();
             const errorCode = p.readInt16();
             p.readUVarIntString(); // error message
             const producers: OpenTransaction[] = (
@@ -57,19 +88,77 @@ export function describeProducersV0(topic: string, partition: number): ProtocolR
                 const producerEpoch = s.readInt32();
                 s.readInt32(); // last sequence
                 s.readInt64(); // last timestamp
-                s.readInt32(); // coordinator epoch
+                const coordinatorEpoch = s.readInt32();
                 const startOffset = s.readInt64().toString();
                 s.readTaggedFields();
-                return { producerId, producerEpoch, startOffset };
+                return { producerId, producerEpoch, startOffset, coordinatorEpoch };
               }) ?? []
             ).filter((s: OpenTransaction) => BigInt(s.startOffset) >= 0n);
             p.readTaggedFields();
-            return { errorCode, producers };
+            return { topic, partition, errorCode, producers };
           });
           t.readTaggedFields();
           return partitions ?? [];
         });
         return (topics ?? []).flat();
+      },
+      parse: async (data: unknown) => data,
+    },
+  };
+}
+
+/** One partition's answer to WriteTxnMarkers. */
+export interface MarkerAnswer {
+  topic: string;
+  partition: number;
+  errorCode: number;
+}
+
+/**
+ * WriteTxnMarkers v1 (flexible): an abort marker for one producer's transaction on partitions led by the broker it
+ * is sent to, what `kafka-transactions.sh abort` sends (KIP-664; the ClusterAction permission on the cluster).
+ */
+export function abortMarkersV1(producerId: string, producerEpoch: number, coordinatorEpoch: number, topics: Array<{ topic: string; partitions: number[] }>): ProtocolRequest {
+  return {
+    request: {
+      apiKey: WRITE_TXN_MARKERS,
+      apiVersion: 1,
+      apiName: 'WriteTxnMarkers',
+      encode: async () => {
+        const encoder = new Encoder().writeUVarInt(0).writeUVarInt(2); // header's tagged fields; one marker
+        encoder.writeInt64(producerId).writeInt16(producerEpoch).writeBoolean(false).writeUVarInt(topics.length + 1);
+        for (const { topic, partitions } of topics) {
+          encoder.writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
+          for (const p of partitions) encoder.writeInt32(p);
+          encoder.writeUVarInt(0);
+        }
+        return encoder.writeInt32(coordinatorEpoch).writeUVarInt(0).writeUVarInt(0);
+      },
+    },
+    response: {
+      decode: async (payload: Buffer) => {
+        const decoder = new Decoder(payload);
+        decoder.readTaggedFields(); // response header v1
+        const markers =
+          decoder.readUVarIntArray((m: any) => {
+            m.readInt64(); // producer id
+            const topics =
+              m.readUVarIntArray((t: any) => {
+                const topic = t.readUVarIntString();
+                const partitions =
+                  t.readUVarIntArray((p: any) => {
+                    const partition = p.readInt32();
+                    const errorCode = p.readInt16();
+                    p.readTaggedFields();
+                    return { topic, partition, errorCode };
+                  }) ?? [];
+                t.readTaggedFields();
+                return partitions;
+              }) ?? [];
+            m.readTaggedFields();
+            return topics.flat();
+          }) ?? [];
+        return markers.flat();
       },
       parse: async (data: unknown) => data,
     },
@@ -124,7 +213,7 @@ export class HangingTransactions extends ClusterClient {
     const partitions = this.cluster.findTopicPartitionMetadata('__consumer_offsets').length || 50;
     const offsetsPartition = offsetsPartitionOf(groupId, partitions);
     const coordinator = await this.cluster.findGroupCoordinator({ groupId });
-    const described = await sendRequest<Array<{ errorCode: number; producers: OpenTransaction[] }>>(coordinator, describeProducersV0('__consumer_offsets', offsetsPartition));
+    const described = await sendRequest<PartitionProducers[]>(coordinator, describeProducersV0([{ topic: '__consumer_offsets', partitions: [offsetsPartition] }]));
     return { offsetsPartition, open: await this.named(described.flatMap((p) => p.producers)) };
   }
 
@@ -135,8 +224,56 @@ export class HangingTransactions extends ClusterClient {
     const leader = this.cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader;
     if (leader === undefined || leader < 0) return [];
     const broker = await this.cluster.findBroker({ nodeId: leader });
-    const described = await sendRequest<Array<{ errorCode: number; producers: OpenTransaction[] }>>(broker, describeProducersV0(topic, partition));
+    const described = await sendRequest<PartitionProducers[]>(broker, describeProducersV0([{ topic, partitions: [partition] }]));
     return this.named(described.flatMap((p) => p.producers));
+  }
+
+  /**
+   * Aborts one producer's transaction (that producer id and epoch) on every partition where it is open: the
+   * partitions of the cluster's topics (not the internal ones) and `also` (the __consumer_offsets partition known
+   * to hold it), asked with DescribeProducers leader by leader, then an abort marker (WriteTxnMarkers) from each
+   * leader. What an operator does with `kafka-transactions.sh abort`, partition by partition. Returns the
+   * partitions aborted; throws when a leader refuses (ClusterAction not granted, say), naming what was done.
+   */
+  async abortEverywhere(holder: OpenTransaction, also: { topic: string; partition: number }): Promise<string[]> {
+    await this.connected();
+    const anyBroker = await this.cluster.findBroker({ nodeId: this.cluster.getNodeIds()[0] });
+    const { topicMetadata } = await anyBroker.metadata([]);
+    const byLeader = new Map<number, Map<string, number[]>>();
+    const add = (leader: number, topic: string, partition: number) => {
+      if (leader < 0) return;
+      const topics = byLeader.get(leader) ?? byLeader.set(leader, new Map()).get(leader)!;
+      const partitions = topics.get(topic) ?? topics.set(topic, []).get(topic)!;
+      if (!partitions.includes(partition)) partitions.push(partition);
+    };
+    for (const t of topicMetadata) {
+      if (t.isInternal || t.topic.startsWith('__')) continue;
+      for (const p of t.partitionMetadata) add(p.leader, t.topic, p.partitionId);
+    }
+    const offsetsLeader = topicMetadata.find((t) => t.topic === also.topic)?.partitionMetadata.find((p) => p.partitionId === also.partition)?.leader;
+    if (offsetsLeader === undefined) {
+      await this.cluster.addMultipleTargetTopics([also.topic]);
+      add(this.cluster.findTopicPartitionMetadata(also.topic).find((p) => p.partitionId === also.partition)?.leader ?? -1, also.topic, also.partition);
+    } else add(offsetsLeader, also.topic, also.partition);
+
+    const aborted: string[] = [];
+    const refused: string[] = [];
+    for (const [leader, topics] of byLeader) {
+      const broker = await this.cluster.findBroker({ nodeId: leader });
+      const request = [...topics].map(([topic, partitions]) => ({ topic, partitions }));
+      const described = await sendRequest<PartitionProducers[]>(broker, describeProducersV0(request));
+      const open = described.flatMap((p) => p.producers.filter((t) => t.producerId === holder.producerId && t.producerEpoch === holder.producerEpoch).map((t) => ({ ...p, coordinatorEpoch: t.coordinatorEpoch ?? -1 })));
+      // One request per coordinator epoch (a marker carries one; usually they are all the same).
+      for (const epoch of new Set(open.map((o) => o.coordinatorEpoch))) {
+        const these = open.filter((o) => o.coordinatorEpoch === epoch);
+        const grouped = new Map<string, number[]>();
+        for (const o of these) grouped.set(o.topic, [...(grouped.get(o.topic) ?? []), o.partition]);
+        const answers = await sendRequest<MarkerAnswer[]>(broker, abortMarkersV1(holder.producerId, holder.producerEpoch, Math.max(epoch, 0), [...grouped].map(([topic, partitions]) => ({ topic, partitions }))));
+        for (const a of answers) (a.errorCode === 0 ? aborted : refused).push(a.errorCode === 0 ? `${a.topic}[${a.partition}]` : `${a.topic}[${a.partition}] (error code ${a.errorCode})`);
+      }
+    }
+    if (refused.length) throw new Error(`the abort marker was refused on ${refused.join(', ')}${aborted.length ? `; written on ${aborted.join(', ')}` : ''}`);
+    return aborted;
   }
 
   /** Each open transaction with its transactional id and state, from ListTransactions on every broker. */

@@ -35,12 +35,14 @@ export class HangingTransactionError extends KafkaExactlyOnceError {
     readonly holders: HoldingTransaction[],
     readonly waitedMs: number,
     brokers: string,
+    /** What the library's own abort met, when it tried one (`consumer.abortHangingTransactions`). */
+    abortFailure = '',
   ) {
     const named = describeHolders(holders);
     const abort = holders.length ? holders.map((h) => `kafka-transactions.sh --bootstrap-server ${brokers} abort --topic __consumer_offsets --partition ${offsetsPartition} --start-offset ${h.startOffset}`).join(' ; ') : `kafka-transactions.sh --bootstrap-server ${brokers} abort --topic __consumer_offsets --partition ${offsetsPartition} --start-offset <offset>`;
     super(
       `hanging transaction: the committed offset of group ${groupId} for ${topic}[${partition}] has been pending for ${Math.round(waitedMs / 1000)} s, past the transaction timeout, held on __consumer_offsets[${offsetsPartition}] by ${named}. ` +
-        `If its producer is gone, abort it: ${abort} (list them with: kafka-transactions.sh --bootstrap-server ${brokers} find-hanging --topic __consumer_offsets --partition ${offsetsPartition}); docs/operations.md, "A hanging transaction"`,
+        `If its producer is gone, abort it: ${abort} (list them with: kafka-transactions.sh --bootstrap-server ${brokers} find-hanging --topic __consumer_offsets --partition ${offsetsPartition}); docs/operations.md, "A hanging transaction".${abortFailure}`,
     );
   }
 }

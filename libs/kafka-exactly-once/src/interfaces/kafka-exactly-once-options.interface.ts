@@ -197,6 +197,16 @@ export interface ConsumerOptions {
    * Default five sixths of that timeout (25000 with the defaults).
    */
   handlerTimeoutMs?: number;
+  /**
+   * A partition cannot start while a transaction holds the group's committed offset of it. When that transaction
+   * is one of this partition's own producer (its transactional id) and its coordinator no longer ends it (a
+   * hanging transaction, which a broker crash can leave: docs/operations.md, "A hanging transaction"), the
+   * library aborts it, past the transaction timeout, on every partition where it is open, as `kafka-transactions.sh
+   * abort` would: its records come again and the inbox replays their outputs. That needs the ClusterAction
+   * permission on the cluster; without it (or with false here) the partition waits for an operator, and says so
+   * in the log and in health. Transactions of other producers are never aborted. Default true.
+   */
+  abortHangingTransactions?: boolean;
 }
 
 export interface IsolationOptions {

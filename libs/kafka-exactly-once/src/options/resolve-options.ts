@@ -116,6 +116,9 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       `must be greater than consumer.maxRetryDelayMs (${maxRetryDelayMs}) and inbox.lockTimeoutMs (${lockTimeoutMs}): one ordinary retry must not count as a stall`,
     );
   }
+  if (consumer.abortHangingTransactions !== undefined && typeof consumer.abortHangingTransactions !== 'boolean') {
+    throw new InvalidOptionsError('consumer.abortHangingTransactions', 'must be true or false');
+  }
   const retry = options.retry ?? {};
   const topicPrefix = options.topicPrefix ?? '';
   if (typeof topicPrefix !== 'string') throw new InvalidOptionsError('topicPrefix', 'must be a string');
@@ -142,6 +145,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       stallAfterMs,
       maxRetryDelayMs,
       handlerTimeoutMs,
+      abortHangingTransactions: consumer.abortHangingTransactions ?? true,
     },
     chunk: {
       maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 500),

@@ -20,6 +20,7 @@ export interface ResolvedOptions {
     stallAfterMs: number;
     maxRetryDelayMs: number;
     handlerTimeoutMs: number;
+    abortHangingTransactions: boolean;
   };
   chunk: { maxRecords: number; maxBytes: number; maxMillis: number };
   transactionTimeoutMs: number;

@@ -1,0 +1,72 @@
+import { ConfigResourceTypes, Kafka } from 'kafkajs';
+import { createCluster, sendProduce } from 'kafka-exactly-once/producer/kafkajs-internals';
+import { withAdmin } from './kafka';
+
+const VERIFICATION = 'transaction.partition.verification.enable';
+
+interface RawBroker {
+  initProducerId(args: { transactionalId: string; transactionTimeout: number }): Promise<{ producerId: number; producerEpoch: number }>;
+  txnOffsetCommit(args: object): Promise<unknown>;
+}
+
+/**
+ * Leaves a real hanging transaction: a producer with `transactionalId` writes the group's offset of
+ * `offsets.topic[partition]` and one record on each of `records` in a transaction its coordinator never heard of
+ * (no AddOffsetsToTxn, no AddPartitionsToTxn), so nothing will ever write its markers: what a broker crash leaves
+ * in Kafka 4.4 with KafkaJS's transaction protocol v1 (docs/operations.md §8), made on purpose. Kafka refuses such
+ * writes since KIP-890 (`transaction.partition.verification.enable`): the check is turned off on every broker for
+ * the moment of the writes (a dynamic broker setting) and on again after, whatever happens.
+ */
+export async function leaveHangingTransaction(
+  kafka: Kafka,
+  transactionalId: string,
+  offsets: { groupId: string; topic: string; partition: number; offset: string },
+  records: Array<{ topic: string; partition: number }>,
+): Promise<{ producerId: number; producerEpoch: number }> {
+  const nodes = await withAdmin(kafka, async (admin) => (await admin.describeCluster()).brokers.map((b) => String(b.nodeId)));
+  const verification = (value: 'true' | 'false') =>
+    withAdmin(kafka, (admin) => admin.alterConfigs({ validateOnly: false, resources: nodes.map((name) => ({ type: ConfigResourceTypes.BROKER, name, configEntries: [{ name: VERIFICATION, value }] })) }));
+  const cluster = createCluster(kafka);
+  await verification('false');
+  try {
+    await cluster.connect();
+    const coordinator = (await cluster.findGroupCoordinator({ groupId: transactionalId, coordinatorType: 1 })) as unknown as RawBroker;
+    const producer = await coordinator.initProducerId({ transactionalId, transactionTimeout: 60000 });
+    const { producerId, producerEpoch } = producer;
+    // The setting reaches the request handlers a moment after it is accepted: try until the writes go through.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const groupCoordinator = (await cluster.findGroupCoordinator({ groupId: offsets.groupId })) as unknown as RawBroker;
+        await groupCoordinator.txnOffsetCommit({
+          transactionalId,
+          groupId: offsets.groupId,
+          producerId,
+          producerEpoch,
+          topics: [{ topic: offsets.topic, partitions: [{ partition: offsets.partition, offset: offsets.offset }] }],
+        });
+        break;
+      } catch (err) {
+        if (attempt >= 30) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    await cluster.addMultipleTargetTopics(records.map((r) => r.topic));
+    for (const { topic, partition } of records) {
+      const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)!.leader;
+      const answer = await sendProduce(await cluster.findBroker({ nodeId: leader }), {
+        acks: -1,
+        timeout: 30000,
+        transactionalId,
+        producerId,
+        producerEpoch,
+        topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key: 'hanging', value: 'left by a hanging transaction' }] }] }],
+      });
+      const code = answer.topics[0].partitions[0].errorCode;
+      if (code !== 0) throw new Error(`the hanging transaction's record on ${topic}[${partition}] was refused (error code ${code})`);
+    }
+    return producer;
+  } finally {
+    await verification('true');
+    await cluster.disconnect();
+  }
+}
