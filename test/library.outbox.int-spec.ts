@@ -6,10 +6,12 @@ import { DataSource } from 'typeorm';
 import { EventValidationError, KafkaExactlyOnceModule, Outbox, OutboxHealthIndicator, OutboxWriteError, SchemaRegistry, UndeclaredTopicError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { outboxTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { createTopics, quietAfter, readTopic, ReadRecord, testKafka, uniqueTopic, withAdmin } from './support/kafka';
-import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
+import { leaveHangingTransaction } from './support/hanging';
+import { CapturingLogger, queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
 import { AppProcess, ProcessGroup } from './support/processes';
 import { kafkaControl, kafkaControlAsync } from './support/broker';
@@ -52,7 +54,10 @@ describe('library: the transactional outbox', () => {
   });
 
   /** An application that writes to the outbox of `databaseUrl` (and relays it unless told not to). */
-  async function startApp(databaseUrl: string, options: { relay: boolean; name?: string; checkpointTopic?: string }): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
+  async function startApp(
+    databaseUrl: string,
+    options: { relay: boolean; name?: string; checkpointTopic?: string; transactionTimeoutMs?: number; logger?: CapturingLogger },
+  ): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
     @Module({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
@@ -63,11 +68,13 @@ describe('library: the transactional outbox', () => {
           topicPrefix: prefix,
           topics: { entries: { schema: 'test.outbox.Entry', key: (e) => (e as Entry).account }, small: { schema: 'test.outbox.Entry' } },
           outbox: { relay: options.relay, name: options.name, checkpointTopic: options.checkpointTopic ?? checkpointTopic, pollIntervalMs: 200, batchMaxRecords: 7 },
+          transactionTimeoutMs: options.transactionTimeoutMs,
+          ...(options.transactionTimeoutMs ? { inbox: { idleInTransactionTimeoutMs: options.transactionTimeoutMs } } : {}),
         }),
       ],
     })
     class OutboxApp {}
-    const moduleRef = await startLibraryModule(OutboxApp);
+    const moduleRef = await startLibraryModule(OutboxApp, options.logger);
     modules.push(moduleRef);
     return { outbox: moduleRef.get(Outbox), dataSource: moduleRef.get<DataSource>(getDataSourceToken()), moduleRef };
   }
@@ -345,6 +352,31 @@ describe('library: the transactional outbox', () => {
     await waitUntil(() => outboxEmpty(databaseUrl), 30000, 'the outbox cleaned up');
     expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
     await second.stop();
+  });
+
+  it('aborts a hanging transaction of its own producer on its checkpoint partition, and relays every event once', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-hanging');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const checkpoints = `${prefix}checkpoints-hanging`;
+    await createTopics(kafka, [{ topic: checkpoints, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }]);
+    const writer = await startApp(databaseUrl, { relay: false });
+    const ids = await write(writer.dataSource, writer.outbox, [1, 2, 3].map((n) => ({ account: `acct-${n}`, n })));
+    // The relay's own transactional id (its name and the database's outbox id), left hanging on the checkpoint
+    // partition and on a partition of the events' topic, as a broker crash can leave it.
+    const [{ outbox_id: outboxId }] = await queryDatabase(databaseUrl, `INSERT INTO kafka_eo_outbox_relay (id, name) VALUES (1, $1) RETURNING outbox_id::text`, [`${prefix}app`]);
+    const own = outboxTransactionalId(`${prefix}app`, `${prefix}app`, outboxId);
+    await leaveHangingTransaction(kafka, own, undefined, [{ topic: checkpoints, partition: 0 }, { topic: `${prefix}entries`, partition: 1 }]);
+    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
+    await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
+    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
+    const aborted = logger.lines.find((l) => l.message.includes('hanging transaction aborted'));
+    expect(aborted?.message).toContain(`"transactionalId":"${own}"`);
+    expect(aborted?.message).toContain(`${checkpoints}[0]`);
+    expect(aborted?.message).toContain(`${prefix}entries[1]`);
+    // Read committed, every event once and in order; the hanging transaction's records were aborted, not committed.
+    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
+    const committed = await readTopic(kafka, `${prefix}entries`, { until: quietAfter(0, 2000), pollIdleMs: 250, timeoutMs: 30000 });
+    expect(committed.filter((r) => r.key === 'hanging')).toEqual([]);
   });
 
   it('refuses to relay a database restored from an earlier backup (its checkpoint is ahead), and a checkpoint topic that is not compacted', async () => {

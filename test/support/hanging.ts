@@ -12,7 +12,7 @@ interface RawBroker {
 /**
  * Leaves a real hanging transaction: a producer with `transactionalId` writes the group's offset of
  * `offsets.topic[partition]` and one record on each of `records` in a transaction its coordinator never heard of
- * (no AddOffsetsToTxn, no AddPartitionsToTxn), so nothing will ever write its markers: what a broker crash leaves
+ * (no AddOffsetsToTxn, no AddPartitionsToTxn; the offset is left out when `offsets` is), so nothing will ever write its markers: what a broker crash leaves
  * in Kafka 4.4 with KafkaJS's transaction protocol v1 (docs/operations.md §8), made on purpose. Kafka refuses such
  * writes since KIP-890 (`transaction.partition.verification.enable`): the check is turned off on every broker for
  * the moment of the writes (a dynamic broker setting) and on again after, whatever happens.
@@ -20,7 +20,7 @@ interface RawBroker {
 export async function leaveHangingTransaction(
   kafka: Kafka,
   transactionalId: string,
-  offsets: { groupId: string; topic: string; partition: number; offset: string },
+  offsets: { groupId: string; topic: string; partition: number; offset: string } | undefined,
   records: Array<{ topic: string; partition: number }>,
 ): Promise<{ producerId: number; producerEpoch: number }> {
   const nodes = await withAdmin(kafka, async (admin) => (await admin.describeCluster()).brokers.map((b) => String(b.nodeId)));
@@ -33,9 +33,19 @@ export async function leaveHangingTransaction(
     const coordinator = (await cluster.findGroupCoordinator({ groupId: transactionalId, coordinatorType: 1 })) as unknown as RawBroker;
     const producer = await coordinator.initProducerId({ transactionalId, transactionTimeout: 60000 });
     const { producerId, producerEpoch } = producer;
-    // The setting reaches the request handlers a moment after it is accepted: try until the writes go through.
-    for (let attempt = 1; ; attempt++) {
-      try {
+    // The setting reaches the request handlers a moment after it is accepted: each write is tried until it goes through.
+    const accepted = async (write: () => Promise<void>) => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await write();
+        } catch (err) {
+          if (attempt >= 30) throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
+    };
+    if (offsets) {
+      await accepted(async () => {
         const groupCoordinator = (await cluster.findGroupCoordinator({ groupId: offsets.groupId })) as unknown as RawBroker;
         await groupCoordinator.txnOffsetCommit({
           transactionalId,
@@ -44,25 +54,23 @@ export async function leaveHangingTransaction(
           producerEpoch,
           topics: [{ topic: offsets.topic, partitions: [{ partition: offsets.partition, offset: offsets.offset }] }],
         });
-        break;
-      } catch (err) {
-        if (attempt >= 30) throw err;
-        await new Promise((r) => setTimeout(r, 500));
-      }
+      });
     }
     await cluster.addMultipleTargetTopics(records.map((r) => r.topic));
     for (const { topic, partition } of records) {
-      const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)!.leader;
-      const answer = await sendProduce(await cluster.findBroker({ nodeId: leader }), {
-        acks: -1,
-        timeout: 30000,
-        transactionalId,
-        producerId,
-        producerEpoch,
-        topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key: 'hanging', value: 'left by a hanging transaction' }] }] }],
+      await accepted(async () => {
+        const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)!.leader;
+        const answer = await sendProduce(await cluster.findBroker({ nodeId: leader }), {
+          acks: -1,
+          timeout: 30000,
+          transactionalId,
+          producerId,
+          producerEpoch,
+          topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key: 'hanging', value: 'left by a hanging transaction' }] }] }],
+        });
+        const code = answer.topics[0].partitions[0].errorCode;
+        if (code !== 0) throw new Error(`the hanging transaction's record on ${topic}[${partition}] was refused (error code ${code})`);
       });
-      const code = answer.topics[0].partitions[0].errorCode;
-      if (code !== 0) throw new Error(`the hanging transaction's record on ${topic}[${partition}] was refused (error code ${code})`);
     }
     return producer;
   } finally {

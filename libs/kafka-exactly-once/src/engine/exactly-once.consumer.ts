@@ -324,11 +324,11 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * The holders the library may abort itself (`consumer.abortHangingTransactions`): this partition's own
+   * The holders the library may abort itself (`abortHangingTransactions`): this partition's own
    * producer (its transactional id, or the one of versions before 0.3), in a state its coordinator no longer ends.
    */
   private ownForgotten(topic: string, partition: number, holders: OpenTransaction[]): OpenTransaction[] {
-    if (!this.options.consumer.abortHangingTransactions) return [];
+    if (!this.options.abortHangingTransactions) return [];
     const { transactionalIdPrefix: prefix, groupId } = this.options;
     const own = new Set([partitionTransactionalId(prefix, groupId, topic, partition), legacyTransactionalIds.partition(prefix, groupId, topic, partition)]);
     return holders.filter((h) => own.has(h.transactionalId ?? '') && forgottenByCoordinator(h));

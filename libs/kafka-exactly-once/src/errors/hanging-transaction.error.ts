@@ -35,7 +35,7 @@ export class HangingTransactionError extends KafkaExactlyOnceError {
     readonly holders: HoldingTransaction[],
     readonly waitedMs: number,
     brokers: string,
-    /** What the library's own abort met, when it tried one (`consumer.abortHangingTransactions`). */
+    /** What the library's own abort met, when it tried one (`abortHangingTransactions`). */
     abortFailure = '',
   ) {
     const named = describeHolders(holders);

@@ -31,6 +31,17 @@ export interface KafkaExactlyOnceModuleOptions {
   chunk?: { maxRecords?: number; maxBytes?: number; maxMillis?: number };
   /** Kafka transaction timeout in ms (KafkaJS `transactionTimeout`) of every transactional producer of the module, default 60000. */
   transactionTimeoutMs?: number;
+  /**
+   * A hanging transaction is one its coordinator no longer ends: a broker crash can leave one (docs/operations.md,
+   * "A hanging transaction"), and nothing but an abort ends it. When it is one of the library's own producers' and
+   * holds what the library must read (a partition's committed offset, the outbox relay's checkpoint) past
+   * `transactionTimeoutMs`, the library aborts it on every partition where it is open, as
+   * `kafka-transactions.sh abort` would: the records come again and their outputs are sent once more from the
+   * inbox (or the relay's batch from the outbox). That needs the ClusterAction permission on the cluster; without
+   * it (or with false here) the partition or the relay waits for an operator and says so in the log and in
+   * health. Transactions of other producers are never aborted. Default true.
+   */
+  abortHangingTransactions?: boolean;
   inbox?: InboxOptions;
   /** Retries of a failing handler, in place, before the record is dead-lettered. */
   retry?: RetryOptions;
@@ -197,16 +208,6 @@ export interface ConsumerOptions {
    * Default five sixths of that timeout (25000 with the defaults).
    */
   handlerTimeoutMs?: number;
-  /**
-   * A partition cannot start while a transaction holds the group's committed offset of it. When that transaction
-   * is one of this partition's own producer (its transactional id) and its coordinator no longer ends it (a
-   * hanging transaction, which a broker crash can leave: docs/operations.md, "A hanging transaction"), the
-   * library aborts it, past the transaction timeout, on every partition where it is open, as `kafka-transactions.sh
-   * abort` would: its records come again and the inbox replays their outputs. That needs the ClusterAction
-   * permission on the cluster; without it (or with false here) the partition waits for an operator, and says so
-   * in the log and in health. Transactions of other producers are never aborted. Default true.
-   */
-  abortHangingTransactions?: boolean;
 }
 
 export interface IsolationOptions {

@@ -116,8 +116,8 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       `must be greater than consumer.maxRetryDelayMs (${maxRetryDelayMs}) and inbox.lockTimeoutMs (${lockTimeoutMs}): one ordinary retry must not count as a stall`,
     );
   }
-  if (consumer.abortHangingTransactions !== undefined && typeof consumer.abortHangingTransactions !== 'boolean') {
-    throw new InvalidOptionsError('consumer.abortHangingTransactions', 'must be true or false');
+  if (options.abortHangingTransactions !== undefined && typeof options.abortHangingTransactions !== 'boolean') {
+    throw new InvalidOptionsError('abortHangingTransactions', 'must be true or false');
   }
   const retry = options.retry ?? {};
   const topicPrefix = options.topicPrefix ?? '';
@@ -145,7 +145,6 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       stallAfterMs,
       maxRetryDelayMs,
       handlerTimeoutMs,
-      abortHangingTransactions: consumer.abortHangingTransactions ?? true,
     },
     chunk: {
       maxRecords: positiveInt('chunk.maxRecords', options.chunk?.maxRecords, 500),
@@ -153,6 +152,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       maxMillis: positiveInt('chunk.maxMillis', options.chunk?.maxMillis, 1000),
     },
     transactionTimeoutMs,
+    abortHangingTransactions: options.abortHangingTransactions ?? true,
     inbox: {
       runMigrations: inbox.runMigrations ?? true,
       retentionDays: positiveNumber('inbox.retentionDays', inbox.retentionDays, 7),

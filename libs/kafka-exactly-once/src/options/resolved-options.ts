@@ -20,10 +20,10 @@ export interface ResolvedOptions {
     stallAfterMs: number;
     maxRetryDelayMs: number;
     handlerTimeoutMs: number;
-    abortHangingTransactions: boolean;
   };
   chunk: { maxRecords: number; maxBytes: number; maxMillis: number };
   transactionTimeoutMs: number;
+  abortHangingTransactions: boolean;
   inbox: {
     runMigrations: boolean;
     retentionDays: number;

@@ -4,7 +4,7 @@ import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
-import { HangingTransactions } from '../engine/hanging-transactions';
+import { forgottenByCoordinator, HangingTransactions } from '../engine/hanging-transactions';
 import { partitionOf } from '../producer/checked-producer';
 import { ClusterClient, type KafkaJsBroker } from '../producer/kafkajs-internals';
 
@@ -28,6 +28,13 @@ interface BrokerRequests {
   fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ messages: FetchedRecord[] }> }> }>;
 }
 
+/** The relay's own producer, whose hanging transaction on the checkpoint partition the read may abort. */
+export interface OwnProducer {
+  transactionalId: string;
+  /** How long a transaction of it must have held the partition, seen by this relay, before it is aborted. */
+  abortAfterMs: number;
+}
+
 /** What a checkpoint record says: the last relay batch whose events are in Kafka (committed with it). */
 export interface Checkpoint {
   batch: bigint;
@@ -42,6 +49,8 @@ export interface Checkpoint {
  */
 export class OutboxCheckpoints extends ClusterClient {
   private readonly holders: HangingTransactions;
+  /** When this relay first saw each open transaction (producer id and first offset) on the checkpoint partition. */
+  private readonly heldSince = new Map<string, number>();
 
   constructor(
     private readonly kafka: Kafka,
@@ -104,16 +113,16 @@ export class OutboxCheckpoints extends ClusterClient {
    * The last checkpoint of this relay in Kafka (batch 0 when there is none), read committed. Looks back from
    * the partition's last stable offset in growing windows, so that a long history is not read whole.
    */
-  async last(key: string, timeoutMs: number): Promise<Checkpoint> {
+  async last(key: string, timeoutMs: number, producer?: OwnProducer): Promise<Checkpoint> {
     // The read's own deadline comes first, so that a wait on an open transaction fails with its holder named.
     const own = timeoutMs - Math.min(5000, Math.floor(timeoutMs / 5));
-    return withDeadline(this.read(key, Date.now() + own), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
+    return withDeadline(this.read(key, Date.now() + own, producer), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
       this.reconnectNextTime();
       throw err;
     });
   }
 
-  private async read(key: string, deadline: number): Promise<Checkpoint> {
+  private async read(key: string, deadline: number, producer?: OwnProducer): Promise<Checkpoint> {
     await this.connected();
     await this.cluster.addMultipleTargetTopics([this.topic]);
     await this.cluster.refreshMetadata();
@@ -135,7 +144,12 @@ export class OutboxCheckpoints extends ClusterClient {
     const end = await offset(LATEST, READ_UNCOMMITTED);
     const waitingSince = Date.now();
     let warned = false;
+    let checked = waitingSince;
     for (let stable = await offset(LATEST); stable < end; stable = await offset(LATEST)) {
+      if (producer && Date.now() - checked >= 1000) {
+        checked = Date.now();
+        if (await this.abortOwnHanging(partition, producer)) continue;
+      }
       const overdue = Date.now() > deadline;
       if (overdue || (!warned && Date.now() - waitingSince >= HOLDER_WARNING_AFTER_MS)) {
         const held = `${this.topic}[${partition}] holds an open transaction (last stable offset ${stable}, high watermark ${end}), ${await this.holder(partition)}`;
@@ -154,6 +168,38 @@ export class OutboxCheckpoints extends ClusterClient {
       to = from;
     }
     return { batch: 0n };
+  }
+
+  /**
+   * Aborts a hanging transaction of the relay's own producer on the checkpoint partition (and wherever else it
+   * is open: its batch's events), once this relay has seen it hold the partition for `abortAfterMs` and its
+   * coordinator no longer ends it. The batch is then sent again from the outbox. Returns whether it aborted one.
+   */
+  private async abortOwnHanging(partition: number, producer: OwnProducer): Promise<boolean> {
+    let open;
+    try {
+      open = await this.holders.openOn(this.topic, partition);
+    } catch {
+      return false; // named, or not, by the warning below
+    }
+    const now = Date.now();
+    const seen = new Set(open.map((t) => `${t.producerId}:${t.startOffset}`));
+    for (const id of this.heldSince.keys()) if (!seen.has(id)) this.heldSince.delete(id);
+    for (const id of seen) if (!this.heldSince.has(id)) this.heldSince.set(id, now);
+    const due = open.filter((t) => t.transactionalId === producer.transactionalId && forgottenByCoordinator(t) && now - this.heldSince.get(`${t.producerId}:${t.startOffset}`)! >= producer.abortAfterMs);
+    for (const t of due) {
+      try {
+        const aborted = await this.holders.abortEverywhere(t, { topic: this.topic, partition });
+        this.warn(
+          `hanging transaction aborted ${JSON.stringify({ transactionalId: t.transactionalId, producerId: t.producerId, producerEpoch: t.producerEpoch, coordinatorState: t.state, aborted })}: ` +
+            `the relay's own producer left it open and its coordinator no longer ends it; its batch is sent again from the outbox`,
+        );
+      } catch (err) {
+        this.warn(`hanging transaction of the relay's own producer ${t.transactionalId} not aborted (${(err as Error).message}): an operator must abort it (docs/outbox.md, "Operations")`);
+        return false;
+      }
+    }
+    return due.length > 0;
   }
 
   /** Who holds the partition's last stable offset, as DescribeProducers and ListTransactions tell it. */

@@ -22,7 +22,7 @@ const STANDBY_RETRY_MS = 2000;
 /** How often the relay counts the events waiting (for health and metrics). */
 const COUNT_EVERY_MS = 5000;
 
-export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & { transactionalIdPrefix: string; transactionTimeoutMs: number };
+export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & { transactionalIdPrefix: string; transactionTimeoutMs: number; abortHangingTransactions: boolean };
 
 /** The node-postgres client the relay holds (its own type, so that the library's types need no @types/pg). */
 export interface PoolClient {
@@ -173,7 +173,8 @@ export class OutboxRelay {
     // InitProducerId first: it fences an earlier relay and settles its open transaction, so that the checkpoint
     // read next is the last word until another relay's InitProducerId (which would fence this one in turn).
     await withDeadline(this.producer.connect(), this.config.sendTimeoutMs, 'Kafka');
-    let relayed = (await this.checkpoints.last(key, this.config.sendTimeoutMs)).batch;
+    const own = this.config.abortHangingTransactions ? { transactionalId, abortAfterMs: this.config.transactionTimeoutMs + 5000 } : undefined;
+    let relayed = (await this.checkpoints.last(key, this.config.sendTimeoutMs, own)).batch;
     if (relayed < knownRelayed) {
       throw new OutboxRelayError(
         'checkpoint-behind',
