@@ -354,18 +354,34 @@ describe('library: the transactional outbox', () => {
     await second.stop();
   });
 
-  it('aborts a hanging transaction of its own producer on its checkpoint partition, and relays every event once', async () => {
+  /**
+   * A hanging transaction of the relay's own producer (its name and the database's outbox id), left on a
+   * checkpoint topic of its own and a partition of the events' topic, as a broker crash can leave it: its
+   * checkpoint says `batch`, and the database counts `relayed` batches relayed.
+   */
+  async function leaveRelayHanging(databaseUrl: string, checkpoints: string, batch: number, relayed: number, event?: { id: string; value: Buffer; key: string }): Promise<string> {
+    await createTopics(kafka, [{ topic: checkpoints, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }]);
+    const name = `${prefix}app`;
+    const [{ outbox_id: outboxId }] = await queryDatabase(
+      databaseUrl,
+      `INSERT INTO kafka_eo_outbox_relay (id, name, relayed_batch, last_batch) VALUES (1, $1, $2, $2) RETURNING outbox_id::text`,
+      [name, relayed],
+    );
+    const own = outboxTransactionalId(name, name, outboxId);
+    await leaveHangingTransaction(kafka, own, undefined, [
+      { topic: checkpoints, partition: 0, key: `${name}:${outboxId}`, value: JSON.stringify({ batch: String(batch), events: 1, relayedAt: new Date().toISOString() }) },
+      { topic: `${prefix}entries`, partition: 1, key: event?.key ?? 'hanging', value: event?.value ?? 'left by a hanging transaction', headers: event ? { 'message-id': event.id } : undefined },
+    ]);
+    return own;
+  }
+
+  it('aborts a hanging transaction of its own producer whose batch is still in the outbox, and relays every event once', async () => {
     const databaseUrl = await createSuiteDatabase('outbox-hanging');
     await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
-    const checkpoints = `${prefix}checkpoints-hanging`;
-    await createTopics(kafka, [{ topic: checkpoints, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }]);
     const writer = await startApp(databaseUrl, { relay: false });
     const ids = await write(writer.dataSource, writer.outbox, [1, 2, 3].map((n) => ({ account: `acct-${n}`, n })));
-    // The relay's own transactional id (its name and the database's outbox id), left hanging on the checkpoint
-    // partition and on a partition of the events' topic, as a broker crash can leave it.
-    const [{ outbox_id: outboxId }] = await queryDatabase(databaseUrl, `INSERT INTO kafka_eo_outbox_relay (id, name) VALUES (1, $1) RETURNING outbox_id::text`, [`${prefix}app`]);
-    const own = outboxTransactionalId(`${prefix}app`, `${prefix}app`, outboxId);
-    await leaveHangingTransaction(kafka, own, undefined, [{ topic: checkpoints, partition: 0 }, { topic: `${prefix}entries`, partition: 1 }]);
+    const checkpoints = `${prefix}checkpoints-hanging`;
+    const own = await leaveRelayHanging(databaseUrl, checkpoints, 1, 0);
     const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
     await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
     await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
@@ -377,6 +393,25 @@ describe('library: the transactional outbox', () => {
     expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
     const committed = await readTopic(kafka, `${prefix}entries`, { until: quietAfter(0, 2000), pollIdleMs: 250, timeoutMs: 30000 });
     expect(committed.filter((r) => r.key === 'hanging')).toEqual([]);
+  });
+
+  it('commits a hanging transaction of its own producer whose batch the database counts relayed: its event appears once', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-hanging-done');
+    const checkpoints = `${prefix}checkpoints-hanging-done`;
+    // Batch 1 was answered committed (the database counts it relayed, its rows deleted), and its markers never written.
+    const id = `hanging-done-${Date.now()}`;
+    const value = encodeSingleObject(schema, { account: 'acct-done', n: 1 });
+    await startApp(databaseUrl, { relay: false });
+    const own = await leaveRelayHanging(databaseUrl, checkpoints, 1, 1, { id, value, key: 'acct-done' });
+    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
+    await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
+    await waitUntil(async () => logger.lines.some((l) => /outbox relay .* active/.test(l.message)) || logger.lines.some((l) => l.message.includes('hanging transaction committed')), 60000, 'the hanging transaction ended');
+    const ended = logger.lines.find((l) => l.message.includes('hanging transaction committed'));
+    expect(ended?.message).toContain(`"transactionalId":"${own}"`);
+    expect(ended?.message).toContain(`${prefix}entries[1]`);
+    expect(logger.lines.filter((l) => l.message.includes('hanging transaction aborted'))).toEqual([]);
+    // The event of the committed batch is visible once, read committed.
+    expect((await readIds([id], { quietMs: 2000 })).map((r) => r.headers['message-id'])).toEqual([id]);
   });
 
   it('refuses to relay a database restored from an earlier backup (its checkpoint is ahead), and a checkpoint topic that is not compacted', async () => {

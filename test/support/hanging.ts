@@ -21,9 +21,14 @@ export async function leaveHangingTransaction(
   kafka: Kafka,
   transactionalId: string,
   offsets: { groupId: string; topic: string; partition: number; offset: string } | undefined,
-  records: Array<{ topic: string; partition: number }>,
+  records: Array<{ topic: string; partition: number; key?: string; value?: string | Buffer; headers?: Record<string, string> }>,
 ): Promise<{ producerId: number; producerEpoch: number }> {
   const nodes = await withAdmin(kafka, async (admin) => (await admin.describeCluster()).brokers.map((b) => String(b.nodeId)));
+  // Put back as found: the broker's own override if it had one, else the default (true).
+  const before = await withAdmin(kafka, async (admin) => {
+    const { resources } = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.BROKER, name: nodes[0], configNames: [VERIFICATION] }] });
+    return resources[0]?.configEntries.find((e) => e.configName === VERIFICATION)?.configValue === 'false' ? 'false' : 'true';
+  });
   const verification = (value: 'true' | 'false') =>
     withAdmin(kafka, (admin) => admin.alterConfigs({ validateOnly: false, resources: nodes.map((name) => ({ type: ConfigResourceTypes.BROKER, name, configEntries: [{ name: VERIFICATION, value }] })) }));
   const cluster = createCluster(kafka);
@@ -57,7 +62,7 @@ export async function leaveHangingTransaction(
       });
     }
     await cluster.addMultipleTargetTopics(records.map((r) => r.topic));
-    for (const { topic, partition } of records) {
+    for (const { topic, partition, key = 'hanging', value = 'left by a hanging transaction', headers } of records) {
       await accepted(async () => {
         const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)!.leader;
         const answer = await sendProduce(await cluster.findBroker({ nodeId: leader }), {
@@ -66,7 +71,7 @@ export async function leaveHangingTransaction(
           transactionalId,
           producerId,
           producerEpoch,
-          topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key: 'hanging', value: 'left by a hanging transaction' }] }] }],
+          topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key, value, headers }] }] }],
         });
         const code = answer.topics[0].partitions[0].errorCode;
         if (code !== 0) throw new Error(`the hanging transaction's record on ${topic}[${partition}] was refused (error code ${code})`);
@@ -74,7 +79,7 @@ export async function leaveHangingTransaction(
     }
     return producer;
   } finally {
-    await verification('true');
+    await verification(before);
     await cluster.disconnect();
   }
 }

@@ -288,34 +288,24 @@ export class ExactlyOnceConsumer {
    * The group's committed offset of a partition, read after InitProducerId and only once stable: offsets of a
    * transaction that committed a moment ago may not be applied by the group coordinator yet (see StableOffsets).
    */
-  private async committedOffset(topic: string, partition: number, heartbeat: () => Promise<void>): Promise<bigint> {
+  private async committedOffset(topic: string, partition: number, heartbeat: () => Promise<void>, producer?: PartitionProducer): Promise<bigint> {
     const { groupId, transactionTimeoutMs, consumer } = this.options;
     // Pending offsets outlive a transaction only when its coordinator no longer settles it: past the timeout (and
     // a little), it is a hanging transaction. The member heartbeats meanwhile, or the wait would cost it the group.
     const waitMs = transactionTimeoutMs + 5000;
+    const read = () => this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
     try {
-      return await this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
+      return await read();
     } catch (err) {
       if (!(err instanceof UnstableOffsetsError)) throw err;
       const found = await this.hanging.holdingOffsetsOf(groupId).catch(() => ({ offsetsPartition: -1, open: [] as OpenTransaction[] }));
-      let abortFailure = '';
       const own = this.ownForgotten(topic, partition, found.open);
+      let failure = '';
       if (own.length > 0 && found.offsetsPartition >= 0) {
-        try {
-          for (const holder of own) {
-            const aborted = await this.hanging.abortEverywhere(holder, { topic: '__consumer_offsets', partition: found.offsetsPartition });
-            this.metrics?.hangingTransactionAborted(topic);
-            this.logger.warn(
-              `hanging transaction aborted ${JSON.stringify({ group: groupId, topic, partition, transactionalId: holder.transactionalId, producerId: holder.producerId, producerEpoch: holder.producerEpoch, coordinatorState: holder.state, aborted })}: ` +
-                `this partition's own producer left it open and its coordinator no longer ends it; its records come again and the inbox replays their outputs`,
-            );
-          }
-          return await this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
-        } catch (abortErr) {
-          if (!(abortErr instanceof UnstableOffsetsError)) abortFailure = ` The library's abort failed (${(abortErr as Error).message}).`;
-        }
+        failure = await this.endOwnHanging(topic, partition, own, found.offsetsPartition, producer);
+        if (!failure) return read();
       }
-      const hanging = new HangingTransactionError(groupId, topic, partition, found.offsetsPartition, found.open, waitMs, brokerList(this.options.kafka.brokers), abortFailure);
+      const hanging = new HangingTransactionError(groupId, topic, partition, found.offsetsPartition, found.open, waitMs, brokerList(this.options.kafka.brokers), failure);
       this.logger.error(
         `hanging transaction ${JSON.stringify({ group: groupId, topic, partition, offsetsPartition: found.offsetsPartition, holders: found.open })}: ${hanging.message}`,
       );
@@ -324,7 +314,42 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * The holders the library may abort itself (`abortHangingTransactions`): this partition's own
+   * Ends hanging transactions of this partition's own producer on every partition where they are open: committed
+   * when this producer was answered that a transaction of that producer id and epoch committed (the coordinator
+   * had decided, and this member went on past it: aborting would lose those outputs), aborted otherwise (the
+   * records come again and the inbox replays their outputs). Returns '' when done, or why not.
+   */
+  private async endOwnHanging(topic: string, partition: number, own: OpenTransaction[], offsetsPartition: number, producer?: PartitionProducer): Promise<string> {
+    const { groupId } = this.options;
+    for (const holder of own) {
+      const commit = producer?.wasAnsweredCommitted(holder.producerId, holder.producerEpoch) ?? false;
+      let ended: string[];
+      try {
+        ended = await this.hanging.endEverywhere(holder, commit, this.writableTopics(topic), { topic: '__consumer_offsets', partition: offsetsPartition });
+      } catch (err) {
+        return ` The library's ${commit ? 'commit' : 'abort'} of its own transaction failed (${(err as Error).message}).`;
+      }
+      this.metrics?.hangingTransactionEnded(topic, commit ? 'committed' : 'aborted');
+      const what = { group: groupId, topic, partition, transactionalId: holder.transactionalId, producerId: holder.producerId, producerEpoch: holder.producerEpoch, coordinatorState: holder.state, [commit ? 'committed' : 'aborted']: ended };
+      this.logger.warn(
+        commit
+          ? `hanging transaction committed ${JSON.stringify(what)}: this partition's own producer had been answered that it committed, and its coordinator never wrote the markers`
+          : `hanging transaction aborted ${JSON.stringify(what)}: this partition's own producer left it open and its coordinator no longer ends it; its records come again and the inbox replays their outputs`,
+      );
+    }
+    return '';
+  }
+
+  /** The topics a partition's producer may write: the declared outputs, the handler's dead-letter and retry topics. */
+  private writableTopics(topic: string): string[] {
+    const { options } = this;
+    const handler = this.routes.get(topic)?.handler;
+    const outputs = Object.keys(options.topics).map((t) => `${options.topicPrefix}${t}`);
+    return [...new Set([...outputs, ...(handler ? [`${handler.topic}${options.deadLetter.topicSuffix}`, ...(handler.retryTopics?.topics ?? [])] : [])])];
+  }
+
+  /**
+   * The holders the library may end itself (`abortHangingTransactions`): this partition's own
    * producer (its transactional id, or the one of versions before 0.3), in a state its coordinator no longer ends.
    */
   private ownForgotten(topic: string, partition: number, holders: OpenTransaction[]): OpenTransaction[] {
@@ -357,7 +382,7 @@ export class ExactlyOnceConsumer {
     }
     try {
       if (!session.ready) {
-        await session.start(() => this.committedOffset(topic, partition, heartbeat));
+        await session.start(() => this.committedOffset(topic, partition, heartbeat, session.producer));
         if (session.starts > 1) this.producerRecreated(session);
       }
     } catch (err) {
@@ -423,6 +448,7 @@ export class ExactlyOnceConsumer {
         index += outcome.count;
         session.infrastructureFailures = 0;
         session.committed(BigInt(outcome.lastOffset) + 1n);
+        session.producer.noteCommitted();
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;
@@ -506,7 +532,7 @@ export class ExactlyOnceConsumer {
       // the partition.
       if (!isRunning() || isStale() || session.generation !== generation) return;
       try {
-        await session.start(() => this.committedOffset(topic, partition, heartbeat));
+        await session.start(() => this.committedOffset(topic, partition, heartbeat, session.producer));
         if (session.starts > 1) this.producerRecreated(session);
       } catch (err) {
         this.backOff(session, payload, err, 'cannot recreate the producer');

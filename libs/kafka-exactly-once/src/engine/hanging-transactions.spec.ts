@@ -1,4 +1,4 @@
-import { abortMarkersV1, describeProducersV0, forgottenByCoordinator, offsetsPartitionOf } from './hanging-transactions';
+import { txnMarkersV1, describeProducersV0, forgottenByCoordinator, offsetsPartitionOf } from './hanging-transactions';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -15,6 +15,9 @@ describe('hanging transactions: which the library may abort, and the requests it
     // Unnamed (no coordinator knows the producer id): nobody can tell whose it is.
     expect(forgottenByCoordinator(open)).toBe(false);
     expect(forgottenByCoordinator({ ...open, state: 'Empty' })).toBe(false);
+    // Named differently by two brokers while its coordination moves, or a state this code does not know.
+    expect(forgottenByCoordinator({ ...open, transactionalId: 'a', state: 'Empty or PrepareCommit' })).toBe(false);
+    expect(forgottenByCoordinator({ ...open, transactionalId: 'a', state: 'SomethingNew' })).toBe(false);
   });
 
   it("places a group on __consumer_offsets as Kafka does (Java's String.hashCode)", () => {
@@ -23,7 +26,7 @@ describe('hanging transactions: which the library may abort, and the requests it
   });
 
   it('encodes WriteTxnMarkers v1 as one abort marker for the producer, its epoch as int16, the coordinator epoch after the topics', async () => {
-    const bytes = await encoded(abortMarkersV1('4096', 5, 2, [{ topic: 'out', partitions: [1, 3] }]));
+    const bytes = await encoded(txnMarkersV1('4096', 5, 2, false, [{ topic: 'out', partitions: [1, 3] }]));
     const expected = new Encoder()
       .writeUVarInt(0) // request header v2's tagged fields
       .writeUVarInt(2) // one marker
@@ -40,6 +43,10 @@ describe('hanging transactions: which the library may abort, and the requests it
       .writeUVarInt(0)
       .writeUVarInt(0).buffer;
     expect(bytes.equals(expected)).toBe(true);
+    // A commit marker differs in its result only.
+    const commit = await encoded(txnMarkersV1('4096', 5, 2, true, [{ topic: 'out', partitions: [1, 3] }]));
+    expect(commit.length).toBe(expected.length);
+    expect([...commit].filter((b, i) => b !== expected[i])).toEqual([1]);
   });
 
   it("decodes WriteTxnMarkers v1's answer partition by partition, errors included", async () => {
@@ -62,7 +69,7 @@ describe('hanging transactions: which the library may abort, and the requests it
       .writeUVarInt(0)
       .writeUVarInt(0)
       .writeUVarInt(0).buffer;
-    expect(await abortMarkersV1('4096', 5, 2, []).response.decode(answer)).toEqual([
+    expect(await txnMarkersV1('4096', 5, 2, false, []).response.decode(answer)).toEqual([
       { topic: 'out', partition: 1, errorCode: 0 },
       { topic: '__consumer_offsets', partition: 9, errorCode: 31 },
     ]);

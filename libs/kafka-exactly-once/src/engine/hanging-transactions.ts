@@ -29,15 +29,15 @@ export interface PartitionProducers {
 }
 
 /**
- * Coordinator states in which the coordinator itself still ends the transaction (ListTransactions' names): any
- * other (Empty, CompleteCommit, CompleteAbort, Dead) with a transaction of that producer open on a partition means
- * nothing will ever write its marker.
+ * Coordinator states (ListTransactions' names) in which the coordinator writes no more markers for the producer:
+ * a transaction of it still open on a partition then stays open for good. In any other state (Ongoing,
+ * PrepareCommit, PrepareAbort, PrepareEpochFence, or one this code does not know) the coordinator may still end it.
  */
-const SETTLED_BY_COORDINATOR = new Set(['Ongoing', 'PrepareCommit', 'PrepareAbort', 'PrepareEpochFence']);
+const ENDED_BY_COORDINATOR = new Set(['Empty', 'CompleteCommit', 'CompleteAbort', 'Dead']);
 
 /** Whether a transaction's coordinator no longer ends it (named, in a state that writes no more markers). */
 export function forgottenByCoordinator(open: OpenTransaction): boolean {
-  return open.transactionalId !== undefined && open.state !== undefined && !SETTLED_BY_COORDINATOR.has(open.state);
+  return open.transactionalId !== undefined && open.state !== undefined && ENDED_BY_COORDINATOR.has(open.state);
 }
 
 /** Java's String.hashCode, by which Kafka places a group on a partition of __consumer_offsets. */
@@ -115,10 +115,11 @@ export interface MarkerAnswer {
 }
 
 /**
- * WriteTxnMarkers v1 (flexible): an abort marker for one producer's transaction on partitions led by the broker it
- * is sent to, what `kafka-transactions.sh abort` sends (KIP-664; the ClusterAction permission on the cluster).
+ * WriteTxnMarkers v1 (flexible): a commit or abort marker for one producer's transaction on partitions led by the
+ * broker it is sent to; an abort is what `kafka-transactions.sh abort` sends (KIP-664; the ClusterAction
+ * permission on the cluster).
  */
-export function abortMarkersV1(producerId: string, producerEpoch: number, coordinatorEpoch: number, topics: Array<{ topic: string; partitions: number[] }>): ProtocolRequest {
+export function txnMarkersV1(producerId: string, producerEpoch: number, coordinatorEpoch: number, commit: boolean, topics: Array<{ topic: string; partitions: number[] }>): ProtocolRequest {
   return {
     request: {
       apiKey: WRITE_TXN_MARKERS,
@@ -126,7 +127,7 @@ export function abortMarkersV1(producerId: string, producerEpoch: number, coordi
       apiName: 'WriteTxnMarkers',
       encode: async () => {
         const encoder = new Encoder().writeUVarInt(0).writeUVarInt(2); // header's tagged fields; one marker
-        encoder.writeInt64(producerId).writeInt16(producerEpoch).writeBoolean(false).writeUVarInt(topics.length + 1);
+        encoder.writeInt64(producerId).writeInt16(producerEpoch).writeBoolean(commit).writeUVarInt(topics.length + 1);
         for (const { topic, partitions } of topics) {
           encoder.writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
           for (const p of partitions) encoder.writeInt32(p);
@@ -229,51 +230,73 @@ export class HangingTransactions extends ClusterClient {
   }
 
   /**
-   * Aborts one producer's transaction (that producer id and epoch) on every partition where it is open: the
-   * partitions of the cluster's topics (not the internal ones) and `also` (the __consumer_offsets partition known
-   * to hold it), asked with DescribeProducers leader by leader, then an abort marker (WriteTxnMarkers) from each
-   * leader. What an operator does with `kafka-transactions.sh abort`, partition by partition. Returns the
-   * partitions aborted; throws when a leader refuses (ClusterAction not granted, say), naming what was done.
+   * Ends a hanging transaction of one producer with a marker written by each partition's leader, what an operator
+   * does with `kafka-transactions.sh abort`, partition by partition. The transaction is looked for, with
+   * DescribeProducers, on every partition of `topics` (those the producer may write) and on `last` (the partition
+   * known to hold it: the group's offsets, the relay's checkpoint), which is ended after all the others, so that
+   * a failure part-way leaves the partition that holds the library back still held. It is the producer's open
+   * transaction wherever its producer id has one at the holder's epoch or an earlier one; each partition's marker
+   * carries the epoch it has there. Nothing is written when a partition cannot be described (no leader, an error):
+   * a transaction ended on some of its partitions only would let a later one of the same producer take in the
+   * rest. Returns the partitions ended; throws naming what was and was not done.
    */
-  async abortEverywhere(holder: OpenTransaction, also: { topic: string; partition: number }): Promise<string[]> {
+  async endEverywhere(holder: OpenTransaction, commit: boolean, topics: string[], last: { topic: string; partition: number }): Promise<string[]> {
     await this.connected();
-    const anyBroker = await this.cluster.findBroker({ nodeId: this.cluster.getNodeIds()[0] });
-    const { topicMetadata } = await anyBroker.metadata([]);
+    const wanted = [...new Set([...topics, last.topic])];
+    await this.cluster.addMultipleTargetTopics(wanted);
+    await this.cluster.refreshMetadata();
     const byLeader = new Map<number, Map<string, number[]>>();
-    const add = (leader: number, topic: string, partition: number) => {
-      if (leader < 0) return;
-      const topics = byLeader.get(leader) ?? byLeader.set(leader, new Map()).get(leader)!;
-      const partitions = topics.get(topic) ?? topics.set(topic, []).get(topic)!;
-      if (!partitions.includes(partition)) partitions.push(partition);
-    };
-    for (const t of topicMetadata) {
-      if (t.isInternal || t.topic.startsWith('__')) continue;
-      for (const p of t.partitionMetadata) add(p.leader, t.topic, p.partitionId);
-    }
-    const offsetsLeader = topicMetadata.find((t) => t.topic === also.topic)?.partitionMetadata.find((p) => p.partitionId === also.partition)?.leader;
-    if (offsetsLeader === undefined) {
-      await this.cluster.addMultipleTargetTopics([also.topic]);
-      add(this.cluster.findTopicPartitionMetadata(also.topic).find((p) => p.partitionId === also.partition)?.leader ?? -1, also.topic, also.partition);
-    } else add(offsetsLeader, also.topic, also.partition);
-
-    const aborted: string[] = [];
-    const refused: string[] = [];
-    for (const [leader, topics] of byLeader) {
-      const broker = await this.cluster.findBroker({ nodeId: leader });
-      const request = [...topics].map(([topic, partitions]) => ({ topic, partitions }));
-      const described = await sendRequest<PartitionProducers[]>(broker, describeProducersV0(request));
-      const open = described.flatMap((p) => p.producers.filter((t) => t.producerId === holder.producerId && t.producerEpoch === holder.producerEpoch).map((t) => ({ ...p, coordinatorEpoch: t.coordinatorEpoch ?? -1 })));
-      // One request per coordinator epoch (a marker carries one; usually they are all the same).
-      for (const epoch of new Set(open.map((o) => o.coordinatorEpoch))) {
-        const these = open.filter((o) => o.coordinatorEpoch === epoch);
-        const grouped = new Map<string, number[]>();
-        for (const o of these) grouped.set(o.topic, [...(grouped.get(o.topic) ?? []), o.partition]);
-        const answers = await sendRequest<MarkerAnswer[]>(broker, abortMarkersV1(holder.producerId, holder.producerEpoch, Math.max(epoch, 0), [...grouped].map(([topic, partitions]) => ({ topic, partitions }))));
-        for (const a of answers) (a.errorCode === 0 ? aborted : refused).push(a.errorCode === 0 ? `${a.topic}[${a.partition}]` : `${a.topic}[${a.partition}] (error code ${a.errorCode})`);
+    const leaderless: string[] = [];
+    for (const topic of wanted) {
+      for (const p of this.cluster.findTopicPartitionMetadata(topic)) {
+        if (topic === last.topic && p.partitionId !== last.partition && !topics.includes(topic)) continue;
+        if (p.leader === undefined || p.leader < 0) {
+          leaderless.push(`${topic}[${p.partitionId}]`);
+          continue;
+        }
+        const led = byLeader.get(p.leader) ?? byLeader.set(p.leader, new Map()).get(p.leader)!;
+        led.set(topic, [...(led.get(topic) ?? []), p.partitionId]);
       }
     }
-    if (refused.length) throw new Error(`the abort marker was refused on ${refused.join(', ')}${aborted.length ? `; written on ${aborted.join(', ')}` : ''}`);
-    return aborted;
+    if (leaderless.length) throw new Error(`partitions without a leader (${leaderless.join(', ')}): nothing was written`);
+
+    const open: Array<{ leader: number; topic: string; partition: number; producerEpoch: number; coordinatorEpoch: number }> = [];
+    for (const [leader, led] of byLeader) {
+      const broker = await this.cluster.findBroker({ nodeId: leader });
+      const described = await sendRequest<PartitionProducers[]>(broker, describeProducersV0([...led].map(([topic, partitions]) => ({ topic, partitions }))));
+      const failed = described.filter((p) => p.errorCode !== 0);
+      if (failed.length) throw new Error(`DescribeProducers failed for ${failed.map((p) => `${p.topic}[${p.partition}] (error code ${p.errorCode})`).join(', ')}: nothing was written`);
+      for (const p of described) {
+        for (const t of p.producers) {
+          if (t.producerId === holder.producerId && t.producerEpoch <= holder.producerEpoch) {
+            open.push({ leader, topic: p.topic, partition: p.partition, producerEpoch: t.producerEpoch, coordinatorEpoch: Math.max(t.coordinatorEpoch ?? -1, 0) });
+          }
+        }
+      }
+    }
+    const isLast = (o: { topic: string; partition: number }) => o.topic === last.topic && o.partition === last.partition;
+    const ended: string[] = [];
+    for (const round of [open.filter((o) => !isLast(o)), open.filter(isLast)]) {
+      // One request per leader, producer epoch and coordinator epoch (a marker carries one of each).
+      const requests = new Map<string, typeof open>();
+      for (const o of round) {
+        const key = `${o.leader}:${o.producerEpoch}:${o.coordinatorEpoch}`;
+        requests.set(key, [...(requests.get(key) ?? []), o]);
+      }
+      for (const these of requests.values()) {
+        const { leader, producerEpoch, coordinatorEpoch } = these[0];
+        const grouped = new Map<string, number[]>();
+        for (const o of these) grouped.set(o.topic, [...(grouped.get(o.topic) ?? []), o.partition]);
+        const broker = await this.cluster.findBroker({ nodeId: leader });
+        const answers = await sendRequest<MarkerAnswer[]>(broker, txnMarkersV1(holder.producerId, producerEpoch, coordinatorEpoch, commit, [...grouped].map(([topic, partitions]) => ({ topic, partitions }))));
+        const refused = answers.filter((a) => a.errorCode !== 0);
+        ended.push(...answers.filter((a) => a.errorCode === 0).map((a) => `${a.topic}[${a.partition}]`));
+        if (refused.length) {
+          throw new Error(`the ${commit ? 'commit' : 'abort'} marker was refused on ${refused.map((a) => `${a.topic}[${a.partition}] (error code ${a.errorCode})`).join(', ')}${ended.length ? `; written on ${ended.join(', ')}` : ''}`);
+        }
+      }
+    }
+    return ended;
   }
 
   /** Each open transaction with its transactional id and state, from ListTransactions on every broker. */
@@ -286,7 +309,10 @@ export class HangingTransactions extends ClusterClient {
         const states = await sendRequest<Array<{ transactionalId: string; producerId: string; state: string }>>(broker, listTransactionsV0(ids));
         for (const s of states) {
           const t = open.find((o) => o.producerId === s.producerId);
-          if (t) Object.assign(t, { transactionalId: s.transactionalId, state: s.state });
+          if (!t) continue;
+          // Two brokers naming it differently (coordination moving between them): its state is not known.
+          const state = t.state === undefined || t.state === s.state ? s.state : `${t.state} or ${s.state}`;
+          Object.assign(t, { transactionalId: s.transactionalId, state });
         }
       } catch {
         // A broker that does not answer: its transactions stay unnamed (the producer id is still told).

@@ -33,13 +33,14 @@ export interface KafkaExactlyOnceModuleOptions {
   transactionTimeoutMs?: number;
   /**
    * A hanging transaction is one its coordinator no longer ends: a broker crash can leave one (docs/operations.md,
-   * "A hanging transaction"), and nothing but an abort ends it. When it is one of the library's own producers' and
-   * holds what the library must read (a partition's committed offset, the outbox relay's checkpoint) past
-   * `transactionTimeoutMs`, the library aborts it on every partition where it is open, as
-   * `kafka-transactions.sh abort` would: the records come again and their outputs are sent once more from the
-   * inbox (or the relay's batch from the outbox). That needs the ClusterAction permission on the cluster; without
-   * it (or with false here) the partition or the relay waits for an operator and says so in the log and in
-   * health. Transactions of other producers are never aborted. Default true.
+   * "A hanging transaction"), and nothing but a marker written for it ends it. When it is one of the library's own
+   * producers' and holds what the library must read (a partition's committed offset, the outbox relay's
+   * checkpoint) past `transactionTimeoutMs`, the library ends it on every partition where it is open: committed
+   * when its producer had been answered that it committed (the coordinator had decided), aborted otherwise (the
+   * records come again and their outputs are sent once more from the inbox, or the relay's batch from the
+   * outbox). That needs the ClusterAction permission on the cluster and Read on the topics; without them (or with
+   * false here) the partition or the relay waits for an operator and says so in the log and in health.
+   * Transactions of other producers are never ended by the library. Default true.
    */
   abortHangingTransactions?: boolean;
   inbox?: InboxOptions;

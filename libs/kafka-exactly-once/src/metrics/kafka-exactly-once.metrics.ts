@@ -129,7 +129,7 @@ export class KafkaExactlyOnceMetrics {
       released: make('Counter', 'kafka_eo_keys_released_total', 'Ordering keys released by an operator and replayed', unit),
       recreated: make('Counter', 'kafka_eo_producers_recreated_total', "A partition's transactional producer initialised again (after a fault or a new assignment)", unit),
       fenced: make('Counter', 'kafka_eo_fenced_commits_total', 'Kafka commits refused because another producer epoch took over', unit),
-      hangingAborted: make('Counter', 'kafka_eo_hanging_transactions_aborted_total', "Hanging transactions of a partition's own producer that the library aborted (their coordinator no longer ended them)", unit),
+      hangingEnded: make('Counter', 'kafka_eo_hanging_transactions_ended_total', "Hanging transactions of a partition's own producer that the library ended (their coordinator no longer did), by outcome: committed or aborted", [...unit, 'outcome']),
       published: make('Counter', 'kafka_eo_published_total', 'Events EventPublisher acknowledged, by outcome: sent to Kafka or spooled to disk', ['client', 'topic', 'status']),
       drained: make('Counter', 'kafka_eo_spool_drained_total', 'Spooled events delivered to Kafka by the drainer', ['client']),
       outboxRelayed: make('Counter', 'kafka_eo_outbox_relayed_total', 'Outbox events the relay committed to Kafka', ['client', 'topic']),
@@ -225,8 +225,8 @@ export class KafkaExactlyOnceMetrics {
     this.record((m) => m.fenced.labels({ group: this.attached.group, topic }).inc());
   }
 
-  hangingTransactionAborted(topic: string): void {
-    this.record((m) => m.hangingAborted.labels({ group: this.attached.group, topic }).inc());
+  hangingTransactionEnded(topic: string, outcome: 'committed' | 'aborted'): void {
+    this.record((m) => m.hangingEnded.labels({ group: this.attached.group, topic, outcome }).inc());
   }
 
   published(topic: string, status: 'sent' | 'spooled', count = 1): void {

@@ -28,11 +28,17 @@ interface BrokerRequests {
   fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ messages: FetchedRecord[] }> }> }>;
 }
 
-/** The relay's own producer, whose hanging transaction on the checkpoint partition the read may abort. */
+/** The relay's own producer, whose hanging transaction on the checkpoint partition the read may end. */
 export interface OwnProducer {
   transactionalId: string;
-  /** How long a transaction of it must have held the partition, seen by this relay, before it is aborted. */
+  /** How long a transaction of it must have held the partition, seen by this relay, before it is ended. */
   abortAfterMs: number;
+  /** The relay's checkpoint key. */
+  key: string;
+  /** The last batch the database counts as relayed (its rows deleted once its transaction was answered committed). */
+  knownRelayed: bigint;
+  /** The topics its transactions may write besides the checkpoint topic. */
+  topics: () => Promise<string[]>;
 }
 
 /** What a checkpoint record says: the last relay batch whose events are in Kafka (committed with it). */
@@ -148,7 +154,7 @@ export class OutboxCheckpoints extends ClusterClient {
     for (let stable = await offset(LATEST); stable < end; stable = await offset(LATEST)) {
       if (producer && Date.now() - checked >= 1000) {
         checked = Date.now();
-        if (await this.abortOwnHanging(partition, producer)) continue;
+        if (await this.endOwnHanging(broker, partition, producer)) continue;
       }
       const overdue = Date.now() > deadline;
       if (overdue || (!warned && Date.now() - waitingSince >= HOLDER_WARNING_AFTER_MS)) {
@@ -171,11 +177,13 @@ export class OutboxCheckpoints extends ClusterClient {
   }
 
   /**
-   * Aborts a hanging transaction of the relay's own producer on the checkpoint partition (and wherever else it
-   * is open: its batch's events), once this relay has seen it hold the partition for `abortAfterMs` and its
-   * coordinator no longer ends it. The batch is then sent again from the outbox. Returns whether it aborted one.
+   * Ends a hanging transaction of the relay's own producer on the checkpoint partition (and wherever else it is
+   * open: its batch's events), once this relay has seen it hold the partition for `abortAfterMs` and its
+   * coordinator no longer ends it. Its checkpoint record says which batch it carried: a batch the database
+   * already counts as relayed was answered committed (its rows are gone), so the transaction is committed; a later
+   * one is aborted and sent again from the outbox. Returns whether it ended one.
    */
-  private async abortOwnHanging(partition: number, producer: OwnProducer): Promise<boolean> {
+  private async endOwnHanging(broker: BrokerRequests, partition: number, producer: OwnProducer): Promise<boolean> {
     let open;
     try {
       open = await this.holders.openOn(this.topic, partition);
@@ -189,13 +197,27 @@ export class OutboxCheckpoints extends ClusterClient {
     const due = open.filter((t) => t.transactionalId === producer.transactionalId && forgottenByCoordinator(t) && now - this.heldSince.get(`${t.producerId}:${t.startOffset}`)! >= producer.abortAfterMs);
     for (const t of due) {
       try {
-        const aborted = await this.holders.abortEverywhere(t, { topic: this.topic, partition });
+        const answer = await broker.fetch({
+          replicaId: -1,
+          isolationLevel: READ_UNCOMMITTED,
+          maxWaitTime: 100,
+          minBytes: 1,
+          maxBytes: 1024 * 1024,
+          topics: [{ topic: this.topic, partitions: [{ partition, fetchOffset: t.startOffset, maxBytes: 1024 * 1024 }] }],
+        });
+        const first = (answer.responses[0]?.partitions[0]?.messages ?? []).find((r) => r.offset === t.startOffset && !r.isControlRecord);
+        if (!first || first.key?.toString('utf8') !== producer.key) throw new Error(`its first record on ${this.topic}[${partition}] (offset ${t.startOffset}) is not this relay's checkpoint`);
+        const { batch } = parseCheckpoint(first, this.topic);
+        const commit = batch <= producer.knownRelayed;
+        const ended = await this.holders.endEverywhere(t, commit, await producer.topics(), { topic: this.topic, partition });
+        const what = { transactionalId: t.transactionalId, producerId: t.producerId, producerEpoch: t.producerEpoch, coordinatorState: t.state, batch: batch.toString(), [commit ? 'committed' : 'aborted']: ended };
         this.warn(
-          `hanging transaction aborted ${JSON.stringify({ transactionalId: t.transactionalId, producerId: t.producerId, producerEpoch: t.producerEpoch, coordinatorState: t.state, aborted })}: ` +
-            `the relay's own producer left it open and its coordinator no longer ends it; its batch is sent again from the outbox`,
+          commit
+            ? `hanging transaction committed ${JSON.stringify(what)}: the relay's own producer had been answered that batch ${batch} committed (the database counts it relayed), and its coordinator never wrote the markers`
+            : `hanging transaction aborted ${JSON.stringify(what)}: the relay's own producer left it open and its coordinator no longer ends it; batch ${batch} is sent again from the outbox`,
         );
       } catch (err) {
-        this.warn(`hanging transaction of the relay's own producer ${t.transactionalId} not aborted (${(err as Error).message}): an operator must abort it (docs/outbox.md, "Operations")`);
+        this.warn(`hanging transaction of the relay's own producer ${t.transactionalId} not ended (${(err as Error).message}): an operator must end it (docs/outbox.md, "Operations")`);
         return false;
       }
     }

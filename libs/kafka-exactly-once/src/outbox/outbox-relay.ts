@@ -22,7 +22,13 @@ const STANDBY_RETRY_MS = 2000;
 /** How often the relay counts the events waiting (for health and metrics). */
 const COUNT_EVERY_MS = 5000;
 
-export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & { transactionalIdPrefix: string; transactionTimeoutMs: number; abortHangingTransactions: boolean };
+export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & {
+  transactionalIdPrefix: string;
+  transactionTimeoutMs: number;
+  abortHangingTransactions: boolean;
+  /** The module's declared topics (with its prefix), where the relay's transactions write. */
+  declaredTopics?: string[];
+};
 
 /** The node-postgres client the relay holds (its own type, so that the library's types need no @types/pg). */
 export interface PoolClient {
@@ -173,7 +179,12 @@ export class OutboxRelay {
     // InitProducerId first: it fences an earlier relay and settles its open transaction, so that the checkpoint
     // read next is the last word until another relay's InitProducerId (which would fence this one in turn).
     await withDeadline(this.producer.connect(), this.config.sendTimeoutMs, 'Kafka');
-    const own = this.config.abortHangingTransactions ? { transactionalId, abortAfterMs: this.config.transactionTimeoutMs + 5000 } : undefined;
+    // The topics a hanging transaction of this relay may hold besides the checkpoint: those declared to the module
+    // (the kafka-eo command knows none) and those of the events still waiting in the table.
+    const topics = async () => [
+      ...new Set([...(this.config.declaredTopics ?? []), ...(await this.sql<{ topic: string }>(`SELECT DISTINCT aggregatetype AS topic FROM ${OUTBOX_TABLE}`)).map((r) => r.topic)]),
+    ];
+    const own = this.config.abortHangingTransactions ? { transactionalId, abortAfterMs: this.config.transactionTimeoutMs + 5000, key, knownRelayed, topics } : undefined;
     let relayed = (await this.checkpoints.last(key, this.config.sendTimeoutMs, own)).batch;
     if (relayed < knownRelayed) {
       throw new OutboxRelayError(

@@ -11,8 +11,6 @@ export const KAFKAJS_VERSION = '2.2.4';
 export interface KafkaJsBroker {
   nodeId: number;
   lookupRequest(apiKey: number, definitions: unknown): (args: object) => ProtocolRequest;
-  /** Metadata of the topics named, or of every topic when none is. */
-  metadata(topics?: string[]): Promise<{ topicMetadata: Array<{ topic: string; isInternal?: boolean; partitionMetadata: Array<{ partitionId: number; leader: number }> }> }>;
 }
 
 export interface ProtocolRequest {
