@@ -288,7 +288,7 @@ export class ExactlyOnceConsumer {
    * The group's committed offset of a partition, read after InitProducerId and only once stable: offsets of a
    * transaction that committed a moment ago may not be applied by the group coordinator yet (see StableOffsets).
    */
-  private async committedOffset(topic: string, partition: number, heartbeat: () => Promise<void>, producer?: PartitionProducer): Promise<bigint> {
+  private async committedOffset(topic: string, partition: number, heartbeat: () => Promise<void>, session?: PartitionSession): Promise<bigint> {
     const { groupId, transactionTimeoutMs, consumer } = this.options;
     // Pending offsets outlive a transaction only when its coordinator no longer settles it: past the timeout (and
     // a little), it is a hanging transaction. The member heartbeats meanwhile, or the wait would cost it the group.
@@ -302,8 +302,14 @@ export class ExactlyOnceConsumer {
       const own = this.ownForgotten(topic, partition, found.open);
       let failure = '';
       if (own.length > 0 && found.offsetsPartition >= 0) {
-        failure = await this.endOwnHanging(topic, partition, own, found.offsetsPartition, producer);
-        if (!failure) return read();
+        failure = await this.abortOwnHanging(topic, partition, own, found.offsetsPartition);
+        if (!failure) {
+          // What this member committed past the offset read now may have been in the aborted transaction: the
+          // partition goes back to that offset (the session's floor and the fetch position), and the records come
+          // again, their outputs replayed from the inbox.
+          if (session) session.rewind = true;
+          return read();
+        }
       }
       const hanging = new HangingTransactionError(groupId, topic, partition, found.offsetsPartition, found.open, waitMs, brokerList(this.options.kafka.brokers), failure);
       this.logger.error(
@@ -314,30 +320,40 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * Ends hanging transactions of this partition's own producer on every partition where they are open: committed
-   * when this producer was answered that a transaction of that producer id and epoch committed (the coordinator
-   * had decided, and this member went on past it: aborting would lose those outputs), aborted otherwise (the
-   * records come again and the inbox replays their outputs). Returns '' when done, or why not.
+   * Aborts hanging transactions of this partition's own producer on every partition where they are open. Always an
+   * abort: the offsets they hold cannot be told apart from those of a later transaction of the same producer id
+   * and epoch whose end was never answered (KafkaJS's producer keeps one epoch for all its transactions), and a
+   * commit of those would skip records whose outputs were aborted. After an abort the records come again from the
+   * offset committed before, and the inbox replays their outputs. Returns '' when done, or why not.
    */
-  private async endOwnHanging(topic: string, partition: number, own: OpenTransaction[], offsetsPartition: number, producer?: PartitionProducer): Promise<string> {
+  private async abortOwnHanging(topic: string, partition: number, own: OpenTransaction[], offsetsPartition: number): Promise<string> {
     const { groupId } = this.options;
     for (const holder of own) {
-      const commit = producer?.wasAnsweredCommitted(holder.producerId, holder.producerEpoch) ?? false;
-      let ended: string[];
+      let aborted: string[];
       try {
-        ended = await this.hanging.endEverywhere(holder, commit, this.writableTopics(topic), { topic: '__consumer_offsets', partition: offsetsPartition });
+        aborted = await this.hanging.endEverywhere(holder, false, this.writableTopics(topic), { topic: '__consumer_offsets', partition: offsetsPartition });
       } catch (err) {
-        return ` The library's ${commit ? 'commit' : 'abort'} of its own transaction failed (${(err as Error).message}).`;
+        return ` The library's abort of its own transaction failed (${(err as Error).message}).`;
       }
-      this.metrics?.hangingTransactionEnded(topic, commit ? 'committed' : 'aborted');
-      const what = { group: groupId, topic, partition, transactionalId: holder.transactionalId, producerId: holder.producerId, producerEpoch: holder.producerEpoch, coordinatorState: holder.state, [commit ? 'committed' : 'aborted']: ended };
+      this.metrics?.hangingTransactionEnded(topic, 'aborted');
       this.logger.warn(
-        commit
-          ? `hanging transaction committed ${JSON.stringify(what)}: this partition's own producer had been answered that it committed, and its coordinator never wrote the markers`
-          : `hanging transaction aborted ${JSON.stringify(what)}: this partition's own producer left it open and its coordinator no longer ends it; its records come again and the inbox replays their outputs`,
+        `hanging transaction aborted ${JSON.stringify({ group: groupId, topic, partition, transactionalId: holder.transactionalId, producerId: holder.producerId, producerEpoch: holder.producerEpoch, coordinatorState: holder.state, aborted })}: ` +
+          `this partition's own producer left it open and its coordinator no longer ends it; its records come again and the inbox replays their outputs`,
       );
     }
     return '';
+  }
+
+  /**
+   * After this member aborted a hanging transaction of its own: the fetch position goes back to the offset read
+   * (the session's floor, set to it), and the batch ends, so that KafkaJS fetches from there. True when it did.
+   */
+  private rewound(session: PartitionSession, resolveOffset: (offset: string) => void): boolean {
+    if (!session.rewound) return false;
+    session.rewound = false;
+    resolveOffset(String((session.floor < 0n ? 0n : session.floor) - 1n));
+    this.logger.log(`${session.topic}[${session.partition}]: fetching again from offset ${session.floor < 0n ? 0n : session.floor}, where the group's committed offset stands after the abort`);
+    return true;
   }
 
   /** The topics a partition's producer may write: the declared outputs, the handler's dead-letter and retry topics. */
@@ -382,8 +398,9 @@ export class ExactlyOnceConsumer {
     }
     try {
       if (!session.ready) {
-        await session.start(() => this.committedOffset(topic, partition, heartbeat, session.producer));
+        await session.start(() => this.committedOffset(topic, partition, heartbeat, session));
         if (session.starts > 1) this.producerRecreated(session);
+        if (this.rewound(session, resolveOffset)) return;
       }
     } catch (err) {
       // The group is rebalancing (a heartbeat during the wait said so): KafkaJS must rejoin.
@@ -448,7 +465,6 @@ export class ExactlyOnceConsumer {
         index += outcome.count;
         session.infrastructureFailures = 0;
         session.committed(BigInt(outcome.lastOffset) + 1n);
-        session.producer.noteCommitted();
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;
@@ -532,12 +548,13 @@ export class ExactlyOnceConsumer {
       // the partition.
       if (!isRunning() || isStale() || session.generation !== generation) return;
       try {
-        await session.start(() => this.committedOffset(topic, partition, heartbeat, session.producer));
+        await session.start(() => this.committedOffset(topic, partition, heartbeat, session));
         if (session.starts > 1) this.producerRecreated(session);
       } catch (err) {
         this.backOff(session, payload, err, 'cannot recreate the producer');
         return;
       }
+      if (this.rewound(session, resolveOffset)) return;
       records = this.pending(records.slice(index), session, resolveOffset);
       index = 0;
     }

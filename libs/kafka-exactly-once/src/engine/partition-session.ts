@@ -13,6 +13,14 @@ export class PartitionSession {
    * replayed: KafkaJS can deliver records a second time within one assignment (see `committed`).
    */
   floor = -1n;
+  /**
+   * Set when the library aborted a hanging transaction of this partition's own producer while reading the
+   * committed offset: the next start takes the offset read as the floor even below the current one (what this
+   * member committed past it may have been in the aborted transaction), and the fetch position goes back to it.
+   */
+  rewind = false;
+  /** Set by a start that rewound, until the fetch position has been moved back. */
+  rewound = false;
   ready = false;
   /** Another member owns the partition now: do nothing (and never re-init the producer) until reassigned. */
   fenced = false;
@@ -49,7 +57,11 @@ export class PartitionSession {
     // Never below what this member committed itself: the group's offset moves back only by a plain commit
     // outside the protocol (KafkaJS resets a partition's offset that way after OffsetOutOfRange).
     const read = await readCommitted();
-    if (read > this.floor) this.floor = read;
+    if (this.rewind) {
+      this.rewind = false;
+      this.rewound = this.floor > read;
+      this.floor = read;
+    } else if (read > this.floor) this.floor = read;
     this.progress.startedAt(this.floor);
     this.ready = true;
   }

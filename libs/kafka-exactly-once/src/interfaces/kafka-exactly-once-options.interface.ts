@@ -35,10 +35,9 @@ export interface KafkaExactlyOnceModuleOptions {
    * A hanging transaction is one its coordinator no longer ends: a broker crash can leave one (docs/operations.md,
    * "A hanging transaction"), and nothing but a marker written for it ends it. When it is one of the library's own
    * producers' and holds what the library must read (a partition's committed offset, the outbox relay's
-   * checkpoint) past `transactionTimeoutMs`, the library ends it on every partition where it is open: committed
-   * when its producer had been answered that it committed (the coordinator had decided), aborted otherwise (the
-   * records come again and their outputs are sent once more from the inbox, or the relay's batch from the
-   * outbox). That needs the ClusterAction permission on the cluster and Read on the topics; without them (or with
+   * checkpoint) past `transactionTimeoutMs`, the library ends it on every partition where it is open: a
+   * partition's is aborted (its records come again and their outputs are sent once more from the inbox); the
+   * relay's is committed when its database counts the batch relayed, aborted otherwise (the batch is sent again). That needs the ClusterAction permission on the cluster and Read on the topics; without them (or with
    * false here) the partition or the relay waits for an operator and says so in the log and in health.
    * Transactions of other producers are never ended by the library. Default true.
    */

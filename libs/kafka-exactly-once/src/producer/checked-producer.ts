@@ -71,11 +71,6 @@ export class CheckedProducer {
     return this.options.transactionalId;
   }
 
-  /** The producer id and epoch the broker gave at the last InitProducerId, as DescribeProducers writes them. */
-  identity(): string {
-    return `${this.eos.getProducerId()}:${this.eos.getProducerEpoch()}`;
-  }
-
   /** Connects, and runs InitProducerId (a transactional id's: settles what an earlier owner of the id left open). */
   async connect(): Promise<void> {
     this.stopped = false;

@@ -26,8 +26,6 @@ export class PartitionProducer {
   private producer?: CheckedProducer;
   private open?: CheckedTransaction;
   private legacyFenced = false;
-  /** Producer ids and epochs (`id:epoch`) whose transactions the broker answered committed, the latest few. */
-  private readonly committedAs: string[] = [];
 
   constructor(
     private readonly kafka: Kafka,
@@ -67,23 +65,6 @@ export class PartitionProducer {
     if (this.open?.isActive()) return this.open;
     this.open = await this.producer.transaction();
     return this.open;
-  }
-
-  /**
-   * Notes that the broker answered a transaction of the current producer committed. Under the transaction
-   * protocol of KafkaJS, that answer comes once the coordinator has recorded the decision, before the markers are
-   * written: a crash in between can leave the transaction hanging, and it must then be completed, not aborted.
-   */
-  noteCommitted(): void {
-    const identity = this.producer?.identity();
-    if (identity === undefined || this.committedAs.at(-1) === identity) return;
-    this.committedAs.push(identity);
-    if (this.committedAs.length > 16) this.committedAs.shift();
-  }
-
-  /** Whether a transaction of this producer id and epoch was answered committed to this producer. */
-  wasAnsweredCommitted(producerId: string, producerEpoch: number): boolean {
-    return this.committedAs.includes(`${producerId}:${producerEpoch}`);
   }
 
   /** Aborts the open transaction if there is one; resolves false when the outcome is unknown. */
