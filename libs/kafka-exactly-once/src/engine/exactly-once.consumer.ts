@@ -351,8 +351,9 @@ export class ExactlyOnceConsumer {
   private rewound(session: PartitionSession, resolveOffset: (offset: string) => void): boolean {
     if (!session.rewound) return false;
     session.rewound = false;
-    resolveOffset(String((session.floor < 0n ? 0n : session.floor) - 1n));
-    this.logger.log(`${session.topic}[${session.partition}]: fetching again from offset ${session.floor < 0n ? 0n : session.floor}, where the group's committed offset stands after the abort`);
+    const from = session.floor < 0n ? 0n : session.floor;
+    resolveOffset(String(from - 1n));
+    this.logger.log(`${session.topic}[${session.partition}]: fetching again from offset ${from}, where the group's committed offset stands after the abort`);
     return true;
   }
 

@@ -53,6 +53,17 @@ export function offsetsPartitionOf(groupId: string, partitions: number): number 
   return (hash === -2147483648 ? 0 : Math.abs(hash)) % partitions;
 }
 
+/** A compact array of topics, each with a compact array of partition numbers and empty tagged fields. */
+function writeTopicPartitions(encoder: any, topics: Array<{ topic: string; partitions: number[] }>): any {
+  encoder.writeUVarInt(topics.length + 1);
+  for (const { topic, partitions } of topics) {
+    encoder.writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
+    for (const p of partitions) encoder.writeInt32(p);
+    encoder.writeUVarInt(0);
+  }
+  return encoder;
+}
+
 /** DescribeProducers v0 (KIP-664, flexible): the producers of partitions (all led by one broker) with their open transactions. */
 export function describeProducersV0(topics: Array<{ topic: string; partitions: number[] }>): ProtocolRequest {
   return {
@@ -62,13 +73,7 @@ export function describeProducersV0(topics: Array<{ topic: string; partitions: n
       apiName: 'DescribeProducers',
       // KafkaJS writes request header v1: the empty tagged fields of header v2 open the body.
       encode: async () => {
-        const encoder = new Encoder().writeUVarInt(0).writeUVarInt(topics.length + 1);
-        for (const { topic, partitions } of topics) {
-          encoder.writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
-          for (const p of partitions) encoder.writeInt32(p);
-          encoder.writeUVarInt(0);
-        }
-        return encoder.writeUVarInt(0);
+        return writeTopicPartitions(new Encoder().writeUVarInt(0), topics).writeUVarInt(0);
       },
     },
     response: {
@@ -127,13 +132,8 @@ export function txnMarkersV1(producerId: string, producerEpoch: number, coordina
       apiName: 'WriteTxnMarkers',
       encode: async () => {
         const encoder = new Encoder().writeUVarInt(0).writeUVarInt(2); // header's tagged fields; one marker
-        encoder.writeInt64(producerId).writeInt16(producerEpoch).writeBoolean(commit).writeUVarInt(topics.length + 1);
-        for (const { topic, partitions } of topics) {
-          encoder.writeUVarIntString(topic).writeUVarInt(partitions.length + 1);
-          for (const p of partitions) encoder.writeInt32(p);
-          encoder.writeUVarInt(0);
-        }
-        return encoder.writeInt32(coordinatorEpoch).writeUVarInt(0).writeUVarInt(0);
+        encoder.writeInt64(producerId).writeInt16(producerEpoch).writeBoolean(commit);
+        return writeTopicPartitions(encoder, topics).writeInt32(coordinatorEpoch).writeUVarInt(0).writeUVarInt(0);
       },
     },
     response: {
