@@ -35,11 +35,8 @@ export async function leaveHangingTransaction(
   await verification('false');
   try {
     await cluster.connect();
-    const coordinator = (await cluster.findGroupCoordinator({ groupId: transactionalId, coordinatorType: 1 })) as unknown as RawBroker;
-    const producer = await coordinator.initProducerId({ transactionalId, transactionTimeout: 60000 });
-    const { producerId, producerEpoch } = producer;
     // The setting reaches the request handlers a moment after it is accepted: each write is tried until it goes through.
-    const accepted = async (write: () => Promise<void>) => {
+    const accepted = async <T>(write: () => Promise<T>): Promise<T> => {
       for (let attempt = 1; ; attempt++) {
         try {
           return await write();
@@ -49,6 +46,12 @@ export async function leaveHangingTransaction(
         }
       }
     };
+    // A coordinator still loading (a broker just restarted) is asked again, as each write below is.
+    const producer = await accepted(async () => {
+      const coordinator = (await cluster.findGroupCoordinator({ groupId: transactionalId, coordinatorType: 1 })) as unknown as RawBroker;
+      return coordinator.initProducerId({ transactionalId, transactionTimeout: 60000 });
+    });
+    const { producerId, producerEpoch } = producer;
     if (offsets) {
       await accepted(async () => {
         const groupCoordinator = (await cluster.findGroupCoordinator({ groupId: offsets.groupId })) as unknown as RawBroker;
