@@ -1,4 +1,5 @@
 import type { Kafka, Message, PartitionMetadata } from 'kafkajs';
+import { encodeProduceBody } from './produce-encoding';
 
 /**
  * The KafkaJS parts below its producer that the library drives itself: its cluster (metadata, brokers and their
@@ -91,6 +92,7 @@ const load = () => ({
   requests: (require('kafkajs/src/protocol/requests') as { requests: Record<string, unknown> }).requests,
   protocolErrors: require('kafkajs/src/protocol/error') as { createErrorFromCode(code: number): Error & { type: string; code: number; retriable: boolean } },
   murmur2: require('kafkajs/src/producer/partitioners/default/murmur2') as (key: Buffer | string) => number,
+  crc32c: require('kafkajs/src/protocol/recordBatch/crc32C') as (bytes: Buffer) => number,
 });
 /* eslint-enable @typescript-eslint/no-require-imports */
 
@@ -140,10 +142,17 @@ export function sendRequest<T>(broker: KafkaJsBroker, request: ProtocolRequest):
  * own parser throws on the first partition in error, and the answers of the others are lost with it.
  */
 export function sendProduce(broker: KafkaJsBroker, args: ProduceArgs): Promise<ProduceAnswer> {
-  const { apiKeys, requests } = kafkaJs();
+  const { apiKeys, requests, crc32c } = kafkaJs();
   const { request, response } = broker.lookupRequest(apiKeys.Produce, requests.Produce)(args);
-  return sendRequest<ProduceAnswer>(broker, { request, response: { decode: (payload) => response.decode(payload), parse: async (data) => data } });
+  // Uncompressed (all the library sends), from version 3 (record batches): the body written in one Buffer
+  // (produce-encoding.ts) rather than by KafkaJS's encoders. KafkaJS's request envelope takes anything with `buf`
+  // and `buffer`.
+  const encode = !args.compression && request.apiVersion >= 3 ? async () => ownEncoder(encodeProduceBody(args, crc32c)) : request.encode;
+  return sendRequest<ProduceAnswer>(broker, { request: { ...request, encode }, response: { decode: (payload) => response.decode(payload), parse: async (data) => data } });
 }
+
+/** What KafkaJS's Encoder#writeEncoder reads of an encoder. */
+const ownEncoder = (bytes: Buffer) => ({ buf: bytes, buffer: bytes, size: () => bytes.length });
 
 export function createEosManager(args: { logger: KafkaJsLogger; cluster: KafkaJsCluster; transactionTimeout?: number; transactional: boolean; transactionalId?: string }): EosManager {
   return kafkaJs().createEosManager(args);
