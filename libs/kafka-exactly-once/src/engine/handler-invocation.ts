@@ -11,7 +11,7 @@ import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { isConnectionFault, isRetriableHandlerError, raisedByHandler } from './error-classification';
 import { outputMessageId } from './message-ids';
 import { OutputRecord, outputRecordSize } from './output-record';
-import { TRACING_OFF, type KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
+import { TRACING_OFF, type HeaderReader, type KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { outputIdSeed, RecordIdentity } from './record-identity';
 import { retryDelay } from './retry-policy';
 import { pauseWithHeartbeats } from './sleep';
@@ -33,6 +33,8 @@ export interface InvocationDeps {
 export interface InvocationRecord {
   info: RecordInfo;
   id: RecordIdentity;
+  /** The record's headers one name at a time, for tracing (else it reads `info.headers`, all of them as text). */
+  headers?: HeaderReader;
   /** Set when an operator's release or replay runs the handler (audit id). */
   replay?: { kind: 'release' | 'dead-letter'; auditId: string };
 }
@@ -78,7 +80,7 @@ export class OptimisticInvocationFailed extends Error {
  * the caller to roll back and run the unit again with savepoints.
  */
 export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, { savepoints = true } = {}): Promise<Invocation> {
-  const span = (deps.tracing ?? TRACING_OFF).process(record.info, deps.handler.name);
+  const span = (deps.tracing ?? TRACING_OFF).process(record.info, deps.handler.name, record.headers);
   try {
     const result = await span.run(() => attempts(deps, runner, record, event, savepoints, span.headers));
     span.end(result.ok ? undefined : result.error, { 'kafka_eo.attempts': result.attempts });
@@ -127,7 +129,7 @@ async function attempts(deps: InvocationDeps, runner: QueryRunner, record: Invoc
  */
 export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunner, items: BatchedInvocation[]): Promise<void> {
   // A span per event (each the child of its record's trace), so that each event's outputs continue its trace.
-  const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name));
+  const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name, item.record.headers));
   const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers) }));
   const where = () => `${items[0].record.info.topic}[${items[0].record.info.partition}]@${items[0].record.info.offset}..${items[items.length - 1].record.info.offset} (${items.length} events)`;
   try {

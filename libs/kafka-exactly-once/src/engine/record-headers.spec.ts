@@ -1,4 +1,4 @@
-import { headerPairs, textHeaderPairs, toKafkaHeaders, toKafkaMessage, toProduceRequests } from './record-headers';
+import { headerPairs, MessageHeaderReader, textHeaderPairs, toKafkaHeaders, toKafkaMessage, toProduceRequests } from './record-headers';
 import type { RecordedOutput } from '../inbox/inbox.repository';
 import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord, outputRecordSize, toRecordedOutput } from './output-record';
 
@@ -83,5 +83,17 @@ describe('record headers and produce requests', () => {
     expect(() => decodeUnitOutputs(blob.subarray(0, blob.length - 1))).toThrow(/truncated/);
     expect(() => decodeUnitOutputs(Buffer.from([2]))).toThrow(/unknown format/);
     expect(decodeUnitOutputs(encodeUnitOutputs([]))).toEqual(new Map());
+  });
+
+  it('reads one header as text for tracing: the first of a repeated name, nothing for a null value or a name Object has', () => {
+    const headers = Object.assign(Object.create(null), { traceparent: Buffer.from('00-ab-cd-01'), repeated: [Buffer.from('first'), Buffer.from('second')], gone: null }) as never;
+    const reader = new MessageHeaderReader({ headers } as never);
+    expect(reader.get('traceparent')).toBe('00-ab-cd-01');
+    expect(reader.get('repeated')).toBe('first');
+    expect(reader.get('gone')).toBeUndefined();
+    expect(reader.get('absent')).toBeUndefined();
+    expect(new MessageHeaderReader({ headers: { a: Buffer.from('1') } } as never).get('constructor')).toBeUndefined();
+    expect(new MessageHeaderReader({} as never).get('traceparent')).toBeUndefined();
+    expect(reader.names()).toEqual(['traceparent', 'repeated', 'gone']);
   });
 });

@@ -40,6 +40,25 @@ export function textHeaders(message: KafkaMessage): Record<string, string> {
   return headers;
 }
 
+/** A header of a record as text (the first value of a repeated name), or undefined when absent or null. */
+export function headerText(message: KafkaMessage, name: string): string | undefined {
+  const headers = message.headers;
+  if (!headers || !Object.prototype.hasOwnProperty.call(headers, name)) return undefined;
+  const [first] = headerValues(headers[name]);
+  return first === undefined || first === null ? undefined : first.toString();
+}
+
+/** A record's headers read one name at a time (tracing's propagator asks for two or three names). */
+export class MessageHeaderReader {
+  constructor(private readonly message: KafkaMessage) {}
+  get(name: string): string | undefined {
+    return headerText(this.message, name);
+  }
+  names(): string[] {
+    return Object.keys(this.message.headers ?? {});
+  }
+}
+
 /** KafkaJS headers from an output's pairs (a repeated name gives an array, in order). */
 export function kafkaHeaders(pairs: ReadonlyArray<[string, Buffer | null]>): IHeaders {
   // No prototype: a header may be named `__proto__` or `constructor`.

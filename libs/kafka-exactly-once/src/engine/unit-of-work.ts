@@ -23,7 +23,7 @@ import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, Optim
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KeyLanes } from './key-lanes';
-import { headerPairs, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
+import { headerPairs, MessageHeaderReader, outputSize, textHeaderPairs, textHeaders, toProduceRequests } from './record-headers';
 import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
 import { DeadlineExceeded, withDeadline } from './deadline';
@@ -623,7 +623,7 @@ export class UnitOfWork {
    * (it cannot fail here: if the batch call fails, the whole unit runs again carefully, one event at a time).
    */
   private invoke(runner: QueryRunner, record: ChunkRecord, event: unknown): Promise<Invocation> {
-    const invocation = { info: this.recordInfo(record), id: record.id };
+    const invocation = { info: this.recordInfo(record), id: record.id, headers: new MessageHeaderReader(record.message) };
     if (this.batch) {
       const emitted: OutputRecord[] = [];
       this.batch.push({ record: invocation, event, emitted });

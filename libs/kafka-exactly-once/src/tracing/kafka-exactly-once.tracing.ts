@@ -3,6 +3,8 @@ import type { RecordInfo } from '../interfaces/event-context.interface';
 // @opentelemetry/api is an optional peer: its types are not imported, so that applications without it compile.
 type Context = object;
 interface Span {
+  isRecording?(): boolean;
+  spanContext?(): object;
   setAttribute(key: string, value: string | number): void;
   setStatus(status: { code: number; message?: string }): void;
   recordException(exception: Error | string): void;
@@ -15,13 +17,22 @@ interface OpenTelemetryApi {
   trace: {
     getTracer(name: string, version?: string): { startSpan(name: string, options: { kind: number; attributes?: Record<string, string | number> }, context?: Context): Span };
     setSpan(context: Context, span: Span): Context;
+    isSpanContextValid?(spanContext: object): boolean;
   };
   context: { active(): Context; with<T>(context: Context, fn: () => T): T };
   propagation: {
     inject(context: Context, carrier: Record<string, string>): void;
-    extract(context: Context, carrier: Record<string, string>): Context;
+    extract<C>(context: Context, carrier: C, getter?: { get(carrier: C, key: string): string | undefined; keys(carrier: C): string[] }): Context;
   };
 }
+
+/** A record's headers as a propagator reads them: one name at a time, as text (the first of a repeated name). */
+export interface HeaderReader {
+  get(name: string): string | undefined;
+  names(): string[];
+}
+
+const READER_GETTER = { get: (carrier: HeaderReader, key: string) => carrier.get(key), keys: (carrier: HeaderReader) => carrier.names() };
 
 /** A span of the library's: the headers that carry it to records, and how it ends. */
 export interface TracedSpan {
@@ -59,12 +70,16 @@ export class KafkaExactlyOnceTracing {
     return this.start(`send ${topic}`, this.api.SpanKind.PRODUCER, attributes, this.api.context.active());
   }
 
-  /** A CONSUMER span for one record's handling, the child of the context its headers carry. */
-  process(record: RecordInfo, handlerName: string): TracedSpan {
+  /**
+   * A CONSUMER span for one record's handling, the child of the context its headers carry. `headers`: a reader of
+   * the record's headers, so that the propagator decodes only the names it asks for (`traceparent`, `tracestate`)
+   * rather than every header of every record (`record.headers`, the default).
+   */
+  process(record: RecordInfo, handlerName: string, headers?: HeaderReader): TracedSpan {
     if (!this.api) return OFF;
     let parent: Context;
     try {
-      parent = this.api.propagation.extract(this.api.ROOT_CONTEXT, record.headers);
+      parent = headers ? this.api.propagation.extract(this.api.ROOT_CONTEXT, headers, READER_GETTER) : this.api.propagation.extract(this.api.ROOT_CONTEXT, record.headers);
     } catch {
       parent = this.api.ROOT_CONTEXT; // a propagator that cannot read this record's headers: a trace of its own
     }
@@ -87,6 +102,8 @@ export class KafkaExactlyOnceTracing {
     const headers: Record<string, string> = {};
     try {
       span = api.trace.getTracer('kafka-exactly-once').startSpan(name, { kind, attributes }, parent);
+      // No SDK (or one that samples this span out) and no trace to carry on: nothing to record, nothing to inject.
+      if (span.isRecording?.() === false && span.spanContext && api.trace.isSpanContextValid?.(span.spanContext()) === false) return OFF;
       context = api.trace.setSpan(parent, span);
       api.propagation.inject(context, headers);
     } catch {
