@@ -4,7 +4,7 @@
  * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
  *
  *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,AT,B,C,D,E,J] [--slow-count 1000]
- *                    [--sweep] [--accounts 200] [--cpu-prof]
+ *                    [--sweep] [--accounts 200] [--load-concurrency 64] [--cpu-prof]
  *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N]
  *
  * Publishers: P is producer-app's load command (the EventPublisher: idempotent producer, circuit breaker,
@@ -115,6 +115,8 @@ function args(argv) {
     count,
     partitions: int('partitions', 6),
     accounts: int('accounts', 200),
+    // P's publishes in flight (the load command's --concurrency; its default is 64).
+    loadConcurrency: int('load-concurrency', 64),
     slowCount: int('slow-count', 1000),
     variants,
     sweep: argv.includes('--sweep'),
@@ -219,7 +221,7 @@ class Bench {
   /** P: producer-app's load command publishes the payments; its own "published N in T" figure and our clock. */
   async publishWithLoadCommand(prefix, count) {
     const started = Date.now();
-    const child = spawn(process.execPath, [LOAD_CLI, 'payments', '--count', String(count), '--accounts', String(this.opts.accounts), '--seed', '2026'], {
+    const child = spawn(process.execPath, [LOAD_CLI, 'payments', '--count', String(count), '--accounts', String(this.opts.accounts), '--seed', '2026', '--concurrency', String(this.opts.loadConcurrency)], {
       cwd: ROOT,
       env: { ...process.env, KAFKA_BROKERS: this.opts.brokers.join(','), KAFKA_TOPIC_PREFIX: prefix, SPOOL_DIR: join(this.dir, 'spool') },
       stdio: ['ignore', 'pipe', 'pipe'],

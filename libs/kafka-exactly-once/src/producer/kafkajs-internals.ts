@@ -81,7 +81,8 @@ export interface ProduceArgs {
   transactionalId?: string;
   producerId: number;
   producerEpoch: number;
-  topicData: Array<{ topic: string; partitions: Array<{ partition: number; firstSequence: number; messages: Message[] }> }>;
+  /** `timestamp`: of the partition's messages that have none of their own (else the time of encoding). */
+  topicData: Array<{ topic: string; partitions: Array<{ partition: number; firstSequence: number; messages: Message[]; timestamp?: string }> }>;
 }
 
 /* eslint-disable @typescript-eslint/no-require-imports */
@@ -143,7 +144,14 @@ export function sendRequest<T>(broker: KafkaJsBroker, request: ProtocolRequest):
  */
 export function sendProduce(broker: KafkaJsBroker, args: ProduceArgs): Promise<ProduceAnswer> {
   const { apiKeys, requests, crc32c } = kafkaJs();
-  const { request, response } = broker.lookupRequest(apiKeys.Produce, requests.Produce)(args);
+  const own = broker.lookupRequest(apiKeys.Produce, requests.Produce)(args);
+  const { response } = own;
+  let { request } = own;
+  if (args.compression || request.apiVersion < 3) {
+    // KafkaJS's encoders, which know no partition timestamp: each message without one gets it.
+    const stamped = args.topicData.map((t) => ({ ...t, partitions: t.partitions.map((p) => ({ ...p, messages: p.messages.map((m) => (m.timestamp === undefined && p.timestamp !== undefined ? { ...m, timestamp: p.timestamp } : m)) })) }));
+    request = broker.lookupRequest(apiKeys.Produce, requests.Produce)({ ...args, topicData: stamped }).request;
+  }
   // Uncompressed (all the library sends), from version 3 (record batches): the body written in one Buffer
   // (produce-encoding.ts) rather than by KafkaJS's encoders. KafkaJS's request envelope takes anything with `buf`
   // and `buffer`.

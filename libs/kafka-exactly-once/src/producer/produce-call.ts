@@ -38,6 +38,8 @@ interface Batch {
   topic: string;
   partition: number;
   messages: Message[];
+  /** The timestamp of its records that have none of their own: the same in every request that carries them. */
+  timestamp: string;
   /** Assigned when the batch is first sent, never given back: a resend carries the same numbers. */
   firstSequence?: number;
   /** The broker's answer: written at this base offset ('-1': written, offset unknown). */
@@ -183,7 +185,7 @@ export class ProduceCall {
         producerEpoch: eos.getProducerEpoch(),
         topicData: topicData(batches).map(({ topic, partitions }) => ({
           topic,
-          partitions: partitions.map((b) => ({ partition: b.partition, firstSequence: b.firstSequence as number, messages: b.messages })),
+          partitions: partitions.map((b) => ({ partition: b.partition, firstSequence: b.firstSequence as number, messages: b.messages, timestamp: b.timestamp })),
         })),
       });
     } catch (err) {
@@ -217,23 +219,24 @@ export class ProduceCall {
   /** Each record's partition, once: a retry never moves a record (nor re-cuts a batch whose numbers are assigned). */
   private place(): void {
     const { cluster } = this.deps;
-    const index = new Map<string, number>();
+    const index = new Map<string, Map<number, number>>();
     const stamp = String(Date.now());
     for (const { topic, messages } of this.topicMessages) {
       const partitions = cluster.findTopicPartitionMetadata(topic);
       if (partitions.length === 0) throw Object.assign(new Error(`no metadata for topic ${topic}`), { name: 'KafkaJSMetadataNotLoaded' });
+      let ofTopic = index.get(topic);
+      if (ofTopic === undefined) index.set(topic, (ofTopic = new Map()));
       for (const message of messages) {
         const partition = this.deps.partition(topic, partitions, message);
-        const key = `${topic}\u0000${partition}`;
-        let at = index.get(key);
+        let at = ofTopic.get(partition);
         if (at === undefined) {
-          at = this.batches.push({ topic, partition, messages: [], inDoubt: false }) - 1;
-          index.set(key, at);
+          // A record without a timestamp of its own gets the batch's: the same in every request that carries it.
+          at = this.batches.push({ topic, partition, messages: [], timestamp: stamp, inDoubt: false }) - 1;
+          ofTopic.set(partition, at);
         }
-        // The same timestamp in every request that carries the record.
         const batch = this.batches[at];
         this.order.push({ batch: at, index: batch.messages.length });
-        batch.messages.push(message.timestamp === undefined ? { ...message, timestamp: stamp } : message);
+        batch.messages.push(message);
       }
     }
     this.placed = true;

@@ -72,6 +72,15 @@ describe('encodeProduceBody: the Produce request body KafkaJS would write, in on
     expect(encodeProduceBody(a, crc32c, NOW).equals(await kafkaJsBytes(a))).toBe(true);
   });
 
+  it("gives a record without a timestamp its partition's (the bytes KafkaJS writes for records stamped so)", async () => {
+    const stamp = String(NOW - 42);
+    const messages: Message[] = [{ key: 'a', value: '1' }, { key: 'b', value: '2', timestamp: String(NOW - 50) }, { key: 'c', value: '3' }];
+    const mine = args(messages);
+    mine.topicData[0].partitions[0].timestamp = stamp;
+    const stamped = args(messages.map((m) => ({ ...m, timestamp: m.timestamp ?? stamp })));
+    expect(encodeProduceBody(mine, crc32c, NOW + 99999).equals(await kafkaJsBytes(stamped))).toBe(true);
+  });
+
   it('writes a null header value as Kafka does (length -1), which KafkaJS cannot encode, and its decoder reads back as null', async () => {
     const a = args([{ key: 'k', value: 'v', timestamp: String(NOW), headers: { gone: null as unknown as Buffer, list: [Buffer.from('x'), null as unknown as Buffer] } }]);
     await expect(kafkaJsBytes(a)).rejects.toThrow();

@@ -15,7 +15,7 @@ export function encodeProduceBody(args: ProduceArgs, crc32c: (bytes: Buffer) => 
   const transactionalId = args.transactionalId ?? null;
   const topics = args.topicData.map(({ topic, partitions }) => ({
     name: Buffer.from(topic, 'utf8'),
-    partitions: partitions.map(({ partition, firstSequence, messages }) => ({ partition, batch: recordBatch(messages, args, firstSequence, now) })),
+    partitions: partitions.map(({ partition, firstSequence, messages, timestamp }) => ({ partition, batch: recordBatch(messages, args, firstSequence, now, timestamp) })),
   }));
   const txn = transactionalId === null ? null : Buffer.from(transactionalId, 'utf8');
   let size = 2 + (txn?.length ?? 0) + 2 + 4 + 4;
@@ -147,13 +147,22 @@ const TRANSACTIONAL = 16;
 /** From the batch's attributes (offset 21 of the batch) to its end: what the CRC covers. */
 const CRC_FROM = 8 + 4 + 4 + 1 + 4;
 
-function recordBatch(messages: Message[], args: ProduceArgs, firstSequence: number, now: number): { size: number; write(out: Buffer, at: number, crc32c: (bytes: Buffer) => number): number } {
-  // As KafkaJS: the batch's first and largest timestamps from the records' own (a record without one gets now).
-  const stamps = messages.map((m) => (m.timestamp === undefined || m.timestamp === null || m.timestamp === '' ? now : Number(m.timestamp)));
+function recordBatch(
+  messages: Message[],
+  args: ProduceArgs,
+  firstSequence: number,
+  now: number,
+  partitionStamp: string | undefined,
+): { size: number; write(out: Buffer, at: number, crc32c: (bytes: Buffer) => number): number } {
+  const own = (m: Message) => m.timestamp !== undefined && m.timestamp !== null && m.timestamp !== '';
+  // A record without a timestamp gets the partition's (as if it were its own), else, as KafkaJS does, now: then
+  // the batch's first and largest timestamps are those of the records with their own.
+  const fallback = partitionStamp === undefined ? now : Number(partitionStamp);
+  const stamps = messages.map((m) => (own(m) ? Number(m.timestamp) : fallback));
   let first = Infinity;
   let max = -Infinity;
   for (const [i, m] of messages.entries()) {
-    if (m.timestamp === undefined || m.timestamp === null || m.timestamp === '') continue;
+    if (!own(m) && partitionStamp === undefined) continue;
     first = Math.min(first, stamps[i]);
     max = Math.max(max, stamps[i]);
   }
