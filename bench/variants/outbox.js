@@ -94,6 +94,9 @@ async function main() {
 
   // Latency: one event per transaction at env.rate/s, COMMIT to read-committed arrival.
   const committedAt = new Map();
+  const order = new Map();
+  const seen = new Set();
+  const probeSeen = new Set();
   const latencies = [];
   const consumer = kafka.consumer({ groupId: `${env.prefix}latency-reader`, maxWaitTimeInMs: 20, readUncommitted: false });
   await consumer.connect();
@@ -103,12 +106,22 @@ async function main() {
   await consumer.run({
     eachMessage: async ({ message }) => {
       const id = message.headers['message-id']?.toString();
+      probeSeen.add(id);
       const at = committedAt.get(id);
-      if (at !== undefined) latencies.push(Date.now() - at);
+      if (at !== undefined && !seen.has(id)) {
+        seen.add(id);
+        latencies.push(Date.now() - at);
+      }
     },
   });
   while (!assigned) await sleep(50);
-  await sleep(1000);
+  // A probe event first, not counted: the reader's position is set (a reader that joined with no offset starts
+  // at the end of the topic as of its first fetch, which a busy machine can delay past the first events).
+  const probe = await dataSource.transaction((manager) => outbox.add(manager, 'payments.requested', payment(-1)));
+  for (const deadline = Date.now() + 30000; !probeSeen.has(probe.messageId); ) {
+    if (Date.now() > deadline) throw new Error('the latency reader did not see the probe event within 30 s');
+    await sleep(20);
+  }
   const interval = 1000 / env.rate;
   const latencyStarted = Date.now();
   const total = Math.round(env.rate * env.seconds);
@@ -121,6 +134,7 @@ async function main() {
       .transaction((manager) => outbox.add(manager, 'payments.requested', payment(i)))
       .then(({ messageId }) => {
         committedAt.set(messageId, Date.now());
+        order.set(messageId, i);
         written++;
       })
       .finally(() => inFlight.delete(write));
@@ -140,7 +154,7 @@ async function main() {
     relaySeconds,
     recordsPerSecond: env.count / relaySeconds,
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
-    latency: { rate: env.rate, achievedRate, published: written, matched: latencies.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? null },
+    latency: { rate: env.rate, achievedRate, published: written, matched: latencies.length, missing: [...order].filter(([id]) => !seen.has(id)).map(([, i]) => i).slice(0, 20), p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? null },
   };
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
 }
