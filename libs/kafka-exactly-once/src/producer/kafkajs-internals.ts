@@ -79,7 +79,8 @@ export interface ProduceArgs {
   timeout: number;
   compression?: number;
   transactionalId?: string;
-  producerId: number;
+  /** KafkaJS's eosManager gives it as a string once initialised (-1, a number, before). */
+  producerId: number | string;
   producerEpoch: number;
   /** `timestamp`: of the partition's messages that have none of their own (else the time of encoding). */
   topicData: Array<{ topic: string; partitions: Array<{ partition: number; firstSequence: number; messages: Message[]; timestamp?: string }> }>;
@@ -147,7 +148,7 @@ export function sendProduce(broker: KafkaJsBroker, args: ProduceArgs): Promise<P
   const own = broker.lookupRequest(apiKeys.Produce, requests.Produce)(args);
   const { response } = own;
   let { request } = own;
-  if (args.compression || request.apiVersion < 3) {
+  if (args.compression || request.apiVersion < 3 || request.apiVersion > 8) {
     // KafkaJS's encoders, which know no partition timestamp: each message without one gets it.
     const stamped = args.topicData.map((t) => ({ ...t, partitions: t.partitions.map((p) => ({ ...p, messages: p.messages.map((m) => (m.timestamp === undefined && p.timestamp !== undefined ? { ...m, timestamp: p.timestamp } : m)) })) }));
     request = broker.lookupRequest(apiKeys.Produce, requests.Produce)({ ...args, topicData: stamped }).request;
@@ -155,7 +156,7 @@ export function sendProduce(broker: KafkaJsBroker, args: ProduceArgs): Promise<P
   // Uncompressed (all the library sends), from version 3 (record batches): the body written in one Buffer
   // (produce-encoding.ts) rather than by KafkaJS's encoders. KafkaJS's request envelope takes anything with `buf`
   // and `buffer`.
-  const encode = !args.compression && request.apiVersion >= 3 ? async () => ownEncoder(encodeProduceBody(args, crc32c)) : request.encode;
+  const encode = !args.compression && request.apiVersion >= 3 && request.apiVersion <= 8 ? async () => ownEncoder(encodeProduceBody(args, crc32c)) : request.encode;
   return sendRequest<ProduceAnswer>(broker, { request: { ...request, encode }, response: { decode: (payload) => response.decode(payload), parse: async (data) => data } });
 }
 

@@ -114,7 +114,7 @@ class FakeBroker {
     return {
       topics: args.topicData.map(({ topic, partitions }) => ({
         topicName: topic,
-        partitions: partitions.map((p) => ({ partition: p.partition, ...this.cluster.append(this.nodeId, args.producerId, topic, p.partition, p.firstSequence, p.messages) })),
+        partitions: partitions.map((p) => ({ partition: p.partition, ...this.cluster.append(this.nodeId, Number(args.producerId), topic, p.partition, p.firstSequence, p.messages) })),
       })),
     };
   }
@@ -237,7 +237,7 @@ function answerLost(cluster: FakeCluster, times: number) {
   cluster.hook = async (broker, args) => {
     if (broker.nodeId === 1 && left-- > 0) {
       // The broker writes the batch, then the connection drops.
-      for (const { topic, partitions } of args.topicData) for (const p of partitions) cluster.append(1, args.producerId, topic, p.partition, p.firstSequence, p.messages);
+      for (const { topic, partitions } of args.topicData) for (const p of partitions) cluster.append(1, Number(args.producerId), topic, p.partition, p.firstSequence, p.messages);
       throw new KafkaJSConnectionClosedError('Connection closed', { host: '127.0.0.1', port: 9092 });
     }
   };

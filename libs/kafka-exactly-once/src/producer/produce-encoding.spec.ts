@@ -97,6 +97,18 @@ describe('encodeProduceBody: the Produce request body KafkaJS would write, in on
     expect(batch.readUInt32BE(17)).toBe(crc32c(batch.subarray(21)) >>> 0);
   });
 
+  it('refuses a key, value or header that is neither bytes, text nor null, rather than write it as text', () => {
+    const bad: Array<Partial<Message>> = [{ value: 42 as never }, { key: { id: 1 } as never }, { headers: { h: (() => 'x') as never } }, { headers: { h: [Buffer.from('a'), 7 as never] } }];
+    for (const m of bad) expect(() => encodeProduceBody(args([{ key: 'k', value: 'v', ...m }]), crc32c, NOW)).toThrow(TypeError);
+  });
+
+  it('takes a Uint8Array as its bytes, and leaves an undefined header value out (as the spool, being JSON, does)', async () => {
+    const view = new Uint8Array([9, 8, 7, 6]).subarray(1, 3);
+    const mine = args([{ key: 'k', value: view as never, timestamp: String(NOW), headers: { gone: undefined as never, list: [Buffer.from('a'), undefined as never], kept: 'x' } }]);
+    const same = args([{ key: 'k', value: Buffer.from([8, 7]), timestamp: String(NOW), headers: { list: [Buffer.from('a')], kept: 'x' } }]);
+    expect(encodeProduceBody(mine, crc32c, NOW).equals(await kafkaJsBytes(same))).toBe(true);
+  });
+
   it('varint sizes agree with the zigzag encoding at the boundaries', () => {
     expect([0, -1, 63, 64, -64, -65, 8191, 8192, 2 ** 31 - 1, -(2 ** 31)].map(varIntSize)).toEqual([1, 1, 1, 2, 1, 2, 2, 3, 5, 5]);
   });

@@ -2,8 +2,9 @@ import type { IHeaders, Message } from 'kafkajs';
 import type { ProduceArgs } from './kafkajs-internals';
 
 /**
- * The body of an uncompressed Produce request (versions 3 to 11 share it: transactional id, acks, timeout, and per
- * topic and partition one record batch of magic 2), written in one Buffer of the exact size.
+ * The body of an uncompressed Produce request (versions 3 to 8 share it: transactional id, acks, timeout, and per
+ * topic and partition one record batch of magic 2; 9 and later are encoded otherwise, and KafkaJS speaks up to
+ * 7), written in one Buffer of the exact size.
  *
  * KafkaJS writes the same bytes through an encoder per record, per header and per varint, each growing its own
  * zero-filled buffer and copied into the next: in a profile of the library's copy (bench variant E) that was the
@@ -59,7 +60,14 @@ interface EncodedRecord {
   body: number;
 }
 
-const bytesOf = (value: unknown): Bytes => (value === null || value === undefined ? null : Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8'));
+/** A key, a value or a header value: bytes, text as UTF-8, or null; anything else is refused, never turned into text. */
+function bytesOf(value: unknown, what: string): Bytes {
+  if (value === null || value === undefined) return null;
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  throw new TypeError(`a record's ${what} must be a Buffer, a string or null, not ${typeof value}`);
+}
 
 /** Header names repeat from record to record: their bytes are kept (a bounded number of them). */
 const NAMES = new Map<string, Buffer>();
@@ -80,8 +88,10 @@ function headerList(headers: IHeaders | undefined): Array<[Buffer, Bytes]> {
   for (const name of Object.keys(headers)) {
     const value = headers[name] as unknown;
     const key = nameBytes(name);
-    if (Array.isArray(value)) for (const one of value) list.push([key, bytesOf(one)]);
-    else list.push([key, bytesOf(value)]);
+    // An undefined value is no header (as JSON, and so the publisher's spool, has it); null is a null header.
+    if (Array.isArray(value)) {
+      for (const one of value) if (one !== undefined) list.push([key, bytesOf(one, `header "${name}"`)]);
+    } else if (value !== undefined) list.push([key, bytesOf(value, `header "${name}"`)]);
   }
   return list;
 }
@@ -169,8 +179,8 @@ function recordBatch(
   if (first === Infinity) first = max = now;
   const records: EncodedRecord[] = messages.map((m, i) => {
     const headers = headerList(m.headers);
-    const key = bytesOf(m.key);
-    const value = bytesOf(m.value);
+    const key = bytesOf(m.key, 'key');
+    const value = bytesOf(m.value, 'value');
     const timestampDelta = stamps[i] - first;
     let body = 1 + varLongSize(timestampDelta) + varIntSize(i) + bytesSize(key) + bytesSize(value) + varIntSize(headers.length);
     for (const [name, v] of headers) body += varIntSize(name.length) + name.length + bytesSize(v);

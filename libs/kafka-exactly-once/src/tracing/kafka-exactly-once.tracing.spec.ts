@@ -1,5 +1,6 @@
 import * as api from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { RecordInfo } from '../interfaces/event-context.interface';
 import { HeaderReader, KafkaExactlyOnceTracing } from './kafka-exactly-once.tracing';
@@ -20,6 +21,16 @@ describe('tracing: what a record pays for it', () => {
   afterEach(() => {
     api.trace.disable();
     api.propagation.disable();
+    api.context.disable();
+  });
+
+  it('with no SDK but a baggage propagator: the record baggage reaches the handler and its outputs', () => {
+    api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    api.propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
+    const { info, reader } = record({ baggage: 'tenant=a' });
+    const span = new KafkaExactlyOnceTracing(api as never).process(info, 'h', reader);
+    expect(span.headers).toEqual({ baggage: 'tenant=a' });
+    expect(span.run(() => api.propagation.getActiveBaggage()?.getEntry('tenant')?.value)).toBe('a');
   });
 
   it('with @opentelemetry/api but no SDK: no span, no headers to carry, the record headers untouched', () => {

@@ -102,8 +102,9 @@ export class KafkaExactlyOnceTracing {
     const headers: Record<string, string> = {};
     try {
       span = api.trace.getTracer('kafka-exactly-once').startSpan(name, { kind, attributes }, parent);
-      // No SDK (or one that samples this span out) and no trace to carry on: nothing to record, nothing to inject.
-      if (span.isRecording?.() === false && span.spanContext && api.trace.isSpanContextValid?.(span.spanContext()) === false) return OFF;
+      // Nothing came in (no trace, no baggage: the propagator gave the root context back), no SDK records the span
+      // and it has no trace to carry on: nothing to record, nothing to inject, no context to run the handler in.
+      if (parent === api.ROOT_CONTEXT && span.isRecording?.() === false && span.spanContext && api.trace.isSpanContextValid?.(span.spanContext()) === false) return OFF;
       context = api.trace.setSpan(parent, span);
       api.propagation.inject(context, headers);
     } catch {
