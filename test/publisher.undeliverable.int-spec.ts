@@ -2,12 +2,13 @@ import { Test, TestingModule } from '@nestjs/testing';
 import { randomUUID } from 'crypto';
 import { existsSync, readdirSync, readFileSync } from 'fs';
 import { ConfigResourceTypes, Kafka } from 'kafkajs';
-import { EventPublisher, KafkaExactlyOnceModule, UndeliverableEventError } from 'kafka-exactly-once';
+import { EventPublisher, InvalidPublishOptionsError, KafkaExactlyOnceModule, PublishError, SpoolFullError, UndeliverableEventError } from 'kafka-exactly-once';
+import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { Spool, REFUSED_QUARANTINE } from 'kafka-exactly-once/spool/spool';
 import { QuarantinedRecord, readFrame, SpooledRecord } from 'kafka-exactly-once/spool/spool-record';
 import { join } from 'path';
-import { kafkaControl } from './support/broker';
+import { kafkaControl, kafkaFreeze } from './support/broker';
 import { REPO_ROOT, kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, uniqueTopic, withAdmin } from './support/kafka';
 import { demoSchemas } from './support/payments';
@@ -44,7 +45,8 @@ describe('publisher: records Kafka can never take', () => {
   });
 
   afterAll(() => {
-    kafkaControl('start'); // never leave the broker down for the next suite
+    kafkaFreeze('SIGCONT');
+    kafkaControl('start'); // never leave the broker down (or frozen) for the next suite
   });
 
   describe('publish() refuses them at once', () => {
@@ -133,6 +135,37 @@ describe('publisher: records Kafka can never take', () => {
       expect(publisher.status().spool.records).toBe(0);
     });
 
+    it('refuses header values and message ids Kafka cannot carry at the call, naming them, and sends and spools nothing', async () => {
+      const before = await topicSize(kafka, requested);
+      const refusals = [
+        publisher.publish('payments.requested', payment('acc-h'), { headers: { attempt: 3 } as never }),
+        publisher.publish('payments.requested', payment('acc-h'), { headers: { retried: true } as never }),
+        publisher.publish('payments.requested', payment('acc-h'), { headers: { gone: null } as never }),
+        publisher.publish('payments.requested', payment('acc-h'), { messageId: 123 as never }),
+        publisher.publish('payments.requested', payment('acc-h'), { messageId: '' }),
+        publisher.publishAll([
+          { topic: 'payments.requested', event: payment('acc-h') },
+          { topic: 'payments.requested', event: payment('acc-h'), headers: { attempt: 3 } as never },
+        ]),
+      ];
+      const errors = await Promise.all(refusals.map((attempt) => attempt.then(() => undefined, (err: unknown) => err)));
+      expect(errors.map((e) => (e as Error)?.name)).toEqual(Array(6).fill('InvalidPublishOptionsError'));
+      expect(errors.map((e) => (e as InvalidPublishOptionsError).field)).toEqual(['headers', 'headers', 'headers', 'messageId', 'messageId', 'headers']);
+      expect((errors[0] as Error).message).toMatch(/^publish to topic "payments\.requested" refused, nothing was sent or spooled: header "attempt" has a number \(3\)/);
+      expect((errors[3] as Error).message).toMatch(/messageId must be a string, got a number \(123\)/);
+      expect(publisher.status()).toMatchObject({ spool: { records: 0 }, spooled: 0, quarantined: 0 });
+      expect(await topicSize(kafka, requested)).toBe(before);
+
+      // Bytes are taken, and reach Kafka byte for byte; an undefined header is left out.
+      const bytes = Buffer.from([0x00, 0xff, 0xfe, 0x41]);
+      const sent = await publisher.publish('payments.requested', payment('acc-h'), { headers: { raw: bytes, view: new Uint8Array([7, 8]), none: undefined } });
+      expect(sent.status).toBe('sent');
+      const [record] = (await readTopic(kafka, requested, { until: (r) => r.some((x) => x.headers['message-id'] === sent.messageId) })).filter((r) => r.headers['message-id'] === sent.messageId);
+      expect(record.rawHeaders.raw).toEqual(bytes);
+      expect(record.rawHeaders.view).toEqual(Buffer.from([7, 8]));
+      expect(record.rawHeaders).not.toHaveProperty('none');
+    });
+
     it('refuses an event for a topic that does not exist, saying to create it, and spools nothing', async () => {
       const attempt = publisher.publish('users.signed-up', { userId: 7, userEmail: 'u7@example.com', timestamp: new Date().toISOString() });
       await expect(attempt).rejects.toBeInstanceOf(UndeliverableEventError);
@@ -150,16 +183,16 @@ describe('publisher: records Kafka can never take', () => {
     const { baseUrl } = await startProducerApp(processes, { topicPrefix: prefix, spoolDir: newSpoolDirectory(), label: 'undeliverable-http' });
 
     const tooLarge = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId: `acc-${'z'.repeat(6000)}`, amountCents: 5 }, { 'Idempotency-Key': 'big-1' });
-    expect(tooLarge).toMatchObject({ status: 413, body: { reason: 'too-large', messageId: 'big-1', limitBytes: 10000 } });
+    expect(tooLarge).toMatchObject({ status: 413, body: { reason: 'too-large', messageId: expect.stringMatching(/^idem-/), limitBytes: 10000 } });
     expect(tooLarge.body.recordBytes).toBeGreaterThan(12000);
     expect(tooLarge.body.message).toMatch(/over the limit of 10000 bytes/);
 
     const missing = await postJson(`${baseUrl}/users/signups`, { userId: 1, userEmail: 'u1@example.com' }, { 'Idempotency-Key': 'user-1' });
-    expect(missing).toMatchObject({ status: 422, body: { reason: 'unknown-topic', messageId: 'user-1' } });
+    expect(missing).toMatchObject({ status: 422, body: { reason: 'unknown-topic', messageId: expect.stringMatching(/^idem-/) } });
     expect(missing.body.message).toContain(`Topic "${prefix}users.signed-up" does not exist`);
 
     const fits = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId: 'acc-1', amountCents: 5 }, { 'Idempotency-Key': 'fits-1' });
-    expect(fits).toMatchObject({ status: 202, body: { messageId: 'fits-1', status: 'sent' } });
+    expect(fits).toMatchObject({ status: 202, body: { messageId: expect.stringMatching(/^idem-/), status: 'sent' } });
     expect(await topicSize(kafka, requested)).toBe(1);
     const health = await getJson(`${baseUrl}/health`);
     expect(health.body.details.publisher).toMatchObject({ status: 'up', spool: { records: 0 }, spooled: 0, quarantined: 0 });
@@ -248,6 +281,132 @@ describe('publisher: records Kafka can never take', () => {
     expect(readdirSync(spoolDir).filter((f) => f.startsWith('quarantine-'))).toEqual([REFUSED_QUARANTINE]);
   });
 
+  it('sets aside a spooled record no version can send (a number header an older version spooled), keeps bytes exact through the spool, and the line moves', async () => {
+    const prefix = `${uniqueTopic('unsendable')}.`;
+    const requested = `${prefix}payments.requested`;
+    await createTopics(kafka, [requested], 1);
+    const schema = demoSchemas().current('com.example.PaymentRequested');
+    const spoolDir = newSpoolDirectory();
+    // As a version before 0.5 left its spool: a Buffer header value spooled as JSON, and a number header value
+    // (both accepted at the call then). The number one can never be sent.
+    const spooled = (key: string, headers: Record<string, unknown>): SpooledRecord => {
+      const messageId = randomUUID();
+      return {
+        topic: requested,
+        key: Buffer.from(key).toString('base64'),
+        value: encodeSingleObject(schema, payment(key)).toString('base64'),
+        headers: { ...headers, 'message-id': messageId, 'event-type': schema.name } as SpooledRecord['headers'],
+        messageId,
+        spooledAt: Date.now(),
+      };
+    };
+    const legacyBytes = spooled('acc-a', JSON.parse(JSON.stringify({ trace: Buffer.from([0, 255, 1]) })));
+    const unsendable = spooled('acc-a', { attempt: 3 });
+    const spool = new Spool({ directory: spoolDir, maxBytes: 64 * 1024 * 1024, segmentBytes: 1024 * 1024 });
+    await spool.append(legacyBytes);
+    await spool.append(unsendable);
+    await spool.close();
+
+    // This version, while Kafka cannot be reached: byte header values are spooled, behind the older records.
+    const bytes = Buffer.from([0xff, 0x00, 0xfe]);
+    const offline = await Test.createTestingModule({
+      imports: [
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'unsendable-offline', brokers: ['127.0.0.1:1'], retry: { retries: 0 }, connectionTimeout: 500 },
+          transactionalIdPrefix: 'unsendable-offline',
+          schemas: { directory: join(REPO_ROOT, 'schemas') },
+          topicPrefix: prefix,
+          topics: { 'payments.requested': { schema: 'com.example.PaymentRequested', key: (e: { accountId: string }) => e.accountId } },
+          publisher: { spool: { directory: spoolDir }, sendTimeoutMs: 1000 },
+        }),
+      ],
+    }).compile();
+    await offline.init();
+    let after: Acknowledged[];
+    try {
+      const publisher = offline.get(EventPublisher);
+      const a = await publisher.publish('payments.requested', payment('acc-a'), { headers: { bin: bytes } });
+      const b = await publisher.publish('payments.requested', payment('acc-b'), { headers: { bin: bytes } });
+      expect([a.status, b.status]).toEqual(['spooled', 'spooled']);
+      after = [{ messageId: a.messageId, key: 'acc-a' }, { messageId: b.messageId, key: 'acc-b' }];
+    } finally {
+      await offline.close();
+    }
+
+    const { app, baseUrl } = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'unsendable' });
+    const health = await waitForEmptySpool(baseUrl);
+    expect(health).toMatchObject({ status: 'up', quarantined: 1, drained: 3 });
+    expect(health.lastQuarantineReason).toMatch(/^UNSENDABLE_RECORD: .*header "attempt" has a number \(3\)/);
+    expect(app.logs()).toContain(`quarantined spooled record ${unsendable.messageId} of topic ${requested}: it can never be sent`);
+    // Every other record in its key's order, the set-aside one's key included; header bytes as given.
+    await expectDeliveredInOrder(kafka, requested, [{ messageId: legacyBytes.messageId, key: 'acc-a' }, ...after]);
+    const records = await readTopic(kafka, requested, { until: (r) => r.length >= 3 });
+    expect(records.find((r) => r.headers['message-id'] === legacyBytes.messageId)?.rawHeaders.trace).toEqual(Buffer.from([0, 255, 1]));
+    for (const { messageId } of after) expect(records.find((r) => r.headers['message-id'] === messageId)?.rawHeaders.bin).toEqual(bytes);
+    expect(records.some((r) => r.headers['message-id'] === unsendable.messageId)).toBe(false);
+
+    // Visible in metrics and in kafka-eo, with its reason.
+    const metrics = await fetch(`${baseUrl}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/^kafka_eo_spool_quarantined_records\{client="[^"]+"\} 1$/m);
+    const out: string[] = [];
+    const code = await runKafkaEo(['spool', 'show', spoolDir, '--json'], process.env, { out: (t) => out.push(t), err: (t) => out.push(t) });
+    expect(code).toBe(0);
+    const shown = JSON.parse(out.join('\n'));
+    expect(shown).toMatchObject({ waiting: { records: 0 }, quarantined: [{ messageId: unsendable.messageId, topic: requested, key: 'acc-a', reason: expect.stringMatching(/header "attempt"/) }] });
+  });
+
+  it('rejects a publish the spool cannot take after its live send went out unanswered with its message id and outcome unknown; a retry with that id is one event', async () => {
+    const prefix = `${uniqueTopic('spool-full')}.`;
+    const requested = `${prefix}payments.requested`;
+    await createTopics(kafka, [requested], 1);
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'spool-full-test', brokers: kafkaBrokers() },
+          transactionalIdPrefix: 'spool-full-test',
+          schemas: { directory: join(REPO_ROOT, 'schemas') },
+          topicPrefix: prefix,
+          topics: { 'payments.requested': { schema: 'com.example.PaymentRequested', key: (e: { accountId: string }) => e.accountId } },
+          // Room in the spool for one of these records, not two; a breaker that stays closed meanwhile.
+          publisher: { spool: { directory: newSpoolDirectory(), maxBytes: 1500 }, sendTimeoutMs: 1500, breaker: { consecutiveFailures: 10 } },
+        }),
+      ],
+    }).compile();
+    await moduleRef.init();
+    const publisher = moduleRef.get(EventPublisher);
+    try {
+      expect((await publisher.publish('payments.requested', payment('acc-0'))).status).toBe('sent');
+      const first = payment('acc-1', { requestedAt: 'f'.repeat(500) });
+      const second = payment('acc-2', { requestedAt: 's'.repeat(500) });
+      let outcomes: unknown[];
+      kafkaFreeze('SIGSTOP');
+      try {
+        // Published together, they go out in one request on the connected producer, which the frozen broker never
+        // answers: both may be written. The first fills the spool, the second cannot be spooled.
+        outcomes = await Promise.all([
+          publisher.publish('payments.requested', first),
+          publisher.publish('payments.requested', second, { messageId: 'retry-me' }).then(() => undefined, (err: unknown) => err),
+        ]);
+      } finally {
+        kafkaFreeze('SIGCONT');
+      }
+      expect(outcomes[0]).toMatchObject({ status: 'spooled' });
+      const failure = outcomes[1];
+      expect(failure).toBeInstanceOf(SpoolFullError);
+      expect(failure).toBeInstanceOf(PublishError);
+      expect(failure).toMatchObject({ messageId: 'retry-me', messageIds: ['retry-me'], outcome: 'unknown', retriable: true });
+      expect((failure as Error).message).toMatch(/event retry-me was not spooled, and its send to Kafka failed without an answer, so it may be in Kafka already\. Retry later with the same messageId \(retry-me\)/);
+      // The caller retries with the id it was given: whether or not the first send landed, consumers see one event.
+      await publisher.flush(60000);
+      expect((await publisher.publish('payments.requested', second, { messageId: 'retry-me' })).status).toBe('sent');
+      const records = await readTopic(kafka, requested, { until: (r) => r.filter((x) => x.headers['message-id'] === 'retry-me').length >= 1 });
+      expect(new Set(records.filter((r) => r.key === 'acc-2').map((r) => r.headers['message-id']))).toEqual(new Set(['retry-me']));
+    } finally {
+      kafkaFreeze('SIGCONT');
+      await moduleRef.close();
+    }
+  });
+
   it('spools an over-limit event while Kafka is down and its topic was never looked up; back online, the drainer quarantines it and delivers the rest in order', async () => {
     const prefix = `${uniqueTopic('undeliverable-offline')}.`;
     const requested = `${prefix}payments.requested`;
@@ -255,10 +414,9 @@ describe('publisher: records Kafka can never take', () => {
     const spoolDir = newSpoolDirectory();
     const acknowledged: Acknowledged[] = [];
     const post = async (accountId: string, extra: Record<string, unknown> = {}) => {
-      const messageId = randomUUID();
-      const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 5, ...extra }, { 'Idempotency-Key': messageId });
-      expect(res).toMatchObject({ status: 202, body: { messageId, status: 'spooled' } });
-      return messageId;
+      const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 5, ...extra }, { 'Idempotency-Key': randomUUID() });
+      expect(res).toMatchObject({ status: 202, body: { messageId: expect.stringMatching(/^idem-/), status: 'spooled' } });
+      return res.body.messageId as string;
     };
     let baseUrl = '';
     let app: Awaited<ReturnType<typeof startProducerApp>>['app'];

@@ -11,6 +11,7 @@ export * from './health';
 export * from './metrics';
 export { EventPublisher } from './publishing/event-publisher';
 export type { PublishOptions, PublishResult, PublishAllItem, PublisherStatus } from './publishing/publish.interfaces';
+export type { EventHeaders, EventHeaderValue } from './publishing/event-headers';
 export { Outbox, type OutboxAddOptions, type OutboxAddResult } from './outbox/outbox';
 export type { OutboxRelayStatus } from './outbox/outbox-relay';
 export type {

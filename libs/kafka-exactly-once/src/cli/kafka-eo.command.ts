@@ -7,6 +7,7 @@ import { OperatorRequestError } from '../errors/operator-request.error';
 import { fixKafkaJs } from '../kafkajs.fixes';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { OUTBOX_USAGE, runOutboxCommand } from './outbox.command';
+import { inspectSpool } from '../spool/spool-inspection';
 
 /** Exit codes scripts can rely on. */
 export const EXIT = {
@@ -36,6 +37,8 @@ Usage:
   kafka-eo outputs divert --replay <seq> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo retries list [--topic T] [--limit N]
   kafka-eo operations show <id>
+  kafka-eo spool show <directory>     the publisher's spool: records waiting for Kafka, and those set aside
+                                      (quarantined) with the reason each can never be sent; reads, never changes
 ${OUTBOX_USAGE}
 
 Options:
@@ -158,6 +161,32 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   };
   const limit = text('limit') === undefined ? undefined : /^[0-9]{1,4}$/.test(text('limit')!) ? Number(text('limit')) : NaN;
   const timeoutMs = text('timeout-ms') === undefined ? 60000 : Number(text('timeout-ms'));
+
+  if (noun === 'spool') {
+    try {
+      if (verb !== 'show' || args.length !== 1) throw new OperatorRequestError('invalid', 'spool show takes <directory> (the publisher.spool.directory of the application)');
+      const spool = inspectSpool(args[0]);
+      print(spool, () =>
+        [
+          `spool            ${spool.directory}`,
+          `waiting          ${spool.waiting.records} records (${spool.waiting.bytes} bytes)`,
+          `quarantined      ${spool.quarantined.length} records (set aside: they will not be sent without an operator)`,
+          ...(spool.quarantined.length > 0 ? ['', 'quarantined records:', table(spool.quarantined as never, ['at', 'messageId', 'topic', 'key', 'reason'])] : []),
+          ...(spool.waiting.oldest.length > 0 ? ['', `oldest waiting records (${spool.waiting.oldest.length} of ${spool.waiting.records}):`, table(spool.waiting.oldest as never, ['spooledAt', 'messageId', 'topic', 'key'])] : []),
+          ...(spool.corruptTails.length > 0 ? ['', 'corrupt tails moved aside at a start:', table(spool.corruptTails as never, ['file', 'bytes'])] : []),
+          ...(spool.tornSegments.length > 0 ? ['', 'torn segment tails (moved aside at the next start):', table(spool.tornSegments as never, ['file', 'atByte', 'reason'])] : []),
+        ].join('\n'),
+      );
+      return EXIT.ok;
+    } catch (err) {
+      if (err instanceof OperatorRequestError) {
+        io.err(`kafka-eo: ${err.message}\n\n${USAGE}`);
+        return EXIT.usage;
+      }
+      io.err(`kafka-eo: ${(err as Error).message}`);
+      return /^no spool directory|is not a publisher spool/.test((err as Error).message) ? EXIT.notFound : EXIT.failed;
+    }
+  }
 
   const pool = new Pool({ connectionString: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', max: noun === 'outbox' ? 4 : 2 });
   try {

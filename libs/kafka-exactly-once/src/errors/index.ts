@@ -10,6 +10,7 @@ export * from './missing-key.error';
 export * from './undeclared-topic.error';
 export * from './spool-full.error';
 export * from './publish.error';
+export * from './invalid-publish-options.error';
 export * from './output-too-large.error';
 export * from './undeliverable-event.error';
 export * from './operator-request.error';

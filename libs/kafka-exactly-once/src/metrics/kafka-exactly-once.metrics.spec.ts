@@ -53,11 +53,11 @@ describe('KafkaExactlyOnceMetrics', () => {
     let lag = 7;
     one.attach({
       partitions: () => [{ topic: 't', partition: 0, lag, lastCommitAt: new Date(Date.now() - 2000).toISOString(), waitingMs: 1500 }],
-      publisher: () => ({ breaker: 'closed', spool: { records: 0, bytes: 0, oldestAgeMs: 0 } }),
+      publisher: () => ({ breaker: 'closed', spool: { records: 0, bytes: 0, oldestAgeMs: 0 }, quarantined: 0 }),
     });
     two.attach({
       partitions: () => [{ topic: 't', partition: 1, lag: 3, lastCommitAt: null, waitingMs: null }],
-      publisher: () => ({ breaker: 'open', spool: { records: 4, bytes: 100, oldestAgeMs: 10 } }),
+      publisher: () => ({ breaker: 'open', spool: { records: 4, bytes: 100, oldestAgeMs: 10 }, quarantined: 2 }),
     });
     expect(await value(registry, 'kafka_eo_partition_lag', { group: 'g1', partition: '0' })).toBe(7);
     expect(await value(registry, 'kafka_eo_partition_lag', { group: 'g2', partition: '1' })).toBe(3);
@@ -70,6 +70,7 @@ describe('KafkaExactlyOnceMetrics', () => {
     expect(await value(registry, 'kafka_eo_spool_backlog_records', { client: 'app-1' })).toBe(0);
     expect(await value(registry, 'kafka_eo_spool_backlog_records', { client: 'app-2' })).toBe(4);
     expect(await value(registry, 'kafka_eo_breaker_state', { client: 'app-2' })).toBe(2);
+    expect(await value(registry, 'kafka_eo_spool_quarantined_records', { client: 'app-2' })).toBe(2);
     lag = 0;
     expect(await value(registry, 'kafka_eo_partition_lag', { group: 'g1' })).toBe(0);
     two.detach();

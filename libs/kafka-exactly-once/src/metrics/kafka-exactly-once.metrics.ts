@@ -22,7 +22,7 @@ export interface MetricsSources {
   partitions?: () => Array<{ topic: string; partition: number; lag: number | null; lastCommitAt: string | null; waitingMs: number | null }>;
   /** The retry tiers of the consumer's handlers. */
   retryTiers?: () => Array<{ retriesOf: string; tier: number; waiting: number; nextDueAt: string | null }>;
-  publisher?: () => { breaker: string; spool: { records: number; bytes: number; oldestAgeMs: number } };
+  publisher?: () => { breaker: string; spool: { records: number; bytes: number; oldestAgeMs: number }; quarantined: number };
   /** The outbox as the relay last counted it (undefined until it did). */
   outbox?: () => { waiting: number; oldestAgeMs: number } | undefined;
 }
@@ -157,6 +157,10 @@ export class KafkaExactlyOnceMetrics {
       backlog: gauge('kafka_eo_spool_backlog_records', 'Events waiting in the publisher spool for Kafka', ['client'], (metric, { sources, client }) => {
         const status = sources.publisher?.();
         if (status) metric.set({ client }, status.spool.records);
+      }),
+      quarantined: gauge('kafka_eo_spool_quarantined_records', "Spooled events set aside because they can never be sent (refused for good, or unsendable), in the spool's quarantine file", ['client'], (metric, { sources, client }) => {
+        const status = sources.publisher?.();
+        if (status) metric.set({ client }, status.quarantined);
       }),
       breaker: gauge('kafka_eo_breaker_state', "The publisher's circuit breaker: 0 closed, 1 half-open, 2 open, 3 isolated", ['client'], (metric, { sources, client }) => {
         const status = sources.publisher?.();

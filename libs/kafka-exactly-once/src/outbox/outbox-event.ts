@@ -1,6 +1,7 @@
 import { createHash } from 'crypto';
 import type { Message } from 'kafkajs';
 import { OUTBOX_CHANNEL, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import { type DurableHeaders, fromDurableHeaders } from '../publishing/event-headers';
 
 /** One row of the outbox table as the relay reads it. */
 export interface OutboxRow {
@@ -23,12 +24,14 @@ export function outboxMessage(row: OutboxRow): Message {
   return { key: row.aggregateid, value: row.payload, headers: decodeHeaders(row.headers) };
 }
 
-export function encodeHeaders(headers: Record<string, string>): Buffer {
+/** A row's headers column: JSON of the headers in their durable form (bytes as `{ base64 }`, see event-headers.ts). */
+export function encodeHeaders(headers: DurableHeaders): Buffer {
   return Buffer.from(JSON.stringify(headers), 'utf8');
 }
 
-export function decodeHeaders(bytes: Buffer): Record<string, string> {
-  return JSON.parse(bytes.toString('utf8')) as Record<string, string>;
+/** A row's headers to send: text as text, bytes as bytes; throws UnsendableHeadersError for a value of no known form. */
+export function decodeHeaders(bytes: Buffer): Record<string, string | Buffer> {
+  return fromDurableHeaders(JSON.parse(bytes.toString('utf8')));
 }
 
 /**

@@ -1,7 +1,8 @@
 import type { SqlClient } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
-import { decodeHeaders, keyLockId, lockedPosition } from './outbox-event';
+import type { DurableHeaders } from '../publishing/event-headers';
+import { keyLockId, lockedPosition } from './outbox-event';
 
 /** An event the relay set aside, as operators see it. */
 export interface SetAsideEvent {
@@ -11,7 +12,8 @@ export interface SetAsideEvent {
   key: string;
   eventType: string;
   valueBytes: number;
-  headers: Record<string, string>;
+  /** Text values as text, byte values as `{ base64 }`. */
+  headers: DurableHeaders;
   writtenAt: string;
   setAsideAt: string;
   reason: string;
@@ -116,7 +118,7 @@ function toEvent(row: any): SetAsideEvent {
     key: Buffer.from(row.aggregateid).toString('utf8'),
     eventType: row.type,
     valueBytes: Buffer.from(row.payload).length,
-    headers: decodeHeaders(Buffer.from(row.headers)),
+    headers: JSON.parse(Buffer.from(row.headers).toString('utf8')) as DurableHeaders,
     writtenAt: new Date(row.created_at).toISOString(),
     setAsideAt: new Date(row.set_aside_at).toISOString(),
     reason: row.reason,

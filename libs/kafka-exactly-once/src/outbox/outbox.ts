@@ -8,6 +8,7 @@ import { HEADERS, KAFKA_CLIENT, OUTBOX_TABLE, RESOLVED_OPTIONS } from '../kafka-
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { ResolvedOptions } from '../options/resolved-options';
+import { type EventHeaders, headersProblem, messageIdProblem, toDurableHeaders } from '../publishing/event-headers';
 import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from '../publishing/record-size';
 import { TopicInspector } from '../publishing/topic-inspector';
 import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
@@ -18,8 +19,12 @@ import { OutboxRelay, type OutboxRelayStatus, type PgPool } from './outbox-relay
 export interface OutboxAddOptions {
   /** Record key; required unless the topic declares a key function (module option `topics`). */
   key?: string;
-  headers?: Record<string, string>;
-  /** The event's message id (e.g. an HTTP Idempotency-Key); a UUIDv7 when omitted. */
+  /** Headers of the record, as `EventPublisher.publish` takes them: strings (UTF-8) or bytes (Buffer, Uint8Array). */
+  headers?: EventHeaders;
+  /**
+   * The event's message id, which consumers deduplicate by; a UUIDv7 when omitted. One taken from a client (an
+   * HTTP `Idempotency-Key`) must be scoped to that client: see docs/outbox.md.
+   */
   messageId?: string;
 }
 
@@ -100,16 +105,12 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     if (!this.options.outbox) throw new OutboxWriteError('not-enabled', 'the outbox is not enabled: add the "outbox" option ({} for the defaults) to KafkaExactlyOnceModule.forRoot');
     const runner = this.transactionOf(manager);
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing written
+    const idProblem = messageIdProblem(options.messageId);
+    if (idProblem) throw new OutboxWriteError('invalid-message-id', idProblem, topic);
+    const headerProblem = headersProblem(options.headers);
+    if (headerProblem) throw new OutboxWriteError('invalid-headers', headerProblem, topic);
     const messageId = options.messageId ?? uuidv7();
-    // Well-formed (no lone surrogate): its UTF-8 bytes, the header consumers read, must be the id the caller got.
-    if (typeof messageId !== 'string' || messageId === '' || messageId.includes('\u0000') || !(messageId as string & { isWellFormed(): boolean }).isWellFormed()) {
-      throw new OutboxWriteError('invalid-message-id', `messageId must be a non-empty, well-formed string without U+0000 (PostgreSQL text cannot hold it; a lone surrogate would not reach consumers as given), got ${JSON.stringify(messageId)?.slice(0, 100)}`, topic);
-    }
-    const given = options.headers ?? {};
-    if (given === null || typeof given !== 'object' || Object.entries(given).some(([name, value]) => name === '' || typeof value !== 'string')) {
-      throw new OutboxWriteError('invalid-headers', 'headers must be an object of non-empty names to string values', topic);
-    }
-    const headers = { ...given, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType };
+    const headers = toDurableHeaders({ ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType });
     const key = Buffer.from(encoded.key, 'utf8');
     const bytes = estimateRecordBytes({ key: key.toString('base64'), value: encoded.value.toString('base64'), headers });
     const limit = this.sizeLimit(encoded.topic);

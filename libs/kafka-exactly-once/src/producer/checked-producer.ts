@@ -4,6 +4,7 @@ import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { sleep } from '../engine/sleep';
 import { createCluster, createEosManager, EosManager, KafkaJsCluster, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
 import { Placement, ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
+import { UNENCODABLE_RECORD, unencodablePart } from './produce-encoding';
 
 export interface CheckedProducerOptions {
   /** A transactional producer's id; without it the producer is idempotent. */
@@ -121,6 +122,10 @@ export class CheckedProducer {
     for (const { topic, messages } of topicMessages) {
       if (!topic) throw notSent('a send names no topic');
       if (messages.some((m) => m.value === undefined)) throw notSent(`a record for ${topic} has no value (null is a tombstone; undefined is not allowed)`);
+      for (const message of messages) {
+        const part = unencodablePart(message);
+        if (part) throw unencodable(`a record for ${topic} cannot be encoded: ${part} (a key, value or header value must be a Buffer, a string or null)`);
+      }
     }
     const call = new ProduceCall(
       {
@@ -283,6 +288,12 @@ export function partitionOf(_topic: string, partitions: PartitionMetadata[], mes
   if (message.partition !== undefined && message.partition !== null) return message.partition;
   const bytes = message.key ?? message.value ?? '';
   return (murmur2(bytes as Buffer | string) & 0x7fffffff) % partitions.length;
+}
+
+/** A record refused before any request carried it: not written, and refused for good (UNENCODABLE_RECORD). */
+function unencodable(why: string): ProduceIncompleteError {
+  const cause = Object.assign(new TypeError(why), { type: UNENCODABLE_RECORD, retriable: false });
+  return new ProduceIncompleteError(`send not started: ${why}`, { outcome: 'not-written', written: [], cause });
 }
 
 function notSent(why: string): ProduceIncompleteError {

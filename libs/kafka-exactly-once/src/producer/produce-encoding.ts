@@ -69,6 +69,39 @@ function bytesOf(value: unknown, what: string): Bytes {
   throw new TypeError(`a record's ${what} must be a Buffer, a string or null, not ${typeof value}`);
 }
 
+/**
+ * Not a Kafka error type: the library's own refusal of a record it cannot encode (a key, value or header value
+ * that is neither bytes, text nor null), before any request carries it. Nothing was written.
+ */
+export const UNENCODABLE_RECORD = 'UNENCODABLE_RECORD';
+
+/**
+ * What of a record the Produce encoding cannot write (a key, value or header value that is neither bytes, text nor
+ * null), named, or undefined when it can write all of it. Checked before a send starts, so that such a record is
+ * refused with nothing written rather than failing inside a request.
+ */
+export function unencodablePart(message: { key?: unknown; value?: unknown; headers?: unknown }): string | undefined {
+  if (!isBytes(message.key)) return `its key is ${typeOf(message.key)}`;
+  if (!isBytes(message.value)) return `its value is ${typeOf(message.value)}`;
+  const headers = message.headers;
+  if (headers === undefined || headers === null) return undefined;
+  if (typeof headers !== 'object') return `its headers are ${typeOf(headers)}`;
+  for (const name of Object.keys(headers)) {
+    const value = (headers as Record<string, unknown>)[name];
+    const values = Array.isArray(value) ? value : [value];
+    for (const one of values) if (one !== undefined && !isBytes(one)) return `header "${name.slice(0, 100)}" is ${typeOf(one)}`;
+  }
+  return undefined;
+}
+
+function isBytes(value: unknown): boolean {
+  return value === null || value === undefined || typeof value === 'string' || value instanceof Uint8Array;
+}
+
+function typeOf(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+}
+
 /** Header names repeat from record to record: their bytes are kept (a bounded number of them). */
 const NAMES = new Map<string, Buffer>();
 const MAX_NAMES = 1024;

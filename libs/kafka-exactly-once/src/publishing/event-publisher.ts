@@ -3,7 +3,9 @@ import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker,
 import type { Kafka, Message } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { uuidv7 } from '../engine/message-ids';
+import { InvalidPublishOptionsError } from '../errors/invalid-publish-options.error';
 import { PublishError } from '../errors/publish.error';
+import { SpoolFullError } from '../errors/spool-full.error';
 import { UndeliverableEventError } from '../errors/undeliverable-event.error';
 import { HEADERS, KAFKA_CLIENT, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -16,7 +18,8 @@ import { withDeadline } from '../engine/deadline';
 import { drainBatchSize } from './drain-batch';
 import type { PublishAllItem, PublishOptions, PublishResult, PublisherStatus } from './publish.interfaces';
 import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from './record-size';
-import { describeRefusal, refusedForGood } from './send-refusal';
+import { describeRefusal, refusedForGood, UNENCODABLE_RECORD } from './send-refusal';
+import { type EventHeaders, fromDurableHeaders, headersProblem, messageIdProblem, toDurableHeaders } from './event-headers';
 import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from '../errors/kafka-authentication.error';
@@ -182,7 +185,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     // The record carries the send span's traceparent (OpenTelemetry), unless the caller set headers of its own.
     const span = this.tracing.send(`${this.options.topicPrefix}${topic}`);
     try {
-      const record = this.prepare(topic, event, { ...options, headers: { ...span.headers, ...options.headers } });
+      const record = this.prepare(topic, event, options, span.headers);
       // Checked inside the key's chain, so that publishes of a key keep their call order whatever a look-up costs.
       const result = await this.inKeyOrder([record], async () => {
         const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
@@ -242,7 +245,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const span = this.tracing.send([...new Set(items.map((item) => `${this.options.topicPrefix}${item.topic}`))].join(','), items.length);
     let records: SpooledRecord[];
     try {
-      records = items.map((item) => this.prepare(item.topic, item.event, { ...item, headers: { ...span.headers, ...item.headers } }));
+      records = items.map((item) => this.prepare(item.topic, item.event, item, span.headers));
     } catch (err) {
       span.end(err);
       throw err;
@@ -326,14 +329,23 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     }
   }
 
-  private prepare(topic: string, event: unknown, options: PublishOptions): SpooledRecord {
+  /**
+   * The record of an event, checked: what Kafka cannot take (an invalid event, a header value that is neither text
+   * nor bytes, a message id that is not a usable string) throws here, before anything is sent or spooled.
+   */
+  private prepare(topic: string, event: unknown, options: PublishOptions, traceHeaders: Record<string, string>): SpooledRecord {
+    const headerProblem = headersProblem(options.headers);
+    if (headerProblem) throw new InvalidPublishOptionsError('headers', topic, headerProblem);
+    const idProblem = messageIdProblem(options.messageId);
+    if (idProblem) throw new InvalidPublishOptionsError('messageId', topic, idProblem);
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing sent or spooled
     const messageId = options.messageId ?? uuidv7();
+    const headers: EventHeaders = { ...traceHeaders, ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType };
     return {
       topic: encoded.topic,
       key: Buffer.from(encoded.key).toString('base64'),
       value: encoded.value.toString('base64'),
-      headers: { ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType },
+      headers: toDurableHeaders(headers),
       messageId,
       spooledAt: 0,
     };
@@ -410,7 +422,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       // Failed, past its deadline, or the breaker is open. A send past its deadline may still land later (its
       // round of requests runs to the end): that copy is a duplicate the consumers absorb by message id.
       this.logger.debug(`send to ${record.topic} failed (${(err as Error).message}); spooling ${record.messageId}`);
-      return this.toSpool(record);
+      const notWritten = !sent || (err instanceof ProduceIncompleteError && err.outcome === 'not-written');
+      return this.toSpool(record, notWritten ? 'not-sent' : 'unknown');
     }
   }
 
@@ -467,7 +480,8 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
       });
       ordered.forEach((pending, i) => pending.resolve(placed(placements[i])));
     } catch (error) {
-      if (sent) this.discard();
+      // A record refused before any request (it cannot be encoded) says nothing of the producer: it is kept.
+      if (sent && refusedForGood(error) !== UNENCODABLE_RECORD) this.discard();
       const written = error instanceof ProduceIncompleteError ? error.written : [];
       const rest = ordered.filter((pending, i) => {
         if (!written[i]) return true;
@@ -485,8 +499,24 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     }
   }
 
-  private async toSpool(record: SpooledRecord): Promise<PublishResult> {
-    await (this.spool as Spool).append({ ...record, spooledAt: Date.now() });
+  /**
+   * Spools a record and answers `spooled` once it is on disk. When the spool cannot take it (full, or its disk
+   * failed), the caller gets a PublishError (SpoolFullError when full) with the message id and what became of
+   * the event: `unknown` when its live send had gone out without an answer (it may be in Kafka: retry with the
+   * same id), `not-sent` otherwise.
+   */
+  private async toSpool(record: SpooledRecord, liveSend: 'not-sent' | 'unknown' = 'not-sent'): Promise<PublishResult> {
+    try {
+      await (this.spool as Spool).append({ ...record, spooledAt: Date.now() });
+    } catch (err) {
+      if (err instanceof SpoolFullError) throw new SpoolFullError(err.directory, err.backlogBytes, err.maxBytes, { messageId: record.messageId, outcome: liveSend });
+      throw new PublishError(
+        `event ${record.messageId} for topic "${record.topic}" could not be spooled (${(err as Error).message})` +
+          (liveSend === 'unknown' ? ' after its send to Kafka failed without an answer: it may be in Kafka already' : ' and was not sent') +
+          `. Retry with the same messageId (${record.messageId}) so that consumers deduplicate.`,
+        { messageIds: [record.messageId], outcome: liveSend, cause: err },
+      );
+    }
     this.counters.spooled++;
     this.metrics.published(record.topic, 'spooled');
     return { messageId: record.messageId, status: 'spooled' };
@@ -512,11 +542,19 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
         }
         // No check of the breaker's state here: an open breaker only turns half-open when a call is attempted
         // after halfOpenAfter, and while it is open execute() fails at once without touching Kafka.
-        const waiting = await spool.peek(maxRecords);
-        if (waiting.length === 0) {
+        const peeked = await spool.peek(maxRecords);
+        if (peeked.length === 0) {
           await sleep(20);
           continue;
         }
+        // A record no version of the publisher could send (an earlier one spooled it unchecked) is set aside at
+        // once with its reason, never sent nor retried; one further back ends the request before it.
+        const broken = peeked.findIndex((r) => unsendable(r) !== undefined);
+        if (broken === 0) {
+          this.quarantineOldest(`UNSENDABLE_RECORD: ${unsendable(peeked[0])}`);
+          continue;
+        }
+        const waiting = broken > 0 ? peeked.slice(0, broken) : peeked;
         // What the cluster said about the waiting records' topics (looked up when missing or old, unless the
         // breaker is open): a request never carries more of a topic's records than the topic takes in one batch.
         // Sizes are left to the broker: only its refusal sets a record aside (halving below), never a guess.
@@ -567,7 +605,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
           maxRecords = DRAIN_MAX_RECORDS;
           if (spool.isEmpty) this.logger.log(`spool drained: ${this.counters.drained} records delivered to Kafka so far`);
         } catch (err) {
-          if (sent) {
+          if (sent && refusedForGood(err) !== UNENCODABLE_RECORD) {
             this.discard();
             // A topic deleted since it was looked up shows only as retries and timeouts: look again.
             for (const topic of new Set(batch.map((r) => r.topic))) topics.markStale(topic);
@@ -605,7 +643,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const spool = this.spool as Spool;
     const record = spool.quarantineOldest(reason);
     this.logger.warn(
-      `quarantined spooled record ${record.messageId} of topic ${record.topic}: Kafka refuses it for good (${reason}); ` +
+      `quarantined spooled record ${record.messageId} of topic ${record.topic}: it can never be sent (${reason}); ` +
         `kept in ${spool.quarantine().file}, the records behind it move on`,
     );
   }
@@ -689,12 +727,30 @@ function keyString(record: SpooledRecord): string {
   return record.key === null ? '' : Buffer.from(record.key, 'base64').toString('utf8');
 }
 
+/** The record to send; throws UnsendableHeadersError for headers no version could send (see unsendable). */
 function toMessage(record: SpooledRecord): Message {
   return {
     key: record.key === null ? null : Buffer.from(record.key, 'base64'),
     value: Buffer.from(record.value, 'base64'),
-    headers: record.headers,
+    headers: fromDurableHeaders(record.headers),
   };
+}
+
+/**
+ * Why a spooled record can never be sent, or undefined. The publisher checks every record before it spools it;
+ * this finds the ones an earlier version spooled unchecked (a number as a header value, say), or a file edited
+ * by hand, so that they are set aside instead of blocking their key and the drainer.
+ */
+export function unsendable(record: SpooledRecord): string | undefined {
+  if (typeof record.topic !== 'string' || record.topic === '') return 'it names no topic';
+  if (typeof record.value !== 'string') return 'it has no value';
+  if (record.key !== null && typeof record.key !== 'string') return 'its key is neither null nor bytes';
+  try {
+    fromDurableHeaders(record.headers);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return undefined;
 }
 
 function groupByTopic(records: SpooledRecord[]): Array<{ topic: string; messages: Message[] }> {

@@ -1,8 +1,19 @@
+import type { EventHeaders } from './event-headers';
+
 export interface PublishOptions {
   /** Record key; required unless the topic declares a key function (module option `topics`). */
   key?: string;
-  headers?: Record<string, string>;
-  /** The event's message id (e.g. an HTTP Idempotency-Key); a UUIDv7 when omitted. */
+  /**
+   * Headers of the record: a string value is sent as UTF-8, a Buffer or Uint8Array as is (byte for byte, also
+   * after a spell in the spool); an undefined value leaves the header out. Any other value (a number, a boolean,
+   * null) is refused with InvalidPublishOptionsError: convert it first, e.g. `String(attempt)`.
+   */
+  headers?: EventHeaders;
+  /**
+   * The event's message id, which consumers deduplicate by; a UUIDv7 when omitted. A non-empty string. One taken
+   * from a client (an HTTP `Idempotency-Key`) must be scoped to that client, or two clients' keys collide and the
+   * second event is dropped as a duplicate: see docs/publishing.md.
+   */
   messageId?: string;
 }
 

@@ -1,4 +1,5 @@
 import type { SpooledRecord } from '../spool/spool-record';
+import { durableValueBytes } from './event-headers';
 
 /**
  * Bytes of a Kafka record batch (format v2) around its records: base offset, length, leader epoch, magic, CRC,
@@ -39,10 +40,10 @@ export function estimateRecordBytes(record: Pick<SpooledRecord, 'key' | 'value' 
   body += varintBytes(key) + Math.max(0, key);
   body += varintBytes(value) + value;
   body += varintBytes(headers.length);
-  for (const [name, text] of headers) {
+  for (const [name, value] of headers) {
     const nameBytes = Buffer.byteLength(name, 'utf8');
-    const textBytes = Buffer.byteLength(String(text), 'utf8');
-    body += varintBytes(nameBytes) + nameBytes + varintBytes(textBytes) + textBytes;
+    const valueBytes = durableValueBytes(value);
+    body += varintBytes(nameBytes) + nameBytes + varintBytes(valueBytes) + valueBytes;
   }
   return RECORD_BATCH_OVERHEAD + varintBytes(body) + body;
 }

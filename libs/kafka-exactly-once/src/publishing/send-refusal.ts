@@ -1,3 +1,7 @@
+import { UNENCODABLE_RECORD } from '../producer/produce-encoding';
+
+export { UNENCODABLE_RECORD };
+
 /**
  * Kafka error types with which a broker refuses records for good: sending the same record again, to any
  * broker, after any wait, gets the same answer. UNKNOWN_TOPIC_OR_PARTITION is not among them: KafkaJS and the
@@ -8,6 +12,7 @@
  * configuration an operator fixes, not records to set aside.
  */
 export const REFUSED_FOR_GOOD = new Set([
+  UNENCODABLE_RECORD,
   'MESSAGE_TOO_LARGE',
   'RECORD_LIST_TOO_LARGE',
   'INVALID_RECORD',

@@ -1,3 +1,4 @@
+import type { DurableHeaders } from '../publishing/event-headers';
 import { crc32c } from './crc32c';
 
 /** A record waiting in the spool for Kafka, as it will be sent. */
@@ -7,7 +8,8 @@ export interface SpooledRecord {
   key: string | null;
   /** base64 */
   value: string;
-  headers: Record<string, string>;
+  /** Text values as themselves, byte values as `{ base64 }` (see event-headers.ts). */
+  headers: DurableHeaders;
   messageId: string;
   /** ms since the epoch, when it was spooled */
   spooledAt: number;

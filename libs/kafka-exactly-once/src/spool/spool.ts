@@ -182,7 +182,7 @@ export class Spool {
   append(record: SpooledRecord): Promise<void> {
     const frame = encodeFrame(record);
     if (this.backlogBytes + frame.length > this.options.maxBytes) {
-      return Promise.reject(new SpoolFullError(this.dir, this.backlogBytes, this.options.maxBytes));
+      return Promise.reject(new SpoolFullError(this.dir, this.backlogBytes, this.options.maxBytes, { messageId: record.messageId, outcome: 'not-sent' }));
     }
     // Counted at once, so that a publish of the same key right after queues behind this one.
     const entry: Entry = { record, segment: 0, end: 0, bytes: frame.length };
