@@ -1,3 +1,4 @@
+import { createHash } from 'crypto';
 import { Injectable, Module } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
@@ -301,5 +302,137 @@ describe('library: hostile input never stops the line', () => {
     const refused = dlq.find((r) => r.headers['message-id'] === 'refused');
     expect(refused?.headers).toMatchObject({ [DEAD_LETTER_HEADERS.reason]: 'output-too-large', [DEAD_LETTER_HEADERS.attempts]: '2' });
     await readTopic(kafka, `${prefix}done`, { until: (r) => r.some((x) => x.key === 'after-refused'), timeoutMs: 60000 });
+  });
+});
+
+/**
+ * A record without a message id is known by its coordinates, in a namespace no header can reach: a producer that
+ * writes another record's coordinates as its own `message-id` cannot make that record a duplicate (skipped, its
+ * offset committed: lost). Rows that versions before 0.5 wrote for records without a message id are still
+ * recognized: such a record delivered again after the upgrade is a replay, not handled a second time.
+ */
+describe('library: a message id cannot forge another record\'s identity', () => {
+  let kafka: Kafka;
+  let moduleRef: TestingModule;
+  let databaseUrl: string;
+  const prefix = `${uniqueTopic('forged-id')}.`;
+  const topic = `${prefix}commands`;
+  const other = `${prefix}other-commands`;
+  const group = `${prefix}group`;
+  const dir = schemasDirectory('forged-id', { 'command.avsc': COMMAND, 'done.avsc': DONE });
+  const schemas = SchemaRegistry.fromDirectory(dir);
+  const command = (id: string) => encodeSingleObject(schemas.current('test.hostile.Command'), { id, behaviour: 'ok', size: 0 });
+
+  @Injectable()
+  class ForgedIdHandlers {
+    readonly calls: string[] = [];
+
+    @IdempotentHandler({ topic: 'commands', schema: 'test.hostile.Command' })
+    async onCommand(event: { id: string }, ctx: EventContext): Promise<void> {
+      this.calls.push(event.id);
+      await ctx.manager.query('INSERT INTO seen (id) VALUES ($1)', [event.id]);
+      ctx.emit('done', { id: event.id, padding: '' }, { key: event.id });
+    }
+
+    @IdempotentHandler({ topic: 'other-commands', schema: 'test.hostile.Command' })
+    async onOther(event: { id: string }, ctx: EventContext): Promise<void> {
+      this.calls.push(event.id);
+      await ctx.manager.query('INSERT INTO seen (id) VALUES ($1)', [event.id]);
+    }
+  }
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase('forged_id');
+    await queryDatabase(databaseUrl, `CREATE TABLE seen (id text PRIMARY KEY)`);
+    await createTopics(kafka, [
+      { topic, numPartitions: 1 },
+      { topic: other, numPartitions: 1 },
+      { topic: `${prefix}done`, numPartitions: 1 },
+    ]);
+
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 4 } }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'forged-id-test', brokers: kafkaBrokers() },
+          groupId: group,
+          transactionalIdPrefix: 'forged-id-test',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { done: { schema: 'test.hostile.Done' } },
+          // Any topic of the group can reach any other's ids: the widest a forger can aim.
+          inbox: { deduplicationScope: 'group' },
+          consumer: { sessionTimeout: 6000 },
+        }),
+      ],
+      providers: [ForgedIdHandlers],
+    })
+    class ForgedIdModule {}
+
+    moduleRef = await startLibraryModule(ForgedIdModule);
+  });
+
+  afterAll(async () => {
+    await moduleRef?.close();
+  });
+
+  const endOffset = async (name: string) => withAdmin(kafka, async (admin) => Number((await admin.fetchTopicOffsets(name))[0].high));
+  const seen = async (id: string) => (await queryDatabase(databaseUrl, `SELECT 1 FROM seen WHERE id = $1`, [id])).length === 1;
+
+  it('handles a record without a message id although another record, on its topic or another, carries its coordinates as message id', async () => {
+    const next = await endOffset(topic);
+    const target = `${topic}/0/${next + 1}`;
+    await sendRaw(kafka, topic, [
+      { key: 'k', value: command('forger'), headers: { 'message-id': target } }, // offset next: names the record after it
+      { key: 'k', value: command('victim') }, // offset next + 1: no message id
+    ]);
+    // And from another topic of the group (deduplicationScope 'group'), aimed at the record after those.
+    await sendRaw(kafka, other, [{ key: 'k', value: command('forger-elsewhere'), headers: { 'message-id': `${topic}/0/${next + 2}` } }]);
+    await waitUntil(() => seen('forger-elsewhere'), 60000, 'the record of the other topic to be handled');
+    await sendRaw(kafka, topic, [{ key: 'k', value: command('victim-2') }]); // offset next + 2: no message id
+
+    await waitUntil(async () => (await seen('victim')) && (await seen('victim-2')), 60000, 'both records without a message id to be handled');
+    const handler = moduleRef.get(ForgedIdHandlers);
+    expect(['forger', 'victim', 'forger-elsewhere', 'victim-2'].map((id) => handler.calls.filter((c) => c === id).length)).toEqual([1, 1, 1, 1]);
+    // Their outputs carry different message ids too: a downstream consumer keeps both.
+    const done = await readTopic(kafka, `${prefix}done`, { until: (r) => ['forger', 'victim', 'victim-2'].every((k) => r.some((x) => x.key === k)), timeoutMs: 60000 });
+    const outputIds = ['forger', 'victim'].map((k) => done.find((r) => r.key === k)?.headers['message-id']);
+    expect(new Set(outputIds).size).toBe(2);
+    // The inbox tells the two kinds of identity apart: the forged header by its SHA-256, the coordinates by another digest.
+    const rows = await queryDatabase(databaseUrl, `SELECT message_id, encode(id_digest, 'hex') AS digest FROM kafka_eo_inbox WHERE message_id = $1 ORDER BY "offset"`, [target]);
+    expect(rows).toHaveLength(2);
+    expect(rows[0].digest).toBe(createHash('sha256').update(target).digest('hex'));
+    expect(rows[1].digest).not.toBe(rows[0].digest);
+  });
+
+  it('still recognizes a record without a message id that a version before 0.5 handled, and only that record', async () => {
+    const next = await endOffset(topic);
+    const legacyRow = (messageId: string, offset: number) =>
+      queryDatabase(
+        databaseUrl,
+        `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, attempts, outputs, processed_at)
+         VALUES ($1, '', sha256(convert_to($2, 'UTF8')), $2, $3, 0, $4, 'processed', 1, '[]'::jsonb, now())`,
+        [group, messageId, topic, offset],
+      );
+    // As 0.4 left them: the record at `next` handled (its PostgreSQL transaction committed, its Kafka commit lost:
+    // the record is delivered again), and a header that spelled `${topic}/0/${next + 2}` on the record at next + 1.
+    await legacyRow(`${topic}/0/${next}`, next);
+    await legacyRow(`${topic}/0/${next + 2}`, next + 1);
+    await sendRaw(kafka, topic, [
+      { key: 'k', value: command('handled-by-0.4') }, // offset next: a replay, not handled again
+      { key: 'k', value: command('after-upgrade-1') }, // offset next + 1 (its row's id is a header's)
+      { key: 'k', value: command('after-upgrade-2') }, // offset next + 2: its coordinates are that header's text
+    ]);
+    await waitUntil(async () => (await seen('after-upgrade-1')) && (await seen('after-upgrade-2')), 60000, 'the records after the upgrade to be handled');
+    const handler = moduleRef.get(ForgedIdHandlers);
+    expect(handler.calls.filter((c) => c === 'handled-by-0.4')).toEqual([]);
+    expect(await seen('handled-by-0.4')).toBe(false);
+    // The row of the replayed record took the new key; the header's row kept its own.
+    const rows = await queryDatabase(databaseUrl, `SELECT "offset"::int AS offset, encode(id_digest, 'hex') AS digest, message_id FROM kafka_eo_inbox WHERE "offset" BETWEEN $1 AND $2 AND topic = $3 ORDER BY "offset", digest`, [next, next + 2, topic]);
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    expect(rows.find((r) => r.offset === next)?.digest).not.toBe(sha256(`${topic}/0/${next}`));
+    expect(rows.filter((r) => r.offset === next)).toHaveLength(1);
+    expect(rows.find((r) => r.offset === next + 1 && r.message_id === `${topic}/0/${next + 2}`)?.digest).toBe(sha256(`${topic}/0/${next + 2}`));
   });
 });

@@ -1,11 +1,12 @@
-import { displayMessageId, identify, isPlainText, sha256Hex, storableText } from './record-identity';
+import { hash } from 'crypto';
+import { coordinatesDigest, displayMessageId, identify, isPlainText, outputIdSeed, sha256Hex, storableText } from './record-identity';
 
 describe('record identity', () => {
   const message = (id?: Buffer | string, offset = '7') => ({ offset, headers: id === undefined ? {} : { 'message-id': id as Buffer } });
 
   it('keys a record by the SHA-256 of its raw message id bytes, scoped by topic unless group-wide', () => {
     const id = identify('payments', 0, message(Buffer.from('m-1')), 'topic');
-    expect(id).toEqual({ raw: Buffer.from('m-1'), digest: sha256Hex(Buffer.from('m-1')), scope: 'payments', displayId: 'm-1' });
+    expect(id).toEqual({ raw: Buffer.from('m-1'), digest: sha256Hex(Buffer.from('m-1')), kind: 'message-id', scope: 'payments', displayId: 'm-1' });
     expect(identify('orders', 3, message(Buffer.from('m-1')), 'topic').scope).toBe('orders');
     expect(identify('orders', 3, message(Buffer.from('m-1')), 'group')).toMatchObject({ scope: '', digest: id.digest });
   });
@@ -13,6 +14,25 @@ describe('record identity', () => {
   it('falls back to topic/partition/offset for a missing or empty message id', () => {
     expect(identify('payments', 2, message(undefined, '41'), 'topic').displayId).toBe('payments/2/41');
     expect(identify('payments', 2, message(Buffer.alloc(0), '41'), 'topic').displayId).toBe('payments/2/41');
+  });
+
+  it('keeps coordinates in a namespace no message id reaches: a header spelling them is another identity', () => {
+    const coordinates = identify('payments', 0, message(undefined, '5'), 'topic');
+    const forged = identify('payments', 0, message(Buffer.from('payments/0/5'), '4'), 'topic');
+    expect(coordinates).toMatchObject({ kind: 'coordinates', scope: 'payments', displayId: 'payments/0/5' });
+    expect(forged).toMatchObject({ kind: 'message-id', scope: 'payments', displayId: 'payments/0/5' });
+    expect(coordinates.digest).not.toBe(forged.digest);
+    // Not the SHA-256 of any bytes a header could carry, neither the text nor the text behind the domain tag.
+    expect(coordinates.digest).toBe(coordinatesDigest('payments/0/5'));
+    expect(coordinates.digest).toBe(hash('sha3-256', 'kafka-eo coordinates\u0000payments/0/5', 'hex'));
+    expect(coordinates.digest).not.toBe(sha256Hex(Buffer.from('kafka-eo coordinates\u0000payments/0/5')));
+    // The key versions before 0.5 gave it, with where its row must be: how an upgraded consumer finds that row.
+    expect(coordinates.legacy).toEqual({ digest: sha256Hex(Buffer.from('payments/0/5')), at: { topic: 'payments', partition: 0, offset: '5' } });
+    expect(forged.legacy).toBeUndefined();
+    // The outputs' ids are derived apart as well, so that downstream consumers keep both records' outputs.
+    expect(outputIdSeed(coordinates)).not.toBe(outputIdSeed(forged));
+    // Group-wide, a header of any topic spelling the coordinates is still another identity.
+    expect(identify('orders', 1, message(Buffer.from('payments/0/5')), 'group').digest).not.toBe(identify('payments', 0, message(undefined, '5'), 'group').digest);
   });
 
   it('takes the first of repeated message-id headers', () => {

@@ -9,12 +9,25 @@ export type DeduplicationScope = 'topic' | 'group';
  * How the inbox knows a record. A message id may be any bytes of any length (NUL, invalid UTF-8, a megabyte):
  * the inbox is keyed by the SHA-256 of its raw bytes, so PostgreSQL never has to store or index it as text;
  * `displayId` is a text form safe to store, log and put in headers.
+ *
+ * A record without a `message-id` header is known by its coordinates, in a namespace no header can reach: its
+ * digest is a SHA3-256 (of a domain tag and the coordinates), never the SHA-256 of any bytes, so that a header
+ * that spells another record's coordinates (`payments/0/5`) does not make that record a duplicate.
  */
 export interface RecordIdentity {
   /** The raw `message-id` header bytes, or the UTF-8 of `topic/partition/offset` when there is none. */
   raw: Buffer;
-  /** SHA-256 of `raw`, hex. */
+  /** The inbox key's digest, hex: SHA-256 of `raw` for a message id, SHA3-256 of the coordinates without one. */
   digest: string;
+  /** `message-id`: the header; `coordinates`: the record has none (redeliveries of it are deduplicated, nothing else). */
+  kind: 'message-id' | 'coordinates';
+  /**
+   * For a coordinates identity only: the key versions before 0.5 gave it (SHA-256 of the coordinates' text, in the
+   * same scope), and the coordinates a row of that key must hold to be this record's (where it was consumed, or,
+   * on a retry tier, where it was first consumed): a row written before the upgrade is taken over under the new
+   * key, a row of a header that spells the coordinates is not.
+   */
+  legacy?: { digest: string; at: { topic: string; partition: number; offset: string } };
   /** `''` for a group-wide scope, else the topic. Part of the inbox key. */
   scope: string;
   /** `raw` as text when it is plain UTF-8 without NUL and at most 200 characters; else a `sha256:` form. */
@@ -56,7 +69,13 @@ export function sha256Hex(bytes: Buffer): string {
  * behind a NUL (which no plain-text id contains), so that no id can be made to collide with another's.
  */
 export function outputIdSeed(id: RecordIdentity): string {
+  if (id.kind === 'coordinates') return `\u0000coordinates:${id.raw.toString('utf8')}`;
   return isPlainText(id.raw) ? id.raw.toString('utf8') : `\u0000sha256:${id.digest}`;
+}
+
+/** The digest of a record known by its coordinates: SHA3-256, so that no message id's SHA-256 can equal it. */
+export function coordinatesDigest(coordinates: string): string {
+  return hash('sha3-256', `kafka-eo coordinates\u0000${coordinates}`, 'hex');
 }
 
 /**
@@ -72,10 +91,15 @@ export function identify(
   tier?: { base: string; origin?: { topic: string; partition: number; offset: string } },
 ): RecordIdentity {
   const header = firstHeader(message.headers?.[HEADERS.messageId]);
+  const scoped = scope === 'group' ? '' : (tier?.base ?? topic);
+  if (header && header.length > 0) {
+    const digest = sha256Hex(header);
+    return { raw: header, digest, kind: 'message-id', scope: scoped, displayId: displayMessageId(header, digest) };
+  }
   const at = tier?.origin ?? { topic, partition, offset: message.offset };
-  const raw = header && header.length > 0 ? header : Buffer.from(`${at.topic}/${at.partition}/${at.offset}`, 'utf8');
-  const digest = sha256Hex(raw);
-  return { raw, digest, scope: scope === 'group' ? '' : (tier?.base ?? topic), displayId: displayMessageId(raw, digest) };
+  const text = `${at.topic}/${at.partition}/${at.offset}`;
+  const raw = Buffer.from(text, 'utf8');
+  return { raw, digest: coordinatesDigest(text), kind: 'coordinates', scope: scoped, displayId: text, legacy: { digest: sha256Hex(raw), at } };
 }
 
 /** Lone UTF-16 surrogates (jsonb refuses them) replaced by U+FFFD. */

@@ -271,7 +271,8 @@ export class ReplayWorker {
           return { kind: 'failed', error: result.error, at };
         }
         await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'replayed', resolved_at = now() WHERE seq = $1`, [record.seq]);
-        await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 AND status = 'parked'`, [group, record.scope, result.digest]);
+        // A record without a message id parked by a version before 0.5 has its row under the key that version gave it.
+        await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = ANY($3::bytea[]) AND status = 'parked'`, [group, record.scope, result.digests]);
         return send(await this.recordReplay(runner, operation, original, result.outputs), at);
       },
       // Outputs the broker refuses for good (too large): nothing of the step is committed; the key stays parked there.
@@ -372,7 +373,7 @@ export class ReplayWorker {
     handler: HandlerDefinition,
     original: Original,
     replay: { kind: 'release' | 'dead-letter'; auditId: string },
-  ): Promise<{ ok: true; outputs: OutputRecord[]; digest: Buffer } | { ok: false; error: RecordedFailure }> {
+  ): Promise<{ ok: true; outputs: OutputRecord[]; digests: Buffer[] } | { ok: false; error: RecordedFailure }> {
     const headers = toKafkaHeaders({ topic: original.topic, key: null, value: null, h: original.headers });
     const base = original.topic === handler.topic ? undefined : handler.topic;
     const id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic', base === undefined ? undefined : { base, origin: retryOrigin(headers, base) });
@@ -397,7 +398,7 @@ export class ReplayWorker {
     const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger, tracing: this.tracing };
     const result = await invokeHandler(deps, runner, { info, id, replay }, event);
     if (!result.ok) return { ok: false, error: describeFailure(result.error, reasonOf(result.error)) };
-    return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };
+    return { ok: true, outputs: result.outputs, digests: [id.digest, ...(id.legacy ? [id.legacy.digest] : [])].map((d) => Buffer.from(d, 'hex')) };
   }
 
   private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, emitted: OutputRecord[]): Promise<Replay> {
