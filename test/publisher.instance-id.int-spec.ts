@@ -43,9 +43,9 @@ describe('publisher: stable publishAll transactional id', () => {
 
     const second = await startProducerApp(processes, { topicPrefix: prefix, spoolDir, label: 'instance-id' });
     expect(readFileSync(join(spoolDir, INSTANCE_ID_FILE), 'utf8').trim()).toBe(instanceId);
-    const after = randomUUID();
-    const res = await postJson(`${second.baseUrl}/payments`, { paymentId: randomUUID(), accountId: 'acc-1', amountCents: 5 }, { 'Idempotency-Key': after });
+    const res = await postJson(`${second.baseUrl}/payments`, { paymentId: randomUUID(), accountId: 'acc-1', amountCents: 5 }, { 'Idempotency-Key': randomUUID() });
     expect(res).toMatchObject({ status: 202, body: { status: 'sent' } });
+    const after: string = res.body.messageId;
 
     // A read-committed reader reaches the later record: the open transaction no longer holds it back (it would
     // for 10 minutes, had the restarted instance used another transactional id).

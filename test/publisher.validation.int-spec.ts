@@ -83,8 +83,18 @@ describe('publisher: validation and atomic batches', () => {
     expect(await topicSize(kafka, `${prefix}payments.requested`)).toBe(0);
     expect(await topicSize(kafka, `${prefix}users.signed-up`)).toBe(0);
 
-    const accepted = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId: 'acc-1', amountCents: '9007199254740993' }, { 'Idempotency-Key': 'key-1' });
-    expect(accepted).toMatchObject({ status: 202, body: { messageId: 'key-1', status: 'sent' } });
+    const request = { paymentId: randomUUID(), accountId: 'acc-1', amountCents: '9007199254740993' };
+    const accepted = await postJson(`${baseUrl}/payments`, request, { 'Idempotency-Key': 'key-1' });
+    expect(accepted).toMatchObject({ status: 202, body: { messageId: expect.stringMatching(/^idem-[0-9a-f]{40}$/), status: 'sent' } });
+    // The Idempotency-Key is scoped: the same request sent again with it (a retry after a lost answer) is the same
+    // event, while another client's request with the same key is another event, never dropped as a duplicate.
+    const retried = await postJson(`${baseUrl}/payments`, { amountCents: request.amountCents, accountId: 'acc-1', paymentId: request.paymentId }, { 'Idempotency-Key': 'key-1' });
+    expect(retried.body.messageId).toBe(accepted.body.messageId);
+    const otherRequest = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId: 'acc-2', amountCents: 7 }, { 'Idempotency-Key': 'key-1' });
+    const otherClient = await postJson(`${baseUrl}/payments`, request, { 'Idempotency-Key': 'key-1', 'X-Client-Id': 'client-b' });
+    const otherRoute = await postJson(`${baseUrl}/users/signups`, { userId: 8, userEmail: 'u8@example.com', timestamp: '2026-01-01T00:00:00Z' }, { 'Idempotency-Key': 'key-1' });
+    const ids = [accepted, otherRequest, otherClient, otherRoute].map((r) => r.body.messageId);
+    expect(new Set(ids).size).toBe(4);
   });
 
   it('publishAll commits several events atomically', async () => {

@@ -69,8 +69,9 @@ export interface SteadyLoad {
 }
 
 /**
- * Posts payments to producer-app at `perAccountRate` per second for each of `accounts` accounts, with
- * Idempotency-Key message ids. An account's acknowledgement order is the order its events must keep.
+ * Posts payments to producer-app at `perAccountRate` per second for each of `accounts` accounts, each with an
+ * Idempotency-Key (the message id producer-app answers is scoped from it). An account's acknowledgement order is
+ * the order its events must keep.
  */
 export function steadyLoad(baseUrl: string, options: { accounts: number; perAccountRate: number }): SteadyLoad {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -82,12 +83,12 @@ export function steadyLoad(baseUrl: string, options: { accounts: number; perAcco
     await sleep((i * 1000) / (options.accounts * options.perAccountRate));
     for (let n = 0; loading; n++) {
       const started = Date.now();
-      const messageId = `${accountId}-${n}-${randomUUID().slice(0, 8)}`;
-      const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 100 + n }, { 'Idempotency-Key': messageId }).catch(
+      const key = `${accountId}-${n}-${randomUUID().slice(0, 8)}`;
+      const res = await postJson(`${baseUrl}/payments`, { paymentId: randomUUID(), accountId, amountCents: 100 + n }, { 'Idempotency-Key': key }).catch(
         (err: Error) => ({ status: 0, body: err.message as any }),
       );
-      if (res.status === 202 && (res.body?.status === 'sent' || res.body?.status === 'spooled') && res.body.messageId === messageId) {
-        acknowledged.push({ messageId, key: accountId });
+      if (res.status === 202 && (res.body?.status === 'sent' || res.body?.status === 'spooled') && typeof res.body.messageId === 'string') {
+        acknowledged.push({ messageId: res.body.messageId, key: accountId });
       } else {
         notAcknowledged.push(res);
       }
