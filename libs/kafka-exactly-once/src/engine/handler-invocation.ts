@@ -7,9 +7,10 @@ import { HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
+import { headersProblem } from '../publishing/event-headers';
 import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { isConnectionFault, isRetriableHandlerError, raisedByHandler } from './error-classification';
-import { outputMessageId } from './message-ids';
+import { idempotencyKey, outputMessageId } from './message-ids';
 import { OutputRecord, outputRecordSize } from './output-record';
 import { TRACING_OFF, type HeaderReader, type KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { outputIdSeed, RecordIdentity } from './record-identity';
@@ -186,11 +187,14 @@ function eventContext(deps: InvocationDeps, runner: QueryRunner, record: Invocat
   return {
     manager: runner.manager,
     message: record.info,
+    idempotencyKey: idempotencyKey(options.groupId, record.id.scope, record.id.digest),
     attempt,
     replay: record.replay,
     emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {
+      const headerProblem = headersProblem(emitOptions.headers);
+      if (headerProblem) throw new TypeError(`ctx.emit('${target}'): ${headerProblem}`);
       const encoded = encodeDeclaredEvent(options, registry, target, event, emitOptions.key);
-      const named: Record<string, string | Buffer> = {
+      const named: Record<string, string | Uint8Array | undefined> = {
         ...traceHeaders,
         ...emitOptions.headers,
         [HEADERS.messageId]: outputMessageId(options.groupId, outputIdSeed(record.id), emitted.length),
@@ -200,7 +204,8 @@ function eventContext(deps: InvocationDeps, runner: QueryRunner, record: Invocat
       const headers: OutputRecord['headers'] = [];
       for (const name of Object.keys(named)) {
         const value = named[name];
-        headers.push([name, Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8')]);
+        if (value === undefined) continue;
+        headers.push([name, typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength)]);
       }
       const output: OutputRecord = { topic: encoded.topic, key: Buffer.from(encoded.key, 'utf8'), value: encoded.value, headers };
       const limit = topicLimits.get(output.topic);

@@ -15,6 +15,22 @@ export function outputMessageId(group: string, inputMessageId: string, index: nu
   return formatUuid(bytes);
 }
 
+/** Namespace of handlers' idempotency keys (fixed: changing it would change every key a record was given). */
+const IDEMPOTENCY_NAMESPACE = Buffer.from('kafka-eo idempotency key\u0000', 'utf8');
+
+/**
+ * The idempotency key of a record for calls outside the database (`ctx.idempotencyKey`): a UUID (version 8,
+ * RFC 9562) from SHA-256 of the consumer group and the record's inbox key (scope and digest). The inbox key is
+ * the same in every run of the record: in-place retries, re-runs of its unit of work, redeliveries, every retry
+ * tier (scoped to the topic it was first consumed from), dead-letter replays and releases of a parked key.
+ */
+export function idempotencyKey(group: string, scope: string, digest: string): string {
+  const bytes = hash('sha256', Buffer.concat([IDEMPOTENCY_NAMESPACE, Buffer.from(`${group}\u0000${scope}\u0000${digest}`, 'utf8')]), 'buffer').subarray(0, 16);
+  bytes[6] = (bytes[6] & 0x0f) | 0x80;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  return formatUuid(bytes);
+}
+
 /** A UUIDv7 (RFC 9562): 48-bit millisecond timestamp, then random bits; sorts by creation time. */
 export function uuidv7(now: number = Date.now()): string {
   const bytes = randomBytes(16);

@@ -1,3 +1,4 @@
+import type { EventHeaders } from '../publishing/event-headers';
 import type { EntityManager } from 'typeorm';
 
 /** Where the record being handled came from. */
@@ -7,7 +8,11 @@ export interface RecordInfo {
   offset: string;
   key: string | null;
   headers: Record<string, string>;
-  /** The `message-id` header, or `topic/partition/offset` when the record has none. */
+  /**
+   * The `message-id` header (a `sha256:` form when it is not short plain text), or `topic/partition/offset` when
+   * the record has none. On a retry tier, `topic`, `partition` and `offset` are the tier's, `messageId` the
+   * original's. For calls outside the database, use `EventContext.idempotencyKey`, not this.
+   */
   messageId: string;
   /** Record timestamp, ms since the epoch, as a string (KafkaJS). */
   timestamp: string;
@@ -16,7 +21,8 @@ export interface RecordInfo {
 export interface EmitOptions {
   /** Record key; required unless the topic declares a key function in the module's `topics` option. */
   key?: string;
-  headers?: Record<string, string>;
+  /** Headers of the output: strings (UTF-8) or bytes (Buffer, Uint8Array); an undefined value leaves the header out. */
+  headers?: EventHeaders;
 }
 
 /** What a handler gets besides the decoded event. */
@@ -24,6 +30,18 @@ export interface EventContext {
   /** EntityManager of the same PostgreSQL transaction as the inbox claim: write through it. */
   readonly manager: EntityManager;
   readonly message: RecordInfo;
+  /**
+   * The key to give any system outside this transaction (a payment provider, a mail gateway, an HTTP API) so
+   * that a call made again for this record is recognized there: a UUID, the same in every run of the record in
+   * this consumer group (in-place retries, re-runs of its unit of work, redeliveries after a crash, every retry
+   * tier, dead-letter replays and releases of a parked key), and different for every other record, also for a
+   * duplicate publish under another message id and for another group. For two calls in one handler, derive one
+   * per call: `${ctx.idempotencyKey}:charge`, `${ctx.idempotencyKey}:receipt`.
+   *
+   * @example
+   * await this.provider.charge({ account: event.accountId, cents: event.amountCents }, { idempotencyKey: ctx.idempotencyKey });
+   */
+  readonly idempotencyKey: string;
   /** 1 on the first try, 2 on the first retry... */
   readonly attempt: number;
   /**
