@@ -44,6 +44,8 @@ class Downstream {
   down = false;
   /** The `broken` notices pass once it is repaired (an operator's replay of their dead letter then works). */
   repaired = false;
+  /** Every call, failed ones too, with the idempotency key the handler would give the real downstream. */
+  readonly calls: Array<{ noticeId: string; idempotencyKey: string; topic: string; attempt: number; replay: boolean }> = [];
 }
 
 @Injectable()
@@ -58,6 +60,7 @@ class NoticesHandler {
     retryTopics: { delays: ['2s', '4s', '16s'], maxInPlaceAttempts: 2 },
   })
   async onNotice(event: { noticeId: string; behaviour: string }, ctx: EventContext): Promise<void> {
+    this.downstream.calls.push({ noticeId: event.noticeId, idempotencyKey: ctx.idempotencyKey, topic: ctx.message.topic, attempt: ctx.attempt, replay: ctx.replay !== undefined });
     if (event.behaviour === 'broken' && !this.downstream.repaired) throw new Error(`notice ${event.noticeId} cannot be sent`);
     if (event.behaviour === 'fatal') throw new NonRetriableHandlerError(`notice ${event.noticeId} is refused`);
     if (event.behaviour === 'outage' && this.downstream.down) throw new Error('downstream unavailable');
@@ -267,6 +270,18 @@ describe('library: retry topics', () => {
     const replay = await store.waitFor((await store.requestReplay(letter.id)).id, 60000);
     expect(replay.state).toBe('done');
     expect((await sent()).find((r) => r.notice_id === 'broken-1')).toMatchObject({ n: '1', topics: [`${topic}.retry.3`] });
+
+    // ctx.idempotencyKey: one key per record across its in-place attempts, every tier and the operator's replay
+    // (a downstream that deduplicates by it takes each call once), and a key of its own for every record.
+    const keys = new Map<string, Set<string>>();
+    for (const call of downstream.calls) keys.set(call.noticeId, (keys.get(call.noticeId) ?? new Set()).add(call.idempotencyKey));
+    const broken1 = downstream.calls.filter((c) => c.noticeId === 'broken-1');
+    expect(new Set(broken1.map((c) => c.topic))).toEqual(new Set([topic, ...[1, 2, 3].map((n) => `${topic}.retry.${n}`)]));
+    expect(broken1.some((c) => c.attempt === 2) && broken1.some((c) => c.replay)).toBe(true);
+    expect(new Set(downstream.calls.filter((c) => c.noticeId === 'anon-1').map((c) => c.topic)).size).toBeGreaterThan(1);
+    expect([...keys.entries()].filter(([, set]) => set.size !== 1)).toEqual([]);
+    const perRecord = [...keys.values()].map((set) => [...set][0]);
+    expect(new Set(perRecord).size).toBe(perRecord.length);
   }, 180000);
 
   it('refuses at boot a retry topic that would drop waiting records (compacted), naming it', async () => {
