@@ -414,7 +414,7 @@ describe('library: the transactional outbox', () => {
     expect((await readIds([id], { quietMs: 2000 })).map((r) => r.headers['message-id'])).toEqual([id]);
   });
 
-  it('refuses to relay a database restored from an earlier backup (its checkpoint is ahead), and a checkpoint topic that is not compacted', async () => {
+  it('refuses to relay a database restored from an earlier backup (its checkpoint is ahead), and a checkpoint topic that is not compact only (delete, compact,delete)', async () => {
     const databaseUrl = await createSuiteDatabase('outbox-restored');
     await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
     const first = await startApp(databaseUrl, { relay: true });
@@ -431,11 +431,25 @@ describe('library: the transactional outbox', () => {
     expect((await readIds(ids)).length).toBe(1);
     await again.moduleRef.close();
 
+    // A checkpoint topic whose policy deletes (delete, or compact,delete: an idle outbox's newest checkpoint would
+    // go with retention, and the relay would stop for good) is refused at the relay's start, nothing sent.
     const deleting = `${prefix}checkpoints-delete`;
+    const compactDelete = `${prefix}checkpoints-compact-delete`;
     await createTopics(kafka, [deleting], 1);
-    const other = await startApp(await createSuiteDatabase('outbox-cp-policy'), { relay: true, checkpointTopic: deleting });
-    await waitUntil(async () => /cleanup\.policy=delete/.test(other.outbox.relayStatus()?.lastError ?? ''), 30000, 'the relay refusing the topic');
-    await other.moduleRef.close();
+    await createTopics(kafka, [{ topic: compactDelete, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact,delete' }] }]);
+    for (const [topic, policy] of [[deleting, 'delete'], [compactDelete, 'compact,delete']]) {
+      const policyDatabase = await createSuiteDatabase('outbox-cp-policy');
+      await queryDatabase(policyDatabase, 'CREATE TABLE business (account text, n int)');
+      const other = await startApp(policyDatabase, { relay: true, checkpointTopic: topic });
+      const refusedIds = await write(other.dataSource, other.outbox, [{ account: 'p', n: 1 }]);
+      await waitUntil(async () => (other.outbox.relayStatus()?.lastError ?? '').includes(`cleanup.policy=${policy}:`), 30000, `the relay refusing the topic with cleanup.policy=${policy}`);
+      expect(other.outbox.relayStatus()?.lastError).toMatch(/Set cleanup\.policy=compact \(compact only\)/);
+      await other.moduleRef.close();
+      const [{ waiting }] = await queryDatabase(policyDatabase, 'SELECT count(*)::int AS waiting FROM kafka_eo_outbox');
+      expect(waiting).toBe(1);
+      expect(await withAdmin(kafka, async (admin) => Number((await admin.fetchTopicOffsets(topic))[0].high))).toBe(0);
+      expect(refusedIds).toHaveLength(1);
+    }
   });
 
   it('sets aside an event Kafka refuses for good, moves the others, and lets an operator retry or discard it, audited', async () => {

@@ -84,12 +84,17 @@ export class OutboxCheckpoints extends ClusterClient {
       await withDeadline(admin.connect(), timeoutMs, 'Kafka');
       const existing = await withDeadline(admin.listTopics(), timeoutMs, 'Kafka');
       if (existing.includes(this.topic)) {
-        // A topic made beforehand must keep each key's last record: with cleanup.policy=delete, retention would
-        // drop the checkpoint of an idle outbox.
+        // A topic made beforehand must keep each key's last record for good: with `delete` in its cleanup.policy
+        // (`delete`, or `compact,delete`), retention deletes the newest checkpoint of an outbox idle for longer than
+        // retention.ms, and the relay then stops for good (checkpoint-behind).
         const { resources } = await withDeadline(admin.describeConfigs({ includeSynonyms: false, resources: [{ type: 2 /* TOPIC */, name: this.topic, configNames: ['cleanup.policy'] }] }), timeoutMs, 'Kafka');
         const policy = resources[0]?.configEntries.find((e) => e.configName === 'cleanup.policy')?.configValue;
-        if (policy !== undefined && !policy.split(',').includes('compact')) {
-          throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} has cleanup.policy=${policy}: retention would delete the checkpoint of an idle outbox. Set cleanup.policy=compact on it`);
+        // A policy the cluster does not tell (no DescribeConfigs permission) is not held against the topic.
+        if (policy !== undefined && !isCompactOnly(policy)) {
+          throw new OutboxRelayError(
+            'checkpoint-topic',
+            `the outbox relay's checkpoint topic ${this.topic} has cleanup.policy=${policy}: retention would delete the checkpoint of an outbox idle for longer than the topic's retention.ms, and the relay would then stop for good. Set cleanup.policy=compact (compact only) on it`,
+          );
         }
         return;
       }
@@ -272,4 +277,10 @@ function parseCheckpoint(record: FetchedRecord, topic: string): Checkpoint {
     // refused below
   }
   throw new OutboxRelayError('checkpoint-unreadable', `the record at ${topic} offset ${record.offset} has the relay's key but is not one of its checkpoints: is another application writing to ${topic}?`);
+}
+
+/** Whether a topic's cleanup.policy keeps each key's last record for good: `compact`, and nothing else. */
+export function isCompactOnly(policy: string | undefined): boolean {
+  const parts = (policy ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
+  return parts.length > 0 && parts.every((p) => p === 'compact');
 }
