@@ -2,7 +2,7 @@ import { Injectable, Module } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Kafka } from 'kafkajs';
-import { EventContext, IdempotentHandler, KafkaExactlyOnceModule } from 'kafka-exactly-once';
+import { EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { SchemaRegistry } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
@@ -87,5 +87,26 @@ describe('library: records of aborted transactions', () => {
     // The module applied the correction to the process's KafkaJS: the suites' own read-committed reader too.
     const records = await readTopic(kafka, topic, { until: quietAfter(1, 2000), pollIdleMs: 500 });
     expect(records.map((r) => r.headers['message-id'])).toEqual(['committed']);
+
+    // Health counts records still to handle: the partition's last offsets are transaction markers, so the
+    // committed offset stays below the high watermark, and the lag is 0 all the same.
+    const lifecycle = moduleRef.get(KafkaExactlyOnceLifecycle);
+    const partition = () => lifecycle.status()?.partitions.find((p) => p.topic === topic);
+    await waitUntil(async () => partition()?.lag === 0, 30000, 'the partition reported caught up');
+    expect(partition()).toMatchObject({ committedOffset: '5', highWatermark: '6', lag: 0 });
+
+    // Another transaction, whose commit marker a later fetch may bring alone: lag 0 again once it is handled.
+    const d = kafka.producer({ transactionalId: `${prefix}d`, idempotent: true, maxInFlightRequests: 1 });
+    await d.connect();
+    try {
+      const td = await d.transaction();
+      await td.send({ topic, acks: -1, messages: [{ key: 'k', value: note('later'), headers: { 'message-id': 'later' } }] });
+      await td.commit();
+    } finally {
+      await d.disconnect();
+    }
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT id FROM applied WHERE id = 'later'`)).length === 1, 60000, 'the later note applied');
+    await waitUntil(async () => partition()?.lag === 0 && partition()?.highWatermark === '8', 30000, 'the partition reported caught up again');
+    expect(partition()).toMatchObject({ committedOffset: '7', highWatermark: '8', lag: 0 });
   });
 });

@@ -149,6 +149,12 @@ export class ExactlyOnceConsumer {
     });
     this.consumer = consumer;
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.onAssignment(payload.memberAssignment));
+    // A fetch of transaction markers or aborted records only: KafkaJS moves past it without calling onBatch. Its
+    // offsets hold nothing to handle, so that a caught-up partition of a transactional topic shows no lag.
+    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+      if (payload.batchSize !== 0) return;
+      this.sessions.get(`${payload.topic}\u0000${payload.partition}`)?.progress.passedThrough(BigInt(payload.lastOffset) + 1n, payload.highWatermark);
+    });
     consumer.on(consumer.events.REBALANCING, () => {
       this.status.state = 'rebalancing';
     });
@@ -559,7 +565,7 @@ export class ExactlyOnceConsumer {
       records = this.pending(records.slice(index), session, resolveOffset);
       index = 0;
     }
-    if (isRunning() && !isStale() && session.generation === generation) session.progress.caughtUp();
+    if (isRunning() && !isStale() && session.generation === generation) session.progress.caughtUp(BigInt(batch.lastOffset()) + 1n);
   }
 
   /**

@@ -31,4 +31,26 @@ describe('partition progress', () => {
     const p = new PartitionProgress('payments', 0);
     expect(p.snapshot(1000, Date.now() + 1e6)).toMatchObject({ stalled: false, lag: null, committedOffset: null, lastCommitAt: null });
   });
+
+  it('counts records still to handle: a caught-up partition ending in transaction markers has no lag', () => {
+    const p = new PartitionProgress('payments', 0);
+    p.startedAt(0n);
+    // A transaction of records 0..4 and its commit marker at 5: high watermark 6.
+    p.fetched('6', 1000);
+    p.committedUpTo(5n, 1100);
+    expect(p.snapshot(5000, 1200).lag).toBe(1); // the fetch is not done yet: the marker is not known to be passed
+    p.caughtUp(6n);
+    expect(p.snapshot(5000, 1200)).toMatchObject({ lag: 0, committedOffset: '5', highWatermark: '6' });
+    // The next transaction's records arrive: they are lag again, its marker (fetched alone) is not.
+    p.fetched('10', 2000);
+    expect(p.snapshot(5000, 2000).lag).toBe(4);
+    p.committedUpTo(9n, 2100);
+    p.caughtUp(9n);
+    expect(p.snapshot(5000, 2100).lag).toBe(1);
+    p.passedThrough(10n, '10');
+    expect(p.snapshot(5000, 2100).lag).toBe(0);
+    // A restart (a rewind to the committed offset) forgets what was passed: until fetched again, the marker counts.
+    p.startedAt(9n);
+    expect(p.snapshot(5000, 2200).lag).toBe(1);
+  });
 });

@@ -11,7 +11,11 @@ export interface PartitionHealth {
   committedOffset: string | null;
   /** The partition's high watermark at the last fetch. */
   highWatermark: string | null;
-  /** Records between the committed offset and the high watermark (transaction markers count too). */
+  /**
+   * Records still to handle: from the committed offset (or past the transaction markers and aborted records
+   * fetched after it) to the high watermark. A caught-up partition of a topic written in transactions reports 0,
+   * not the commit marker that ends it.
+   */
   lag: number | null;
   lastCommitAt: string | null;
   /** How long fetched work has waited without a commit; null when there is none. */
@@ -36,6 +40,11 @@ export class PartitionProgress {
   activity: PartitionActivity = 'idle';
   private committed?: bigint;
   private highWatermark?: bigint;
+  /**
+   * Offsets below this hold nothing to handle any more: every record of the fetches up to it is done, the
+   * transaction markers and aborted records among them included. Unknown after a (re)start.
+   */
+  private handledThrough?: bigint;
   private lastCommitAt?: number;
   private waitingSince?: number;
   private failures = 0;
@@ -68,6 +77,16 @@ export class PartitionProgress {
   /** The group's committed offset, as read when the worker (re)started. */
   startedAt(nextOffset: bigint): void {
     if (nextOffset >= 0n) this.committed = nextOffset;
+    this.handledThrough = undefined;
+  }
+
+  /**
+   * A fetch held nothing to handle below `nextOffset` (only transaction markers or aborted records: KafkaJS
+   * moves past them without a batch to handle).
+   */
+  passedThrough(nextOffset: bigint, highWatermark: string): void {
+    this.highWatermark = BigInt(highWatermark);
+    if (this.handledThrough === undefined || nextOffset > this.handledThrough) this.handledThrough = nextOffset;
   }
 
   committedUpTo(nextOffset: bigint, now = Date.now()): void {
@@ -78,8 +97,9 @@ export class PartitionProgress {
     if (this.activity === 'backing-off') this.activity = 'working';
   }
 
-  /** Every fetched record is done. */
-  caughtUp(): void {
+  /** Every fetched record is done, up to `fetchedThrough` (the offset after the fetch's last, markers included). */
+  caughtUp(fetchedThrough?: bigint): void {
+    if (fetchedThrough !== undefined && (this.handledThrough === undefined || fetchedThrough > this.handledThrough)) this.handledThrough = fetchedThrough;
     this.waitingSince = undefined;
     this.nextDueAt = undefined;
     this.activity = 'idle';
@@ -97,7 +117,8 @@ export class PartitionProgress {
 
   snapshot(stallAfterMs: number, now = Date.now()): PartitionHealth {
     const waitingMs = this.waitingSince === undefined ? null : now - this.waitingSince;
-    const lag = this.committed !== undefined && this.highWatermark !== undefined ? Number(this.highWatermark > this.committed ? this.highWatermark - this.committed : 0n) : null;
+    const done = this.committed !== undefined && this.handledThrough !== undefined && this.handledThrough > this.committed ? this.handledThrough : this.committed;
+    const lag = done !== undefined && this.highWatermark !== undefined ? Number(this.highWatermark > done ? this.highWatermark - done : 0n) : null;
     return {
       topic: this.topic,
       partition: this.partition,
