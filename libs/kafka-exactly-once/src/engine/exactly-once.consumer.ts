@@ -240,13 +240,11 @@ export class ExactlyOnceConsumer {
   /** Partitions handled at once each hold a connection during a unit of work: fewer connections make them queue. */
   private warnIfPoolTooSmall(assignment: Record<string, number[]>): void {
     const assigned = Object.values(assignment).reduce((n, ps) => n + ps.length, 0);
-    const atOnce = Math.min(assigned, this.options.consumer.partitionsConsumedConcurrently);
+    const { atOnce, needed } = connectionsNeeded({ assignedPartitions: assigned, partitionsConsumedConcurrently: this.options.consumer.partitionsConsumedConcurrently, outboxRelay: this.options.outbox?.relay === true });
     const poolMax = (this.dataSource.driver as { master?: { options?: { max?: number } } }).master?.options?.max;
-    // Plus two for the library's own jobs: the replay worker (its lock and a step) and the inbox retention.
-    const needed = atOnce + 2;
     if (poolMax !== undefined && poolMax < needed) {
       this.logger.warn(
-        `group ${this.options.groupId}: ${atOnce} partitions are handled at once, each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax} (it needs ${needed} with the library's replay and retention jobs): partitions wait for a connection. Raise the DataSource's extra.max (or lower consumer.partitionsConsumedConcurrently).`,
+        `group ${this.options.groupId}: ${atOnce} partitions are handled at once (retry tiers' partitions included), each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax} (it needs ${needed} with the library's replay and retention jobs${this.options.outbox?.relay ? ' and the outbox relay' : ''}, before the application's own): partitions wait for a connection. Raise the DataSource's extra.max (or lower consumer.partitionsConsumedConcurrently).`,
       );
     }
   }
@@ -745,4 +743,16 @@ export function chunkLength(records: ReadonlyArray<ChunkSizedRecord>, start: num
 /** The application's brokers, for the commands an operator is told to run. */
 function brokerList(brokers: unknown): string {
   return Array.isArray(brokers) ? brokers.join(',') : '<bootstrap-servers>';
+}
+
+/**
+ * The connections of the module's DataSource the library may hold at once: one per partition handled at once (a
+ * unit of work's transaction; every assigned partition counts, those of the retry tiers too, up to
+ * `partitionsConsumedConcurrently`), two for its jobs (the replay worker's lock and step, the inbox retention),
+ * and one for the outbox relay while it is the active one in this application (it holds its connection). The
+ * application's own transactions (its HTTP requests, `Outbox.add`'s) come on top.
+ */
+export function connectionsNeeded(at: { assignedPartitions: number; partitionsConsumedConcurrently: number; outboxRelay: boolean }): { atOnce: number; needed: number } {
+  const atOnce = Math.min(at.assignedPartitions, at.partitionsConsumedConcurrently);
+  return { atOnce, needed: atOnce + 2 + (at.outboxRelay ? 1 : 0) };
 }

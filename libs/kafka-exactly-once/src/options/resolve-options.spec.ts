@@ -129,3 +129,11 @@ describe('resolveOptions', () => {
     );
   });
 });
+
+describe('topicPrefix and the outbox', () => {
+  it('prefixes no name of the outbox\'s own: its checkpoint topic is given whole (the event topics are prefixed like every declared topic)', () => {
+    const resolved = resolveOptions({ ...valid, topicPrefix: 'staging.', outbox: {} });
+    expect(resolved.outbox?.checkpointTopic).toBe('kafka-eo.outbox-checkpoints');
+    expect(resolveOptions({ ...valid, topicPrefix: 'staging.', outbox: { checkpointTopic: 'staging.kafka-eo.outbox-checkpoints' } }).outbox?.checkpointTopic).toBe('staging.kafka-eo.outbox-checkpoints');
+  });
+});
