@@ -23,6 +23,11 @@
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
  *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once (`--slow-count` records)
  *   J  the ledger rule by hand on the JVM, one Kafka and one PostgreSQL transaction per poll
+ *   F  E's copy where 1 record in 100 fails for good (dead-lettered after its 3 in-place attempts): the handler
+ *      calls it costs, counted per record in the process, failed and rolled-back calls included: calls per failing
+ *      record, and extra calls (past the first) of records that never failed, per 1,000 records
+ *   G  F's handler, each call first sending a statement (SELECT 1) in the unit's transaction: failures after
+ *      statements, which roll the unit back
  *   K1, K (only when named in --variants) E's copy after a 2 ms lookup per event, under @OrderedEvent by the
  *      record key: one key of a partition at a time (K1), 16 keys of a partition at once in key lanes (K)
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
@@ -86,6 +91,10 @@ const VARIANTS = {
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
+  // F: the cost of failing records in handler calls (BENCH_CALLS_FILE) and in throughput, against E.
+  F: { label: 'F. the library, trivial handler, 1 record in 100 failing for good (dead-lettered)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100' }, countsCalls: true },
+  // G: F's, each call first sending a statement (a read) in the unit's transaction: failures after statements.
+  G: { label: "G. F's handler after a statement (SELECT 1) in the unit's transaction, 1 record in 100 failing", script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100', BENCH_STATEMENT: '1' }, countsCalls: true },
   B: { label: 'B. @nestjs/microservices Kafka transport, @EventPattern, ledger rule in PostgreSQL, at-least-once', script: 'variants/nest-transport.js', database: true, slow: true, match: 'avro-payment' },
   // Key lanes (not in the default set: --variants K1,K): E's copy under @OrderedEvent by the record key, each
   // handler call first waiting BENCH_LOOKUP_MS for a lookup (a remote call, simulated by a timer); one key of a
@@ -109,7 +118,7 @@ function args(argv) {
   };
   const count = int('count', 100000);
   if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
-  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,E,J').split(',').filter(Boolean);
+  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,E,F,G,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', 'O', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, O, ${Object.keys(VARIANTS).join(', ')})`);
   return {
     count,
@@ -405,10 +414,10 @@ class Bench {
     const name = `${key}${suffix}`;
     const prefix = `${this.tag}.${name.toLowerCase()}.`;
     const input = `${prefix}payments.requested`;
-    const output = ['A', 'AT', 'E', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
+    const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
-    if (key === 'D') topics.push(`${prefix}payments.requested.dlq`);
+    if (key === 'D' || VARIANTS[key].countsCalls) topics.push(`${prefix}payments.requested.dlq`);
     await this.createTopics(topics, partitions);
     const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
     const database = databaseUrl ? new URL(databaseUrl).pathname.slice(1) : undefined;
@@ -447,7 +456,9 @@ class Bench {
       // For experiments with V8's settings: BENCH_NODE_FLAGS='--max-semi-space-size=32' (Node variants only).
       const flags = (process.env.BENCH_NODE_FLAGS || '').split(' ').filter(Boolean);
       const [command, argv] = launched ? [launched.command, launched.args] : [process.execPath, [...flags, ...prof, variant.consumerApp ? CONSUMER_MAIN : join(__dirname, variant.script)]];
-      const child = spawn(command, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const callsFile = variant.countsCalls ? join(this.dir, 'logs', `${name}-${i + 1}.calls.json`) : undefined;
+      const child = spawn(command, argv, { cwd: ROOT, env: callsFile ? { ...env, BENCH_CALLS_FILE: callsFile } : env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.callsFile = callsFile;
       child.output = '';
       child.stdout.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
       child.stderr.on('data', (d) => (child.output = (child.output + d).slice(-200000)));
@@ -529,7 +540,9 @@ class Bench {
     }
     const finished = samples[samples.length - 1].t + started;
     const xactAfter = await this.xactCommit(database);
-    const outputs = key === 'A' ? undefined : await this.markers(output, count);
+    // F's outputs are fewer than its records (the failing ones are dead-lettered): no marker count.
+    const outputs = key === 'A' || variant.countsCalls ? undefined : await this.markers(output, count);
+    const handlerCalls = variant.countsCalls ? handlerCallsOf(children.map((c) => c.callsFile), count) : undefined;
     // From the group being ready (or, if that was missed between two samples, the first committed offset).
     const from = Math.min(ready ?? Infinity, firstProgress ?? Infinity, finished);
     const steadySeconds = (finished - from) / 1000;
@@ -547,6 +560,7 @@ class Bench {
       peakRssMb: Math.max(0, ...stats.map((s) => s?.peakRssMb ?? 0)),
       pgTransactions: database ? xactAfter - xactBefore : undefined,
       kafkaMarkers: outputs,
+      handlerCalls,
       samples,
     };
   }
@@ -624,6 +638,33 @@ function sum(values) {
   return values.reduce((a, b) => a + b, 0);
 }
 
+/**
+ * What F's processes counted (each wrote its calls per paymentId when it stopped): the records that failed, the
+ * calls each failing record got, and the calls past the first of the records that never failed, per 1,000 records.
+ */
+function handlerCallsOf(files, records) {
+  const calls = new Map();
+  const failing = new Set();
+  for (const file of files) {
+    const counted = JSON.parse(readFileSync(file, 'utf8'));
+    for (const [id, n] of counted.calls) calls.set(id, (calls.get(id) ?? 0) + n);
+    for (const id of counted.failing) failing.add(id);
+  }
+  let extra = 0;
+  let failingCalls = 0;
+  for (const [id, n] of calls) {
+    if (failing.has(id)) failingCalls += n;
+    else extra += n - 1;
+  }
+  return {
+    records,
+    called: calls.size,
+    failing: failing.size,
+    callsPerFailingRecord: failing.size > 0 ? failingCalls / failing.size : 0,
+    extraCallsPerThousand: (extra * 1000) / records,
+  };
+}
+
 /** A stable partition for a record when the sweep repartitions (Kafka's own partitioner is not needed for a bench). */
 function hashPartition(key, partitions, i) {
   if (!key) return i % partitions;
@@ -677,7 +718,9 @@ async function main() {
       const result = await bench.runConsumer(key, input);
       results.push(result);
       log(`${key}: ${Math.round(result.recordsPerSecond)} records/s, start-up ${result.startupSeconds.toFixed(1)} s, CPU ${result.cpuSeconds.toFixed(1)} s, peak RSS ${result.peakRssMb.toFixed(0)} MB`);
-      if (opts.latency) {
+      if (result.handlerCalls) log(report.handlerCallsLines([result])[0]);
+      // F measures what failures cost in calls and throughput; its latency would be E's plus its retries' delays.
+      if (opts.latency && !VARIANTS[key].countsCalls) {
         // Half the peak this run measured (a backlog), unless --latency-rate says otherwise.
         const rate = opts.latencyRate ?? Math.max(1, Math.round(result.recordsPerSecond / 2));
         log(`${key}: latency at ${rate} records/s for ${opts.latencySeconds} s (after ${LATENCY_WARMUP_MS / 1000} s of warm-up)`);
@@ -720,7 +763,7 @@ async function main() {
   writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
   if (results.some((r) => r.latency)) writeFileSync(join(bench.dir, 'latency.svg'), report.latencyChart(`end-to-end latency (read committed), ${opts.partitions} partitions`, results));
   const latencyText = results.some((r) => r.latency) ? `\n\n${report.latencyTable(results)}` : '';
-  const lines = [...report.ratioLines(ratios), ...report.latencyTargetLines(latencyTargets)];
+  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.latencyTargetLines(latencyTargets)];
   process.stdout.write(`\n${report.table(publishers, results)}${latencyText}\n\n${lines.map((l) => `${l}\n`).join('')}${lines.length ? '\n' : ''}bench/results/${bench.id}/summary.md\n`);
 }
 

@@ -34,7 +34,18 @@ function ratios(results, publishers) {
   const rate = (v) => [...results, ...publishers].find((r) => r.variant === v)?.recordsPerSecond;
   const ratio = (a, b, target) => (rate(a) && rate(b) ? { name: `${a}/${b}`, value: rate(a) / rate(b), target } : undefined);
   // K/K1 has no target: what key lanes gain for a handler that waits on a lookup.
-  return [ratio('E', 'A', 0.5), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1')].filter(Boolean);
+  // F/E: what 1% of records failing for good costs in throughput.
+  return [ratio('E', 'A', 0.5), ratio('F', 'E'), ratio('G', 'E'), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1')].filter(Boolean);
+}
+
+/** F's handler calls: per failing record (its in-place attempts), and extra calls of records that never failed. */
+function handlerCallsLines(results) {
+  return results
+    .filter((r) => r.handlerCalls)
+    .map((r) => {
+      const c = r.handlerCalls;
+      return `${r.variant} handler calls: ${fmt(c.failing)} of ${fmt(c.records)} records failing, ${fmt(c.callsPerFailingRecord, 2)} calls per failing record; ${fmt(c.extraCallsPerThousand, 1)} extra calls per 1,000 records by records that never failed`;
+    });
 }
 
 function ratioLines(list) {
@@ -168,6 +179,7 @@ function markdown(run, publishers, results, list, targets = []) {
     ...labels,
     '',
     ...ratioLines(list).map((l) => `- ${l}`),
+    ...handlerCallsLines(results).map((l) => `- ${l}`),
     '',
     ...latencyMarkdown(results, targets),
     ...targets.filter((t) => t.spool).flatMap((t) => ['## Spool catch-up', '', `${t.line}: target (live again within ${t.target} s of Kafka's return, nothing lost, per-key order) ${t.met ? 'met' : 'missed'}.`, '']),
@@ -234,4 +246,4 @@ function latencyChart(title, results) {
   return parts.join('\n');
 }
 
-module.exports = { table, markdown, ratios, ratioLines, chart, latencyTable, latencyLine, latencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart };
+module.exports = { table, markdown, ratios, ratioLines, handlerCallsLines, chart, latencyTable, latencyLine, latencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart };

@@ -76,8 +76,8 @@ describe('consumer-app: welcome emails through retry topics, killed on the way',
 
       // The gateway took one key per email, and each email's calls came with that one key (ctx.idempotencyKey),
       // whichever tier and whichever process made them.
-      const gateway = await db.query(`SELECT user_id, count(*)::int AS keys FROM demo_mailer_sent GROUP BY user_id ORDER BY user_id`);
-      expect(gateway.rows).toEqual(expected.map((userId) => ({ user_id: userId, keys: 1 })));
+      const gateway = await db.query(`SELECT user_id, count(*)::int AS keys, count(sent_at)::int AS sent FROM demo_mailer_calls GROUP BY user_id ORDER BY user_id`);
+      expect(gateway.rows).toEqual(expected.map((userId) => ({ user_id: userId, keys: 1, sent: 1 })));
 
       // None dead-lettered: the outage ended within the tiers.
       expect(await readTopic(kafka, `${welcome}.dlq`, { until: quietAfter(0, 2000), pollIdleMs: 250, timeoutMs: 30000 })).toEqual([]);

@@ -280,6 +280,24 @@ describe('library: hostile input never stops the line', () => {
     expect(letter.rawHeaders.list).toEqual([Buffer.from('a'), null, Buffer.from('c')]);
   });
 
+  it('calls a record that never failed once, also in the units of work after a handler failed with statements sent', async () => {
+    const handler = moduleRef.get(CommandsHandler);
+    const calls = (id: string) => handler.calls.filter((c) => c === id).length;
+    const rec = (id: string, behaviour: string): Message => ({ key: 'k', value: command(id, behaviour), headers: { 'message-id': id } });
+    // A failure after the handler's statements (an INSERT that violates a key): its unit runs again with savepoints.
+    await sendRaw(kafka, topic, [...[1, 2, 3, 4].map((n) => rec(`spell-a${n}`, 'ok')), rec('spell-unique-1', 'unique')]);
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT 1 FROM seen WHERE id = 'spell-a4'`)).length === 1, 60000, 'the first unit handled');
+    // The next units, during the spell of failures: with savepoints from the start, so a failing record costs the
+    // records before it no second call.
+    await sendRaw(kafka, topic, [...[1, 2, 3, 4].map((n) => rec(`spell-b${n}`, 'ok')), rec('spell-unique-2', 'unique'), ...[1, 2].map((n) => rec(`spell-c${n}`, 'ok'))]);
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT 1 FROM seen WHERE id = 'spell-c2'`)).length === 1, 60000, 'the second unit handled');
+    expect([1, 2, 3, 4].map((n) => calls(`spell-a${n}`)).every((n) => n === 1 || n === 2)).toBe(true); // 2: before the first failure of a spell
+    expect([...[1, 2, 3, 4].map((n) => calls(`spell-b${n}`)), ...[1, 2].map((n) => calls(`spell-c${n}`))]).toEqual([1, 1, 1, 1, 1, 1]);
+    // The failing record: its in-place attempts (2), the first one in the optimistic run counted, none more.
+    expect(calls('spell-unique-1')).toBe(2);
+    expect(calls('spell-unique-2')).toBe(2);
+  });
+
   it('handles a deferred (unknown-schema) message id again when it is republished readable', async () => {
     await publish([{ messageId: Buffer.from('unknown-schema'), expect: 'handled', message: { key: 'k', value: command('republished', 'ok'), headers: { 'message-id': 'unknown-schema' } } }]);
     await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT 1 FROM seen WHERE id = 'republished'`)).length === 1, 60000, 'the republished record to be handled');

@@ -282,6 +282,16 @@ describe('library: retry topics', () => {
     expect([...keys.entries()].filter(([, set]) => set.size !== 1)).toEqual([]);
     const perRecord = [...keys.values()].map((set) => [...set][0]);
     expect(new Set(perRecord).size).toBe(perRecord.length);
+
+    // Handler calls: a record that never failed is called once, although records failed in its units of work (a
+    // failing call that sent no statement leaves the unit's transaction as it was, and the unit goes on); a
+    // failing one as often as its in-place attempts on each topic it is consumed from (maxInPlaceAttempts: 2),
+    // never once more for the unit's sake.
+    const callsOf = new Map<string, number>();
+    for (const call of downstream.calls.filter((c) => !c.replay)) callsOf.set(`${call.noticeId} ${call.topic}`, (callsOf.get(`${call.noticeId} ${call.topic}`) ?? 0) + 1);
+    expect(ok.map((id) => callsOf.get(`${id} ${topic}`))).toEqual(ok.map(() => 1));
+    expect([...callsOf.entries()].filter(([, n]) => n > 2)).toEqual([]);
+    expect([topic, ...[1, 2, 3].map((n) => `${topic}.retry.${n}`)].map((t) => callsOf.get(`broken-1 ${t}`))).toEqual([2, 2, 2, 2]);
   }, 180000);
 
   it('refuses at boot a retry topic that would drop waiting records (compacted), naming it', async () => {

@@ -165,6 +165,7 @@ function check(history) {
  *   sent: Array<{ messageId: string, userId: number }>,
  *   deadLetters: Array<{ messageId: string, stages: number }>,
  *   tierRecords: Array<{ topic: string, messageId: string }>,
+ *   gatewayCalls?: Array<{ userId: number, calls: number, failed: number }>,
  *   signups: number,
  *   tiers: number,
  *   bounces: (email: string) => boolean,
@@ -197,6 +198,7 @@ function checkRetries(history) {
     missingDeadLetters: missingLetters.length,
     unexpectedDeadLetters: unexpectedLetters.length,
     unaccounted: unaccounted.length,
+    ...gatewayFigures(history.gatewayCalls),
   };
   const problems = [];
   if (requested.size !== history.signups) problems.push(`${history.signups} sign-ups asked for ${requested.size} welcome emails`);
@@ -207,6 +209,23 @@ function checkRetries(history) {
   if (unexpectedLetters.length) problems.push(`${unexpectedLetters.length} emails dead-lettered that the gateway would have taken after its outage`);
   if (unaccounted.length) problems.push(`${unaccounted.length} retry-topic records of no requested email`);
   return { ...result, pass: problems.length === 0, problems };
+}
+
+/**
+ * What the gateway's record of calls says about the handler's calls outside the database (measured, not
+ * checked: a call repeated after a crash is allowed, and deduplicated by the gateway): the calls past the first
+ * of emails whose every call succeeded, per 1,000 emails, and the calls per email that failed at least once.
+ */
+function gatewayFigures(calls) {
+  if (!calls) return {};
+  const clean = calls.filter((c) => c.failed === 0);
+  const failing = calls.filter((c) => c.failed > 0);
+  const extra = clean.reduce((n, c) => n + c.calls - 1, 0);
+  return {
+    gatewayCalls: calls.reduce((n, c) => n + c.calls, 0),
+    extraCallsPerThousand: calls.length ? (extra * 1000) / calls.length : 0,
+    callsPerFailingEmail: failing.length ? failing.reduce((n, c) => n + c.calls, 0) / failing.length : 0,
+  };
 }
 
 /** A clean synthetic history of welcome emails (one retried, one bouncing), for the self-test. */

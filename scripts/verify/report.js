@@ -52,6 +52,9 @@ function markdown(run, results) {
     if (own) {
       // A scenario's own check (transient-failures: the welcome emails and their retry topics).
       lines.push(`Welcome emails: ${own.requested} requested by ${own.signups} sign-ups, ${own.sent} sent, ${own.deadLettered} dead-lettered after the last tier, ${own.retried} retried through ${own.tierRecords} retry-topic records; ${own.lost} lost, ${own.duplicated} sent twice, ${own.unaccounted} retry-topic records unaccounted for.`, '');
+      if (own.gatewayCalls !== undefined) {
+        lines.push(`Gateway calls (the handler's calls outside the database, as the gateway counted them): ${own.gatewayCalls} in all; ${own.extraCallsPerThousand.toFixed(1)} per 1,000 emails past the first by emails never failed (a unit run again, a SIGKILL); ${own.callsPerFailingEmail.toFixed(2)} per email that failed at least once (its in-place attempts on each stage).`, '');
+      }
     }
     lines.push(`Faults: ${r.faults.map((f) => `${(f.t / 1000).toFixed(1)} s ${f.label}`).join('; ') || 'none'}.`, '');
     if (r.chart) lines.push(`![lag of ${r.scenario}](${r.chart})`, '');

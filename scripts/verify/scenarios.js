@@ -592,7 +592,9 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
           for (const r of await readTopic(stage.kafka, topic, { idleMs: 500, timeoutMs: 30000 })) tierRecords.push({ topic, messageId: header(r.headers, 'message-id') });
         }
         const sent = (await stage.db.query('SELECT message_id, user_id FROM welcome_emails_sent')).rows.map((r) => ({ messageId: r.message_id, userId: r.user_id }));
-        return checkRetries({ requested, sent, deadLetters, tierRecords, signups: stage.signups, tiers: RETRY_DELAYS.length, bounces: (e) => e.endsWith('@bounce.invalid') });
+        // The gateway's own record of every call it got (its table, written outside the consumer's transactions).
+        const gatewayCalls = (await stage.db.query('SELECT user_id, calls, failed FROM demo_mailer_calls')).rows.map((r) => ({ userId: r.user_id, calls: r.calls, failed: r.failed }));
+        return checkRetries({ requested, sent, deadLetters, tierRecords, gatewayCalls, signups: stage.signups, tiers: RETRY_DELAYS.length, bounces: (e) => e.endsWith('@bounce.invalid') });
       },
     },
     {

@@ -8,7 +8,7 @@ import { HealthController } from './health/health.controller';
 import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create-demo-tables';
 import { CreatePaymentApprovals1764400500000 } from './migrations/1764400500000-create-payment-approvals';
 import { CreateWelcomeEmails1764400700000 } from './migrations/1764400700000-create-welcome-emails';
-import { CreateDemoMailerSent1764400800000 } from './migrations/1764400800000-create-demo-mailer-sent';
+import { CreateDemoMailerCalls1764400800000 } from './migrations/1764400800000-create-demo-mailer-calls';
 import { DemoMailer } from './notifications/demo-mailer';
 import { WelcomeEmailsHandler } from './notifications/welcome-emails.handler';
 import { Account } from './payments/account.entity';
@@ -42,7 +42,7 @@ const microservice = consumerAppConfig().transport === 'microservice';
         type: 'postgres',
         url: consumerAppConfig().databaseUrl,
         entities: [Account, LedgerEntry, User],
-        migrations: [CreateDemoTables1764400100000, CreatePaymentApprovals1764400500000, CreateWelcomeEmails1764400700000, CreateDemoMailerSent1764400800000],
+        migrations: [CreateDemoTables1764400100000, CreatePaymentApprovals1764400500000, CreateWelcomeEmails1764400700000, CreateDemoMailerCalls1764400800000],
         migrationsRun: true,
         synchronize: false,
         // A connection per partition handled at once: the demo topics, 6 partitions each, and the welcome emails' retry tiers.

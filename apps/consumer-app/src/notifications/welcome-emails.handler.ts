@@ -28,7 +28,7 @@ export class WelcomeEmailsHandler {
   })
   async onWelcomeEmail(event: WelcomeEmailRequested, ctx: EventContext): Promise<void> {
     // The same key in every run of this record (in-place attempts, every tier, a replay): the gateway sends once.
-    await this.mailer.send(ctx.manager, { userId: event.userId, email: event.email, idempotencyKey: ctx.idempotencyKey });
+    await this.mailer.send({ userId: event.userId, email: event.email, idempotencyKey: ctx.idempotencyKey });
     await ctx.manager.query(`INSERT INTO welcome_emails_sent (user_id, email, message_id, topic, attempt) VALUES ($1, $2, $3, $4, $5)`, [
       event.userId,
       event.email,

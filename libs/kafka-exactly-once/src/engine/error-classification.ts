@@ -116,6 +116,14 @@ export function isConnectionFault(err: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether a statement failed because the transaction was already aborted (SQLSTATE 25P02: an earlier statement
+ * failed and was swallowed), which is not the failing call's own doing.
+ */
+export function failedInAbortedTransaction(err: unknown): boolean {
+  return [...chain(err)].some((e) => String(e.driverError?.code ?? e.code ?? '') === '25P02');
+}
+
 /** Marks an error a handler raised (or a statement of its own): the consumer may blame the record for it. */
 const RAISED_BY_HANDLER = Symbol('kafka-exactly-once:raised-by-handler');
 

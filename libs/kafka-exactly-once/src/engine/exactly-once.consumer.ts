@@ -422,6 +422,9 @@ export class ExactlyOnceConsumer {
       const isolating = BigInt(records[index].offset) <= session.isolateThrough;
       session.progress.activity = isolating ? 'isolating' : 'working';
       let length = isolating ? 1 : chunkLength(records, index, this.options.chunk);
+      // A unit run with savepoints from the start stays below PostgreSQL's cache of a transaction's
+      // subtransactions (64 per backend; past it every snapshot of the server gets slower).
+      if (this.runsCarefully(handler, session)) length = Math.min(length, CAREFUL_UNIT_MAX_RECORDS);
       if (stage > 0) {
         // A retry tier: only records already due, and none is handled before its time. The partition waits
         // (paused, other partitions and tiers go on) until the first one not due yet is.
@@ -444,6 +447,7 @@ export class ExactlyOnceConsumer {
       }));
       const unitStarted = performance.now();
       const outcome = await this.runUnit(
+        session,
         {
           dataSource: this.dataSource,
           inbox: this.inbox,
@@ -656,16 +660,46 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * Runs a chunk as one unit of work: first without savepoints (two round trips per record fewer), and when a
-   * record failed in it, once more from scratch with a savepoint around each handler attempt.
+   * Runs a chunk as one unit of work: first without savepoints (two round trips per record fewer). A handler call
+   * that fails there without having sent a statement on the unit's connection leaves the transaction untouched:
+   * the unit goes on, that record's further attempts behind savepoints (UnitOfWork.invoke). One that fails after
+   * its statements may have left anything in the transaction: the unit runs once more from scratch with a
+   * savepoint around each handler attempt. The failing record's failed call counts as its first attempt in that
+   * second run when it can (not a database error), so that it is not called once more than its retry policy
+   * says; the records before it are called again (their work was rolled back).
+   *
+   * Such failures come in spells, and each would make its unit's records before it run twice: after one, the
+   * partition's units run with savepoints from the start (`runsCarefully`) until CAREFUL_SPELL_MS pass without a
+   * failed call, so that a failing record costs no other record a second call.
    */
-  private async runUnit(deps: UnitOfWorkDeps, chunk: ChunkRecord[]): Promise<Exclude<UnitOfWorkOutcome, { kind: 'run-carefully' }>> {
-    const first = await new UnitOfWork({ ...deps, careful: false }, chunk).run();
-    if (first.kind !== 'run-carefully') return first;
-    this.logger.debug(`${deps.topic}[${deps.partition}]: offsets ${chunk[0].offset}..${chunk[chunk.length - 1].offset} run again with savepoints: ${(first.error as Error)?.message}`);
-    const careful = await new UnitOfWork({ ...deps, careful: true }, chunk).run();
+  private async runUnit(session: PartitionSession, deps: UnitOfWorkDeps, chunk: ChunkRecord[]): Promise<Exclude<UnitOfWorkOutcome, { kind: 'run-carefully' }>> {
+    let outcome: UnitOfWorkOutcome;
+    if (this.runsCarefully(deps.handler, session)) {
+      outcome = await new UnitOfWork({ ...deps, careful: true }, chunk).run();
+      if (outcome.kind === 'committed' && outcome.stats.failedCalls > 0) session.carefulUntil = Date.now() + CAREFUL_SPELL_MS;
+    } else {
+      const first = await new UnitOfWork({ ...deps, careful: false }, chunk).run();
+      if (first.kind !== 'run-carefully') return first;
+      this.logger.debug(`${deps.topic}[${deps.partition}]: offsets ${chunk[0].offset}..${chunk[chunk.length - 1].offset} run again with savepoints: ${(first.error as Error)?.message}`);
+      session.carefulUntil = Date.now() + CAREFUL_SPELL_MS;
+      // Run again up to the failing record at least, and no further than a careful unit goes (when that is past
+      // it): the records after it are the next unit's, run carefully too.
+      const failedAt = first.carried ? chunk.findIndex((r) => r.offset === first.carried!.offset) : -1;
+      const again = this.runsCarefully(deps.handler, session) ? chunk.slice(0, Math.max(failedAt + 1, CAREFUL_UNIT_MAX_RECORDS)) : chunk;
+      outcome = await new UnitOfWork({ ...deps, careful: true, carried: first.carried }, again).run();
+    }
     // A careful unit never asks for another run; were it to, its error is treated as the unit's failure.
-    return careful.kind === 'run-carefully' ? { kind: 'aborted', error: careful.error } : careful;
+    return outcome.kind === 'run-carefully' ? { kind: 'aborted', error: outcome.error } : outcome;
+  }
+
+  /**
+   * Whether the partition's units run with savepoints from the start: during a spell of failures, and only for a
+   * handler called record by record (a batch handler's one call per unit and key lanes' concurrency are worth
+   * more than the second calls they cost when a record fails: those run optimistically always).
+   */
+  private runsCarefully(handler: HandlerDefinition, session: PartitionSession): boolean {
+    if (handler.invokeBatch || (handler.ordering?.lanes ?? 1) > 1) return false;
+    return session.carefulUntil > Date.now();
   }
 
   /** A partition's transactional producer initialised again (the first time is not logged): one structured line. */
@@ -756,3 +790,9 @@ export function connectionsNeeded(at: { assignedPartitions: number; partitionsCo
   const atOnce = Math.min(at.assignedPartitions, at.partitionsConsumedConcurrently);
   return { atOnce, needed: atOnce + 2 + (at.outboxRelay ? 1 : 0) };
 }
+
+/** How long a partition's units run with savepoints after its last failed handler call (see runUnit). */
+export const CAREFUL_SPELL_MS = 10000;
+
+/** Records of a unit run with savepoints from the start, at most: one subtransaction each (see onBatch). */
+export const CAREFUL_UNIT_MAX_RECORDS = 64;

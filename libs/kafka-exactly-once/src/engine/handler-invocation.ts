@@ -65,10 +65,22 @@ export function causationId(id: RecordIdentity): Buffer {
  * failed attempt's writes or be aborted, so the whole unit of work is rolled back and run again with savepoints.
  */
 export class OptimisticInvocationFailed extends Error {
-  constructor(handlerError: unknown) {
+  constructor(
+    handlerError: unknown,
+    /** The record whose handler failed (undefined: a batch handler's call, for several records). */
+    readonly offset?: string,
+  ) {
     super(`handler failed without a savepoint (${(handlerError as Error)?.message ?? handlerError}); the unit of work runs again with savepoints`, { cause: handlerError });
     this.name = 'OptimisticInvocationFailed';
   }
+}
+
+/**
+ * A record's first attempt, made in an optimistic run of its unit of work and failed there, carried into the
+ * careful run: it counts as attempt 1, so that the record is not called once more than its retry policy says.
+ */
+export interface CarriedAttempt {
+  error: unknown;
 }
 
 /**
@@ -80,10 +92,16 @@ export class OptimisticInvocationFailed extends Error {
  * once, without the two round trips of a savepoint, and any failure is thrown as OptimisticInvocationFailed for
  * the caller to roll back and run the unit again with savepoints.
  */
-export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, { savepoints = true } = {}): Promise<Invocation> {
+export async function invokeHandler(
+  deps: InvocationDeps,
+  runner: QueryRunner,
+  record: InvocationRecord,
+  event: unknown,
+  { savepoints = true, carried }: { savepoints?: boolean; carried?: CarriedAttempt } = {},
+): Promise<Invocation> {
   const span = (deps.tracing ?? TRACING_OFF).process(record.info, deps.handler.name, record.headers);
   try {
-    const result = await span.run(() => attempts(deps, runner, record, event, savepoints, span.headers));
+    const result = await span.run(() => attempts(deps, runner, record, event, savepoints, span.headers, carried));
     span.end(result.ok ? undefined : result.error, { 'kafka_eo.attempts': result.attempts });
     return result;
   } catch (err) {
@@ -92,15 +110,31 @@ export async function invokeHandler(deps: InvocationDeps, runner: QueryRunner, r
   }
 }
 
-async function attempts(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, event: unknown, savepoints: boolean, traceHeaders: Record<string, string>): Promise<Invocation> {
+async function attempts(
+  deps: InvocationDeps,
+  runner: QueryRunner,
+  record: InvocationRecord,
+  event: unknown,
+  savepoints: boolean,
+  traceHeaders: Record<string, string>,
+  carried?: CarriedAttempt,
+): Promise<Invocation> {
   const { handler, options } = deps;
   const where = () => `${record.info.topic}[${record.info.partition}]@${record.info.offset} (message ${record.id.displayId})`;
   if (!savepoints) {
     const emitted: OutputRecord[] = [];
-    await optimistically(() => withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders))));
+    await optimistically(() => withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders))), record.info.offset);
     return { ok: true, attempts: 1, outputs: emitted };
   }
-  for (let attempt = 1; ; attempt++) {
+  let first = 1;
+  if (carried) {
+    // Attempt 1 was made (and failed) in the optimistic run of this unit, on the same state of the database.
+    if (!isRetriableHandlerError(carried.error) || handler.retry.attempts <= 1) return { ok: false, attempts: 1, error: carried.error };
+    logAttemptFailure(deps, record, 1, carried.error);
+    await pauseWithHeartbeats(retryDelay(handler.retry, 1), options.consumer.heartbeatInterval, deps.heartbeat);
+    first = 2;
+  }
+  for (let attempt = first; ; attempt++) {
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
     const emitted: OutputRecord[] = [];
     try {
@@ -114,13 +148,17 @@ async function attempts(deps: InvocationDeps, runner: QueryRunner, record: Invoc
       await runner.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`);
       if (isConnectionFault(err)) throw raisedByHandler(err);
       if (!isRetriableHandlerError(err) || attempt >= handler.retry.attempts) return { ok: false, attempts: attempt, error: err };
-      const { topic, partition, offset } = record.info;
-      // The display id and a bounded message: both can carry a record's bytes, of any length.
-      const message = String((err as Error)?.message ?? err).slice(0, 300);
-      deps.logger.warn(`${handler.name} failed on ${topic}[${partition}]@${offset} (message ${record.id.displayId}) (attempt ${attempt}/${handler.retry.attempts}): ${message}`);
+      logAttemptFailure(deps, record, attempt, err);
       await pauseWithHeartbeats(retryDelay(handler.retry, attempt), options.consumer.heartbeatInterval, deps.heartbeat);
     }
   }
+}
+
+function logAttemptFailure(deps: InvocationDeps, record: InvocationRecord, attempt: number, err: unknown): void {
+  const { topic, partition, offset } = record.info;
+  // The display id and a bounded message: both can carry a record's bytes, of any length.
+  const message = String((err as Error)?.message ?? err).slice(0, 300);
+  deps.logger.warn(`${deps.handler.name} failed on ${topic}[${partition}]@${offset} (message ${record.id.displayId}) (attempt ${attempt}/${deps.handler.retry.attempts}): ${message}`);
 }
 
 /**
@@ -160,13 +198,13 @@ export async function whileHeartbeating<T>(deps: Pick<InvocationDeps, 'heartbeat
  * A handler call without a savepoint: a connection fault as it is (marked as the handler's), an overrun as it is,
  * any other failure as OptimisticInvocationFailed.
  */
-async function optimistically(call: () => Promise<void>): Promise<void> {
+async function optimistically(call: () => Promise<void>, offset?: string): Promise<void> {
   try {
     await call();
   } catch (err) {
     if (err instanceof HandlerTimeoutError) throw err;
     if (isConnectionFault(err)) throw raisedByHandler(err);
-    throw new OptimisticInvocationFailed(err);
+    throw new OptimisticInvocationFailed(err, offset);
   }
 }
 

@@ -30,6 +30,12 @@ export class PartitionSession {
   generation = 0;
   /** Records up to this offset run one per unit of work: a chunk that contained them failed. */
   isolateThrough = -1n;
+  /**
+   * Until then (ms since the epoch), units of work run with a savepoint around each handler call from the start:
+   * a handler call failed a short while ago, and failures come in spells (a downstream away, a bad deploy). See
+   * ExactlyOnceConsumer.runUnit.
+   */
+  carefulUntil = 0;
   /** Failed units of work in a row that were not blamed on one record (infrastructure), for the backoff. */
   infrastructureFailures = 0;
   /** How often its producer was initialised (more than once: recreated after a fault or a new assignment). */

@@ -17,7 +17,7 @@ import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } fr
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
 import { queryWithin, releaseClean } from './clean-release';
-import { isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
+import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
@@ -62,13 +62,24 @@ export interface UnitOfWorkStats {
   deadLettered: number;
   /** Moved to a retry tier. */
   retried: number;
+  /** Handler calls that failed (attempts retried in place included; an attempt carried from the optimistic run too). */
+  failedCalls: number;
 }
 
 export type UnitOfWorkOutcome =
   | { kind: 'committed'; lastOffset: string; count: number; stats: UnitOfWorkStats; timings: { postgresCommitMs: number; kafkaCommitMs: number } }
   | { kind: 'aborted' | 'outcome-unknown' | 'fenced'; error: unknown }
-  /** Run without savepoints, a record failed: nothing of the unit is kept; run it again with `careful`. */
-  | { kind: 'run-carefully'; error: unknown };
+  /**
+   * Run without savepoints, a record failed: nothing of the unit is kept; run it again with `careful`. `carried`:
+   * the record whose handler failed, when that failure counts as its first attempt in the careful run.
+   */
+  | { kind: 'run-carefully'; error: unknown; carried?: CarriedFailure };
+
+/** A record's failed first attempt in an optimistic run, carried into the careful run (see CarriedAttempt). */
+export interface CarriedFailure {
+  offset: string;
+  error: unknown;
+}
 
 export interface UnitOfWorkDeps {
   dataSource: DataSource;
@@ -99,6 +110,8 @@ export interface UnitOfWorkDeps {
    * handlers run back to back and the first failure makes the whole unit run again carefully (`run-carefully`).
    */
   careful?: boolean;
+  /** Careful run only: this record's first attempt already failed in the optimistic run; it is not made again. */
+  carried?: CarriedFailure;
 }
 
 interface HandledRecord {
@@ -198,7 +211,7 @@ export function reasonOf(error: unknown): DeadLetterReason {
 export class UnitOfWork {
   private readonly logger = new Logger(UnitOfWork.name);
   private readonly sm = new UnitOfWorkStateMachine();
-  private readonly stats: UnitOfWorkStats = { handled: 0, replayed: 0, duplicates: 0, deadLettered: 0, retried: 0 };
+  private readonly stats: UnitOfWorkStats = { handled: 0, replayed: 0, duplicates: 0, deadLettered: 0, retried: 0, failedCalls: 0 };
   private readonly moves: Array<{ record: ChunkRecord; tier: number; error: RecordedFailure }> = [];
   private readonly deadLetters: Array<{ record: ChunkRecord; reason: DeadLetterReason; error: RecordedFailure; parked?: { key: string; parkedNow: boolean } }> = [];
   /** @OrderedEvent only: each claimed record's decoded event and ordering key, by offset. */
@@ -270,6 +283,7 @@ export class UnitOfWork {
       const done = new Set<string>();
       // @OrderedEvent({ lanes }) run optimistically: the records of different ordering keys at the same time.
       lanes = this.lanes(runner, started);
+      if (!lanes && !this.batch && !this.deps.careful) this.countStatements(runner);
       // Each record's place in the unit, in offset order: handled here (undefined: a record of key lanes not
       // started before the time cap), the outputs of an earlier delivery, or a duplicate.
       const slots: Array<{ index: number } & ({ record: ChunkRecord; claim: Claim; handled: Promise<HandledRecord | undefined> } | { outputs: OutputRecord[] } | { duplicate: true })> = [];
@@ -429,12 +443,24 @@ export class UnitOfWork {
         if (!(await this.databaseAnswers())) return this.fail(new InboxStatementError('PostgreSQL, asked after a handler overran', cause));
         return this.fail(err);
       }
-      if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(cause)) return { kind: 'run-carefully', error: err };
+      if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(cause)) return { kind: 'run-carefully', error: err, carried: this.carriedFailure(err, lanes !== undefined) };
       return this.fail(err);
     } finally {
       // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.
       if (runner) await releaseClean(runner, this.tainted);
     }
+  }
+
+  /**
+   * The failure of an optimistic run that the careful run takes as the failing record's first attempt: one
+   * handler call's own failure, made on the state the records before it left (as the careful run will make it
+   * again), not in key lanes (where records of other keys ran around it), and not a statement refused because
+   * the transaction was aborted already (an earlier record swallowed a failed statement: not this record's doing).
+   */
+  private carriedFailure(err: unknown, inLanes: boolean): CarriedFailure | undefined {
+    if (inLanes || !(err instanceof OptimisticInvocationFailed) || err.offset === undefined) return undefined;
+    if (failedInAbortedTransaction(err.cause)) return undefined;
+    return { offset: err.offset, error: err.cause };
   }
 
   private async fail(error: unknown): Promise<UnitOfWorkOutcome> {
@@ -622,14 +648,54 @@ export class UnitOfWork {
    * Runs the handler for one record; a batch handler run optimistically only takes the event into its batch
    * (it cannot fail here: if the batch call fails, the whole unit runs again carefully, one event at a time).
    */
-  private invoke(runner: QueryRunner, record: ChunkRecord, event: unknown): Promise<Invocation> {
+  private async invoke(runner: QueryRunner, record: ChunkRecord, event: unknown): Promise<Invocation> {
     const invocation = { info: this.recordInfo(record), id: record.id, headers: new MessageHeaderReader(record.message) };
     if (this.batch) {
       const emitted: OutputRecord[] = [];
       this.batch.push({ record: invocation, event, emitted });
-      return Promise.resolve({ ok: true, attempts: 1, outputs: emitted });
+      return { ok: true, attempts: 1, outputs: emitted };
     }
-    return this.timed(() => invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: this.deps.careful === true }));
+    const carried = this.deps.careful && this.deps.carried?.offset === record.offset ? { error: this.deps.carried.error } : undefined;
+    const statementsBefore = this.statements;
+    let result: Invocation;
+    try {
+      result = await this.timed(() => invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: this.deps.careful === true, carried }));
+    } catch (err) {
+      // Failed without a savepoint. When the call sent no statement on the unit's connection (the common case of a
+      // downstream that fails: the call to it comes before the handler's writes), the transaction is exactly as the
+      // records before it left it: the unit goes on, this record's further attempts behind savepoints, its failed
+      // call counted as attempt 1. Nothing of the unit is rolled back, and no other record is called again.
+      if (!(err instanceof OptimisticInvocationFailed) || statementsBefore === undefined || this.statements !== statementsBefore) throw err;
+      this.stats.failedCalls++;
+      result = await this.timed(() => invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: true, carried: { error: err.cause } }));
+      this.stats.failedCalls += result.ok ? result.attempts - 2 : result.attempts - 1;
+      return result;
+    }
+    this.stats.failedCalls += result.ok ? result.attempts - 1 : result.attempts;
+    return result;
+  }
+
+  /** Statements sent on the unit's connection so far (undefined: not counted, see countStatements). */
+  private statements?: number;
+
+  /**
+   * Counts the statements sent on the unit's connection (TypeORM's EntityManager and repositories, and raw
+   * queries, all go through the query runner's `query` and `stream`), so that a handler call that failed without
+   * sending any can be told apart: the transaction is untouched by it (invoke). Optimistic units of a handler
+   * called record by record only.
+   */
+  private countStatements(runner: QueryRunner): void {
+    this.statements = 0;
+    const counted = runner as QueryRunner & Record<'query' | 'stream', unknown>;
+    const own = { query: runner.query, stream: runner.stream };
+    counted.query = (...args: Parameters<QueryRunner['query']>) => {
+      this.statements!++;
+      return own.query.apply(runner, args);
+    };
+    counted.stream = (...args: Parameters<QueryRunner['stream']>) => {
+      this.statements!++;
+      return own.stream.apply(runner, args);
+    };
   }
 
   private async timed<T>(call: () => Promise<T>): Promise<T> {
