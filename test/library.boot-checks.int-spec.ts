@@ -87,7 +87,7 @@ describe('library: boot checks against the broker', () => {
       await moduleRef.init();
       const deadline = Date.now() + 30000;
       while (!warnings.some((w) => w.includes('partitions are handled at once')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(warnings.find((w) => w.includes('partitions are handled at once'))).toMatch(/4 partitions are handled at once, .* the pool has 2 \(it needs 6 /);
+      expect(warnings.find((w) => w.includes('partitions are handled at once'))).toMatch(/4 partitions are handled at once \(retry tiers' partitions included\), .* the pool has 2 \(it needs 6 /);
     } finally {
       await moduleRef.close();
     }

@@ -22,6 +22,8 @@ export interface ProducerAppConfig {
   paymentsMode: 'publisher' | 'outbox';
   /** DATABASE_URL, for the outbox mode. */
   databaseUrl: string;
+  /** OUTBOX_CHECKPOINT_TOPIC: the outbox relay's checkpoint topic (the library's default when unset; topicPrefix does not apply to it). */
+  outboxCheckpointTopic?: string;
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
@@ -42,6 +44,7 @@ export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): Produce
   return {
     paymentsMode,
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+    outboxCheckpointTopic: env.OUTBOX_CHECKPOINT_TOPIC || undefined,
     kafkaRequestTimeoutMs: requestTimeout,
     missingTopicGraceMs: grace,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim()).filter(Boolean),

@@ -30,7 +30,7 @@ export const publisherModule = () =>
         },
         publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs, missingTopicGraceMs: config.missingTopicGraceMs },
         // PAYMENTS_MODE=outbox: POST /payments writes its row and event in one transaction; the relay sends the event.
-        ...(config.paymentsMode === 'outbox' ? { outbox: {} } : {}),
+        ...(config.paymentsMode === 'outbox' ? { outbox: config.outboxCheckpointTopic ? { checkpointTopic: config.outboxCheckpointTopic } : {} } : {}),
         metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics
       };
     },
