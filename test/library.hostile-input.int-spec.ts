@@ -326,8 +326,7 @@ describe('library: hostile input never stops the line', () => {
 /**
  * A record without a message id is known by its coordinates, in a namespace no header can reach: a producer that
  * writes another record's coordinates as its own `message-id` cannot make that record a duplicate (skipped, its
- * offset committed: lost). Rows that versions before 0.5 wrote for records without a message id are still
- * recognized: such a record delivered again after the upgrade is a replay, not handled a second time.
+ * offset committed: lost). (Rows of versions before 0.5: library.inbox, the CoordinateIdentities migration.)
  */
 describe('library: a message id cannot forge another record\'s identity', () => {
   let kafka: Kafka;
@@ -422,35 +421,5 @@ describe('library: a message id cannot forge another record\'s identity', () => 
     expect(rows).toHaveLength(2);
     expect(rows[0].digest).toBe(createHash('sha256').update(target).digest('hex'));
     expect(rows[1].digest).not.toBe(rows[0].digest);
-  });
-
-  it('still recognizes a record without a message id that a version before 0.5 handled, and only that record', async () => {
-    const next = await endOffset(topic);
-    const legacyRow = (messageId: string, offset: number) =>
-      queryDatabase(
-        databaseUrl,
-        `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, attempts, outputs, processed_at)
-         VALUES ($1, '', sha256(convert_to($2, 'UTF8')), $2, $3, 0, $4, 'processed', 1, '[]'::jsonb, now())`,
-        [group, messageId, topic, offset],
-      );
-    // As 0.4 left them: the record at `next` handled (its PostgreSQL transaction committed, its Kafka commit lost:
-    // the record is delivered again), and a header that spelled `${topic}/0/${next + 2}` on the record at next + 1.
-    await legacyRow(`${topic}/0/${next}`, next);
-    await legacyRow(`${topic}/0/${next + 2}`, next + 1);
-    await sendRaw(kafka, topic, [
-      { key: 'k', value: command('handled-by-0.4') }, // offset next: a replay, not handled again
-      { key: 'k', value: command('after-upgrade-1') }, // offset next + 1 (its row's id is a header's)
-      { key: 'k', value: command('after-upgrade-2') }, // offset next + 2: its coordinates are that header's text
-    ]);
-    await waitUntil(async () => (await seen('after-upgrade-1')) && (await seen('after-upgrade-2')), 60000, 'the records after the upgrade to be handled');
-    const handler = moduleRef.get(ForgedIdHandlers);
-    expect(handler.calls.filter((c) => c === 'handled-by-0.4')).toEqual([]);
-    expect(await seen('handled-by-0.4')).toBe(false);
-    // The row of the replayed record took the new key; the header's row kept its own.
-    const rows = await queryDatabase(databaseUrl, `SELECT "offset"::int AS offset, encode(id_digest, 'hex') AS digest, message_id FROM kafka_eo_inbox WHERE "offset" BETWEEN $1 AND $2 AND topic = $3 ORDER BY "offset", digest`, [next, next + 2, topic]);
-    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-    expect(rows.find((r) => r.offset === next)?.digest).not.toBe(sha256(`${topic}/0/${next}`));
-    expect(rows.filter((r) => r.offset === next)).toHaveLength(1);
-    expect(rows.find((r) => r.offset === next + 1 && r.message_id === `${topic}/0/${next + 2}`)?.digest).toBe(sha256(`${topic}/0/${next + 2}`));
   });
 });

@@ -3,8 +3,8 @@ import { DataSource } from 'typeorm';
 import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
 import { Pool } from 'pg';
-import { CreateKafkaEoInbox1764400000000, OneOpenOperation1764400500000, OperatorStore, pgPoolSql, UnitOutputs1764400700000 } from 'kafka-exactly-once';
-import { identify } from 'kafka-exactly-once/engine/record-identity';
+import { CoordinateIdentities1764400800000, CreateKafkaEoInbox1764400000000, OneOpenOperation1764400500000, OperatorStore, pgPoolSql, UnitOutputs1764400700000 } from 'kafka-exactly-once';
+import { coordinatesDigest, identify } from 'kafka-exactly-once/engine/record-identity';
 import { InboxRepository, keyOf, MissingUnitOutputsError } from 'kafka-exactly-once/inbox/inbox.repository';
 import type { OutputRecord } from 'kafka-exactly-once/engine/output-record';
 import { createSuiteDatabase } from './support/database';
@@ -24,7 +24,7 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }, { name: 'CoordinateIdentities1764400800000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
@@ -139,6 +139,70 @@ describe('library: inbox migration from text message ids', () => {
         await claimRunner.release();
       }
     } finally {
+      await dataSource.destroy();
+    }
+  });
+});
+
+/**
+ * Rows versions before 0.5 wrote for records without a message id (keyed by the SHA-256 of their coordinates'
+ * text, which a header spelling them also gets) are re-keyed into the coordinates' namespace by the migration:
+ * such a record delivered again after the upgrade is a replay, and a header spelling its coordinates is not it.
+ */
+describe('library: inbox migration of records without a message id', () => {
+  it('re-keys the rows of records known by their coordinates (at them, or on a retry tier), with their parked copies, and no header\'s row', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url: await createSuiteDatabase('inbox_coordinates') }).initialize();
+    const inbox = new InboxRepository();
+    const runner = dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runInboxMigrations(dataSource);
+      const legacyRow = (messageId: string, topic: string, offset: number, status = 'processed') =>
+        runner.query(
+          `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, attempts, outputs, processed_at)
+           VALUES ('g', 'payments', sha256(convert_to($1, 'UTF8')), $1, $2, 0, $3, $4, 1, '[]'::jsonb, now())`,
+          [messageId, topic, offset, status],
+        );
+      // As 0.4 left them: a record at payments/0/5 handled (its Kafka commit lost: it comes again), a header spelling
+      // payments/0/7 on the record at offset 6, a record first consumed at payments/0/8 now handled on a retry tier,
+      // and a parked record without a message id at payments/0/9.
+      await legacyRow('payments/0/5', 'payments', 5);
+      await legacyRow('payments/0/7', 'payments', 6);
+      await legacyRow('payments/0/8', 'payments.retry.1', 0);
+      await legacyRow('payments/0/9', 'payments', 9, 'parked');
+      await runner.query(
+        `INSERT INTO kafka_eo_parked_records (consumer_group, topic, key_digest, partition, "offset", scope, id_digest, message_id, reason, state)
+         VALUES ('g', 'payments', '\\x01', 0, 9, 'payments', sha256(convert_to('payments/0/9', 'UTF8')), 'payments/0/9', 'handler-failed', 'parked')`,
+      );
+      await new CoordinateIdentities1764400800000().up(runner);
+      await new CoordinateIdentities1764400800000().up(runner); // again: nothing more to do
+
+      const digests = await runner.query(`SELECT message_id, encode(id_digest, 'hex') AS digest FROM kafka_eo_inbox ORDER BY message_id`);
+      const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+      expect(digests).toEqual([
+        { message_id: 'payments/0/5', digest: coordinatesDigest('payments/0/5') },
+        { message_id: 'payments/0/7', digest: sha256('payments/0/7') },
+        { message_id: 'payments/0/8', digest: coordinatesDigest('payments/0/8') },
+        { message_id: 'payments/0/9', digest: coordinatesDigest('payments/0/9') },
+      ]);
+      expect(await runner.query(`SELECT encode(id_digest, 'hex') AS digest FROM kafka_eo_parked_records`)).toEqual([{ digest: coordinatesDigest('payments/0/9') }]);
+
+      // The handled record, delivered again: a replay (not claimed). The record at payments/0/7: new, claimed,
+      // although a header spelled its coordinates.
+      const at = (offset: string) => identify('payments', 0, { offset, headers: {} }, 'topic');
+      await runner.startTransaction();
+      const claimed = await inbox.claim(runner, 'g', 'payments', 0, [
+        { ...at('5'), offset: '5' },
+        { ...at('7'), offset: '7' },
+      ]);
+      expect([...claimed.claims.values()].map((c) => c.offset)).toEqual(['7']);
+      await runner.rollbackTransaction();
+
+      // And back, for a downgrade.
+      await new CoordinateIdentities1764400800000().down(runner);
+      expect((await runner.query(`SELECT encode(id_digest, 'hex') AS digest FROM kafka_eo_inbox WHERE message_id = 'payments/0/5'`))[0].digest).toBe(sha256('payments/0/5'));
+    } finally {
+      await runner.release();
       await dataSource.destroy();
     }
   });

@@ -25,6 +25,8 @@ import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { KafkaExactlyOnceExplorer, type TransportHandlerSpec } from './kafka-exactly-once.explorer';
 import type { ResolvedOptions } from './options/resolved-options';
+import { checkReaders, warmUpIds, writesToRegistry } from './serde/registry-boot';
+import { AmbientTransactions } from './transaction/ambient-transaction';
 import { SchemaRegistry } from './serde/schema-registry';
 import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
@@ -60,6 +62,10 @@ export interface StartStatus {
 export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly logger = new Logger('KafkaExactlyOnce');
   private handlers: HandlerDefinition[] = [];
+  /** The application's @nestjs-cls/transactional, once looked for (null: it has none). */
+  private ambient?: AmbientTransactions | null;
+  /** The background look-up of the Schema Registry ids this module writes with (see warmUpIds). */
+  private registryIds?: Promise<void>;
   private admin?: Admin;
   private consumer?: ExactlyOnceConsumer;
   private retention?: InboxRetention;
@@ -130,6 +136,14 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   async onApplicationBootstrap(): Promise<void> {
+    const remote = this.registry.remote;
+    if (remote) {
+      // Each reader in the registry's framing against its subject's latest schema (an incompatible one fails the
+      // boot), and the ids this module writes with, looked up in the background until known.
+      const prefix = this.options.topicPrefix;
+      await checkReaders(remote, this.handlers.filter((h) => h.topic.startsWith(prefix) && writesToRegistry(this.options, h.topic.slice(prefix.length))), this.logger);
+      this.registryIds = warmUpIds(remote, this.registry, this.options, this.logger, () => !this.stopRequested);
+    }
     if (!this.options.autoStart) return;
     await this.start();
   }
@@ -300,7 +314,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     await admin.connect();
     if (this.stopRequested) return undefined;
     const faults = new FaultInjector();
-    const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing));
+    const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing, this.ambientTransactions()));
     this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [], retryTiers: () => consumer.getStatus().retryTiers });
     try {
       await consumer.start();
@@ -310,7 +324,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       throw err;
     }
     if (this.stopRequested) return undefined;
-    this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing);
+    this.replays = new ReplayWorker(this.kafka, dataSource, this.registry, this.options, this.handlers, limits, faults, this.metrics, this.tracing, this.ambientTransactions());
     this.replays.start();
     return consumer;
   }
@@ -377,6 +391,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       this.logger.log('consumer stopped: in-flight work committed or rolled back');
     }
     await this.stopRetention();
+    await this.registryIds;
   }
 
   private async stopRetention(): Promise<void> {
@@ -399,6 +414,20 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   /** The consumer's state, for health checks. */
   status(stallAfterMs?: number): ConsumerStatus | undefined {
     return this.consumer?.getStatus(stallAfterMs);
+  }
+
+  /**
+   * The application's @nestjs-cls/transactional for the module's DataSource (see AmbientTransactions), found at
+   * the first call (after the application's providers exist), unless `ambientTransactions: false`.
+   */
+  ambientTransactions(): AmbientTransactions | undefined {
+    const config = this.options.ambientTransactions;
+    if (!config) return undefined;
+    if (this.ambient === undefined) {
+      this.ambient = AmbientTransactions.detect(this.getDataSource(), config.connectionName, this.logger) ?? null;
+      if (this.ambient) this.logger.log(`@nestjs-cls/transactional found${config.connectionName ? ` (${config.connectionName})` : ''}: handlers lend it their unit of work's transaction, and Outbox.add joins its transaction`);
+    }
+    return this.ambient ?? undefined;
   }
 
   getDataSource(): DataSource {

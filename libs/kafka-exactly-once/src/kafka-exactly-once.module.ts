@@ -18,6 +18,7 @@ import { nestLogCreator } from './kafka-logger';
 import { fixKafkaJs } from './kafkajs.fixes';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
+import { RegistrySchemas } from './serde/registry-schemas';
 import { SchemaRegistry } from './serde/schema-registry';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
@@ -48,7 +49,11 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
     },
     {
       provide: SchemaRegistry,
-      useFactory: (options: ResolvedOptions) => SchemaRegistry.fromDirectory(options.schemas.directory, { longs: options.schemas.longs }),
+      useFactory: (options: ResolvedOptions) => {
+        const schemas = SchemaRegistry.fromDirectory(options.schemas.directory, { longs: options.schemas.longs });
+        if (options.schemaRegistry) schemas.remote = new RegistrySchemas(options.schemaRegistry, options.schemas.longs);
+        return schemas;
+      },
       inject: [RESOLVED_OPTIONS],
     },
     {

@@ -8,6 +8,7 @@ import { fixKafkaJs } from '../kafkajs.fixes';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { OUTBOX_USAGE, runOutboxCommand } from './outbox.command';
 import { inspectSpool } from '../spool/spool-inspection';
+import { runSchemasCommand, SCHEMAS_USAGE } from './schemas.command';
 
 /** Exit codes scripts can rely on. */
 export const EXIT = {
@@ -40,6 +41,7 @@ Usage:
   kafka-eo spool show <directory>     the publisher's spool: records waiting for Kafka, and those set aside
                                       (quarantined) with the reason each can never be sent; reads, never changes
 ${OUTBOX_USAGE}
+${SCHEMAS_USAGE}
 
 Options:
   --group G        consumer group (default: KAFKA_EO_GROUP, or the only group with dead letters or parked keys)
@@ -59,7 +61,7 @@ interface Parsed {
   flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records']);
+const VALUE_FLAGS = new Set(['schema', 'schemas-dir', 'registry', 'strategy', 'group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records']);
 const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
 /**
@@ -161,6 +163,20 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   };
   const limit = text('limit') === undefined ? undefined : /^[0-9]{1,4}$/.test(text('limit')!) ? Number(text('limit')) : NaN;
   const timeoutMs = text('timeout-ms') === undefined ? 60000 : Number(text('timeout-ms'));
+
+  if (noun === 'schemas') {
+    try {
+      await runSchemasCommand({ verb, args, text, env, print });
+      return EXIT.ok;
+    } catch (err) {
+      if (err instanceof OperatorRequestError) {
+        io.err(`kafka-eo: ${err.message}`);
+        return err.kind === 'invalid' ? EXIT.usage : EXIT.notFound;
+      }
+      io.err(`kafka-eo: ${(err as Error).message}`);
+      return EXIT.failed;
+    }
+  }
 
   if (noun === 'spool') {
     try {

@@ -1,7 +1,7 @@
 import type { QueryRunner } from 'typeorm';
 import { withDeadline } from './deadline';
 
-interface PgClient {
+export interface PgClient {
   query(sql: string): Promise<unknown>;
   /** node-postgres: the statement waiting for the server's answer, and those queued behind it (pg >= 8.16 names them with an underscore and warns on the old names). */
   _activeQuery?: unknown;
@@ -12,8 +12,16 @@ interface PgClient {
   getTransactionStatus?(): string | null;
 }
 
+/**
+ * The node-postgres client under a TypeORM query runner (after connect), for what only it can tell: whether a
+ * statement on it still waits (isBusy) and whether its transaction failed (`getTransactionStatus()` 'E').
+ */
+export function pgClientOf(runner: QueryRunner): PgClient | undefined {
+  return (runner as unknown as { databaseConnection?: PgClient }).databaseConnection;
+}
+
 /** Whether a statement on the connection still waits for its answer (without touching pg's deprecated getters). */
-function isBusy(client: PgClient): boolean {
+export function isBusy(client: PgClient): boolean {
   const active = '_activeQuery' in client ? client._activeQuery : client.activeQuery;
   const queued = '_queryQueue' in client ? client._queryQueue : client.queryQueue;
   return Boolean(active) || (queued?.length ?? 0) > 0;

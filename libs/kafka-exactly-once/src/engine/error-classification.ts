@@ -12,6 +12,7 @@ interface ErrorLike {
   message?: unknown;
   severity?: unknown;
   retriable?: unknown;
+  failure?: unknown;
   driverError?: ErrorLike;
   originalError?: unknown;
   cause?: unknown;
@@ -91,6 +92,8 @@ export function isConnectionFault(err: unknown): boolean {
   const errors = [...chain(err)];
   // The library's own statements fail only for the database's or the schema's reasons (see InboxStatementError).
   if (errors.some((e) => e.name === 'InboxStatementError')) return true;
+  // The Schema Registry away (or a schema not registered for a topic written in its framing): no record's fault.
+  if (errors.some((e) => e.name === 'SchemaRegistryError' && e.failure !== 'incompatible')) return true;
   // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
   // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE,
   // INVALID_RECORD): the innermost one decides, whatever wraps it.

@@ -25,6 +25,7 @@ import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { retryDelay } from './retry-policy';
 import { isRebalanceError, sleep } from './sleep';
 import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, UnitOfWorkDeps, UnitOfWorkOutcome, unitSessionSettings } from './unit-of-work';
+import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
 
@@ -104,6 +105,7 @@ export class ExactlyOnceConsumer {
     private readonly topicLimits: ReadonlyMap<string, number> = new Map(),
     private readonly metrics?: KafkaExactlyOnceMetrics,
     private readonly tracing?: KafkaExactlyOnceTracing,
+    private readonly ambient?: AmbientTransactions,
   ) {
     this.routes = routesOf(handlers);
     this.stableOffsets = new StableOffsets(kafka);
@@ -466,6 +468,7 @@ export class ExactlyOnceConsumer {
           parking: this.parking,
           metrics: this.metrics,
           tracing: this.tracing,
+          ambient: this.ambient,
         },
         chunk,
       );

@@ -7,6 +7,7 @@ import { HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
+import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { headersProblem } from '../publishing/event-headers';
 import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
 import { isConnectionFault, isRetriableHandlerError, raisedByHandler } from './error-classification';
@@ -28,6 +29,13 @@ export interface InvocationDeps {
   logger: Logger;
   /** A span around each record's handling (OpenTelemetry, when the application has it). */
   tracing?: KafkaExactlyOnceTracing;
+  /** The application's @nestjs-cls/transactional, lent the unit's transaction during each handler call. */
+  ambient?: AmbientTransactions;
+}
+
+/** A handler's call, with the application's TransactionHost (if any) showing the unit's transaction meanwhile. */
+function lent(deps: InvocationDeps, runner: QueryRunner, call: () => Promise<void>): Promise<void> {
+  return deps.ambient ? deps.ambient.run(runner.manager, call) : call();
 }
 
 /** The record a handler is called for. */
@@ -123,7 +131,7 @@ async function attempts(
   const where = () => `${record.info.topic}[${record.info.partition}]@${record.info.offset} (message ${record.id.displayId})`;
   if (!savepoints) {
     const emitted: OutputRecord[] = [];
-    await optimistically(() => withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders))), record.info.offset);
+    await optimistically(() => withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders)))), record.info.offset);
     return { ok: true, attempts: 1, outputs: emitted };
   }
   let first = 1;
@@ -138,7 +146,7 @@ async function attempts(
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
     const emitted: OutputRecord[] = [];
     try {
-      await withinHandlerTimeout(deps, where, handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders)));
+      await withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders))));
       await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
       return { ok: true, attempts: attempt, outputs: emitted };
     } catch (err) {
@@ -172,7 +180,7 @@ export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunn
   const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers) }));
   const where = () => `${items[0].record.info.topic}[${items[0].record.info.partition}]@${items[0].record.info.offset}..${items[items.length - 1].record.info.offset} (${items.length} events)`;
   try {
-    await whileHeartbeating(deps, () => optimistically(() => withinHandlerTimeout(deps, where, deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 }))));
+    await whileHeartbeating(deps, () => optimistically(() => withinHandlerTimeout(deps, where, lent(deps, runner, () => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 })))));
   } catch (err) {
     for (const span of spans) span.end(err);
     throw err;

@@ -26,9 +26,6 @@ describe('record identity', () => {
     expect(coordinates.digest).toBe(coordinatesDigest('payments/0/5'));
     expect(coordinates.digest).toBe(hash('sha3-256', 'kafka-eo coordinates\u0000payments/0/5', 'hex'));
     expect(coordinates.digest).not.toBe(sha256Hex(Buffer.from('kafka-eo coordinates\u0000payments/0/5')));
-    // The key versions before 0.5 gave it, with where its row must be: how an upgraded consumer finds that row.
-    expect(coordinates.legacy).toEqual({ digest: sha256Hex(Buffer.from('payments/0/5')), at: { topic: 'payments', partition: 0, offset: '5' } });
-    expect(forged.legacy).toBeUndefined();
     // The outputs' ids are derived apart as well, so that downstream consumers keep both records' outputs.
     expect(outputIdSeed(coordinates)).not.toBe(outputIdSeed(forged));
     // Group-wide, a header of any topic spelling the coordinates is still another identity.

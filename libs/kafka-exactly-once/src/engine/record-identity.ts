@@ -21,13 +21,6 @@ export interface RecordIdentity {
   digest: string;
   /** `message-id`: the header; `coordinates`: the record has none (redeliveries of it are deduplicated, nothing else). */
   kind: 'message-id' | 'coordinates';
-  /**
-   * For a coordinates identity only: the key versions before 0.5 gave it (SHA-256 of the coordinates' text, in the
-   * same scope), and the coordinates a row of that key must hold to be this record's (where it was consumed, or,
-   * on a retry tier, where it was first consumed): a row written before the upgrade is taken over under the new
-   * key, a row of a header that spells the coordinates is not.
-   */
-  legacy?: { digest: string; at: { topic: string; partition: number; offset: string } };
   /** `''` for a group-wide scope, else the topic. Part of the inbox key. */
   scope: string;
   /** `raw` as text when it is plain UTF-8 without NUL and at most 200 characters; else a `sha256:` form. */
@@ -99,7 +92,7 @@ export function identify(
   const at = tier?.origin ?? { topic, partition, offset: message.offset };
   const text = `${at.topic}/${at.partition}/${at.offset}`;
   const raw = Buffer.from(text, 'utf8');
-  return { raw, digest: coordinatesDigest(text), kind: 'coordinates', scope: scoped, displayId: text, legacy: { digest: sha256Hex(raw), at } };
+  return { raw, digest: coordinatesDigest(text), kind: 'coordinates', scope: scoped, displayId: text };
 }
 
 /** Lone UTF-16 surrogates (jsonb refuses them) replaced by U+FFFD. */

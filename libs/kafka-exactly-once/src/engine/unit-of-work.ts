@@ -12,11 +12,13 @@ import { historyPair, mayRetryLater, retryOrigin, tierHeaders, type RetryOrigin 
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
-import { decodeSingleObject } from '../serde/single-object.codec';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import type { AmbientTransactions } from '../transaction/ambient-transaction';
+import { decodeEvent } from '../serde/single-object.codec';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
-import { queryWithin, releaseClean } from './clean-release';
+import { isBusy, pgClientOf, queryWithin, releaseClean } from './clean-release';
 import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
@@ -112,6 +114,8 @@ export interface UnitOfWorkDeps {
   careful?: boolean;
   /** Careful run only: this record's first attempt already failed in the optimistic run; it is not made again. */
   carried?: CarriedFailure;
+  /** The application's @nestjs-cls/transactional, lent the unit's transaction during each handler call. */
+  ambient?: AmbientTransactions;
 }
 
 interface HandledRecord {
@@ -252,6 +256,9 @@ export class UnitOfWork {
     let runner: QueryRunner | undefined;
     let lanes: KeyLanesRun | undefined;
     try {
+      // The writer schemas of the records in the Schema Registry's framing, before any transaction: a registry
+      // that does not answer fails the unit as an infrastructure fault (retried; nothing dead-lettered).
+      await this.deps.registry.remote?.prefetch(this.records.map((r) => r.message.value));
       this.sm.transitionTo('claiming');
       const db = (runner = dataSource.createQueryRunner());
       const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
@@ -446,6 +453,7 @@ export class UnitOfWork {
       if (!this.deps.careful && this.sm.state === 'handling' && !isConnectionFault(cause)) return { kind: 'run-carefully', error: err, carried: this.carriedFailure(err, lanes !== undefined) };
       return this.fail(err);
     } finally {
+      this.uncount?.();
       // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.
       if (runner) await releaseClean(runner, this.tainted);
     }
@@ -459,7 +467,7 @@ export class UnitOfWork {
    */
   private carriedFailure(err: unknown, inLanes: boolean): CarriedFailure | undefined {
     if (inLanes || !(err instanceof OptimisticInvocationFailed) || err.offset === undefined) return undefined;
-    if (failedInAbortedTransaction(err.cause)) return undefined;
+    if (failedInAbortedTransaction(err.cause) || this.failedBeforeCall.has(err.offset)) return undefined;
     return { offset: err.offset, error: err.cause };
   }
 
@@ -490,8 +498,10 @@ export class UnitOfWork {
     if (claim.failures >= options.isolation.maxFailures) return this.failedForNow(record, this.isolatedFailure(claim), claim.failures);
     let event: unknown;
     try {
-      event = decodeSingleObject(registry, handler.schema, record.message.value);
+      event = decodeEvent(registry, handler.schema, record.message.value);
     } catch (err) {
+      // A writer schema the Schema Registry did not give: the infrastructure's fault, the unit is retried.
+      if (err instanceof SchemaRegistryError) throw err;
       return this.deadLetter(record, describeFailure(err, reasonOf(err)), 1);
     }
     const result = await this.invoke(runner, record, event);
@@ -657,6 +667,9 @@ export class UnitOfWork {
     }
     const carried = this.deps.careful && this.deps.carried?.offset === record.offset ? { error: this.deps.carried.error } : undefined;
     const statementsBefore = this.statements;
+    // A transaction an earlier record left failed (it swallowed a failed statement): whatever this call does then
+    // is not this record's own doing (carriedFailure).
+    if (!this.deps.careful && pgClientOf(runner)?.getTransactionStatus?.() === 'E') this.failedBeforeCall.add(record.offset);
     let result: Invocation;
     try {
       result = await this.timed(() => invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: this.deps.careful === true, carried }));
@@ -665,7 +678,7 @@ export class UnitOfWork {
       // downstream that fails: the call to it comes before the handler's writes), the transaction is exactly as the
       // records before it left it: the unit goes on, this record's further attempts behind savepoints, its failed
       // call counted as attempt 1. Nothing of the unit is rolled back, and no other record is called again.
-      if (!(err instanceof OptimisticInvocationFailed) || statementsBefore === undefined || this.statements !== statementsBefore) throw err;
+      if (!(err instanceof OptimisticInvocationFailed) || !this.untouchedSince(runner, statementsBefore)) throw err;
       this.stats.failedCalls++;
       result = await this.timed(() => invokeHandler(this.invocationDeps(), runner, invocation, event, { savepoints: true, carried: { error: err.cause } }));
       this.stats.failedCalls += result.ok ? result.attempts - 2 : result.attempts - 1;
@@ -674,6 +687,9 @@ export class UnitOfWork {
     this.stats.failedCalls += result.ok ? result.attempts - 1 : result.attempts;
     return result;
   }
+
+  /** Records whose call (optimistic run) began in a transaction that had failed already. */
+  private readonly failedBeforeCall = new Set<string>();
 
   /** Statements sent on the unit's connection so far (undefined: not counted, see countStatements). */
   private statements?: number;
@@ -685,17 +701,33 @@ export class UnitOfWork {
    * called record by record only.
    */
   private countStatements(runner: QueryRunner): void {
+    // On the node-postgres client itself: TypeORM's query and stream, and a handler's own use of the client
+    // (pg-cursor, COPY streams) all send through its `query`.
+    const client = pgClientOf(runner) as unknown as { query: (...args: unknown[]) => unknown } | undefined;
+    if (!client) return;
     this.statements = 0;
-    const counted = runner as QueryRunner & Record<'query' | 'stream', unknown>;
-    const own = { query: runner.query, stream: runner.stream };
-    counted.query = (...args: Parameters<QueryRunner['query']>) => {
+    const own = client.query;
+    client.query = (...args: unknown[]) => {
       this.statements!++;
-      return own.query.apply(runner, args);
+      return own.apply(client, args);
     };
-    counted.stream = (...args: Parameters<QueryRunner['stream']>) => {
-      this.statements!++;
-      return own.stream.apply(runner, args);
+    // The client goes back to the pool after the unit: without the count.
+    this.uncount = () => {
+      client.query = own;
     };
+  }
+
+  /** Takes the statement count off the unit's connection (see countStatements). */
+  private uncount?: () => void;
+
+  /**
+   * Whether the unit's transaction is as good as before a handler call that failed without a savepoint: the call
+   * sent no statement, none of anyone's still waits on the connection, and the transaction has not failed.
+   */
+  private untouchedSince(runner: QueryRunner, statementsBefore: number | undefined): boolean {
+    const client = pgClientOf(runner);
+    if (statementsBefore === undefined || !client || this.statements !== statementsBefore || isBusy(client)) return false;
+    return client.getTransactionStatus?.() === 'T';
   }
 
   private async timed<T>(call: () => Promise<T>): Promise<T> {
@@ -739,8 +771,9 @@ export class UnitOfWork {
     for (const record of records) {
       const prep: OrderingPrep = {};
       try {
-        prep.event = decodeSingleObject(registry, handler.schema, record.message.value);
+        prep.event = decodeEvent(registry, handler.schema, record.message.value);
       } catch (err) {
+        if (err instanceof SchemaRegistryError) throw err;
         prep.decodeError = err;
       }
       const recordKey = record.message.key && record.message.key.length > 0 ? record.message.key : undefined;
@@ -784,8 +817,8 @@ export class UnitOfWork {
   }
 
   private invocationDeps() {
-    const { handler, registry, options, topicLimits, heartbeat, tracing } = this.deps;
-    return { handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing };
+    const { handler, registry, options, topicLimits, heartbeat, tracing, ambient } = this.deps;
+    return { handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing, ambient };
   }
 
   private recordInfo(record: ChunkRecord): RecordInfo {

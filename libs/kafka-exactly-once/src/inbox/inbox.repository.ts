@@ -1,5 +1,5 @@
 import type { QueryRunner } from 'typeorm';
-import { AUDIT_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, UNIT_OUTPUTS_TABLE, UNIT_SEQUENCE } from '../kafka-exactly-once.constants';
+import { INBOX_TABLE, UNIT_OUTPUTS_TABLE, UNIT_SEQUENCE } from '../kafka-exactly-once.constants';
 import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord } from '../engine/output-record';
 
 /**
@@ -39,8 +39,6 @@ export interface InboxKey {
 export interface ClaimRequest extends InboxKey {
   displayId: string;
   offset: string;
-  /** A record known by its coordinates: the key a version before 0.5 gave it, and where its row must be (RecordIdentity). */
-  legacy?: { digest: string; at: { topic: string; partition: number; offset: string } };
 }
 
 /** What the claim learned about a record it claimed now. */
@@ -149,7 +147,6 @@ export class InboxRepository {
   async claim(runner: QueryRunner, group: string, topic: string, partition: number, records: ClaimRequest[]): Promise<Claims> {
     const seen = new Set<string>();
     const unique = records.filter((r) => !seen.has(keyOf(r)) && seen.add(keyOf(r)));
-    await this.rekeyLegacyCoordinates(runner, group, topic, partition, unique);
     // Rows are locked in digest order, the same in every unit of work, so that two partitions claiming the same
     // ids (a duplicate published under another key) cannot deadlock.
     const rows: Array<{ scope: string; digest: string; offset: string; failures: number; last_error: RecordedFailure | null; unit: string | null; taken_over: boolean }> = await runner.query(
@@ -171,47 +168,6 @@ export class InboxRepository {
     );
     const claims = new Map(rows.map((r) => [keyOf(r), { offset: r.offset, failures: r.failures, lastError: r.last_error, takenOver: r.taken_over }]));
     return { claims, unit: rows.find((r) => !r.taken_over)?.unit ?? undefined };
-  }
-
-  /**
-   * Rows that versions before 0.5 wrote for records without a message id (keyed by the SHA-256 of their
-   * coordinates' text, which a header spelling those coordinates could also reach) take these records' keys now,
-   * in the claim's transaction, so that the claim finds them: a record handled before the upgrade and delivered
-   * again after it is a replay, not a new record. Only a row at the record's own coordinates (where it is consumed
-   * now, or, from a retry tier, where it was first consumed) is taken: the row of a forged header that spells
-   * them is someone else's. Records with a message id cost nothing here.
-   */
-  private async rekeyLegacyCoordinates(runner: QueryRunner, group: string, topic: string, partition: number, records: ClaimRequest[]): Promise<void> {
-    const legacy = records.filter((r) => r.legacy !== undefined);
-    if (legacy.length === 0) return;
-    // The record's parked copy and an operator's open replay of it name the row by its key: they follow it.
-    await runner.query(
-      `WITH moved AS (
-         UPDATE ${INBOX_TABLE} AS i SET id_digest = decode(m.digest, 'hex')
-         FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::int[], $10::bigint[]) AS m(scope, legacy, digest, off, origin_topic, origin_partition, origin_offset)
-         WHERE i.consumer_group = $1 AND i.scope = m.scope AND i.id_digest = decode(m.legacy, 'hex')
-           AND ((i.topic = $2 AND i.partition = $3 AND i."offset" = m.off)
-                OR (i.topic = m.origin_topic AND i.partition = m.origin_partition AND i."offset" = m.origin_offset))
-           AND NOT EXISTS (SELECT 1 FROM ${INBOX_TABLE} j WHERE j.consumer_group = $1 AND j.scope = m.scope AND j.id_digest = decode(m.digest, 'hex'))
-         RETURNING i.scope, m.legacy, m.digest),
-       parked AS (
-         UPDATE ${PARKED_RECORDS_TABLE} AS p SET id_digest = decode(moved.digest, 'hex') FROM moved
-         WHERE p.consumer_group = $1 AND p.scope = moved.scope AND p.id_digest = decode(moved.legacy, 'hex'))
-       UPDATE ${AUDIT_TABLE} AS a SET id_digest = decode(moved.digest, 'hex') FROM moved
-       WHERE a.consumer_group = $1 AND a.scope = moved.scope AND a.id_digest = decode(moved.legacy, 'hex')`,
-      [
-        group,
-        topic,
-        partition,
-        legacy.map((r) => r.scope),
-        legacy.map((r) => r.legacy!.digest),
-        legacy.map((r) => r.digest),
-        legacy.map((r) => r.offset),
-        legacy.map((r) => r.legacy!.at.topic),
-        legacy.map((r) => r.legacy!.at.partition),
-        legacy.map((r) => r.legacy!.at.offset),
-      ],
-    );
   }
 
   /**

@@ -16,6 +16,23 @@ export interface KafkaExactlyOnceModuleOptions {
   };
   /** Schemas of the topics the handlers emit to: `ctx.emit(topic, ...)` validates and encodes with it. */
   topics?: Record<string, TopicOptions>;
+  /**
+   * How values are framed when the module writes them (`ctx.emit`, the publisher, the outbox), by default for
+   * every topic (`topics[name].wireFormat` overrides it for one): `single-object` (default: Avro single-object
+   * encoding, `C3 01`, the schema's fingerprint, the body) or `schema-registry` (Confluent's framing: `00`, the
+   * 4-byte schema id, the body; needs `schemaRegistry`). Handlers read both, told apart by the first bytes, so
+   * a topic can move from one to the other while records of both are on it (docs/schema-registry.md).
+   */
+  wireFormat?: WireFormat;
+  /**
+   * The application's `@nestjs-cls/transactional` (TypeORM adapter), when it has one for the module's DataSource:
+   * `Outbox.add(topic, event)` without an EntityManager joins the transaction it has open, and during each handler
+   * call `TransactionHost.tx` is the unit of work's transaction, so that services written for it commit with the
+   * unit. Default true (used when present); `{ connectionName }` for a named TransactionHost; false: never.
+   */
+  ambientTransactions?: boolean | { connectionName?: string };
+  /** A Confluent-compatible Schema Registry (Confluent, Confluent Cloud, Apicurio, Redpanda, Karapace): docs/schema-registry.md. */
+  schemaRegistry?: SchemaRegistryOptions;
   /** Prefix prepended to every topic subscribed, emitted to or dead-lettered to (shared clusters, tests). */
   topicPrefix?: string;
   /** Name of the TypeORM DataSource to use (`TypeOrmModule.forRoot({ name })`); the default one if omitted. */
@@ -169,6 +186,35 @@ export interface TopicOptions {
   schema: string;
   /** Derives the record key from the event, so callers cannot forget it. */
   key?: (event: any) => string;
+  /**
+   * How this topic's values are framed when written (the module's `wireFormat` when omitted). For a topic a
+   * handler consumes, `schema-registry` also makes the boot check its schema against the subject's latest.
+   */
+  wireFormat?: WireFormat;
+}
+
+export type WireFormat = 'single-object' | 'schema-registry';
+
+/** A Confluent-compatible Schema Registry, read through `@kafkajs/confluent-schema-registry` (an optional peer). */
+export interface SchemaRegistryOptions {
+  /** Its base URL, e.g. `https://registry.example.com` or Apicurio's `http://host:8080/apis/ccompat/v7`. */
+  url: string;
+  /** Basic (an API key and secret on Confluent Cloud) or bearer (a token, or a function that gives a fresh one). */
+  auth?: { username: string; password: string } | { bearerToken: string | (() => string | Promise<string>) };
+  /** TLS for an https URL: Node's options (`ca`, `cert`, `key`, `rejectUnauthorized`...). */
+  tls?: { ca?: string | Buffer; cert?: string | Buffer; key?: string | Buffer; rejectUnauthorized?: boolean };
+  /**
+   * The subject of a topic's values: `topic` (TopicNameStrategy, default: `<topic>-value`), `record`
+   * (RecordNameStrategy: the record's full name) or `topic-record` (TopicRecordNameStrategy: `<topic>-<full name>`).
+   */
+  subjectNameStrategy?: 'topic' | 'record' | 'topic-record';
+  /**
+   * Register a schema the library writes with when its subject does not have it yet. Default false: register at
+   * deploy time (`kafka-eo schemas register`), so that a writer can never change a subject by itself.
+   */
+  autoRegister?: boolean;
+  /** How long one request to the registry may take, its retries included, in ms. Default 10000. */
+  requestTimeoutMs?: number;
 }
 
 export interface ConsumerOptions {

@@ -1,5 +1,5 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
-import type { KafkaExactlyOnceModuleOptions, RetryOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import type { KafkaExactlyOnceModuleOptions, RetryOptions, SchemaRegistryOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 import { totalRetryDelay } from '../engine/retry-policy';
 import { INSTANCE_ID_PATTERN } from '../spool/instance-id';
 import type { ResolvedOptions } from './resolved-options';
@@ -54,12 +54,18 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (longs !== 'bigint' && longs !== 'number') throw new InvalidOptionsError('schemas.longs', "must be 'bigint' or 'number'");
 
   const topics = options.topics ?? {};
+  const wireFormat = wireFormatOf('wireFormat', options.wireFormat) ?? 'single-object';
+  const schemaRegistry = resolveSchemaRegistry(options.schemaRegistry);
   for (const [topic, config] of Object.entries(topics)) {
     nonEmpty(`topics["${topic}"].schema`, config?.schema, 'the full name of the Avro record written to this topic');
     if (config.key !== undefined && typeof config.key !== 'function') {
       throw new InvalidOptionsError(`topics["${topic}"].key`, 'must be a function (event) => key');
     }
+    if ((wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry' && !schemaRegistry) {
+      throw new InvalidOptionsError(config.wireFormat ? `topics["${topic}"].wireFormat` : 'wireFormat', "'schema-registry' needs the option schemaRegistry ({ url: ... })");
+    }
   }
+  if (wireFormat === 'schema-registry' && !schemaRegistry) throw new InvalidOptionsError('wireFormat', "'schema-registry' needs the option schemaRegistry ({ url: ... })");
 
   const consumer = options.consumer ?? {};
   const sessionTimeout = positiveInt('consumer.sessionTimeout', consumer.sessionTimeout, 30000, 1000);
@@ -134,6 +140,9 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     schemas: { directory, longs },
     topics,
     topicPrefix,
+    wireFormat,
+    ...(schemaRegistry ? { schemaRegistry } : {}),
+    ambientTransactions: resolveAmbient(options.ambientTransactions),
     dataSourceName: options.dataSourceName,
     consumer: {
       sessionTimeout,
@@ -272,4 +281,46 @@ export function resolveOutbox(outbox: NonNullable<KafkaExactlyOnceModuleOptions[
     unhealthyAgeMs: positiveInt('outbox.unhealthyAgeMs', outbox.unhealthyAgeMs, 60000, 1000),
     sendTimeoutMs: positiveInt('outbox.sendTimeoutMs', outbox.sendTimeoutMs, 30000, 100),
   };
+}
+
+function wireFormatOf(field: string, value: unknown): WireFormat | undefined {
+  if (value === undefined) return undefined;
+  if (value !== 'single-object' && value !== 'schema-registry') throw new InvalidOptionsError(field, `must be 'single-object' or 'schema-registry', got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function resolveSchemaRegistry(registry: SchemaRegistryOptions | undefined): ResolvedOptions['schemaRegistry'] {
+  if (registry === undefined) return undefined;
+  if (registry === null || typeof registry !== 'object') throw new InvalidOptionsError('schemaRegistry', "must be an object, e.g. { url: 'https://registry.example.com' }");
+  const url = nonEmpty('schemaRegistry.url', registry.url, 'the base URL of the Schema Registry');
+  if (!/^https?:\/\//.test(url)) throw new InvalidOptionsError('schemaRegistry.url', `must be an http:// or https:// URL, got ${JSON.stringify(url)}`);
+  const auth = registry.auth;
+  if (auth !== undefined) {
+    const basic = typeof (auth as { username?: unknown }).username === 'string' && typeof (auth as { password?: unknown }).password === 'string';
+    const bearer = typeof (auth as { bearerToken?: unknown }).bearerToken === 'string' || typeof (auth as { bearerToken?: unknown }).bearerToken === 'function';
+    if (basic === bearer) throw new InvalidOptionsError('schemaRegistry.auth', 'must be { username, password } (basic) or { bearerToken } (a string, or a function giving one)');
+  }
+  const subjectNameStrategy = registry.subjectNameStrategy ?? 'topic';
+  if (!['topic', 'record', 'topic-record'].includes(subjectNameStrategy)) {
+    throw new InvalidOptionsError('schemaRegistry.subjectNameStrategy', `must be 'topic', 'record' or 'topic-record', got ${JSON.stringify(subjectNameStrategy)}`);
+  }
+  if (registry.autoRegister !== undefined && typeof registry.autoRegister !== 'boolean') throw new InvalidOptionsError('schemaRegistry.autoRegister', 'must be true or false');
+  return {
+    url: url.replace(/\/+$/, ''),
+    auth,
+    tls: registry.tls,
+    subjectNameStrategy,
+    autoRegister: registry.autoRegister ?? false,
+    requestTimeoutMs: positiveInt('schemaRegistry.requestTimeoutMs', registry.requestTimeoutMs, 10000, 100),
+  };
+}
+
+function resolveAmbient(value: KafkaExactlyOnceModuleOptions['ambientTransactions']): ResolvedOptions['ambientTransactions'] {
+  if (value === undefined || value === true) return {};
+  if (value === false) return false;
+  if (value === null || typeof value !== 'object') throw new InvalidOptionsError('ambientTransactions', 'must be true, false or { connectionName }');
+  if (value.connectionName !== undefined && (typeof value.connectionName !== 'string' || value.connectionName === '')) {
+    throw new InvalidOptionsError('ambientTransactions.connectionName', 'must be the non-empty name of a TransactionHost (ClsPluginTransactional connectionName)');
+  }
+  return { connectionName: value.connectionName };
 }

@@ -1,4 +1,4 @@
-import type { KafkaExactlyOnceModuleOptions, TopicOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import type { KafkaExactlyOnceModuleOptions, SchemaRegistryOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 
 /** The options with every default applied; what the engine reads. */
 export interface ResolvedOptions {
@@ -9,6 +9,12 @@ export interface ResolvedOptions {
   schemas: { directory: string; longs: 'bigint' | 'number' };
   topics: Record<string, TopicOptions>;
   topicPrefix: string;
+  /** false: the application's @nestjs-cls/transactional is not used. */
+  ambientTransactions: false | { connectionName?: string };
+  /** The default framing of values the module writes. */
+  wireFormat: WireFormat;
+  /** undefined: no Schema Registry. */
+  schemaRegistry?: Required<Pick<SchemaRegistryOptions, 'url' | 'subjectNameStrategy' | 'autoRegister' | 'requestTimeoutMs'>> & Pick<SchemaRegistryOptions, 'auth' | 'tls'>;
   dataSourceName?: string;
   consumer: {
     sessionTimeout: number;

@@ -101,8 +101,24 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
    * in one transaction, add the events of several keys in the same key order everywhere (or PostgreSQL may end
    * one transaction as a deadlock).
    */
-  async add(manager: EntityManager | QueryRunner, topic: string, event: unknown, options: OutboxAddOptions = {}): Promise<OutboxAddResult> {
+  async add(manager: EntityManager | QueryRunner, topic: string, event: unknown, options?: OutboxAddOptions): Promise<OutboxAddResult>;
+  /**
+   * Writes an event to the outbox in the transaction the application's `@nestjs-cls/transactional` has open here
+   * (`@Transactional()`, `TransactionHost.withTransaction`), beside the service's own writes through
+   * `TransactionHost.tx`. Outside one it throws OutboxWriteError (`not-in-transaction`) and writes nothing: an
+   * event in a transaction of its own would not commit or roll back with the caller's rows.
+   *
+   * @example
+   * @Transactional()
+   * async requestPayment(request: PaymentRequest) {
+   *   await this.txHost.tx.insert(PaymentRequestRow, request);
+   *   return this.outbox.add('payments.requested', request, { key: request.accountId });
+   * }
+   */
+  async add(topic: string, event: unknown, options?: OutboxAddOptions): Promise<OutboxAddResult>;
+  async add(...args: [EntityManager | QueryRunner, string, unknown, OutboxAddOptions?] | [string, unknown, OutboxAddOptions?]): Promise<OutboxAddResult> {
     if (!this.options.outbox) throw new OutboxWriteError('not-enabled', 'the outbox is not enabled: add the "outbox" option ({} for the defaults) to KafkaExactlyOnceModule.forRoot');
+    const [manager, topic, event, options = {}] = typeof args[0] === 'string' ? [this.ambientManager(), ...(args as [string, unknown, OutboxAddOptions?])] : (args as [EntityManager | QueryRunner, string, unknown, OutboxAddOptions?]);
     const runner = this.transactionOf(manager);
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing written
     const idProblem = messageIdProblem(options.messageId);
@@ -131,6 +147,22 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
       [keyLockId(encoded.topic, key), messageId, encoded.topic, key, encoded.eventType, encoded.value, encodeHeaders(headers)],
     );
     return { messageId, position: rows[0].position };
+  }
+
+  /** The EntityManager of the transaction @nestjs-cls/transactional has open in this async context. */
+  private ambientManager(): EntityManager {
+    if (!this.ready) throw new OutboxWriteError('not-enabled', 'the outbox is not ready: Outbox.add is for after the application has started (its migrations run at bootstrap)');
+    const ambient = this.lifecycle.ambientTransactions();
+    const manager = ambient?.active();
+    if (!manager) {
+      throw new OutboxWriteError(
+        'not-in-transaction',
+        ambient
+          ? 'Outbox.add without an EntityManager needs a transaction of @nestjs-cls/transactional open here (a @Transactional() method, or TransactionHost.withTransaction); nothing was written: an event in a transaction of its own would not commit with your rows'
+          : `Outbox.add without an EntityManager needs @nestjs-cls/transactional (ClsPluginTransactional with the TypeORM adapter) for the module's DataSource${this.options.ambientTransactions ? '' : ', and ambientTransactions not false'}; otherwise pass the EntityManager of your transaction: outbox.add(manager, topic, event)`,
+      );
+    }
+    return manager;
   }
 
   private transactionOf(manager: EntityManager | QueryRunner): QueryRunner {

@@ -19,7 +19,9 @@ import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPL
 import type { HandlerDefinition } from '../engine/handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
-import { decodeSingleObject } from '../serde/single-object.codec';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import type { AmbientTransactions } from '../transaction/ambient-transaction';
+import { decodeEvent } from '../serde/single-object.codec';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { PartitionProducer } from '../transaction/partition-producer';
@@ -112,6 +114,7 @@ export class ReplayWorker {
     private readonly faults?: FaultInjector,
     private readonly metrics?: KafkaExactlyOnceMetrics,
     private readonly tracing?: KafkaExactlyOnceTracing,
+    private readonly ambient?: AmbientTransactions,
   ) {
     // A dead letter from a retry tier is known by the tier's topic: the same handler.
     this.handlers = new Map([...routesOf(handlers)].map(([topic, route]) => [topic, route.handler]));
@@ -271,8 +274,7 @@ export class ReplayWorker {
           return { kind: 'failed', error: result.error, at };
         }
         await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'replayed', resolved_at = now() WHERE seq = $1`, [record.seq]);
-        // A record without a message id parked by a version before 0.5 has its row under the key that version gave it.
-        await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = ANY($3::bytea[]) AND status = 'parked'`, [group, record.scope, result.digests]);
+        await runner.query(`UPDATE ${INBOX_TABLE} SET status = 'replayed', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3 AND status = 'parked'`, [group, record.scope, result.digest]);
         return send(await this.recordReplay(runner, operation, original, result.outputs), at);
       },
       // Outputs the broker refuses for good (too large): nothing of the step is committed; the key stays parked there.
@@ -373,14 +375,16 @@ export class ReplayWorker {
     handler: HandlerDefinition,
     original: Original,
     replay: { kind: 'release' | 'dead-letter'; auditId: string },
-  ): Promise<{ ok: true; outputs: OutputRecord[]; digests: Buffer[] } | { ok: false; error: RecordedFailure }> {
+  ): Promise<{ ok: true; outputs: OutputRecord[]; digest: Buffer } | { ok: false; error: RecordedFailure }> {
     const headers = toKafkaHeaders({ topic: original.topic, key: null, value: null, h: original.headers });
     const base = original.topic === handler.topic ? undefined : handler.topic;
     const id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic', base === undefined ? undefined : { base, origin: retryOrigin(headers, base) });
     let event: unknown;
+    await this.registry.remote?.prefetch([original.value]); // a registry away: the step fails and is tried again
     try {
-      event = decodeSingleObject(this.registry, handler.schema, original.value);
+      event = decodeEvent(this.registry, handler.schema, original.value);
     } catch (err) {
+      if (err instanceof SchemaRegistryError) throw err;
       return { ok: false, error: describeFailure(err, reasonOf(err)) };
     }
     const info = {
@@ -395,10 +399,10 @@ export class ReplayWorker {
     // One attempt: a step holds its key's lock while the handler runs (the consumer waits on it), and the
     // operator is there to try again.
     const once = { ...handler, retry: { ...handler.retry, attempts: 1 } };
-    const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger, tracing: this.tracing };
+    const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger, tracing: this.tracing, ambient: this.ambient };
     const result = await invokeHandler(deps, runner, { info, id, replay }, event);
     if (!result.ok) return { ok: false, error: describeFailure(result.error, reasonOf(result.error)) };
-    return { ok: true, outputs: result.outputs, digests: [id.digest, ...(id.legacy ? [id.legacy.digest] : [])].map((d) => Buffer.from(d, 'hex')) };
+    return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };
   }
 
   private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, emitted: OutputRecord[]): Promise<Replay> {

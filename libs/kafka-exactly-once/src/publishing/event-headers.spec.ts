@@ -39,6 +39,13 @@ describe('event headers', () => {
     );
   });
 
+  it('keeps a header named like an Object member (__proto__, constructor) as a header, through the durable form', () => {
+    const headers = JSON.parse('{"__proto__": "p", "constructor": "c"}');
+    const back = fromDurableHeaders(JSON.parse(JSON.stringify(toDurableHeaders(headers))));
+    expect(Object.keys(back).sort()).toEqual(['__proto__', 'constructor']);
+    expect(Object.getOwnPropertyDescriptor(back, '__proto__')?.value).toBe('p');
+  });
+
   it('reads what earlier versions spooled: a Buffer as JSON becomes its bytes; a value no version could send is refused', () => {
     expect(fromDurableHeaders(JSON.parse(JSON.stringify({ b: Buffer.from([0, 255, 1]) })))).toEqual({ b: Buffer.from([0, 255, 1]) });
     expect(() => fromDurableHeaders({ attempt: 3 })).toThrow(UnsendableHeadersError);

@@ -55,7 +55,7 @@ export function toDurableHeaders(headers: EventHeaders): DurableHeaders {
   for (const name of Object.keys(headers)) {
     const value = headers[name];
     if (value === undefined) continue;
-    durable[name] = typeof value === 'string' ? value : { base64: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+    own(durable, name, typeof value === 'string' ? value : { base64: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') });
   }
   return durable;
 }
@@ -73,7 +73,7 @@ export function fromDurableHeaders(durable: unknown): Record<string, string | Bu
     if (value === undefined) continue;
     const bytes = typeof value === 'string' ? value : durableBytes(value);
     if (bytes === undefined) throw new UnsendableHeadersError(`header "${printable(name)}" has ${describe(value)} as its value, which Kafka's record format cannot carry`);
-    headers[name] = bytes;
+    own(headers, name, bytes);
   }
   return headers;
 }
@@ -91,6 +91,11 @@ export class UnsendableHeadersError extends Error {
     super(`the record cannot be sent: ${problem}`);
     this.name = 'UnsendableHeadersError';
   }
+}
+
+/** Sets an own property whatever its name: a header named `__proto__` is a header, not the object's prototype. */
+function own<T>(target: Record<string, T>, name: string, value: T): void {
+  Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
 }
 
 function durableBytes(value: unknown): Buffer | undefined {

@@ -2,14 +2,17 @@ import { MissingKeyError } from '../errors/missing-key.error';
 import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from './schema-registry';
-import { encodeSingleObject } from './single-object.codec';
+import { EventValidationError } from '../errors/event-validation.error';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { frameForRegistry } from './registry-schemas';
+import { encodeSingleObject, validationErrors } from './single-object.codec';
 
 /** An event encoded for one of the module's declared topics. */
 export interface EncodedEvent {
   /** The topic as written (with the module's topicPrefix). */
   topic: string;
   key: string;
-  /** Avro single-object encoding with the topic's current schema. */
+  /** The topic's current schema's Avro body, framed as the topic is written (single-object, or the registry's). */
   value: Buffer;
   /** The schema's full name, the record's `event-type`. */
   eventType: string;
@@ -21,11 +24,20 @@ export interface EncodedEvent {
  * topic's key function (MissingKeyError), and the event valid for the topic's current schema
  * (EventValidationError, naming the fields). Nothing is written when it throws.
  */
-export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 'topicPrefix'>, registry: SchemaRegistry, topic: string, event: unknown, key: string | undefined): EncodedEvent {
+export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 'topicPrefix' | 'wireFormat'>, registry: SchemaRegistry, topic: string, event: unknown, key: string | undefined): EncodedEvent {
   const declared = options.topics[topic];
   if (!declared) throw new UndeclaredTopicError(topic);
   const recordKey = key ?? declared.key?.(event);
   if (typeof recordKey !== 'string' || recordKey === '') throw new MissingKeyError(topic);
   const schema = registry.current(declared.schema);
-  return { topic: `${options.topicPrefix}${topic}`, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
+  const written = `${options.topicPrefix}${topic}`;
+  if ((declared.wireFormat ?? options.wireFormat) !== 'schema-registry') return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
+  // Confluent's framing: the event validated first (an invalid one is the caller's error whatever the registry
+  // does), then the schema's id under the topic's subject, cached (SchemaRegistryError when there is none yet).
+  const errors = validationErrors(schema, event);
+  if (errors.length > 0) throw new EventValidationError(schema.name, errors);
+  const remote = registry.remote;
+  if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
+  const id = remote.idNow(remote.subjectOf(written, schema.name), schema);
+  return { topic: written, key: recordKey, value: frameForRegistry(id, schema.type.toBuffer(event)), eventType: schema.name };
 }

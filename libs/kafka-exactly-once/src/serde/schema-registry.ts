@@ -5,6 +5,7 @@ import { SchemaLoadError } from '../errors/schema-load.error';
 import { UnknownSchemaError } from '../errors/unknown-schema.error';
 import { BigIntLongType } from './long-type';
 import { rabinFingerprint64 } from './rabin-fingerprint';
+import type { RegistrySchemas } from './registry-schemas';
 
 type Resolver = ReturnType<avro.Type['createResolver']>;
 
@@ -22,6 +23,8 @@ export interface LoadedSchema {
   fingerprint: bigint;
   /** The file the schema came from, relative to the schemas directory. */
   file: string;
+  /** The schema as written in its file (docs and defaults kept), as compact JSON: what a Schema Registry is given. */
+  text: string;
 }
 
 export interface SchemaRegistryOptions {
@@ -39,6 +42,11 @@ const naturalOrder = new Intl.Collator('en', { numeric: true }).compare;
  * with an older or newer version are resolved to the reader's version by Avro's resolution rules.
  */
 export class SchemaRegistry {
+  /**
+   * The Schema Registry, when the module has `schemaRegistry`: writer schemas of values in Confluent's framing,
+   * and the ids of the schemas written in it (see RegistrySchemas).
+   */
+  remote?: RegistrySchemas;
   private readonly byFingerprint = new Map<bigint, LoadedSchema>();
   private readonly versions = new Map<string, LoadedSchema[]>();
   private readonly resolvers = new Map<string, Resolver>();
@@ -91,7 +99,7 @@ export class SchemaRegistry {
       if (existing.name !== name) throw new SchemaLoadError(file, `has the same fingerprint as ${existing.file}`);
       return; // the same schema twice (e.g. docs differ): one entry is enough
     }
-    const loaded: LoadedSchema = { name, type, fingerprint, file };
+    const loaded: LoadedSchema = { name, type, fingerprint, file, text: JSON.stringify(json) };
     this.byFingerprint.set(fingerprint, loaded);
     this.versions.set(name, [...(this.versions.get(name) ?? []), loaded]);
   }
@@ -113,6 +121,20 @@ export class SchemaRegistry {
 
   names(): string[] {
     return [...this.versions.keys()].sort();
+  }
+
+  /**
+   * The resolver that reads data written with the registry's schema `id` as `reader` (cached; throws when the
+   * reader cannot read the writer: a DecodeError for the record).
+   */
+  resolverFor(reader: LoadedSchema, id: number, writer: avro.Type): Resolver {
+    const key = `${reader.fingerprint}:id-${id}`;
+    let resolver = this.resolvers.get(key);
+    if (!resolver) {
+      resolver = reader.type.createResolver(writer);
+      this.resolvers.set(key, resolver);
+    }
+    return resolver;
   }
 
   /** The resolver that reads data written with `writer` as `reader` (cached). */

@@ -1,6 +1,8 @@
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError, FieldError } from '../errors/event-validation.error';
 import { fingerprintBytes } from './rabin-fingerprint';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { registryIdOf } from './registry-schemas';
 import { LoadedSchema, SchemaRegistry } from './schema-registry';
 
 /** Avro single-object encoding (Avro specification): `C3 01`, 8-byte little-endian CRC-64-AVRO, binary body. */
@@ -40,6 +42,33 @@ export function readFingerprint(bytes: Buffer | null): bigint {
     );
   }
   return bytes.readBigInt64LE(2);
+}
+
+/**
+ * Decodes a record's value as `reader`, whichever framing it has, told apart by its first bytes (a topic moving
+ * from one framing to the other holds both): Avro single-object encoding (`C3 01`), the writer schema found by
+ * fingerprint among the local ones; or Confluent's Schema Registry framing (`00`, a 4-byte id), the writer
+ * schema fetched from the registry by id beforehand (RegistrySchemas.prefetch). Avro schema resolution applies
+ * when the writer is another version. Throws DecodeError for what no retry can read (an id the registry does
+ * not know among them), SchemaRegistryError (`unavailable`) when the writer schema could not be fetched.
+ */
+export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, bytes: Buffer | null): unknown {
+  const id = registryIdOf(bytes);
+  if (id === undefined) return decodeSingleObject(registry, reader, bytes);
+  const remote = registry.remote;
+  if (!remote) {
+    throw new DecodeError(`value is framed for a Schema Registry (byte 0, schema id ${id}), and this module has no schemaRegistry option to read it with`);
+  }
+  const writer = remote.writer(id);
+  if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
+  if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
+  if ('notAvro' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${writer.notAvro}`);
+  const body = (bytes as Buffer).subarray(5);
+  try {
+    return reader.type.fromBuffer(body, registry.resolverFor(reader, id, writer.type));
+  } catch (err) {
+    throw new DecodeError(`value cannot be read as ${reader.name} from the registry's schema id ${id}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /**

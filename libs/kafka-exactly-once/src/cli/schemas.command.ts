@@ -1,0 +1,53 @@
+import { OperatorRequestError } from '../errors/operator-request.error';
+import { resolveOptions } from '../options/resolve-options';
+import { RegistrySchemas } from '../serde/registry-schemas';
+import { SchemaRegistry } from '../serde/schema-registry';
+
+export const SCHEMAS_USAGE = `  kafka-eo schemas register --topic T --schema NAME [--schemas-dir DIR] [--registry URL] [--strategy topic|record|topic-record]
+                                      registers the current version of NAME (the last .avsc file of that name) under
+                                      the topic's subject of a Schema Registry (the deploy-time step before writers run)`;
+
+interface SchemasContext {
+  verb: string | undefined;
+  args: string[];
+  text(name: string): string | undefined;
+  env: NodeJS.ProcessEnv;
+  print(document: unknown, human: () => string): void;
+}
+
+/**
+ * `kafka-eo schemas register`: registers a schema of the schemas directory under a topic's subject, as a deploy
+ * step (the library does not register at run time unless `schemaRegistry.autoRegister`). The registry from
+ * --registry or SCHEMA_REGISTRY_URL; basic auth from SCHEMA_REGISTRY_USERNAME and SCHEMA_REGISTRY_PASSWORD, a
+ * bearer token from SCHEMA_REGISTRY_TOKEN.
+ */
+export async function runSchemasCommand(ctx: SchemasContext): Promise<{ id: number; subject: string }> {
+  if (ctx.verb !== 'register' || ctx.args.length !== 0) throw new OperatorRequestError('invalid', 'schemas register takes --topic and --schema (and --schemas-dir, --registry, --strategy)');
+  const topic = ctx.text('topic');
+  const name = ctx.text('schema');
+  if (!topic) throw new OperatorRequestError('invalid', '--topic is required: the topic as written (with its prefix)', 'topic');
+  if (!name) throw new OperatorRequestError('invalid', '--schema is required: the full name of the Avro record', 'schema');
+  const url = ctx.text('registry') ?? ctx.env.SCHEMA_REGISTRY_URL;
+  if (!url) throw new OperatorRequestError('invalid', '--registry (or SCHEMA_REGISTRY_URL) is required: the Schema Registry\'s base URL', 'registry');
+  const auth = ctx.env.SCHEMA_REGISTRY_TOKEN
+    ? { bearerToken: ctx.env.SCHEMA_REGISTRY_TOKEN }
+    : ctx.env.SCHEMA_REGISTRY_USERNAME
+      ? { username: ctx.env.SCHEMA_REGISTRY_USERNAME, password: ctx.env.SCHEMA_REGISTRY_PASSWORD ?? '' }
+      : undefined;
+  const directory = ctx.text('schemas-dir') ?? ctx.env.SCHEMAS_DIR ?? 'schemas';
+  // The module's own validation of these options, so that the CLI and the application agree on them.
+  const options = resolveOptions({
+    kafka: { clientId: 'kafka-eo-cli', brokers: ['127.0.0.1:9092'] },
+    transactionalIdPrefix: 'kafka-eo-cli',
+    schemas: { directory },
+    schemaRegistry: { url, auth, subjectNameStrategy: (ctx.text('strategy') ?? 'topic') as 'topic' },
+  });
+  const local = SchemaRegistry.fromDirectory(directory);
+  if (!local.has(name)) throw new OperatorRequestError('not-found', `no schema named ${name} in ${directory} (known: ${local.names().join(', ')})`, 'schema');
+  const schema = local.current(name);
+  const remote = new RegistrySchemas(options.schemaRegistry!, 'bigint');
+  const subject = remote.subjectOf(topic, schema.name);
+  const id = await remote.register(subject, schema);
+  ctx.print({ id, subject, schema: schema.name, file: schema.file }, () => `registered ${schema.name} (${schema.file}) under subject ${subject}: id ${id}`);
+  return { id, subject };
+}

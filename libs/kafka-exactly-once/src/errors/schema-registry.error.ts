@@ -1,0 +1,27 @@
+import { KafkaExactlyOnceError } from './kafka-exactly-once.error';
+
+/**
+ * Why the Schema Registry could not serve what was asked:
+ * - `unavailable`: it did not answer, or answered with an error of its own (5xx, a timeout, refused credentials):
+ *   an infrastructure fault. A record waiting on it is retried (nothing dead-lettered, nothing committed) and its
+ *   partition shows the error in health; a publish or an outbox write that needs an id not cached yet throws.
+ * - `no-id`: the topic's subject has no version of the schema the library writes with, and registering at run
+ *   time is off (`schemaRegistry.autoRegister`): register it at deploy time (`kafka-eo schemas register`).
+ * - `incompatible`: a handler's reader schema cannot read the subject's latest writer schema (checked at boot).
+ */
+export type SchemaRegistryFailure = 'unavailable' | 'no-id' | 'incompatible';
+
+/** The Schema Registry could not serve a schema or an id (see SchemaRegistryFailure). */
+export class SchemaRegistryError extends KafkaExactlyOnceError {
+  readonly retriable: boolean;
+
+  constructor(
+    readonly failure: SchemaRegistryFailure,
+    message: string,
+    readonly subject?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.retriable = failure !== 'incompatible';
+  }
+}

@@ -1,0 +1,88 @@
+import type { Logger } from '@nestjs/common';
+import { sleep } from '../engine/sleep';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import type { ResolvedOptions } from '../options/resolved-options';
+import type { RegistrySchemas } from './registry-schemas';
+import type { LoadedSchema, SchemaRegistry } from './schema-registry';
+
+/** A handler's topic and the schema it reads with (HandlerDefinition's, without the engine's types). */
+export interface RegistryReader {
+  name: string;
+  /** As consumed (with topicPrefix). */
+  topic: string;
+  schema: LoadedSchema;
+}
+
+/** Whether values written to `topic` (a name of the module's `topics`, without prefix) use the registry's framing. */
+export function writesToRegistry(options: Pick<ResolvedOptions, 'topics' | 'wireFormat'>, topic: string): boolean {
+  return (options.topics[topic]?.wireFormat ?? options.wireFormat) === 'schema-registry';
+}
+
+/**
+ * At boot, with a Schema Registry: each handler whose topic is in the registry's framing has its reader schema
+ * checked against the latest writer schema of the topic's subject: a reader that cannot read it fails the boot
+ * (SchemaRegistryError `incompatible`, naming both). A registry that does not answer is warned about; the check
+ * is not made then (the records show any mismatch as decode failures).
+ */
+export async function checkReaders(remote: RegistrySchemas, readers: RegistryReader[], logger: Logger): Promise<void> {
+  for (const reader of readers) {
+    const subject = remote.subjectOf(reader.topic, reader.schema.name);
+    let latest: Awaited<ReturnType<RegistrySchemas['latest']>>;
+    try {
+      latest = await remote.latest(subject);
+    } catch (err) {
+      logger.warn(`${reader.name}: could not check its schema ${reader.schema.name} against subject ${subject} of the Schema Registry: ${(err as Error).message}`);
+      continue;
+    }
+    if (!latest) {
+      logger.log(`${reader.name}: subject ${subject} has no schema yet; its reader schema ${reader.schema.name} (${reader.schema.file}) is checked when the first one is registered`);
+      continue;
+    }
+    const writer = latest.writer;
+    if (writer === 'unknown' || 'notAvro' in writer) throw new SchemaRegistryError('incompatible', `${reader.name}: the latest schema of subject ${subject} (id ${latest.id}) is not an Avro schema it can read`, subject);
+    try {
+      reader.schema.type.createResolver(writer.type);
+    } catch (err) {
+      throw new SchemaRegistryError(
+        'incompatible',
+        `${reader.name} reads ${reader.topic} with ${reader.schema.name} (${reader.schema.file}), which cannot read the latest writer schema of subject ${subject} (id ${latest.id}: ${truncate(JSON.stringify(writer.type.schema()))}): ${(err as Error).message}. Deploy a reader schema that can (Avro resolution: added fields need defaults), or fix the subject`,
+        subject,
+        { cause: err },
+      );
+    }
+  }
+}
+
+/**
+ * Looks up the ids the module writes with (the declared topics in the registry's framing) until each is known,
+ * in the background: writes of a topic whose id is not known yet throw SchemaRegistryError meanwhile, saying
+ * why. Resolves when every id is known or `running()` turns false.
+ */
+export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean): Promise<void> {
+  const wanted = Object.entries(options.topics)
+    .filter(([topic]) => writesToRegistry(options, topic))
+    .map(([topic, declared]) => {
+      const schema = registry.current(declared.schema);
+      return { subject: remote.subjectOf(`${options.topicPrefix}${topic}`, schema.name), schema };
+    });
+  const warned = new Set<string>();
+  for (let round = 0; wanted.length > 0 && running(); round++) {
+    for (const { subject, schema } of [...wanted]) {
+      try {
+        const id = await remote.idFor(subject, schema);
+        wanted.splice(wanted.findIndex((w) => w.subject === subject && w.schema === schema), 1);
+        logger.log(`Schema Registry: ${schema.name} is id ${id} under subject ${subject}`);
+      } catch (err) {
+        const message = (err as Error).message;
+        if (!warned.has(message)) logger.warn(`Schema Registry: ${message}; writes of ${schema.name} under ${subject} fail until it is found (looked up again every few seconds)`);
+        warned.add(message);
+      }
+    }
+    const until = Date.now() + Math.min(30000, 1000 * 2 ** Math.min(round, 5));
+    while (wanted.length > 0 && running() && Date.now() < until) await sleep(200);
+  }
+}
+
+function truncate(text: string): string {
+  return text.length > 400 ? `${text.slice(0, 400)}…` : text;
+}
