@@ -153,6 +153,46 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
     },
   };
 
+  /** The Schema Registry of scripts/registry/registry.sh, and its Confluent-compatible base URL. */
+  const REGISTRY_URL = `http://127.0.0.1:${process.env.REGISTRY_PORT || 28081}/apis/ccompat/v7`;
+  const registryScript = (command) => spawnSync('bash', [join(ROOT, 'scripts/registry/registry.sh'), command], { encoding: 'utf8' });
+
+  /**
+   * Another service's producer, in the Schema Registry's framing with the registry's own client (encode), as it
+   * would write: `count` payments of `accounts` accounts at `rate` per second, a share sent twice with the same
+   * message id, every acknowledged id in the stage's ack log. Resolves when all are sent.
+   */
+  const registryLoad = async (stage, cfg, client, id) => {
+    const { appendFileSync } = require('fs');
+    const producer = stage.kafka.producer({ idempotent: true, createPartitioner: require('kafkajs').Partitioners.DefaultPartitioner });
+    await producer.connect();
+    try {
+      const sent = [];
+      const batch = 30;
+      for (let n = 0; n < cfg.count; n += batch) {
+        const started = Date.now();
+        const messages = [];
+        for (let i = n; i < Math.min(cfg.count, n + batch); i++) {
+          if (sent.length > 0 && stage.random() < cfg.duplicates) {
+            messages.push(sent[Math.floor(stage.random() * sent.length)]);
+            continue;
+          }
+          const accountId = `${stage.accountPrefix}${Math.floor(stage.random() * cfg.accounts)}`;
+          const amount = Math.floor(stage.random() * 9000) - 3000 || 1;
+          const value = await client.encode(id, { paymentId: randomUUID(), accountId, amountCents: amount, requestedAt: new Date().toISOString() });
+          const message = { key: accountId, value, headers: { 'message-id': randomUUID() } };
+          sent.push(message);
+          messages.push(message);
+        }
+        await producer.send({ topic: stage.topic('payments.requested'), acks: -1, messages });
+        appendFileSync(stage.ackLog, messages.map((m) => `${m.headers['message-id']} registry\n`).join(''));
+        await sleep(Math.max(0, (batch * 1000) / cfg.rate - (Date.now() - started)));
+      }
+    } finally {
+      await producer.disconnect();
+    }
+  };
+
   return [
     {
       name: 'consumer-kill',
@@ -595,6 +635,53 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
         // The gateway's own record of every call it got (its table, written outside the consumer's transactions).
         const gatewayCalls = (await stage.db.query('SELECT user_id, calls, failed FROM demo_mailer_calls')).rows.map((r) => ({ userId: r.user_id, calls: r.calls, failed: r.failed }));
         return checkRetries({ requested, sent, deadLetters, tierRecords, gatewayCalls, signups: stage.signups, tiers: RETRY_DELAYS.length, bounces: (e) => e.endsWith('@bounce.invalid') });
+      },
+    },
+    {
+      name: 'schema-registry',
+      description:
+        "payments another service writes in the Schema Registry's framing with the registry's own client, outputs in it too (read back by that client); a consumer SIGKILLed, then the registry killed and a fresh consumer started while it is away",
+      consumerEnv: { SCHEMA_REGISTRY_URL: REGISTRY_URL, WIRE_FORMAT: 'schema-registry' },
+      async run(stage, cfg) {
+        const alreadyUp = registryScript('status').status === 0;
+        if (!alreadyUp) {
+          const started = registryScript('start');
+          if (started.status !== 0) throw new Error(`scripts/registry/registry.sh start failed: ${started.stdout}${started.stderr}`);
+          stage.cleanup.push(() => registryScript('stop'));
+        }
+        const { SchemaRegistry, SchemaType } = require('@kafkajs/confluent-schema-registry');
+        stage.registry = new SchemaRegistry({ host: REGISTRY_URL });
+        const schema = (file) => JSON.stringify(JSON.parse(require('fs').readFileSync(join(ROOT, 'schemas', file), 'utf8')));
+        const { id } = await stage.registry.register({ type: SchemaType.AVRO, schema: schema('payment-requested.v1.avsc') }, { subject: `${stage.topic('payments.requested')}-value` });
+        // The outputs' schemas registered at deploy time (the library does not register at run time by default).
+        for (const [topic, name] of [['payments.processed', 'com.example.PaymentProcessed'], ['notifications.welcome-email', 'com.example.WelcomeEmailRequested']]) {
+          const registered = spawnSync(process.execPath, [KAFKA_EO_CLI, 'schemas', 'register', '--topic', stage.topic(topic), '--schema', name, '--schemas-dir', join(ROOT, 'schemas'), '--registry', REGISTRY_URL], { encoding: 'utf8' });
+          if (registered.status !== 0) throw new Error(`kafka-eo schemas register ${name} exited ${registered.status}: ${registered.stderr}${registered.stdout}`);
+        }
+        await stage.startConsumer();
+        await stage.startConsumer();
+        const load = registryLoad(stage, cfg, stage.registry, id);
+        await stage.someTime(stage.loadTime(0.3));
+        const live = stage.liveConsumers();
+        const victim = live[Math.floor(stage.random() * live.length)];
+        stage.fault(`SIGKILL ${victim.name}`);
+        await victim.kill();
+        if (alreadyUp) {
+          stage.fault('registry not started by scripts/registry/registry.sh here: its outage is skipped');
+          await stage.startConsumer({}, false);
+        } else {
+          await stage.someTime(stage.loadTime(0.2));
+          registryScript('kill');
+          stage.fault('Schema Registry killed (SIGKILL)');
+          // A fresh consumer has no schema cached: its partitions wait for the registry, nothing dead-lettered.
+          await stage.startConsumer({}, false);
+          stage.fault('a fresh consumer started while the registry is away');
+          await sleep(5000);
+          const restarted = registryScript('start');
+          if (restarted.status !== 0) throw new Error(`the registry did not start again: ${restarted.stdout}${restarted.stderr}`);
+          stage.fault('Schema Registry started again (its storage kept)');
+        }
+        await load;
       },
     },
     {

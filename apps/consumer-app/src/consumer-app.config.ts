@@ -38,6 +38,14 @@ export interface ConsumerAppConfig {
   transport: 'module' | 'microservice';
   /** WELCOME_EMAIL_RETRY_DELAYS: the retry tiers of welcome emails, comma-separated (default `10s,1m,10m`). */
   welcomeEmailRetryDelays: string[];
+  /**
+   * SCHEMA_REGISTRY_URL: a Confluent-compatible Schema Registry. With it, the inputs may be in its framing too
+   * (records of both framings are read), and WIRE_FORMAT=schema-registry writes the outputs in it (their schemas
+   * registered beforehand: npx kafka-eo schemas register).
+   */
+  schemaRegistryUrl?: string;
+  /** WIRE_FORMAT: `single-object` (default) or `schema-registry`, how the outputs are framed. */
+  wireFormat: 'single-object' | 'schema-registry';
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -46,6 +54,12 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
   return value;
+}
+
+function wireFormat(raw: string | undefined): ConsumerAppConfig['wireFormat'] {
+  if (raw === undefined || raw === '' || raw === 'single-object') return 'single-object';
+  if (raw === 'schema-registry') return 'schema-registry';
+  throw new Error(`WIRE_FORMAT must be "single-object" or "schema-registry", got "${raw}"`);
 }
 
 function transport(raw: string | undefined): ConsumerAppConfig['transport'] {
@@ -73,5 +87,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     approvalLimitCents: BigInt(integer(env, 'PAYMENT_APPROVAL_LIMIT_CENTS', 1000000, 1)),
     transport: transport(env.CONSUMER_APP_TRANSPORT),
     welcomeEmailRetryDelays: (env.WELCOME_EMAIL_RETRY_DELAYS || '10s,1m,10m').split(',').map((d) => d.trim()),
+    schemaRegistryUrl: env.SCHEMA_REGISTRY_URL || undefined,
+    wireFormat: wireFormat(env.WIRE_FORMAT),
   };
 }

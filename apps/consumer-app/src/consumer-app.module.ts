@@ -62,6 +62,9 @@ const microservice = consumerAppConfig().transport === 'microservice';
             [DEMO_TOPICS.paymentsProcessed]: { schema: 'com.example.PaymentProcessed' },
             [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
           },
+          // SCHEMA_REGISTRY_URL: inputs of both framings are read; WIRE_FORMAT=schema-registry writes the outputs in the registry's.
+          wireFormat: config.wireFormat,
+          ...(config.schemaRegistryUrl ? { schemaRegistry: { url: config.schemaRegistryUrl } } : {}),
           consumer: { sessionTimeout: config.sessionTimeoutMs, stallAfterMs: config.stallAfterMs },
           ...(config.transactionTimeoutMs ? { transactionTimeoutMs: config.transactionTimeoutMs } : {}),
           inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },

@@ -17,6 +17,8 @@ export type { OutboxRelayStatus } from './outbox/outbox-relay';
 export type {
   KafkaExactlyOnceModuleOptions,
   TopicOptions,
+  WireFormat,
+  RegistryConnectionOptions,
   ConsumerOptions,
   InboxOptions,
   RetryOptions,

@@ -23,3 +23,4 @@ export * from './recorded-outputs-refused.error';
 export * from './outbox-write.error';
 export * from './outbox-relay.error';
 export * from './retry-topics.error';
+export * from './schema-registry.error';

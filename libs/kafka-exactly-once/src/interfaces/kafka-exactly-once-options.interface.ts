@@ -32,7 +32,7 @@ export interface KafkaExactlyOnceModuleOptions {
    */
   ambientTransactions?: boolean | { connectionName?: string };
   /** A Confluent-compatible Schema Registry (Confluent, Confluent Cloud, Apicurio, Redpanda, Karapace): docs/schema-registry.md. */
-  schemaRegistry?: SchemaRegistryOptions;
+  schemaRegistry?: RegistryConnectionOptions;
   /** Prefix prepended to every topic subscribed, emitted to or dead-lettered to (shared clusters, tests). */
   topicPrefix?: string;
   /** Name of the TypeORM DataSource to use (`TypeOrmModule.forRoot({ name })`); the default one if omitted. */
@@ -196,7 +196,7 @@ export interface TopicOptions {
 export type WireFormat = 'single-object' | 'schema-registry';
 
 /** A Confluent-compatible Schema Registry, read through `@kafkajs/confluent-schema-registry` (an optional peer). */
-export interface SchemaRegistryOptions {
+export interface RegistryConnectionOptions {
   /** Its base URL, e.g. `https://registry.example.com` or Apicurio's `http://host:8080/apis/ccompat/v7`. */
   url: string;
   /** Basic (an API key and secret on Confluent Cloud) or bearer (a token, or a function that gives a fresh one). */

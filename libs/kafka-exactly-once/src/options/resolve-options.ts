@@ -1,5 +1,5 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
-import type { KafkaExactlyOnceModuleOptions, RetryOptions, SchemaRegistryOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
+import type { KafkaExactlyOnceModuleOptions, RetryOptions, RegistryConnectionOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 import { totalRetryDelay } from '../engine/retry-policy';
 import { INSTANCE_ID_PATTERN } from '../spool/instance-id';
 import type { ResolvedOptions } from './resolved-options';
@@ -289,7 +289,7 @@ function wireFormatOf(field: string, value: unknown): WireFormat | undefined {
   return value;
 }
 
-function resolveSchemaRegistry(registry: SchemaRegistryOptions | undefined): ResolvedOptions['schemaRegistry'] {
+function resolveSchemaRegistry(registry: RegistryConnectionOptions | undefined): ResolvedOptions['schemaRegistry'] {
   if (registry === undefined) return undefined;
   if (registry === null || typeof registry !== 'object') throw new InvalidOptionsError('schemaRegistry', "must be an object, e.g. { url: 'https://registry.example.com' }");
   const url = nonEmpty('schemaRegistry.url', registry.url, 'the base URL of the Schema Registry');

@@ -1,4 +1,4 @@
-import type { KafkaExactlyOnceModuleOptions, SchemaRegistryOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
+import type { KafkaExactlyOnceModuleOptions, RegistryConnectionOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 
 /** The options with every default applied; what the engine reads. */
 export interface ResolvedOptions {
@@ -14,7 +14,7 @@ export interface ResolvedOptions {
   /** The default framing of values the module writes. */
   wireFormat: WireFormat;
   /** undefined: no Schema Registry. */
-  schemaRegistry?: Required<Pick<SchemaRegistryOptions, 'url' | 'subjectNameStrategy' | 'autoRegister' | 'requestTimeoutMs'>> & Pick<SchemaRegistryOptions, 'auth' | 'tls'>;
+  schemaRegistry?: Required<Pick<RegistryConnectionOptions, 'url' | 'subjectNameStrategy' | 'autoRegister' | 'requestTimeoutMs'>> & Pick<RegistryConnectionOptions, 'auth' | 'tls'>;
   dataSourceName?: string;
   consumer: {
     sessionTimeout: number;

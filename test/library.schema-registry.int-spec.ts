@@ -1,0 +1,194 @@
+import { Injectable, Module, Type } from '@nestjs/common';
+import { Test, TestingModule } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { SchemaRegistry as ConfluentClient, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { Kafka, Message } from 'kafkajs';
+import { DEAD_LETTER_HEADERS, EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry, SchemaRegistryError } from 'kafka-exactly-once';
+import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { createSuiteDatabase } from './support/database';
+import { kafkaBrokers } from './support/environment';
+import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
+import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
+import { waitUntil } from './support/payments';
+import { newSpoolDirectory } from './support/producer-app';
+import { registryFreeze, startTestRegistry } from './support/registry';
+
+const ORDER_V1 = { type: 'record', name: 'Order', namespace: 'test.registry', fields: [{ name: 'orderId', type: 'string' }, { name: 'amount', type: 'long' }] };
+const ORDER_V2 = { ...ORDER_V1, fields: [...ORDER_V1.fields, { name: 'note', type: 'string', default: '' }] };
+const SEEN = { type: 'record', name: 'OrderSeen', namespace: 'test.registry', fields: [{ name: 'orderId', type: 'string' }, { name: 'amount', type: 'long' }, { name: 'note', type: 'string' }] };
+const ORDER_INCOMPATIBLE = { ...ORDER_V1, fields: [{ name: 'orderId', type: 'string' }, { name: 'amount', type: 'string' }] };
+
+/** What the handler saw, call by call (calls are what a second handling would show). */
+const seen: Array<{ orderId: string; amount: bigint; note: string }> = [];
+
+@Injectable()
+class OrdersHandler {
+  @IdempotentHandler({ topic: 'orders', schema: 'test.registry.Order' })
+  async onOrder(event: { orderId: string; amount: bigint; note: string }, ctx: EventContext): Promise<void> {
+    seen.push(event);
+    await ctx.manager.query('INSERT INTO orders_seen (order_id, amount) VALUES ($1, $2)', [event.orderId, String(event.amount)]);
+    ctx.emit('orders.seen', event, { key: event.orderId });
+  }
+}
+
+@Injectable()
+class IncompatibleHandler {
+  @IdempotentHandler({ topic: 'orders-incompatible', schema: 'test.registry.Order' })
+  async onOrder(): Promise<void> {}
+}
+
+/**
+ * The library on topics in Confluent's Schema Registry framing, against a real registry (Apicurio's
+ * Confluent-compatible API, started by scripts/registry/registry.sh): records another service writes with the
+ * maintained registry client are handled exactly once, their outputs are read back by that client, and the
+ * registry away loses nothing and dead-letters nothing.
+ */
+describe('library: Schema Registry framing', () => {
+  let kafka: Kafka;
+  let registry: ReturnType<typeof startTestRegistry>;
+  let independent: ConfluentClient;
+  let databaseUrl: string;
+  const modules: TestingModule[] = [];
+  const prefix = `${uniqueTopic('registry')}.`;
+  const input = `${prefix}orders`;
+  const output = `${prefix}orders.seen`;
+  const dir = schemasDirectory('registry', { 'order.v1.avsc': ORDER_V1, 'order.v2.avsc': ORDER_V2, 'order-seen.avsc': SEEN });
+  const local = SchemaRegistry.fromDirectory(dir);
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    registry = startTestRegistry();
+    // Another service's client, used the way that service would: its own encode and decode.
+    independent = new ConfluentClient({ host: registry.url });
+    databaseUrl = await createSuiteDatabase('registry');
+    await queryDatabase(databaseUrl, 'CREATE TABLE orders_seen (order_id text, amount bigint)');
+    await createTopics(kafka, [input, output, `${input}.dlq`, `${prefix}orders-incompatible`, `${prefix}unregistered`], 1);
+  });
+
+  afterAll(async () => {
+    for (const moduleRef of modules) await moduleRef.close().catch(() => undefined);
+    registryFreeze('SIGCONT');
+    registry?.stop();
+  });
+
+  function app(name: string, handlers: Array<Type<unknown>>, extra: object = {}): Type<unknown> {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: name, brokers: kafkaBrokers() },
+          groupId: `${prefix}${name}`,
+          transactionalIdPrefix: `${prefix}${name}`,
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          wireFormat: 'schema-registry',
+          schemaRegistry: { url: registry.url, requestTimeoutMs: 2000 },
+          topics: {
+            orders: { schema: 'test.registry.Order' },
+            'orders-incompatible': { schema: 'test.registry.Order' },
+            'orders.seen': { schema: 'test.registry.OrderSeen', key: (e: { orderId: string }) => e.orderId },
+            unregistered: { schema: 'test.registry.OrderSeen', key: (e: { orderId: string }) => e.orderId },
+          },
+          consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
+          ...extra,
+        }),
+      ],
+      providers: handlers,
+    })
+    class RegistryApp {}
+    return RegistryApp;
+  }
+
+  const order = (n: number) => ({ orderId: `order-${n}`, amount: BigInt(n) * 100n });
+  const written = async (id: number, n: number, messageId: string): Promise<Message> => ({ key: `order-${n}`, value: await independent.encode(id, { orderId: `order-${n}`, amount: n * 100 }), headers: { 'message-id': messageId } });
+  const rows = async () => (await queryDatabase<{ order_id: string; n: number }>(databaseUrl, 'SELECT order_id, count(*)::int AS n FROM orders_seen GROUP BY order_id ORDER BY order_id')).map((r) => [r.order_id, r.n]);
+
+  it('fails the boot when a handler\'s reader schema cannot read its subject\'s latest writer schema, naming both', async () => {
+    await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(ORDER_INCOMPATIBLE) }, { subject: `${prefix}orders-incompatible-value` });
+    const moduleRef = await Test.createTestingModule({ imports: [app('incompatible', [IncompatibleHandler], { topics: { 'orders-incompatible': { schema: 'test.registry.Order' } } })] }).compile();
+    const failure = await moduleRef.init().then(() => undefined, (err: unknown) => err);
+    await moduleRef.close().catch(() => undefined);
+    expect(failure).toBeInstanceOf(SchemaRegistryError);
+    expect(failure).toMatchObject({ failure: 'incompatible', subject: `${prefix}orders-incompatible-value` });
+    expect((failure as Error).message).toMatch(/IncompatibleHandler\.onOrder reads .*orders-incompatible with test\.registry\.Order \(order\.v2\.avsc\), which cannot read the latest writer schema of subject .*orders-incompatible-value/);
+  });
+
+  it('handles records another service writes in the registry\'s framing exactly once, beside single-object ones, and writes outputs that service reads', async () => {
+    const { id: v1 } = await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(ORDER_V1) }, { subject: `${prefix}orders-value` });
+    // The output's schema registered at deploy time, as the docs say (autoRegister is off).
+    const out: string[] = [];
+    const code = await runKafkaEo(['schemas', 'register', '--topic', output, '--schema', 'test.registry.OrderSeen', '--schemas-dir', dir, '--registry', registry.url, '--json'], process.env, { out: (t) => out.push(t), err: (t) => out.push(t) });
+    expect(code).toBe(0);
+    expect(JSON.parse(out.join('\n'))).toMatchObject({ subject: `${output}-value`, schema: 'test.registry.OrderSeen' });
+
+    const records = [
+      ...(await Promise.all([1, 2, 3, 4, 5].map((n) => written(v1, n, `m-${n}`)))),
+      await written(v1, 3, 'm-3'), // a duplicate publish
+      // The same topic in the other framing (a topic migrating from one to the other).
+      { key: 'order-6', value: encodeSingleObject(local.current('test.registry.Order'), { ...order(6), note: 'single-object' }), headers: { 'message-id': 'm-6' } },
+      // An id the registry does not have: a decode failure, dead-lettered.
+      { key: 'order-7', value: Buffer.concat([Buffer.from([0, 0, 0x0f, 0x42, 0x3f]), Buffer.from([2, 0x61])]), headers: { 'message-id': 'm-unknown-id' } },
+      await written(v1, 8, 'm-8'),
+    ];
+    await sendRaw(kafka, input, records);
+    modules.push(await startLibraryModule(app('orders', [OrdersHandler])));
+    await waitUntil(async () => (await rows()).length >= 7, 60000, 'the orders handled');
+    expect(await rows()).toEqual([1, 2, 3, 4, 5, 6, 8].map((n) => [`order-${n}`, 1]));
+    expect(seen.find((e) => e.orderId === 'order-1')).toEqual({ orderId: 'order-1', amount: 100n, note: '' }); // v1 read as v2
+    const letters = await readTopic(kafka, `${input}.dlq`, { until: (r) => r.length >= 1, timeoutMs: 30000 });
+    expect(letters.map((l) => [l.headers['message-id'], l.headers[DEAD_LETTER_HEADERS.reason]])).toEqual([['m-unknown-id', 'decode-failed']]);
+    expect(letters[0].headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/schema id 999999, which the registry says does not exist/);
+
+    // Every output in the registry's framing, read by the other service's own decoder.
+    const outputs = await readTopic(kafka, output, { until: (r) => r.length >= 7, timeoutMs: 30000 });
+    expect(outputs.every((r) => r.value?.[0] === 0)).toBe(true);
+    const decoded = await Promise.all(outputs.map((r) => independent.decode(r.value!)));
+    expect(decoded.map((d) => d.orderId)).toEqual([1, 2, 3, 4, 5, 6, 8].map((n) => `order-${n}`));
+    expect(decoded.find((d) => d.orderId === 'order-6')?.note).toBe('single-object');
+  });
+
+  it('goes on with cached schemas while the registry does not answer, waits (nothing dead-lettered, nothing committed) on a schema it has not fetched, and handles it once the registry is back', async () => {
+    const moduleRef = modules[0];
+    const lifecycle = moduleRef.get(KafkaExactlyOnceLifecycle);
+    const { id: v1 } = await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(ORDER_V1) }, { subject: `${prefix}orders-value` });
+    const { id: v2 } = await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(ORDER_V2) }, { subject: `${prefix}orders-value` });
+    const cached = await written(v1, 10, 'm-10');
+    const fresh: Message = { key: 'order-11', value: await independent.encode(v2, { orderId: 'order-11', amount: 1100, note: 'v2' }), headers: { 'message-id': 'm-11' } };
+    registryFreeze('SIGSTOP');
+    try {
+      await sendRaw(kafka, input, [cached]);
+      await waitUntil(async () => (await rows()).some(([id]) => id === 'order-10'), 30000, 'a record of a cached schema handled while the registry is away');
+      await sendRaw(kafka, input, [fresh]);
+      // The partition waits on the registry: health names it, nothing is dead-lettered or handled.
+      await waitUntil(async () => /Schema Registry/.test(lifecycle.status()?.partitions.find((p) => p.topic === input)?.lastError?.message ?? ''), 30000, 'health showing the registry');
+      expect(lifecycle.status()?.partitions.find((p) => p.topic === input)).toMatchObject({ lastError: { kind: 'infrastructure' } });
+      expect((await rows()).some(([id]) => id === 'order-11')).toBe(false);
+    } finally {
+      registryFreeze('SIGCONT');
+    }
+    await waitUntil(async () => (await rows()).some(([id]) => id === 'order-11'), 60000, 'the record handled once the registry is back');
+    expect((await rows()).filter(([id]) => id === 'order-10' || id === 'order-11')).toEqual([['order-10', 1], ['order-11', 1]]);
+    expect(seen.find((e) => e.orderId === 'order-11')?.note).toBe('v2');
+    expect(await readTopic(kafka, `${input}.dlq`, { until: (r) => r.length >= 1, timeoutMs: 10000 })).toHaveLength(1); // the unknown id's only
+  });
+
+  it('publishes with a cached id while the registry is away, and says clearly when it has no id for a schema not registered', async () => {
+    const moduleRef = await Test.createTestingModule({ imports: [app('publisher', [], { publisher: { spool: { directory: newSpoolDirectory() }, sendTimeoutMs: 3000 } })] }).compile();
+    await moduleRef.init();
+    modules.push(moduleRef);
+    const publisher = moduleRef.get(EventPublisher);
+    await waitUntil(async () => (await publisher.publish('orders.seen', { ...order(20), note: 'published' }).then(() => true, () => false)), 30000, 'the output id looked up');
+    registryFreeze('SIGSTOP');
+    try {
+      expect((await publisher.publish('orders.seen', { ...order(21), note: 'while away' })).status).toBe('sent');
+    } finally {
+      registryFreeze('SIGCONT');
+    }
+    const refused = await publisher.publish('unregistered', { ...order(22), note: 'x' }).then(() => undefined, (err: unknown) => err);
+    expect(refused).toBeInstanceOf(SchemaRegistryError);
+    expect((refused as Error).message).toMatch(/no (id of test\.registry\.OrderSeen under subject .*unregistered-value has come|version of test\.registry\.OrderSeen as this application writes it)/);
+    const outputs = await readTopic(kafka, output, { until: (r) => r.some((x) => x.key === 'order-21'), timeoutMs: 30000 });
+    expect(await independent.decode(outputs.find((r) => r.key === 'order-21')!.value!)).toMatchObject({ orderId: 'order-21', note: 'while away' });
+  });
+});
