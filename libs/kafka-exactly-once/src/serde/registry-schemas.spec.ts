@@ -142,3 +142,34 @@ describe('the Schema Registry as the library uses it', () => {
     expect(await remote.latest('orders-value')).toMatchObject({ id });
   });
 });
+
+describe('the Schema Registry client\'s authentication', () => {
+  const schema = JSON.stringify({ schema: JSON.stringify({ type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }] }) });
+
+  /** A registry answering GET /schemas/ids/1 on 127.0.0.1, keeping each request's Authorization header. */
+  async function serve(): Promise<{ url: string; seen: string[]; close: () => Promise<void> }> {
+    const { createServer } = await import('http');
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      seen.push(String(req.headers.authorization));
+      res.setHeader('content-type', 'application/vnd.schemaregistry.v1+json');
+      res.end(schema);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    return { url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  }
+
+  it('sends basic credentials, and a bearer token asked for each request', async () => {
+    const server = await serve();
+    try {
+      await new RegistrySchemas(options({ url: server.url, auth: { username: 'key', password: 'secret' } }), 'bigint').prefetch([frameForRegistry(1, Buffer.alloc(0))]);
+      let n = 0;
+      const bearer = new RegistrySchemas(options({ url: server.url, auth: { bearerToken: async () => `token-${++n}` } }), 'bigint');
+      await bearer.prefetch([frameForRegistry(1, Buffer.alloc(0))]);
+      expect(server.seen).toEqual([`Basic ${Buffer.from('key:secret').toString('base64')}`, 'Bearer token-1']);
+    } finally {
+      await server.close();
+    }
+  });
+});
