@@ -395,7 +395,7 @@ export class ExactlyOnceConsumer {
       await sleep(this.options.consumer.maxWaitTimeInMs);
       return;
     }
-    session.progress.fetched(batch.highWatermark);
+    session.progress.fetched(batch.highWatermark, batch.firstOffset() ?? undefined);
     const generation = session.generation;
     if (session.verifyOwnership) {
       const owner = await this.ownership(payload, session, generation);

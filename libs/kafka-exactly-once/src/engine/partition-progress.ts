@@ -45,6 +45,11 @@ export class PartitionProgress {
    * transaction markers and aborted records among them included. Unknown after a (re)start.
    */
   private handledThrough?: bigint;
+  /**
+   * With no committed offset yet (a partition the group never committed, such as a retry tier nothing has left):
+   * the first offset fetched since the (re)start. The records before it are not this group's to handle.
+   */
+  private fetchedFrom?: bigint;
   private lastCommitAt?: number;
   private waitingSince?: number;
   private failures = 0;
@@ -56,8 +61,9 @@ export class PartitionProgress {
     readonly partition: number,
   ) {}
 
-  fetched(highWatermark: string, now = Date.now()): void {
+  fetched(highWatermark: string, firstOffset?: string, now = Date.now()): void {
     this.highWatermark = BigInt(highWatermark);
+    if (this.committed === undefined && this.fetchedFrom === undefined && firstOffset !== undefined) this.fetchedFrom = BigInt(firstOffset);
     this.waitingSince ??= now;
     if (this.activity === 'idle' || this.activity === 'delaying') this.activity = 'working';
   }
@@ -78,6 +84,7 @@ export class PartitionProgress {
   startedAt(nextOffset: bigint): void {
     if (nextOffset >= 0n) this.committed = nextOffset;
     this.handledThrough = undefined;
+    this.fetchedFrom = undefined;
   }
 
   /**
@@ -117,7 +124,8 @@ export class PartitionProgress {
 
   snapshot(stallAfterMs: number, now = Date.now()): PartitionHealth {
     const waitingMs = this.waitingSince === undefined ? null : now - this.waitingSince;
-    const done = this.committed !== undefined && this.handledThrough !== undefined && this.handledThrough > this.committed ? this.handledThrough : this.committed;
+    const floor = this.committed ?? this.fetchedFrom;
+    const done = floor !== undefined && this.handledThrough !== undefined && this.handledThrough > floor ? this.handledThrough : floor;
     const lag = done !== undefined && this.highWatermark !== undefined ? Number(this.highWatermark > done ? this.highWatermark - done : 0n) : null;
     return {
       topic: this.topic,
