@@ -683,6 +683,25 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
         }
         await load;
       },
+      async check(stage) {
+        // The outputs are in the registry's framing, under the ids registered for their subjects: read with the
+        // registry's own client (the checker decodes them so too, but would also take single-object ones).
+        const problems = [];
+        const processed = stage.topic('payments.processed');
+        const latest = await stage.registry.getLatestSchemaId(`${processed}-value`);
+        const outputs = await readTopic(stage.kafka, processed, { idleMs: 1000, timeoutMs: 60000 });
+        let framed = 0;
+        for (const r of outputs) {
+          if (!r.value || r.value[0] !== 0 || r.value.length < 5) {
+            problems.push(`${processed}[${r.partition}]@${r.offset} is not in the Schema Registry's framing`);
+            continue;
+          }
+          if (r.value.readInt32BE(1) !== latest) problems.push(`${processed}[${r.partition}]@${r.offset} has schema id ${r.value.readInt32BE(1)}, not ${latest} (registered for ${processed}-value)`);
+          else framed++;
+        }
+        if (outputs.length === 0) problems.push(`no outputs on ${processed}`);
+        return { outputs: outputs.length, framed, schemaId: latest, problems };
+      },
     },
     {
       name: 'hostile-parking',

@@ -7,6 +7,8 @@ export const config = {
   ordersTopic: process.env.ORDERS_TOPIC ?? 'orders.placed',
   acceptedTopic: process.env.ACCEPTED_TOPIC ?? 'orders.accepted',
   groupId: process.env.GROUP_ID ?? 'example-orders',
+  // The outbox relay's checkpoints (a compacted topic the relay creates): one per database the relay serves.
+  outboxCheckpointTopic: process.env.OUTBOX_CHECKPOINT_TOPIC ?? 'example-orders.outbox-checkpoints',
   spoolDirectory: process.env.SPOOL_DIR ?? '.spool',
   schemasDirectory: join(__dirname, '..', 'schemas'),
 };

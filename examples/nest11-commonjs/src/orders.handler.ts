@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { IdempotentHandler, OrderedEvent, type EventContext } from 'kafka-exactly-once';
 import { config } from './config';
+import { OrdersLedger } from './orders.ledger';
 
 /** com.example.OrderPlaced (schemas/order-placed.v1.avsc); Avro `long` decodes to bigint. */
 export interface OrderPlaced {
@@ -11,6 +12,8 @@ export interface OrderPlaced {
 
 @Injectable()
 export class OrdersHandler {
+  constructor(private readonly ledger: OrdersLedger) {}
+
   /**
    * Records the order and emits OrderAccepted with the customer's running total, exactly once: the insert, the
    * output and the consumer offset commit together or not at all, and a duplicate publish is skipped. The
@@ -19,12 +22,8 @@ export class OrdersHandler {
   @IdempotentHandler({ topic: config.ordersTopic, schema: 'com.example.OrderPlaced' })
   @OrderedEvent({ key: (order: OrderPlaced) => order.customerId })
   async onOrderPlaced(order: OrderPlaced, ctx: EventContext): Promise<void> {
-    await ctx.manager.query('INSERT INTO example_orders (order_id, customer_id, amount_cents) VALUES ($1, $2, $3)', [
-      order.orderId,
-      order.customerId,
-      order.amountCents.toString(),
-    ]);
-    const [{ total }] = await ctx.manager.query('SELECT sum(amount_cents)::text AS total FROM example_orders WHERE customer_id = $1', [order.customerId]);
-    ctx.emit(config.acceptedTopic, { ...order, customerTotalCents: BigInt(total) }, { key: order.customerId });
+    // The application's own service, through TransactionHost: its writes are in this unit of work's transaction.
+    const total = await this.ledger.record(order);
+    ctx.emit(config.acceptedTopic, { ...order, customerTotalCents: total }, { key: order.customerId });
   }
 }

@@ -18,6 +18,7 @@ module.exports = async function setup() {
     ORDERS_TOPIC: `example-orders.${run}.placed`,
     ACCEPTED_TOPIC: `example-orders.${run}.accepted`,
     GROUP_ID: `example-orders.${run}`,
+    OUTBOX_CHECKPOINT_TOPIC: `example-orders.${run}.outbox-checkpoints`,
     SPOOL_DIR: `.spool-test-${run}`,
   });
 };
