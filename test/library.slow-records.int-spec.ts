@@ -26,6 +26,8 @@ const TIMEOUTS = {
 @Injectable()
 class TasksHandler {
   readonly calls = new Map<string, number>();
+  busySince?: number;
+  busyUntil?: number;
 
   @IdempotentHandler({ topic: 'tasks', schema: 'test.slow.Task', retry: { attempts: 1 } })
   async onTask(task: { id: string; kind: string }, ctx: EventContext): Promise<void> {
@@ -38,6 +40,11 @@ class TasksHandler {
     if (task.kind === 'crashes-backend') throw new Error('Connection terminated unexpectedly');
     if (task.kind === 'own-kafka-client') throw Object.assign(new Error('Connection error: connect ECONNREFUSED 127.0.0.1:1 (the handler\'s own Kafka client)'), { name: 'KafkaJSConnectionError' });
     if (task.kind === 'sql') await ctx.manager.query('SELECT pg_sleep(0.3)');
+    if (task.kind === 'busy') {
+      this.busySince = Date.now();
+      await new Promise((r) => setTimeout(r, 2000)); // long, but within the handler's deadline
+      this.busyUntil = Date.now();
+    }
     await ctx.manager.query('INSERT INTO applied (id, times) VALUES ($1, 1) ON CONFLICT (id) DO UPDATE SET times = applied.times + 1', [task.id]);
   }
 }
@@ -111,6 +118,31 @@ describe('library: records that are slow or bring their own faults', () => {
     expect(await queryDatabase(databaseUrl, `SELECT id FROM applied WHERE id = 'slow'`)).toEqual([]);
     // The overrunning handler ran at most once per unit of work: with its chunk, then alone once per failure.
     expect(moduleRef.get(TasksHandler).calls.get('slow')).toBeLessThanOrEqual(1 + TIMEOUTS.isolation.maxFailures);
+  });
+
+  it("does not hold other partitions' next records while one partition's unit of work runs long", async () => {
+    const prefix = `${uniqueTopic('busy')}.`;
+    await createTopics(kafka, [`${prefix}tasks`], 2);
+    const databaseUrl = await createSuiteDatabase('busy_partition');
+    await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY, times int NOT NULL)');
+    moduleRef = await startLibraryModule(tasksModule(prefix, databaseUrl, dir));
+    const on = (partition: number, id: string, kind: string) => ({ ...task(id, kind), key: `key-${partition}`, partition });
+    const applied = async (id: string) => (await queryDatabase(databaseUrl, 'SELECT 1 FROM applied WHERE id = $1', [id])).length === 1;
+    await sendRaw(kafka, `${prefix}tasks`, [on(0, 'warm-0', 'ok'), on(1, 'warm-1', 'ok')]);
+    await waitUntil(async () => (await applied('warm-0')) && (await applied('warm-1')), 60000, 'both partitions handled a record');
+    const handler = moduleRef.get(TasksHandler);
+    await sendRaw(kafka, `${prefix}tasks`, [on(0, 'busy', 'busy')]);
+    await waitUntil(async () => handler.busySince !== undefined, 30000, "partition 0's long call started");
+    // Published while partition 0's unit runs: fetched, handled and committed before it ends, one after the other.
+    for (const id of ['p1-a', 'p1-b', 'p1-c']) {
+      await sendRaw(kafka, `${prefix}tasks`, [on(1, id, 'ok')]);
+      await waitUntil(() => applied(id), 30000, `${id} handled`);
+    }
+    const p1Done = Date.now();
+    await waitUntil(() => applied('busy'), 30000, "partition 0's long record handled");
+    expect(handler.busyUntil).toBeDefined();
+    expect(p1Done).toBeLessThan(handler.busyUntil!);
+    expect(await queryDatabase(databaseUrl, 'SELECT DISTINCT times FROM applied')).toEqual([{ times: 1 }]);
   });
 
   it('gives up statements to a PostgreSQL that stops answering (a blackhole), and handles every record once after', async () => {

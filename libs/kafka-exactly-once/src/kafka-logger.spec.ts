@@ -21,6 +21,17 @@ describe('nestLogCreator', () => {
     expect(debug).toHaveBeenCalledTimes(2);
   });
 
+  it("drops KafkaJS's pause and resume lines (two per batch: each partition is paused while its worker runs), keeps its other info lines", () => {
+    const log = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    const logger = nestLogCreator(logLevel.INFO);
+    const topicPartitions = [{ topic: 'payments', partitions: [0] }];
+    logger(entry('ConsumerGroup', logLevel.INFO, 'Pausing fetching from 1 topics', { topicPartitions }));
+    logger(entry('ConsumerGroup', logLevel.INFO, 'Resuming fetching from 1 topics', { topicPartitions }));
+    expect(log).not.toHaveBeenCalled();
+    logger(entry('ConsumerGroup', logLevel.INFO, 'Consumer has joined the group', { groupId: 'g' }));
+    expect(log).toHaveBeenCalledTimes(1);
+  });
+
   it('keeps errors that are not answers to retry, and warnings, as they are', () => {
     const { error, warn } = spies();
     const log = nestLogCreator(logLevel.INFO);

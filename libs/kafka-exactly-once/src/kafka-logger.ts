@@ -34,6 +34,9 @@ const unreachableSaid = new Map<string, number>();
  * be retried (a coordinator loading after a broker restart), at error otherwise. A member the coordinator
  * forgot (after a broker restart or a session timeout) rejoining is a warning.
  *
+ * KafkaJS's info lines for pausing and resuming a partition are dropped: the library pauses each partition while
+ * its worker runs a batch (ExactlyOnceConsumer.onBatch), two lines per batch; it says its own backoffs itself.
+ *
  * While a broker is away, KafkaJS logs an ERROR with a stack trace for every connection attempt of every
  * client (`Connection error: connect ECONNREFUSED`, `Failed to connect to seed broker`), several a second. The
  * library says itself what an outage means (the consumer waits, the publisher spools, health is down): here
@@ -51,6 +54,8 @@ export const nestLogCreator: logCreator = () => {
       loggers.set(context, logger);
     }
     const { message, timestamp: _timestamp, logger: _name, ...extra } = log as Record<string, unknown> & { message: string };
+    // The library pauses each partition while its worker runs a batch: two lines per batch, nothing to read.
+    if (level === logLevel.INFO && namespace === 'ConsumerGroup' && (message.startsWith('Pausing fetching') || message.startsWith('Resuming fetching'))) return;
     const unreachable = level === logLevel.ERROR && CONNECTION_FAILURE.test(message);
     if (unreachable) delete extra.stack;
     const text = Object.keys(extra).length > 0 ? `${message} ${JSON.stringify(extra)}` : message;

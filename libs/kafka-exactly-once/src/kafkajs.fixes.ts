@@ -1,13 +1,16 @@
 import { fixKafkaJsAbortedTransactions } from './kafkajs-aborted-transactions.fix';
+import { fixKafkaJsPartitionWorkers } from './kafkajs-partition-workers.fix';
 import { fixKafkaJsRequestQueue } from './kafkajs-request-queue.fix';
 
 /**
  * The library's corrections of KafkaJS 2.2.4, applied once per process when it creates its clients (to the KafkaJS
  * the application resolves, kafkajs being a peer dependency): the request queue that polls idle connections, and
- * the read-committed filter that lets records of aborted transactions through. The producer's send path is
+ * the read-committed filter that lets records of aborted transactions through, and the fetch that sleeps while
+ * every partition is paused. The producer's send path is
  * replaced per producer instead (producer/checked-producer.ts).
  */
 export function fixKafkaJs(): void {
   fixKafkaJsRequestQueue();
   fixKafkaJsAbortedTransactions();
+  fixKafkaJsPartitionWorkers();
 }

@@ -28,6 +28,7 @@ import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, U
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
+import { markBusy, registerDrain } from '../kafkajs-partition-workers.fix';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
@@ -58,6 +59,8 @@ export interface RetryTierStatus {
   nextDueAt: string | null;
 }
 
+const sessionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
 type Payload = Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale' | 'pause'>;
 
 /** Heartbeat errors that mean this member's generation is over: another member may own its partitions. */
@@ -79,6 +82,10 @@ export class ExactlyOnceConsumer {
   private readonly inbox = new InboxRepository();
   private readonly parking = new ParkingRepository();
   private readonly sessions = new Map<string, PartitionSession>();
+  /** Partitions' workers running (see onBatch), and the batches waiting for one to end. */
+  private workers = 0;
+  private readonly workerSlots: Array<() => void> = [];
+  private undrain?: () => void;
   private readonly routes: Map<string, Route>;
   private consumer?: Consumer;
   private readonly stableOffsets: StableOffsets;
@@ -150,12 +157,14 @@ export class ExactlyOnceConsumer {
       allowAutoTopicCreation: false,
     });
     this.consumer = consumer;
+    this.undrain?.();
+    this.undrain = registerDrain(groupId, () => this.drainWorkers());
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.onAssignment(payload.memberAssignment));
     // A fetch of transaction markers or aborted records only: KafkaJS moves past it without calling onBatch. Its
     // offsets hold nothing to handle, so that a caught-up partition of a transactional topic shows no lag.
     consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
       if (payload.batchSize !== 0) return;
-      this.sessions.get(`${payload.topic}\u0000${payload.partition}`)?.progress.passedThrough(BigInt(payload.lastOffset) + 1n, payload.highWatermark);
+      this.sessions.get(sessionKey(payload.topic, payload.partition))?.progress.passedThrough(BigInt(payload.lastOffset) + 1n, payload.highWatermark);
     });
     consumer.on(consumer.events.REBALANCING, () => {
       this.status.state = 'rebalancing';
@@ -224,19 +233,42 @@ export class ExactlyOnceConsumer {
     if (!this.consumer) return;
     this.status.state = 'stopping';
     for (const session of this.sessions.values()) session.cancelResume();
+    // Each partition's worker ends after its unit of work in flight, before the member leaves the group.
+    await this.workersEnded();
     await this.consumer.stop();
     this.status.state = 'stopped';
   }
 
   async disconnect(): Promise<void> {
     this.cancelRecovery();
+    await this.workersEnded();
     await this.consumer?.disconnect().catch((err) => this.logger.warn(`consumer disconnect: ${err.message}`));
     this.consumer = undefined;
+    this.undrain?.();
+    this.undrain = undefined;
     for (const session of this.sessions.values()) session.cancelResume();
     await Promise.all([...this.sessions.values()].map((s) => s.producer.close()));
     this.sessions.clear();
     await this.stableOffsets.disconnect();
     await this.hanging.disconnect();
+  }
+
+  private async workersEnded(): Promise<void> {
+    await Promise.all([...this.sessions.values()].map((s) => s.worker));
+  }
+
+  /**
+   * Before this member (re)joins the group: each partition's worker ends after its unit of work in flight (its
+   * generation moves on, so it starts no other), so that no unit of a partition runs on once it may be another
+   * member's. Waits at most the rebalance timeout, past which the group would go on without this member anyway.
+   */
+  private async drainWorkers(): Promise<void> {
+    const running = [...this.sessions.values()].filter((s) => s.worker);
+    if (running.length === 0) return;
+    for (const session of running) session.generation++;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.workersEnded(), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.consumer.rebalanceTimeout)))]);
+    clearTimeout(timer);
   }
 
   /** Partitions handled at once each hold a connection during a unit of work: fewer connections make them queue. */
@@ -262,8 +294,12 @@ export class ExactlyOnceConsumer {
         // KafkaJS keeps a partition paused across rebalances: resume it now, or it would stay paused for good
         // when it comes back to this member later.
         session.cancelResume(true);
+        // Paused while a worker still runs (past the drain's wait): it would stay paused if it came back.
+        session.busyResume?.();
+        session.revoked();
         this.sessions.delete(key);
-        void session.producer.close();
+        // A unit of work still running ends first (it commits, or the new owner's producer fenced it).
+        void (session.worker ?? Promise.resolve()).then(() => session.producer.close());
       }
     }
     this.warnIfPoolTooSmall(assignment);
@@ -273,7 +309,7 @@ export class ExactlyOnceConsumer {
   }
 
   private session(topic: string, partition: number): PartitionSession {
-    const key = `${topic}\u0000${partition}`;
+    const key = sessionKey(topic, partition);
     let session = this.sessions.get(key);
     if (!session) {
       const { transactionalIdPrefix: prefix, groupId } = this.options;
@@ -382,13 +418,49 @@ export class ExactlyOnceConsumer {
     return holders.filter((h) => own.has(h.transactionalId ?? '') && forgottenByCoordinator(h));
   }
 
+  /**
+   * KafkaJS fetches again only once every batch of its last fetch is done: a partition whose unit of work is slow
+   * would hold every other partition's next records. So a batch is handed to its partition's worker and the
+   * partition paused while the worker runs (KafkaJS fetches the others meanwhile), then resumed, and fetched again
+   * from its resolved position. A partition runs one worker at a time: a batch for a partition whose worker of an
+   * earlier generation still runs (kept across a rebalance) waits for it, as do batches beyond
+   * `partitionsConsumedConcurrently` workers.
+   */
   private async onBatch(payload: EachBatchPayload): Promise<void> {
-    const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
-    const { topic, partition } = batch;
-    const route = this.routes.get(topic);
-    if (!route) return;
-    const { handler, stage } = route;
+    const { topic, partition } = payload.batch;
+    if (!this.routes.has(topic)) return;
     const session = this.session(topic, partition);
+    if (session.worker) await session.worker;
+    while (this.workers >= this.options.consumer.partitionsConsumedConcurrently) await new Promise<void>((resolve) => this.workerSlots.push(resolve));
+    if (this.stopRequested || !payload.isRunning() || payload.isStale() || this.sessions.get(sessionKey(topic, partition)) !== session) return;
+    const resume = payload.pause();
+    session.busyResume = resume;
+    markBusy(this.options.groupId, 1);
+    this.workers++;
+    const worker = this.handleBatch(payload, session)
+      .catch((err) => {
+        if (isRebalanceError(err)) this.logger.debug(`${topic}[${partition}]: the group is rebalancing (${(err as Error).message})`);
+        else this.logger.error(`${topic}[${partition}]: ${(err as Error)?.stack ?? err}`);
+      })
+      .finally(() => {
+        markBusy(this.options.groupId, -1);
+        this.workers--;
+        this.workerSlots.shift()?.();
+        session.worker = undefined;
+        session.busyResume = undefined;
+        // Paused for a backoff or a retry tier's due time: its timer resumes it. Revoked: onAssignment did.
+        if (!session.resumeTimer && this.sessions.get(sessionKey(topic, partition)) === session) resume();
+      });
+    session.worker = worker;
+  }
+
+  /** The work of one fetched batch of a partition, by its worker (see onBatch). */
+  private async handleBatch(payload: EachBatchPayload, session: PartitionSession): Promise<void> {
+    const { batch, resolveOffset, heartbeat, isStale } = payload;
+    // stop() ends the workers before the member leaves the group, while KafkaJS still runs.
+    const isRunning = () => payload.isRunning() && !this.stopRequested;
+    const { topic, partition } = batch;
+    const { handler, stage } = this.routes.get(topic)!;
     if (session.fenced) {
       // Until this member is assigned the partition again; no hot loop of fetches meanwhile.
       session.progress.activity = 'fenced';
@@ -492,6 +564,8 @@ export class ExactlyOnceConsumer {
         this.metrics?.fencedCommit(topic);
         const owner = await this.ownership(payload, session, generation);
         if (owner === 'lost') {
+          // A rebalance since this batch was fetched: the new generation starts over (its own producer start).
+          if (session.generation !== generation || this.sessions.get(sessionKey(topic, partition)) !== session) return;
           // Another member owns the partition now. Re-initialising the producer would fence that owner.
           this.abandon(session, error, `producer fenced, another member owns the partition; abandoning the chunk (${reason})`);
           return;
@@ -589,6 +663,8 @@ export class ExactlyOnceConsumer {
 
   /** Pauses this partition's fetches for `ms` while the other partitions go on; the batch must return now. */
   private pauseFor(session: PartitionSession, payload: Payload, ms: number): void {
+    // Revoked while its worker ran: not this member's to pause (KafkaJS would keep it paused if it came back).
+    if (this.sessions.get(sessionKey(session.topic, session.partition)) !== session) return;
     session.cancelResume(true);
     session.resume = payload.pause();
     session.progress.activity = 'backing-off';
@@ -614,8 +690,9 @@ export class ExactlyOnceConsumer {
   /**
    * After a fenced commit: whether this member still owns the partition in the current generation. A
    * heartbeat refused for a rebalance (unknown member, illegal generation, rebalance in progress) means another
-   * member may own it: `lost`. Accepted: nobody else can have fenced it (KafkaJS does not rejoin while a batch
-   * runs), `owned`. Any other error (coordinator moving, timeout) says nothing: `unknown`.
+   * member may own it: `lost`. Accepted, and no assignment since the batch was fetched (every join bumps the
+   * session's generation, and waits for the workers first: see drainWorkers): nobody else can have fenced it, `owned`.
+   * Any other error (coordinator moving, timeout) says nothing: `unknown`.
    */
   private async ownership(payload: Payload, session: PartitionSession, generation: number): Promise<'owned' | 'lost' | 'unknown'> {
     try {

@@ -42,6 +42,10 @@ export class PartitionSession {
   starts = 0;
   /** A retry tier's first record not handled yet, and when this member first saw it (its due time is capped by it). */
   private head?: { offset: string; seenAt: number };
+  /** The partition's worker running a fetched batch (ExactlyOnceConsumer.onBatch), until it ends. */
+  worker?: Promise<void>;
+  /** Resumes the partition paused while its worker runs. */
+  busyResume?: () => void;
   /** The timer that resumes the partition after a backoff, and what it calls. */
   resumeTimer?: NodeJS.Timeout;
   resume?: () => void;
@@ -97,6 +101,12 @@ export class PartitionSession {
     this.isolateThrough = -1n;
     // Whatever was fetched before the rebalance is fetched again if it is still pending.
     this.progress.caughtUp();
+  }
+
+  /** No longer assigned to this member: a worker still running stops before its next unit of work. */
+  revoked(): void {
+    this.generation++;
+    this.ready = false;
   }
 
   /** Drops a pending resume; with `resumeNow`, resumes the partition at once instead. */

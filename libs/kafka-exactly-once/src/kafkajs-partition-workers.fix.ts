@@ -1,0 +1,124 @@
+const APPLIED = Symbol.for('kafka-exactly-once:partition-workers-fix');
+const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
+const MAX_WAIT = Symbol('kafka-exactly-once:max-wait');
+
+/** Partitions of each group paused while a worker runs their batch, in this process (see markBusy). */
+const busy = new Map<string, number>();
+
+/**
+ * How long the broker may hold a fetch while some partition of the group is busy: a partition resumed meanwhile is
+ * fetched only after the fetch in flight returns (one fetch per broker at a time), so it waits at most this long.
+ */
+export const BUSY_FETCH_WAIT_MS = 10;
+
+/** A partition of `groupId` paused while its worker runs a batch (+1), or resumed after it (-1). */
+export function markBusy(groupId: string, delta: 1 | -1): void {
+  const n = (busy.get(groupId) ?? 0) + delta;
+  if (n > 0) busy.set(groupId, n);
+  else busy.delete(groupId);
+}
+
+/** What each group's consumers in this process wait for before they (re)join the group (see registerDrain). */
+const drains = new Map<string, Set<() => Promise<void>>>();
+
+/**
+ * `drain` runs, and is awaited, each time a consumer of `groupId` in this process is about to join or rejoin the
+ * group: the partitions' workers end their units of work first, as KafkaJS's own batches do. Returns the undo.
+ */
+export function registerDrain(groupId: string, drain: () => Promise<void>): () => void {
+  let set = drains.get(groupId);
+  if (!set) drains.set(groupId, (set = new Set()));
+  set.add(drain);
+  return () => {
+    set.delete(drain);
+    if (set.size === 0 && drains.get(groupId) === set) drains.delete(groupId);
+  };
+}
+
+type TopicPartitions = Array<{ topic: string; partitions: number[] }>;
+
+interface ConsumerGroupInternals {
+  groupId: string;
+  maxWaitTime: number;
+  [MAX_WAIT]?: number;
+  seekOffset: Map<string, unknown>;
+  subscriptionState: { assigned(): TopicPartitions; active(): TopicPartitions };
+  filterPartitionsByNode(nodeId: number, topicPartitions: TopicPartitions): TopicPartitions;
+  fetch(nodeId: number): Promise<unknown[]>;
+  joinAndSync(): Promise<void>;
+  resume(topicPartitions: TopicPartitions): void;
+  [WAITERS]?: Set<() => void>;
+}
+
+/**
+ * NOTE: the library hands each fetched batch to its partition's worker and pauses the partition while it runs
+ * (ExactlyOnceConsumer.onBatch), where KafkaJS 2.2.4 runs batches inside its fetch loop and fetches again only
+ * when all of them are done. Three changes to KafkaJS's consumer group make that work:
+ *
+ * Before it joins or rejoins the group, it waits for the drains registered for its group (registerDrain): the
+ * workers end their units of work, so that a rebalance still waits for them as it waits for KafkaJS's own batches
+ * (no unit of work of a partition runs on after the partition was given to another member).
+ *
+ * A fetch of a broker whose assigned partitions are all paused (every one busy) sleeps `maxWaitTime` (500 ms by
+ * default) in KafkaJS, and a partition resumed during that sleep waits for it. Here it waits until a partition is
+ * resumed or `maxWaitTime` passes (the runner heartbeats after an empty fetch either way), then returns nothing,
+ * so that the runner's next fetch includes the resumed partition. With a seek pending it is KafkaJS's fetch that
+ * runs: it carries the seek out first (KafkaJS's admin `setOffsets` commits that way, every partition paused).
+ *
+ * A fetch that does go to the broker (other partitions are active: a retry tier, a quiet topic) is held there up
+ * to `maxWaitTime` when none of them has records, and a partition resumed meanwhile waits for it (one fetch per
+ * broker at a time): while some partition of the group is busy (markBusy), the broker holds a fetch at most
+ * BUSY_FETCH_WAIT_MS. An idle consumer, or one whose partitions are paused for a backoff or a retry tier's due
+ * time, keeps the long poll.
+ *
+ * Applied once per process, to the KafkaJS the application resolves (a peer dependency).
+ */
+export function fixKafkaJsPartitionWorkers(): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as { prototype: ConsumerGroupInternals & { [APPLIED]?: true } };
+  const prototype = ConsumerGroup.prototype;
+  if (prototype[APPLIED] || typeof prototype.fetch !== 'function' || typeof prototype.resume !== 'function' || typeof prototype.joinAndSync !== 'function') return;
+  const fetch = prototype.fetch;
+  const resume = prototype.resume;
+  const joinAndSync = prototype.joinAndSync;
+  prototype.joinAndSync = async function (this: ConsumerGroupInternals) {
+    const waiting = drains.get(this.groupId);
+    if (waiting) await Promise.all([...waiting].map((drain) => drain()));
+    return joinAndSync.call(this);
+  };
+  prototype.fetch = async function (this: ConsumerGroupInternals, nodeId: number) {
+    const maxWait = (this[MAX_WAIT] ??= this.maxWaitTime);
+    this.maxWaitTime = busy.has(this.groupId) ? Math.min(BUSY_FETCH_WAIT_MS, maxWait) : maxWait;
+    // A seek is carried out (committed, for KafkaJS's admin setOffsets, which pauses every partition) by the fetch.
+    if (this.seekOffset.size > 0 || !allPaused(this, nodeId)) return fetch.call(this, nodeId);
+    const waiters = (this[WAITERS] ??= new Set());
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, maxWait);
+      waiters.add(done);
+    });
+    return [];
+  };
+  prototype.resume = function (this: ConsumerGroupInternals, topicPartitions: TopicPartitions) {
+    resume.call(this, topicPartitions);
+    for (const wake of [...(this[WAITERS] ?? [])]) wake();
+  };
+  prototype[APPLIED] = true;
+}
+
+/** Whether the broker `nodeId` leads some of the group's assigned partitions, and every one of them is paused. */
+function allPaused(group: ConsumerGroupInternals, nodeId: number): boolean {
+  let assigned = 0;
+  const active = new Map(group.subscriptionState.active().map(({ topic, partitions }) => [topic, new Set(partitions)]));
+  for (const { topic, partitions } of group.filterPartitionsByNode(nodeId, group.subscriptionState.assigned())) {
+    for (const partition of partitions) {
+      assigned++;
+      if (active.get(topic)?.has(partition)) return false;
+    }
+  }
+  return assigned > 0;
+}
