@@ -44,11 +44,19 @@ describe('fixKafkaJsPartitionWorkers', () => {
   it(`asks the broker to hold a fetch at most ${BUSY_FETCH_WAIT_MS} ms while a partition of the group is busy, and the long poll again after`, async () => {
     const g = group('busy');
     g.pause([{ topic: 't', partitions: [0] }]);
-    markBusy('busy', 1);
+    markBusy('busy', 't', 0, 1);
     await g.fetch(1);
-    markBusy('busy', -1);
+    markBusy('busy', 't', 0, -1);
     await g.fetch(1);
-    expect(g.brokerWaits).toEqual([BUSY_FETCH_WAIT_MS, 300]);
+    // A busy partition (resumed here, so that its broker's fetch goes out) that another broker leads leaves this
+    // broker's long poll alone.
+    g.resume([{ topic: 't', partitions: [0] }]);
+    g.filterPartitionsByNode = (nodeId: number, tps: Array<{ topic: string; partitions: number[] }>) => tps.map(({ topic, partitions }) => ({ topic, partitions: partitions.filter((p) => p % 2 === nodeId % 2) }));
+    markBusy('busy', 't', 0, 1);
+    await g.fetch(1);
+    await g.fetch(2);
+    markBusy('busy', 't', 0, -1);
+    expect(g.brokerWaits).toEqual([BUSY_FETCH_WAIT_MS, 300, 300, BUSY_FETCH_WAIT_MS]);
   });
 
   it('with every partition paused, waits until one is resumed (not the whole maxWaitTime), without asking the broker', async () => {

@@ -2,8 +2,8 @@ const APPLIED = Symbol.for('kafka-exactly-once:partition-workers-fix');
 const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
 const MAX_WAIT = Symbol('kafka-exactly-once:max-wait');
 
-/** Partitions of each group paused while a worker runs their batch, in this process (see markBusy). */
-const busy = new Map<string, number>();
+/** Partitions of each group (`topic`, NUL, partition) paused while a worker runs their batch, in this process (see markBusy). */
+const busy = new Map<string, Map<string, number>>();
 
 /**
  * How long the broker may hold a fetch while some partition of the group is busy: a partition resumed meanwhile is
@@ -12,10 +12,14 @@ const busy = new Map<string, number>();
 export const BUSY_FETCH_WAIT_MS = 10;
 
 /** A partition of `groupId` paused while its worker runs a batch (+1), or resumed after it (-1). */
-export function markBusy(groupId: string, delta: 1 | -1): void {
-  const n = (busy.get(groupId) ?? 0) + delta;
-  if (n > 0) busy.set(groupId, n);
-  else busy.delete(groupId);
+export function markBusy(groupId: string, topic: string, partition: number, delta: 1 | -1): void {
+  let partitions = busy.get(groupId);
+  if (!partitions) busy.set(groupId, (partitions = new Map()));
+  const key = `${topic}\u0000${partition}`;
+  const n = (partitions.get(key) ?? 0) + delta;
+  if (n > 0) partitions.set(key, n);
+  else partitions.delete(key);
+  if (partitions.size === 0) busy.delete(groupId);
 }
 
 /** What each group's consumers in this process wait for before they (re)join the group (see registerDrain). */
@@ -67,8 +71,8 @@ interface ConsumerGroupInternals {
  *
  * A fetch that does go to the broker (other partitions are active: a retry tier, a quiet topic) is held there up
  * to `maxWaitTime` when none of them has records, and a partition resumed meanwhile waits for it (one fetch per
- * broker at a time): while some partition of the group is busy (markBusy), the broker holds a fetch at most
- * BUSY_FETCH_WAIT_MS. An idle consumer, or one whose partitions are paused for a backoff or a retry tier's due
+ * broker at a time): while some partition of the group that the broker leads is busy (markBusy), the broker
+ * holds a fetch at most BUSY_FETCH_WAIT_MS. An idle consumer, or one whose partitions are paused for a backoff or a retry tier's due
  * time, keeps the long poll.
  *
  * Applied once per process, to the KafkaJS the application resolves (a peer dependency).
@@ -88,9 +92,16 @@ export function fixKafkaJsPartitionWorkers(): void {
   };
   prototype.fetch = async function (this: ConsumerGroupInternals, nodeId: number) {
     const maxWait = (this[MAX_WAIT] ??= this.maxWaitTime);
-    this.maxWaitTime = busy.has(this.groupId) ? Math.min(BUSY_FETCH_WAIT_MS, maxWait) : maxWait;
+    let state: { busy: boolean; allPaused: boolean };
+    try {
+      state = partitionsOf(this, nodeId);
+    } catch {
+      // Metadata not loaded yet, a leader being elected: KafkaJS's fetch refreshes it and recovers.
+      state = { busy: false, allPaused: false };
+    }
+    this.maxWaitTime = state.busy ? Math.min(BUSY_FETCH_WAIT_MS, maxWait) : maxWait;
     // A seek is carried out (committed, for KafkaJS's admin setOffsets, which pauses every partition) by the fetch.
-    if (this.seekOffset.size > 0 || !allPaused(this, nodeId)) return fetch.call(this, nodeId);
+    if (this.seekOffset.size > 0 || !state.allPaused) return fetch.call(this, nodeId);
     const waiters = (this[WAITERS] ??= new Set());
     await new Promise<void>((resolve) => {
       const done = () => {
@@ -110,15 +121,22 @@ export function fixKafkaJsPartitionWorkers(): void {
   prototype[APPLIED] = true;
 }
 
-/** Whether the broker `nodeId` leads some of the group's assigned partitions, and every one of them is paused. */
-function allPaused(group: ConsumerGroupInternals, nodeId: number): boolean {
-  let assigned = 0;
+/**
+ * Of the group's assigned partitions that the broker `nodeId` leads: whether one is busy (its worker runs), and
+ * whether there are some and every one is paused.
+ */
+function partitionsOf(group: ConsumerGroupInternals, nodeId: number): { busy: boolean; allPaused: boolean } {
+  const busyOnes = busy.get(group.groupId);
   const active = new Map(group.subscriptionState.active().map(({ topic, partitions }) => [topic, new Set(partitions)]));
+  let assigned = 0;
+  let anyActive = false;
+  let anyBusy = false;
   for (const { topic, partitions } of group.filterPartitionsByNode(nodeId, group.subscriptionState.assigned())) {
     for (const partition of partitions) {
       assigned++;
-      if (active.get(topic)?.has(partition)) return false;
+      if (active.get(topic)?.has(partition)) anyActive = true;
+      if (busyOnes?.has(`${topic}\u0000${partition}`)) anyBusy = true;
     }
   }
-  return assigned > 0;
+  return { busy: anyBusy, allPaused: assigned > 0 && !anyActive };
 }

@@ -85,6 +85,10 @@ export class ExactlyOnceConsumer {
   /** Partitions' workers running (see onBatch), and the batches waiting for one to end. */
   private workers = 0;
   private readonly workerSlots: Array<() => void> = [];
+  /** Workers of partitions revoked while they ran (past the drain's wait): a later session of the partition waits for them. */
+  private readonly orphans = new Map<string, Promise<void>>();
+  /** From a drain before a (re)join until the join (or a crash): no worker starts. */
+  private draining = false;
   private undrain?: () => void;
   private readonly routes: Map<string, Route>;
   private consumer?: Consumer;
@@ -157,6 +161,7 @@ export class ExactlyOnceConsumer {
       allowAutoTopicCreation: false,
     });
     this.consumer = consumer;
+    this.draining = false;
     this.undrain?.();
     this.undrain = registerDrain(groupId, () => this.drainWorkers());
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.onAssignment(payload.memberAssignment));
@@ -170,6 +175,7 @@ export class ExactlyOnceConsumer {
       this.status.state = 'rebalancing';
     });
     consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.draining = false;
       this.status.lastError = payload.error?.message;
       this.status.state = payload.restart ? 'rebalancing' : 'crashed';
       // Restarted by KafkaJS after an error the broker means to be retried (a coordinator loading after a broker
@@ -233,7 +239,9 @@ export class ExactlyOnceConsumer {
     if (!this.consumer) return;
     this.status.state = 'stopping';
     for (const session of this.sessions.values()) session.cancelResume();
-    // Each partition's worker ends after its unit of work in flight, before the member leaves the group.
+    // Each partition's worker ends after its unit of work in flight, before the member leaves the group; nothing
+    // is fetched meanwhile.
+    this.pauseAll();
     await this.workersEnded();
     await this.consumer.stop();
     this.status.state = 'stopped';
@@ -241,6 +249,7 @@ export class ExactlyOnceConsumer {
 
   async disconnect(): Promise<void> {
     this.cancelRecovery();
+    this.pauseAll();
     await this.workersEnded();
     await this.consumer?.disconnect().catch((err) => this.logger.warn(`consumer disconnect: ${err.message}`));
     this.consumer = undefined;
@@ -253,8 +262,16 @@ export class ExactlyOnceConsumer {
     await this.hanging.disconnect();
   }
 
+  private pauseAll(): void {
+    try {
+      this.consumer?.pause([...this.routes.keys()].map((topic) => ({ topic })));
+    } catch {
+      // Not running (never joined, or crashed): nothing is fetched anyway.
+    }
+  }
+
   private async workersEnded(): Promise<void> {
-    await Promise.all([...this.sessions.values()].map((s) => s.worker));
+    await Promise.all([...[...this.sessions.values()].map((s) => s.worker), ...this.orphans.values()]);
   }
 
   /**
@@ -263,8 +280,9 @@ export class ExactlyOnceConsumer {
    * member's. Waits at most the rebalance timeout, past which the group would go on without this member anyway.
    */
   private async drainWorkers(): Promise<void> {
+    this.draining = true;
     const running = [...this.sessions.values()].filter((s) => s.worker);
-    if (running.length === 0) return;
+    if (running.length === 0 && this.orphans.size === 0) return;
     for (const session of running) session.generation++;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.workersEnded(), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.consumer.rebalanceTimeout)))]);
@@ -284,6 +302,7 @@ export class ExactlyOnceConsumer {
   }
 
   private onAssignment(assignment: Record<string, number[]>): void {
+    this.draining = false;
     this.markJoined();
     this.status.state = 'running';
     this.status.assignment = assignment;
@@ -298,7 +317,14 @@ export class ExactlyOnceConsumer {
         session.busyResume?.();
         session.revoked();
         this.sessions.delete(key);
-        // A unit of work still running ends first (it commits, or the new owner's producer fenced it).
+        // A unit of work still running ends first (it commits, or the new owner's producer fenced it), and a later
+        // session of the partition on this member waits for it.
+        if (session.worker) {
+          const orphan: Promise<void> = session.worker.then(() => {
+            if (this.orphans.get(key) === orphan) this.orphans.delete(key);
+          });
+          this.orphans.set(key, orphan);
+        }
         void (session.worker ?? Promise.resolve()).then(() => session.producer.close());
       }
     }
@@ -429,13 +455,22 @@ export class ExactlyOnceConsumer {
   private async onBatch(payload: EachBatchPayload): Promise<void> {
     const { topic, partition } = payload.batch;
     if (!this.routes.has(topic)) return;
+    const key = sessionKey(topic, partition);
     const session = this.session(topic, partition);
+    await this.orphans.get(key);
     if (session.worker) await session.worker;
     while (this.workers >= this.options.consumer.partitionsConsumedConcurrently) await new Promise<void>((resolve) => this.workerSlots.push(resolve));
-    if (this.stopRequested || !payload.isRunning() || payload.isStale() || this.sessions.get(sessionKey(topic, partition)) !== session) return;
+    if (this.stopRequested) {
+      // Fetched again at once otherwise, over and over, until the consumer stops.
+      payload.pause();
+      return;
+    }
+    if (this.draining || !payload.isRunning() || payload.isStale() || this.sessions.get(key) !== session) return;
     const resume = payload.pause();
+    const token = {};
     session.busyResume = resume;
-    markBusy(this.options.groupId, 1);
+    session.workerToken = token;
+    markBusy(this.options.groupId, topic, partition, 1);
     this.workers++;
     const worker = this.handleBatch(payload, session)
       .catch((err) => {
@@ -443,13 +478,17 @@ export class ExactlyOnceConsumer {
         else this.logger.error(`${topic}[${partition}]: ${(err as Error)?.stack ?? err}`);
       })
       .finally(() => {
-        markBusy(this.options.groupId, -1);
+        markBusy(this.options.groupId, topic, partition, -1);
         this.workers--;
         this.workerSlots.shift()?.();
         session.worker = undefined;
         session.busyResume = undefined;
-        // Paused for a backoff or a retry tier's due time: its timer resumes it. Revoked: onAssignment did.
-        if (!session.resumeTimer && this.sessions.get(sessionKey(topic, partition)) === session) resume();
+        session.workerToken = undefined;
+        // Paused by this worker for a backoff or a retry tier's due time: its timer resumes it (a timer of an
+        // earlier worker may be for KafkaJS's consumer group before a restart: it cannot resume this one).
+        // Revoked: onAssignment resumed it. Stopping: it stays paused.
+        const backingOff = session.resumeTimer !== undefined && session.backoffBy === token;
+        if (!backingOff && !this.stopRequested && this.sessions.get(key) === session) resume();
       });
     session.worker = worker;
   }
@@ -667,6 +706,7 @@ export class ExactlyOnceConsumer {
     if (this.sessions.get(sessionKey(session.topic, session.partition)) !== session) return;
     session.cancelResume(true);
     session.resume = payload.pause();
+    session.backoffBy = session.workerToken;
     session.progress.activity = 'backing-off';
     session.resumeTimer = setTimeout(() => session.cancelResume(true), ms);
     session.resumeTimer.unref?.();

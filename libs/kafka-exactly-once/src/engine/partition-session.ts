@@ -46,6 +46,9 @@ export class PartitionSession {
   worker?: Promise<void>;
   /** Resumes the partition paused while its worker runs. */
   busyResume?: () => void;
+  /** The running worker's token, and that of the worker whose backoff the pending resume timer ends. */
+  workerToken?: object;
+  backoffBy?: object;
   /** The timer that resumes the partition after a backoff, and what it calls. */
   resumeTimer?: NodeJS.Timeout;
   resume?: () => void;
