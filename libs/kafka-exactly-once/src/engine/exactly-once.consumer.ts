@@ -603,8 +603,12 @@ export class ExactlyOnceConsumer {
         this.metrics?.fencedCommit(topic);
         const owner = await this.ownership(payload, session, generation);
         if (owner === 'lost') {
-          // A rebalance since this batch was fetched: the new generation starts over (its own producer start).
-          if (session.generation !== generation || this.sessions.get(sessionKey(topic, partition)) !== session) return;
+          // A rebalance since this batch was fetched (the drain before this member's rejoin): the unit is abandoned
+          // all the same, and the new assignment starts over with a producer start of its own.
+          if (session.generation !== generation || this.sessions.get(sessionKey(topic, partition)) !== session) {
+            this.logger.warn(`${topic}[${partition}]: producer fenced, another member owns the partition; abandoning the chunk (${reason}); this member has rejoined the group since`);
+            return;
+          }
           // Another member owns the partition now. Re-initialising the producer would fence that owner.
           this.abandon(session, error, `producer fenced, another member owns the partition; abandoning the chunk (${reason})`);
           return;
