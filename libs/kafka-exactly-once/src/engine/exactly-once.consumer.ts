@@ -262,6 +262,11 @@ export class ExactlyOnceConsumer {
     await this.hanging.disconnect();
   }
 
+  /** Whether `session` is the member's session of its partition (not one revoked since). */
+  private isCurrent(session: PartitionSession): boolean {
+    return this.sessions.get(sessionKey(session.topic, session.partition)) === session;
+  }
+
   private pauseAll(): void {
     try {
       this.consumer?.pause([...this.routes.keys()].map((topic) => ({ topic })));
@@ -465,11 +470,9 @@ export class ExactlyOnceConsumer {
       payload.pause();
       return;
     }
-    if (this.draining || !payload.isRunning() || payload.isStale() || this.sessions.get(key) !== session) return;
+    if (this.draining || !payload.isRunning() || payload.isStale() || !this.isCurrent(session)) return;
     const resume = payload.pause();
-    const token = {};
     session.busyResume = resume;
-    session.workerToken = token;
     markBusy(this.options.groupId, topic, partition, 1);
     this.workers++;
     const worker = this.handleBatch(payload, session)
@@ -483,12 +486,11 @@ export class ExactlyOnceConsumer {
         this.workerSlots.shift()?.();
         session.worker = undefined;
         session.busyResume = undefined;
-        session.workerToken = undefined;
         // Paused by this worker for a backoff or a retry tier's due time: its timer resumes it (a timer of an
         // earlier worker may be for KafkaJS's consumer group before a restart: it cannot resume this one).
         // Revoked: onAssignment resumed it. Stopping: it stays paused.
-        const backingOff = session.resumeTimer !== undefined && session.backoffBy === token;
-        if (!backingOff && !this.stopRequested && this.sessions.get(key) === session) resume();
+        const backingOff = session.resumeTimer !== undefined && session.backoffBy === resume;
+        if (!backingOff && !this.stopRequested && this.isCurrent(session)) resume();
       });
     session.worker = worker;
   }
@@ -605,7 +607,7 @@ export class ExactlyOnceConsumer {
         if (owner === 'lost') {
           // A rebalance since this batch was fetched (the drain before this member's rejoin): the unit is abandoned
           // all the same, and the new assignment starts over with a producer start of its own.
-          if (session.generation !== generation || this.sessions.get(sessionKey(topic, partition)) !== session) {
+          if (session.generation !== generation || !this.isCurrent(session)) {
             this.logger.warn(`${topic}[${partition}]: producer fenced, another member owns the partition; abandoning the chunk (${reason}); this member has rejoined the group since`);
             return;
           }
@@ -707,10 +709,10 @@ export class ExactlyOnceConsumer {
   /** Pauses this partition's fetches for `ms` while the other partitions go on; the batch must return now. */
   private pauseFor(session: PartitionSession, payload: Payload, ms: number): void {
     // Revoked while its worker ran: not this member's to pause (KafkaJS would keep it paused if it came back).
-    if (this.sessions.get(sessionKey(session.topic, session.partition)) !== session) return;
+    if (!this.isCurrent(session)) return;
     session.cancelResume(true);
     session.resume = payload.pause();
-    session.backoffBy = session.workerToken;
+    session.backoffBy = session.busyResume;
     session.progress.activity = 'backing-off';
     session.resumeTimer = setTimeout(() => session.cancelResume(true), ms);
     session.resumeTimer.unref?.();

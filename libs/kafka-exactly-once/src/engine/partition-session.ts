@@ -44,11 +44,10 @@ export class PartitionSession {
   private head?: { offset: string; seenAt: number };
   /** The partition's worker running a fetched batch (ExactlyOnceConsumer.onBatch), until it ends. */
   worker?: Promise<void>;
-  /** Resumes the partition paused while its worker runs. */
+  /** Resumes the partition paused while its worker runs (one per worker: it also names the worker). */
   busyResume?: () => void;
-  /** The running worker's token, and that of the worker whose backoff the pending resume timer ends. */
-  workerToken?: object;
-  backoffBy?: object;
+  /** The busyResume of the worker whose backoff the pending resume timer ends. */
+  backoffBy?: () => void;
   /** The timer that resumes the partition after a backoff, and what it calls. */
   resumeTimer?: NodeJS.Timeout;
   resume?: () => void;
