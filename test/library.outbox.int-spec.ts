@@ -7,6 +7,8 @@ import { EventValidationError, KafkaExactlyOnceModule, Outbox, OutboxHealthIndic
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { outboxTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
+import { MARK_STATEMENT, RELAY_SESSION_SETTINGS } from 'kafka-exactly-once/outbox/outbox-relay';
+import { Client } from 'pg';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { createTopics, quietAfter, readTopic, ReadRecord, testKafka, uniqueTopic, withAdmin } from './support/kafka';
@@ -274,6 +276,35 @@ describe('library: the transactional outbox', () => {
     // The batches cut short before their commit were written, and aborted: a read-uncommitted reader sees them.
     expect((await readIds(ids, { readUncommitted: true })).length).toBeGreaterThan(ids.length);
     expect(await relay.stop()).toBe(0);
+  });
+
+  it('gives out each batch from the waiting index, in position order, whatever the table\'s statistics say (no read or sort of the whole backlog)', async () => {
+    const databaseUrl = await createSuiteDatabase('outbox-plan');
+    await startApp(databaseUrl, { relay: false }); // the outbox's tables
+    // Statistics of an empty outbox, then a backlog they do not know of (as after a Kafka outage).
+    await queryDatabase(databaseUrl, `INSERT INTO kafka_eo_outbox_relay (id, name) VALUES (1, 'plan')`);
+    await queryDatabase(databaseUrl, 'ANALYZE kafka_eo_outbox');
+    await queryDatabase(databaseUrl, `INSERT INTO kafka_eo_outbox (id, aggregatetype, aggregateid, type, payload, headers) SELECT 'e' || g, 't', '\\x00', 'T', '\\x00', '\\x00' FROM generate_series(1, 50000) g`);
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      for (const setting of RELAY_SESSION_SETTINGS) await db.query(setting);
+      await db.query('BEGIN');
+      const [{ 'QUERY PLAN': plan }] = (await db.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${MARK_STATEMENT}`, [500, 512 * 1024])).rows;
+      await db.query('ROLLBACK');
+      // The first 500 waiting events read by the waiting index (one more for the window), never all 50,000.
+      const nodes: Array<Record<string, any>> = [];
+      const walk = (node: Record<string, any>) => {
+        nodes.push(node);
+        for (const child of node.Plans ?? []) walk(child);
+      };
+      walk(plan[0].Plan);
+      expect(nodes.filter((n) => n['Node Type'] === 'Sort')).toEqual([]);
+      const scans = nodes.filter((n) => n['Relation Name'] === 'kafka_eo_outbox' && n['Node Type'] !== 'ModifyTable' && n['Index Name'] !== 'kafka_eo_outbox_pkey');
+      expect(scans.map((n) => [n['Node Type'], n['Index Name'], n['Actual Rows']])).toEqual([['Index Scan', 'kafka_eo_outbox_waiting', 501]]);
+    } finally {
+      await db.end();
+    }
   });
 
   it('has one active relay however many run; a standby takes over when the active one dies, and nothing is sent twice', async () => {

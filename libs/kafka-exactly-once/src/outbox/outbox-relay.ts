@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { Kafka, Message } from 'kafkajs';
+import type { Kafka, Message, RetryOptions } from 'kafkajs';
 import { withDeadline } from '../engine/deadline';
 import { FaultInjector } from '../engine/fault-injector';
 import { wakeableSleep } from '../engine/sleep';
@@ -10,12 +10,42 @@ import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metr
 import type { ResolvedOptions } from '../options/resolved-options';
 import { CheckedProducer } from '../producer/checked-producer';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
+import { transactionalRetry } from '../transaction/partition-producer';
 import { outboxTransactionalId } from '../transaction/transactional-ids';
 import { OutboxCheckpoints } from './outbox-checkpoints';
 import { OUTBOX_COLUMNS, outboxMessage, type OutboxRow } from './outbox-event';
 
 /** The session-level advisory lock the one active relay of a database holds (arbitrary constant). */
 export const OUTBOX_RELAY_LOCK = '7364211905';
+
+/**
+ * Settings of the relay's own session. The next batch is the first waiting events in position order: read in the
+ * order of the waiting index, that is a few hundred rows whatever the backlog. PostgreSQL's planner chooses by its
+ * statistics, and an outbox's are rarely current (the table swings from empty to a backlog, after a Kafka outage
+ * say, faster than autovacuum analyzes it): believing the table small, it read and sorted every waiting event for
+ * each batch (an external sort on disk past some 40,000), and catching up on a backlog took time quadratic in it.
+ * No statement of the relay needs a sort (it orders its rows itself), so the session has none.
+ */
+export const RELAY_SESSION_SETTINGS = ['SET enable_sort = off'];
+
+/**
+ * Gives the next batch number to the first waiting events in position order, up to $1 events and $2 bytes (the
+ * first event always), taking the number from the relay row, in one statement (one snapshot); returns the rows
+ * with the number. Read by the waiting index in position order under RELAY_SESSION_SETTINGS.
+ */
+export const MARK_STATEMENT = `WITH picked AS (
+         SELECT position, row_number() OVER w AS n, sum(octet_length(payload) + octet_length(headers) + octet_length(aggregateid)) OVER w AS total
+         FROM ${OUTBOX_TABLE} WHERE batch IS NULL WINDOW w AS (ORDER BY position) ORDER BY position LIMIT $1),
+       numbered AS (
+         UPDATE ${OUTBOX_RELAY_TABLE} SET last_batch = last_batch + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM picked) RETURNING last_batch)
+       UPDATE ${OUTBOX_TABLE} o SET batch = numbered.last_batch FROM picked p, numbered
+       WHERE o.position = p.position AND (p.n = 1 OR p.total <= $2)
+       RETURNING ${OUTBOX_COLUMNS.split(', ').map((c) => `o.${c}`).join(', ')}, numbered.last_batch::text AS batch_number`;
+
+/** Rows in position order (positions are bigint text). */
+function inPositionOrder<T extends { position: string }>(rows: T[]): T[] {
+  return rows.sort((a, b) => (BigInt(a.position) < BigInt(b.position) ? -1 : BigInt(a.position) > BigInt(b.position) ? 1 : 0));
+}
 
 /** A standby relay asks for the lock this often. */
 const STANDBY_RETRY_MS = 2000;
@@ -26,6 +56,8 @@ export type OutboxRelayConfig = NonNullable<ResolvedOptions['outbox']> & {
   transactionalIdPrefix: string;
   transactionTimeoutMs: number;
   abortHangingTransactions: boolean;
+  /** The application's `kafka.retry`, if any (a transactional producer's first wait is 20 ms unless it sets one). */
+  retry?: RetryOptions;
   /** The module's declared topics (with its prefix), where the relay's transactions write. */
   declaredTopics?: string[];
 };
@@ -168,6 +200,7 @@ export class OutboxRelay {
     // Settings of this session only: the connection is closed, not pooled, when the session ends.
     await this.sql(`SET statement_timeout = ${Math.min(this.config.sendTimeoutMs, 60000)}`);
     await this.sql(`SET application_name = 'kafka-eo outbox relay'`);
+    for (const setting of RELAY_SESSION_SETTINGS) await this.sql(setting);
     client.on('notification', this.onNotification);
     await this.sql(`LISTEN ${OUTBOX_CHANNEL}`);
     const { knownRelayed, lastBatch, key, outboxId } = await this.claimName();
@@ -175,7 +208,9 @@ export class OutboxRelay {
     // The database's outbox id in the transactional id too: two databases relayed under one name (shards, or
     // two environments on one cluster) do not fence each other.
     const transactionalId = outboxTransactionalId(this.config.transactionalIdPrefix, this.config.name, outboxId);
-    this.producer = new CheckedProducer(this.kafka, { transactionalId, transactionTimeout: this.config.transactionTimeoutMs });
+    // The next batch's first request comes right after a commit, often before the coordinator has written the
+    // markers (CONCURRENT_TRANSACTIONS): retried from 20 ms, not KafkaJS's 300.
+    this.producer = new CheckedProducer(this.kafka, { transactionalId, transactionTimeout: this.config.transactionTimeoutMs, retry: transactionalRetry(this.config.retry) });
     // InitProducerId first: it fences an earlier relay and settles its open transaction, so that the checkpoint
     // read next is the last word until another relay's InitProducerId (which would fence this one in turn).
     await withDeadline(this.producer.connect(), this.config.sendTimeoutMs, 'Kafka');
@@ -202,35 +237,64 @@ export class OutboxRelay {
     this.current.relayedBatch = relayed.toString();
     this.logger.log(`outbox relay ${this.config.name} active (transactional id ${transactionalId}); batch ${relayed} is the last in Kafka`);
     let cleaned = -1n;
+    const cleanUpTo = async (batch: bigint) => {
+      if (cleaned >= batch) return;
+      await this.cleanUp(batch);
+      cleaned = batch;
+      this.faults.reach('outbox-after-cleanup');
+    };
     // Batches given out and not in Kafka (a crash left them) go first, as they are. Only this session marks
     // batches from now on (every statement of the relay runs on the connection that holds the lock).
     let pending = await this.lowestPending(relayed);
-    while (this.running) {
-      if (this.clientError) throw this.clientError;
-      if (cleaned < relayed) {
-        await this.cleanUp(relayed);
-        cleaned = relayed;
-        this.faults.reach('outbox-after-cleanup');
-      }
-      await this.count();
-      let batch: bigint;
-      let rows: OutboxRow[];
-      if (pending !== undefined) {
-        batch = pending;
-        rows = await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1 ORDER BY position`, [batch.toString()]);
-        pending = await this.lowestPending(batch);
-      } else {
-        const marked = await this.mark();
-        if (marked === undefined) {
-          await this.idle(this.config.pollIntervalMs);
-          continue;
+    // The next batch, given out in PostgreSQL while Kafka takes the current one (a crash leaves it given out and
+    // not in Kafka: it goes first when the relay starts again, as it is).
+    let next: Promise<[bigint, OutboxRow[]] | undefined> | undefined;
+    try {
+      while (this.running) {
+        if (this.clientError) throw this.clientError;
+        let batch: bigint;
+        let rows: OutboxRow[];
+        if (pending !== undefined) {
+          await cleanUpTo(relayed);
+          await this.count();
+          batch = pending;
+          rows = inPositionOrder(await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1`, [batch.toString()]));
+          pending = await this.lowestPending(batch);
+        } else {
+          const given = next;
+          next = undefined;
+          const marked = given ? await given : await cleanUpTo(relayed).then(() => this.count()).then(() => this.mark());
+          if (marked === undefined) {
+            await cleanUpTo(relayed);
+            await this.idle(this.config.pollIntervalMs);
+            continue;
+          }
+          [batch, rows] = marked;
         }
-        [batch, rows] = marked;
+        const sending = this.send(key, batch, rows);
+        // While Kafka takes this batch: the rows of batches already in Kafka go, and the next batch is given out
+        // (not while a refused event is looked for: those batches are of one event, given out one at a time).
+        if (pending === undefined && this.isolateUntil === undefined && this.running) {
+          const upTo = relayed;
+          next = cleanUpTo(upTo).then(() => this.count()).then(() => this.mark());
+          next.catch(() => undefined); // awaited below, or before the session ends
+        }
+        const refusal = await sending;
+        if (refusal) {
+          // Kafka refused an event for good: once the next batch (if any) is given out, every batch not in Kafka
+          // is given back, and the relay starts again from its checkpoint.
+          await next?.catch(() => undefined);
+          next = undefined;
+          await this.refused(batch, rows, relayed, refusal.topic, refusal.reason);
+          return;
+        }
+        relayed = batch;
+        this.current.relayedBatch = relayed.toString();
+        this.faults.reach('outbox-after-kafka-commit');
       }
-      if (!(await this.send(key, batch, rows, relayed))) return; // refused: set aside, start again from the checkpoint
-      relayed = batch;
-      this.current.relayedBatch = relayed.toString();
-      this.faults.reach('outbox-after-kafka-commit');
+    } finally {
+      // Never leave a statement running on the connection the session ends with.
+      await next?.catch(() => undefined);
     }
   }
 
@@ -280,30 +344,19 @@ export class OutboxRelay {
       if (first.position !== null && BigInt(first.position) <= this.isolateUntil) limit = 1;
       else this.isolateUntil = undefined;
     }
-    const rows = await this.sql<OutboxRow & { batch_number: string }>(
-      `WITH picked AS (
-         SELECT position, row_number() OVER w AS n, sum(octet_length(payload) + octet_length(headers) + octet_length(aggregateid)) OVER w AS total
-         FROM ${OUTBOX_TABLE} WHERE batch IS NULL WINDOW w AS (ORDER BY position) ORDER BY position LIMIT $1),
-       numbered AS (
-         UPDATE ${OUTBOX_RELAY_TABLE} SET last_batch = last_batch + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM picked) RETURNING last_batch)
-       UPDATE ${OUTBOX_TABLE} o SET batch = numbered.last_batch FROM picked p, numbered
-       WHERE o.position = p.position AND (p.n = 1 OR p.total <= $2)
-       RETURNING ${OUTBOX_COLUMNS.split(', ').map((c) => `o.${c}`).join(', ')}, numbered.last_batch::text AS batch_number`,
-      [limit, this.config.batchMaxBytes],
-    );
+    const rows = await this.sql<OutboxRow & { batch_number: string }>(MARK_STATEMENT, [limit, this.config.batchMaxBytes]);
     if (rows.length === 0) return undefined;
-    const batch = BigInt(rows[0].batch_number);
-    rows.sort((a, b) => (BigInt(a.position) < BigInt(b.position) ? -1 : 1));
-    return [batch, rows];
+    return [BigInt(rows[0].batch_number), inPositionOrder(rows)];
   }
 
   /**
-   * Sends a batch and its checkpoint in one Kafka transaction. True: committed. False: Kafka refused an event for
-   * good; it is set aside (or the batch is split to find it) and the relay starts again from its checkpoint.
+   * Sends a batch and its checkpoint in one Kafka transaction. Undefined: committed. Otherwise Kafka refused an
+   * event of the returned topic for good; the caller sets it aside (or splits the batch to find it) and the relay
+   * starts again from its checkpoint.
    * Anything else throws, and the relay starts again from its checkpoint too (a commit whose answer was lost may
    * have happened: the checkpoint says).
    */
-  private async send(key: string, batch: bigint, rows: OutboxRow[], relayed: bigint): Promise<boolean> {
+  private async send(key: string, batch: bigint, rows: OutboxRow[]): Promise<{ topic: string; reason: string } | undefined> {
     const producer = this.producer as CheckedProducer;
     const byTopic = new Map<string, Message[]>();
     for (const row of rows) {
@@ -324,12 +377,11 @@ export class OutboxRelay {
       const refusal = refusedForGood(err);
       const refused = err instanceof ProduceIncompleteError ? err.refused : undefined;
       if (!refusal || !refused || refused.topic === this.config.checkpointTopic) throw err;
-      await this.refused(batch, rows, relayed, refused.topic, describeRefusal(refusal, err));
-      return false;
+      return { topic: refused.topic, reason: describeRefusal(refusal, err) };
     }
     for (const [topic, messages] of byTopic) this.metrics?.outboxRelayed(topic, messages.length);
     this.current.relayed += rows.length;
-    return true;
+    return undefined;
   }
 
   /**

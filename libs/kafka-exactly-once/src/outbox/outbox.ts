@@ -78,7 +78,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     if (config.relay) {
       const pool = (dataSource.driver as unknown as { master?: PgPool }).master;
       if (!pool) throw new OutboxWriteError('other-data-source', "the outbox needs the module's DataSource to be a PostgreSQL one (TypeORM type 'postgres')");
-      this.relay = new OutboxRelay(this.kafka, pool, { ...config, transactionalIdPrefix: this.options.transactionalIdPrefix, transactionTimeoutMs: this.options.transactionTimeoutMs, abortHangingTransactions: this.options.abortHangingTransactions, declaredTopics: Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`) }, this.metrics);
+      this.relay = new OutboxRelay(this.kafka, pool, { ...config, transactionalIdPrefix: this.options.transactionalIdPrefix, transactionTimeoutMs: this.options.transactionTimeoutMs, abortHangingTransactions: this.options.abortHangingTransactions, retry: this.options.kafka.retry, declaredTopics: Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`) }, this.metrics);
       this.relay.start();
     }
   }
