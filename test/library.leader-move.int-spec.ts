@@ -31,7 +31,8 @@ class ItemsHandler {
 
 /**
  * On the three-node cluster (RF 3, min ISR 2), partition leaders move again and again (replica order rotated,
- * then a preferred leader election: what Kafka's auto leader rebalance and operators do) while the library
+ * then a preferred leader election: what Kafka's auto leader rebalance and operators do; for units of work, the
+ * leaders of `__transaction_state` and `__consumer_offsets` too, so the coordinators move) while the library
  * sends requests that span partitions led by every broker. KafkaJS 2.2.4's own producer answers "written" for
  * records it never wrote and writes others twice in exactly this situation (src/producer/produce-call.spec.ts
  * shows how); every acknowledged record must be on its topic, once, where the library said it is.
@@ -146,18 +147,25 @@ describe('library: partition leaders moving under load (three-node cluster)', ()
     class MovesModule {}
 
     const mover = leaderMoves({ brokers: clusterBrokers(), topics: [`${prefix}items.done`, `${prefix}items`], intervalMs: 1500 });
+    // The coordinators move too: the transaction coordinators (the library keeps the one it found until a request
+    // to it fails) and the group's coordinator (TxnOffsetCommit).
+    const coordinators = leaderMoves({ brokers: clusterBrokers(), topics: ['__transaction_state', '__consumer_offsets'], intervalMs: 3000 });
     let moduleRef: TestingModule | undefined;
     let moves: { moved: number };
+    let coordinatorMoves: { moved: number } = { moved: 0 };
     try {
       moduleRef = await startLibraryModule(MovesModule);
       mover.start();
+      coordinators.start();
       await waitUntil(async () => Number((await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM applied'))[0].n) >= ids.length, 240000, 'every input applied');
       await waitForGroupCaughtUp(kafka, group, `${prefix}items`);
     } finally {
       moves = await mover.stop();
+      coordinatorMoves = await coordinators.stop();
       await moduleRef?.close();
     }
     expect(moves.moved).toBeGreaterThan(10);
+    expect(coordinatorMoves.moved).toBeGreaterThan(10);
     const outputs = await readTopic(kafka, `${prefix}items.done`, { until: quietAfter(ids.length * 2, 3000), pollIdleMs: 500, timeoutMs: 120000 });
     const perKey = new Map<string, number>();
     for (const r of outputs) perKey.set(r.key as string, (perKey.get(r.key as string) ?? 0) + 1);

@@ -230,10 +230,14 @@ async function withinHandlerTimeout(deps: InvocationDeps, where: () => string, c
 /** `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own). */
 function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>): EventContext {
   const { options, registry, topicLimits } = deps;
+  let key: string | undefined;
   return {
     manager: runner.manager,
     message: record.info,
-    idempotencyKey: idempotencyKey(options.groupId, record.id.scope, record.id.digest),
+    // Computed when a handler reads it (a SHA-256 per record otherwise, for handlers that call nothing outside).
+    get idempotencyKey() {
+      return (key ??= idempotencyKey(options.groupId, record.id.scope, record.id.digest));
+    },
     attempt,
     replay: record.replay,
     emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { Kafka, Message, PartitionMetadata, RetryOptions } from 'kafkajs';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { sleep } from '../engine/sleep';
+import { cacheCoordinators } from './coordinator-cache';
 import { createCluster, createEosManager, EosManager, KafkaJsCluster, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
 import { Placement, ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
 import { UNENCODABLE_RECORD, unencodablePart } from './produce-encoding';
@@ -61,7 +62,7 @@ export class CheckedProducer {
     private readonly options: CheckedProducerOptions = {},
     seams: ProducerSeams = {},
   ) {
-    this.cluster = seams.cluster ?? createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 });
+    this.cluster = seams.cluster ?? cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }));
     this.sendProduce = seams.produce ?? sendProduce;
     this.kafkaLogger = (kafka.logger() as unknown as KafkaJsLogger).namespace('Producer');
     this.eos = this.newEos();
