@@ -169,7 +169,7 @@ export interface OutboxOptions {
   name?: string;
   /** The compacted topic of the relay's checkpoints (created with one partition if missing). Default `kafka-eo.outbox-checkpoints`. */
   checkpointTopic?: string;
-  /** Events per Kafka transaction of the relay, at most (default 500). */
+  /** Events per Kafka transaction of the relay, at most (default 2000). */
   batchMaxRecords?: number;
   /** Bytes of event keys, values and headers per Kafka transaction of the relay, about (an event larger goes alone). Default 524288. */
   batchMaxBytes?: number;

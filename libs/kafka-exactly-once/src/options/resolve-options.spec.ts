@@ -100,7 +100,7 @@ describe('resolveOptions', () => {
       relay: true,
       name: 'app',
       checkpointTopic: 'kafka-eo.outbox-checkpoints',
-      batchMaxRecords: 500,
+      batchMaxRecords: 2000,
       batchMaxBytes: 524288,
       pollIntervalMs: 1000,
       unhealthyAgeMs: 60000,

@@ -275,7 +275,7 @@ export function resolveOutbox(outbox: NonNullable<KafkaExactlyOnceModuleOptions[
     relay: outbox.relay ?? true,
     name,
     checkpointTopic,
-    batchMaxRecords: positiveInt('outbox.batchMaxRecords', outbox.batchMaxRecords, 500),
+    batchMaxRecords: positiveInt('outbox.batchMaxRecords', outbox.batchMaxRecords, 2000),
     batchMaxBytes: positiveInt('outbox.batchMaxBytes', outbox.batchMaxBytes, 512 * 1024, 1024),
     pollIntervalMs: positiveInt('outbox.pollIntervalMs', outbox.pollIntervalMs, 1000, 10),
     unhealthyAgeMs: positiveInt('outbox.unhealthyAgeMs', outbox.unhealthyAgeMs, 60000, 1000),
