@@ -20,7 +20,7 @@ export const OUTBOX_RELAY_LOCK = '7364211905';
 
 /**
  * Settings of the relay's own session. The next batch is the first waiting events in position order: read in the
- * order of the waiting index, that is a few hundred rows whatever the backlog. PostgreSQL's planner chooses by its
+ * order of the waiting index, that is a batch's rows (and one more) whatever the backlog. PostgreSQL's planner chooses by its
  * statistics, and an outbox's are rarely current (the table swings from empty to a backlog, after a Kafka outage
  * say, faster than autovacuum analyzes it): believing the table small, it read and sorted every waiting event for
  * each batch (an external sort on disk past some 40,000), and catching up on a backlog took time quadratic in it.

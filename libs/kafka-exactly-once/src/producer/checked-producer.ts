@@ -62,7 +62,7 @@ export class CheckedProducer {
     private readonly options: CheckedProducerOptions = {},
     seams: ProducerSeams = {},
   ) {
-    this.cluster = seams.cluster ?? cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }));
+    this.cluster = seams.cluster ?? cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }), { stopped: () => this.stopped });
     this.sendProduce = seams.produce ?? sendProduce;
     this.kafkaLogger = (kafka.logger() as unknown as KafkaJsLogger).namespace('Producer');
     this.eos = this.newEos();

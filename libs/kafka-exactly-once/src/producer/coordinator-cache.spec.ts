@@ -9,6 +9,7 @@ function broker(name: string, answer: (request: string) => Promise<unknown> = as
     asked,
     addPartitionsToTxn: (args: unknown) => (asked.push(`addPartitionsToTxn ${JSON.stringify(args)}`), answer('addPartitionsToTxn')),
     endTxn: () => (asked.push('endTxn'), answer('endTxn')),
+    initProducerId: () => (asked.push('initProducerId'), answer('initProducerId')),
     txnOffsetCommit: () => (asked.push('txnOffsetCommit'), answer('txnOffsetCommit')),
     metadata: () => (asked.push('metadata'), answer('metadata')),
   };
@@ -28,8 +29,12 @@ function clusterFinding(...answers: Array<ReturnType<typeof broker>>) {
 
 /** No real pauses: the pauses asked for are recorded. */
 const paused: number[] = [];
-const cacheCoordinators = (cluster: KafkaJsCluster, now?: () => number) => cache(cluster, now, async (ms) => void paused.push(ms));
-beforeEach(() => paused.splice(0));
+let stopped = false;
+const cacheCoordinators = (cluster: KafkaJsCluster, now?: () => number) => cache(cluster, { now, sleep: async (ms) => void paused.push(ms), stopped: () => stopped });
+beforeEach(() => {
+  paused.splice(0);
+  stopped = false;
+});
 
 const moved = () => Promise.reject(Object.assign(new Error('This is not the correct coordinator for this group'), { type: 'NOT_COORDINATOR_FOR_GROUP' }));
 
@@ -121,6 +126,52 @@ describe('cacheCoordinators', () => {
     expect(lookups).toHaveLength(1 + COORDINATOR_RETRIES_MS.length);
     await cluster.findGroupCoordinator({ groupId: 'txn-a', coordinatorType: 1 });
     expect(lookups).toHaveLength(2 + COORDINATOR_RETRIES_MS.length);
+  });
+
+  it('keeps a coordinator that answered as the coordinator (CONCURRENT_TRANSACTIONS), and sends InitProducerId again after a move', async () => {
+    const busy = broker('busy', () => Promise.reject(Object.assign(new Error('concurrent'), { type: 'CONCURRENT_TRANSACTIONS' })));
+    const { cluster, lookups } = clusterFinding(busy);
+    cacheCoordinators(cluster);
+    const coordinator = (await cluster.findGroupCoordinator({ groupId: 'txn-a', coordinatorType: 1 })) as unknown as ReturnType<typeof broker>;
+    await expect(coordinator.addPartitionsToTxn({})).rejects.toMatchObject({ type: 'CONCURRENT_TRANSACTIONS' });
+    expect(busy.asked).toHaveLength(1); // not this cache's to retry
+    await cluster.findGroupCoordinator({ groupId: 'txn-a', coordinatorType: 1 });
+    expect(lookups).toHaveLength(1);
+
+    const old = broker('old', moved);
+    const now = broker('new');
+    const init = clusterFinding(old, now);
+    cacheCoordinators(init.cluster);
+    const c = (await init.cluster.findGroupCoordinator({ groupId: 'txn-b', coordinatorType: 1 })) as unknown as ReturnType<typeof broker>;
+    await expect(c.initProducerId()).resolves.toEqual({ ok: 'new' });
+    expect([old.asked, now.asked]).toEqual([['initProducerId'], ['initProducerId']]);
+  });
+
+  it('sends nothing again once the producer is disconnected', async () => {
+    const old = broker('old', async () => {
+      stopped = true; // disconnected while the request was out
+      return moved();
+    });
+    const now = broker('new');
+    const { cluster, lookups } = clusterFinding(old, now);
+    cacheCoordinators(cluster);
+    const coordinator = (await cluster.findGroupCoordinator({ groupId: 'txn-a', coordinatorType: 1 })) as unknown as ReturnType<typeof broker>;
+    await expect(coordinator.endTxn()).rejects.toMatchObject({ type: 'NOT_COORDINATOR_FOR_GROUP' });
+    expect(now.asked).toEqual([]);
+    expect(lookups).toHaveLength(1);
+  });
+
+  it('starts no retry past COORDINATOR_RETRY_BUDGET_MS after the first send', async () => {
+    let clock = 0;
+    const slow = broker('slow', async () => {
+      clock += 1500; // each answer takes 1.5 s
+      return moved();
+    });
+    const { cluster } = clusterFinding(slow);
+    cacheCoordinators(cluster, () => clock);
+    const coordinator = (await cluster.findGroupCoordinator({ groupId: 'txn-a', coordinatorType: 1 })) as unknown as ReturnType<typeof broker>;
+    await expect(coordinator.endTxn()).rejects.toMatchObject({ type: 'NOT_COORDINATOR_FOR_GROUP' });
+    expect(slow.asked).toHaveLength(2); // the first, and one retry started 1.5 s in
   });
 
   it('passes other requests and properties through untouched', async () => {
