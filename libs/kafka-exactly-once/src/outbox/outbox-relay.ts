@@ -42,9 +42,9 @@ export const MARK_STATEMENT = `WITH picked AS (
        WHERE o.position = p.position AND (p.n = 1 OR p.total <= $2)
        RETURNING ${OUTBOX_COLUMNS.split(', ').map((c) => `o.${c}`).join(', ')}, numbered.last_batch::text AS batch_number`;
 
-/** Rows in position order (positions are bigint text). */
+/** Rows in position order (positions are the text of non-negative integers: shorter is smaller). */
 function inPositionOrder<T extends { position: string }>(rows: T[]): T[] {
-  return rows.sort((a, b) => (BigInt(a.position) < BigInt(b.position) ? -1 : BigInt(a.position) > BigInt(b.position) ? 1 : 0));
+  return rows.sort((a, b) => a.position.length - b.position.length || (a.position < b.position ? -1 : a.position > b.position ? 1 : 0));
 }
 
 /** A standby relay asks for the lock this often. */
@@ -243,6 +243,11 @@ export class OutboxRelay {
       cleaned = batch;
       this.faults.reach('outbox-after-cleanup');
     };
+    const tidy = async (upTo: bigint) => {
+      await cleanUpTo(upTo);
+      await this.count();
+    };
+    const giveOut = (upTo: bigint) => tidy(upTo).then(() => this.mark());
     // Batches given out and not in Kafka (a crash left them) go first, as they are. Only this session marks
     // batches from now on (every statement of the relay runs on the connection that holds the lock).
     let pending = await this.lowestPending(relayed);
@@ -255,15 +260,14 @@ export class OutboxRelay {
         let batch: bigint;
         let rows: OutboxRow[];
         if (pending !== undefined) {
-          await cleanUpTo(relayed);
-          await this.count();
+          await tidy(relayed);
           batch = pending;
           rows = inPositionOrder(await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1`, [batch.toString()]));
           pending = await this.lowestPending(batch);
         } else {
           const given = next;
           next = undefined;
-          const marked = given ? await given : await cleanUpTo(relayed).then(() => this.count()).then(() => this.mark());
+          const marked = await (given ?? giveOut(relayed));
           if (marked === undefined) {
             await cleanUpTo(relayed);
             await this.idle(this.config.pollIntervalMs);
@@ -275,8 +279,7 @@ export class OutboxRelay {
         // While Kafka takes this batch: the rows of batches already in Kafka go, and the next batch is given out
         // (not while a refused event is looked for: those batches are of one event, given out one at a time).
         if (pending === undefined && this.isolateUntil === undefined && this.running) {
-          const upTo = relayed;
-          next = cleanUpTo(upTo).then(() => this.count()).then(() => this.mark());
+          next = giveOut(relayed);
           next.catch(() => undefined); // awaited below, or before the session ends
         }
         const refusal = await sending;

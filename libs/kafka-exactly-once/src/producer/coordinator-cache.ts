@@ -65,7 +65,7 @@ export function cacheCoordinators(cluster: KafkaJsCluster, options: CoordinatorC
           let coordinator = target;
           for (let retry = 0; ; retry++) {
             try {
-              return await (coordinator === target ? value.apply(target, params) : (coordinator as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[property](...params));
+              return await (Reflect.get(coordinator, property) as (...a: unknown[]) => Promise<unknown>).apply(coordinator, params);
             } catch (err) {
               const type = (err as { type?: string })?.type;
               const answered = typeof type === 'string' && !MOVED.has(type); // the broker answered as the coordinator
