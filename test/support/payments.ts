@@ -126,12 +126,19 @@ export async function waitUntil(condition: () => Promise<boolean>, timeoutMs: nu
 export async function waitForGroupCaughtUp(kafka: Kafka, groupId: string, topic: string, timeoutMs = 120000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lag = -1n;
+  let lastError: unknown;
   while (Date.now() < deadline) {
-    lag = await groupLag(kafka, groupId, topic);
-    if (lag === 0n) return;
+    try {
+      lag = await groupLag(kafka, groupId, topic);
+      if (lag === 0n) return;
+    } catch (err) {
+      // A leader moving while the offsets are asked for (NOT_LEADER_FOR_PARTITION): asked again at the next poll.
+      if (!(err as { retriable?: boolean })?.retriable) throw err;
+      lastError = err;
+    }
     await new Promise((r) => setTimeout(r, 500));
   }
-  throw new Error(`group ${groupId} still lags ${lag} records behind ${topic} after ${timeoutMs} ms`);
+  throw new Error(`group ${groupId} still lags ${lag} records behind ${topic} after ${timeoutMs} ms${lastError ? ` (last: ${(lastError as Error).message})` : ''}`);
 }
 
 export interface ProcessedRecord {
