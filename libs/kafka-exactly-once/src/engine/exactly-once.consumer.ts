@@ -589,7 +589,7 @@ export class ExactlyOnceConsumer {
         resolveOffset(outcome.lastOffset);
         index += outcome.count;
         session.infrastructureFailures = 0;
-        session.committed(BigInt(outcome.lastOffset) + 1n);
+        session.committed(BigInt(outcome.lastOffset) + 1n, { records: outcome.count, commitMs: outcome.timings.postgresCommitMs + outcome.timings.kafkaCommitMs });
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;

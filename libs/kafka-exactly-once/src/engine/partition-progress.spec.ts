@@ -67,4 +67,19 @@ describe('partition progress', () => {
     p.committedUpTo(50n, 3000);
     expect(p.snapshot(5000, 3000).lag).toBe(11);
   });
+
+  it('reports units and records per second and the average commit latency over the last minute', () => {
+    const p = new PartitionProgress('payments', 0, 0);
+    expect(p.snapshot(5000, 0)).toMatchObject({ unitsPerSecond: 0, recordsPerSecond: 0, commitLatencyMs: null });
+    p.committedUpTo(100n, 1000, { records: 100, commitMs: 10 });
+    p.committedUpTo(300n, 2000, { records: 200, commitMs: 30 });
+    // Assigned 4 s ago: two units in 4 s.
+    expect(p.snapshot(5000, 4000)).toMatchObject({ unitsPerSecond: 0.5, recordsPerSecond: 75, commitLatencyMs: 20 });
+    // A minute later the first unit is out of the window, and the window is a full minute.
+    p.committedUpTo(310n, 61500, { records: 10, commitMs: 4 });
+    expect(p.snapshot(5000, 61500)).toMatchObject({ unitsPerSecond: 0.03, recordsPerSecond: 3.5, commitLatencyMs: 17 });
+    // A commit without a unit (the floor read at a start) counts for neither.
+    p.committedUpTo(310n, 200000);
+    expect(p.snapshot(5000, 200000)).toMatchObject({ unitsPerSecond: 0, recordsPerSecond: 0, commitLatencyMs: null });
+  });
 });

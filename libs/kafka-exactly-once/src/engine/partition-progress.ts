@@ -29,6 +29,22 @@ export interface PartitionHealth {
    * in the past while the partition is behind its records' due times.
    */
   nextDueAt: string | null;
+  /** Units of work committed per second over the last minute (since the partition was assigned, if less). */
+  unitsPerSecond: number;
+  /** Records those units covered, per second. */
+  recordsPerSecond: number;
+  /** PostgreSQL's and Kafka's commits of those units together, on average (ms); null before the first one. */
+  commitLatencyMs: number | null;
+}
+
+/** The window the rates are measured over. */
+const RATE_WINDOW_MS = 60000;
+
+/** One committed unit of work, as the rates count it. */
+export interface CommittedUnit {
+  records: number;
+  /** PostgreSQL's commit and Kafka's, together (ms). */
+  commitMs: number;
 }
 
 /**
@@ -55,11 +71,17 @@ export class PartitionProgress {
   private failures = 0;
   private lastError?: { message: string; kind: string; at: number };
   private nextDueAt?: number;
+  /** The units committed within the rate window, oldest first: [at, records, commitMs]. */
+  private readonly units: Array<[number, number, number]> = [];
+  private readonly since: number;
 
   constructor(
     readonly topic: string,
     readonly partition: number,
-  ) {}
+    now = Date.now(),
+  ) {
+    this.since = now;
+  }
 
   fetched(highWatermark: string, firstOffset?: string, now = Date.now()): void {
     this.highWatermark = BigInt(highWatermark);
@@ -96,7 +118,11 @@ export class PartitionProgress {
     if (this.handledThrough === undefined || nextOffset > this.handledThrough) this.handledThrough = nextOffset;
   }
 
-  committedUpTo(nextOffset: bigint, now = Date.now()): void {
+  committedUpTo(nextOffset: bigint, now = Date.now(), unit?: CommittedUnit): void {
+    if (unit) {
+      this.units.push([now, unit.records, unit.commitMs]);
+      this.forgetUnitsBefore(now - RATE_WINDOW_MS);
+    }
     this.committed = nextOffset;
     this.lastCommitAt = now;
     this.failures = 0;
@@ -122,6 +148,29 @@ export class PartitionProgress {
     return this.failures;
   }
 
+  private forgetUnitsBefore(at: number): void {
+    let old = 0;
+    while (old < this.units.length && this.units[old][0] < at) old++;
+    if (old > 0) this.units.splice(0, old);
+  }
+
+  private rates(now: number): Pick<PartitionHealth, 'unitsPerSecond' | 'recordsPerSecond' | 'commitLatencyMs'> {
+    this.forgetUnitsBefore(now - RATE_WINDOW_MS);
+    const seconds = Math.max(1, (now - Math.max(this.since, now - RATE_WINDOW_MS)) / 1000);
+    let records = 0;
+    let commitMs = 0;
+    for (const [, n, ms] of this.units) {
+      records += n;
+      commitMs += ms;
+    }
+    const round = (x: number) => Math.round(x * 100) / 100;
+    return {
+      unitsPerSecond: round(this.units.length / seconds),
+      recordsPerSecond: round(records / seconds),
+      commitLatencyMs: this.units.length === 0 ? null : round(commitMs / this.units.length),
+    };
+  }
+
   snapshot(stallAfterMs: number, now = Date.now()): PartitionHealth {
     const waitingMs = this.waitingSince === undefined ? null : now - this.waitingSince;
     const floor = this.committed ?? this.fetchedFrom;
@@ -140,6 +189,7 @@ export class PartitionProgress {
       lastError: this.lastError ? { message: this.lastError.message, kind: this.lastError.kind, at: new Date(this.lastError.at).toISOString() } : null,
       stalled: waitingMs !== null && waitingMs > stallAfterMs,
       nextDueAt: this.nextDueAt === undefined ? null : new Date(this.nextDueAt).toISOString(),
+      ...this.rates(now),
     };
   }
 }

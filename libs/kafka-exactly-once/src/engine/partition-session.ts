@@ -1,5 +1,5 @@
 import { PartitionProducer } from '../transaction/partition-producer';
-import { PartitionProgress } from './partition-progress';
+import { PartitionProgress, type CommittedUnit } from './partition-progress';
 
 /**
  * What this member knows about one assigned input partition: its transactional producer, the group's
@@ -84,9 +84,9 @@ export class PartitionSession {
    * position read before the last commit, and gets the committed records again once the old fetcher's batch is
    * done. Their inbox rows hold the same offsets, and without this floor their outputs would be sent again.
    */
-  committed(nextOffset: bigint): void {
+  committed(nextOffset: bigint, unit?: CommittedUnit): void {
     if (nextOffset > this.floor) this.floor = nextOffset;
-    this.progress.committedUpTo(this.floor);
+    this.progress.committedUpTo(this.floor, Date.now(), unit);
   }
 
   /** When this member first saw the record at `offset` at the head of the partition (now, for a new head). */
