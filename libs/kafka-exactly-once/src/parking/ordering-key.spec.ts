@@ -30,6 +30,10 @@ describe('ordering keys', () => {
     expect(keyDigestFromOperator('acct-1')).toBe(sha(Buffer.from('acct-1')));
     const digest = sha(Buffer.from([0xff]));
     expect(keyDigestFromOperator(`sha256:${digest}`)).toBe(digest);
+    // As listed and logged: the digest form with its length (and the first characters of a long text key).
+    expect(keyDigestFromOperator(orderingKeyOf(Buffer.from([0xff])).display)).toBe(digest);
+    const long = Buffer.from('k'.repeat(300));
+    expect(keyDigestFromOperator(orderingKeyOf(long).display)).toBe(sha(long));
     // Not a digest form: the text itself.
     expect(keyDigestFromOperator('sha256:xyz')).toBe(sha(Buffer.from('sha256:xyz')));
   });

@@ -36,10 +36,10 @@ export function orderingKeyBytes(value: OrderingKey | null | undefined): Buffer 
 }
 
 /**
- * How an operator names a parked key: the key as text, or `sha256:<hex>` (the digest, as listed) for a key
- * whose bytes are not plain text.
+ * How an operator names a parked key: the key as text, or `sha256:<hex>` (the digest) for a key whose bytes are
+ * not plain text, also as listed and logged (`sha256:<hex> (6 bytes)`, `sha256:<hex> (300 bytes, starts "...")`).
  */
 export function keyDigestFromOperator(key: string): string {
-  const digest = /^sha256:([0-9a-f]{64})$/.exec(key);
+  const digest = /^sha256:([0-9a-f]{64})(?: \([0-9]+ bytes(?:, starts "[\s\S]*")?\))?$/.exec(key);
   return digest ? digest[1] : sha256Hex(Buffer.from(key, 'utf8'));
 }
