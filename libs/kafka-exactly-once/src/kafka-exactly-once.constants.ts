@@ -86,5 +86,7 @@ export const OUTBOX_TABLE = 'kafka_eo_outbox';
 export const OUTBOX_RELAY_TABLE = 'kafka_eo_outbox_relay';
 /** Outbox events Kafka refused for good, with the reason, until an operator retries or discards them. */
 export const OUTBOX_SET_ASIDE_TABLE = 'kafka_eo_outbox_set_aside';
+/** The session-level advisory lock the one active relay of a database holds (arbitrary constant). */
+export const OUTBOX_RELAY_LOCK = '7364211905';
 /** The channel a writer's commit notifies the relay on. */
 export const OUTBOX_CHANNEL = 'kafka_eo_outbox';

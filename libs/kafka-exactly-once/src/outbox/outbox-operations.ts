@@ -1,6 +1,6 @@
 import type { SqlClient } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import { OUTBOX_RELAY_LOCK, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import type { DurableHeaders } from '../publishing/event-headers';
 import { keyLockId, lockedPosition } from './outbox-event';
 
@@ -32,6 +32,11 @@ export interface OutboxSummary {
   relayedBatch: string;
   relayed: string;
   setAside: number;
+  /**
+   * The PostgreSQL session holding the relay lock: the active relay (any process of this database), null when
+   * no relay runs.
+   */
+  holder: { pid: number; applicationName: string; clientAddress: string | null; since: string; state: string | null } | null;
 }
 
 const POSITION = /^[1-9][0-9]{0,18}$/;
@@ -44,6 +49,12 @@ const POSITION = /^[1-9][0-9]{0,18}$/;
 export class OutboxOperations {
   constructor(private readonly sql: SqlClient) {}
 
+  /** Whether this database has the outbox's tables (an application with the module option "outbox" made them). */
+  async present(): Promise<boolean> {
+    const [row] = await this.sql.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [OUTBOX_TABLE]);
+    return row.present;
+  }
+
   async summary(): Promise<OutboxSummary> {
     const [row] = await this.sql.query(
       `SELECT (SELECT name FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS name,
@@ -54,6 +65,15 @@ export class OutboxOperations {
               (SELECT relayed::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed,
               (SELECT count(*)::int FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE state = 'set-aside') AS set_aside`,
     );
+    // A session-level advisory lock on a bigint: its high and low 32 bits as classid and objid, objsubid 1.
+    const [holder] = await this.sql.query(
+      `SELECT a.pid, a.application_name, host(a.client_addr) AS client_addr, a.backend_start, a.state
+       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND (l.classid::bigint << 32) + l.objid::bigint = $1::bigint
+       LIMIT 1`,
+      [OUTBOX_RELAY_LOCK],
+    );
     return {
       relayName: row.name ?? null,
       waiting: row.waiting,
@@ -62,6 +82,9 @@ export class OutboxOperations {
       relayedBatch: row.relayed_batch ?? '0',
       relayed: row.relayed ?? '0',
       setAside: row.set_aside,
+      holder: holder
+        ? { pid: holder.pid, applicationName: holder.application_name, clientAddress: holder.client_addr ?? null, since: new Date(holder.backend_start).toISOString(), state: holder.state ?? null }
+        : null,
     };
   }
 

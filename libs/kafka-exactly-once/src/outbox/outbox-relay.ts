@@ -5,7 +5,7 @@ import { FaultInjector } from '../engine/fault-injector';
 import { wakeableSleep } from '../engine/sleep';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
-import { OUTBOX_CHANNEL, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
+import { OUTBOX_CHANNEL, OUTBOX_RELAY_LOCK, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { CheckedProducer } from '../producer/checked-producer';
@@ -15,8 +15,6 @@ import { outboxTransactionalId } from '../transaction/transactional-ids';
 import { OutboxCheckpoints } from './outbox-checkpoints';
 import { OUTBOX_COLUMNS, outboxMessage, type OutboxRow } from './outbox-event';
 
-/** The session-level advisory lock the one active relay of a database holds (arbitrary constant). */
-export const OUTBOX_RELAY_LOCK = '7364211905';
 
 /**
  * Settings of the relay's own session. The next batch is the first waiting events in position order: read in the
