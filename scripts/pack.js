@@ -120,6 +120,8 @@ function pack() {
   const landing = mkdtempSync(join(OUT, '.pack-'));
   try {
     const staging = join(work, name);
+    // The console's page, as the library's code holds it (console-assets.generated.ts), from its files.
+    run(process.execPath, [join(ROOT, 'scripts/console-assets.js')], ROOT);
     run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(LIB, 'tsconfig.lib.json'), '--outDir', staging, '--sourceMap', 'false'], ROOT);
     buildEsm(staging);
     // The broker script of kafka-exactly-once/testing's startTestKafka (the one this repository is tested with).

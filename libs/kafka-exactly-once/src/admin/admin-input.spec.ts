@@ -1,5 +1,5 @@
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { bodyOf, listQuery, optionalBoolean, optionalText } from './admin-input';
+import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, storyQuery } from './admin-input';
 import { resolveAdminOptions } from './admin.options';
 
 const refused = (work: () => unknown) => {
@@ -40,7 +40,46 @@ describe('admin input', () => {
     expect(() => resolveAdminOptions(undefined)).toThrow(/refuses to start without a bearer token/);
     expect(() => resolveAdminOptions({ token: '   ' })).toThrow(/refuses to start without a bearer token/);
     expect(() => resolveAdminOptions({ token: 'short' })).toThrow(/at least 16/);
-    expect(resolveAdminOptions({ token: 'x'.repeat(16) })).toEqual({ token: 'x'.repeat(16), waitMs: 30000 });
+    expect(resolveAdminOptions({ token: 'x'.repeat(16) })).toEqual({ access: { kind: 'token', token: 'x'.repeat(16) }, waitMs: 30000, actorOf: undefined, console: undefined });
     expect(() => resolveAdminOptions({ token: 'x'.repeat(16), waitMs: -1 })).toThrow(/waitMs/);
+  });
+
+  it('takes a read-only token beside the token, or the application\'s guard instead of both', () => {
+    const token = 't'.repeat(16);
+    expect(resolveAdminOptions({ token, readOnlyToken: 'r'.repeat(16) }).access).toEqual({ kind: 'token', token, readOnlyToken: 'r'.repeat(16) });
+    expect(() => resolveAdminOptions({ token, readOnlyToken: 'short' })).toThrow(/readOnlyToken.*at least 16/);
+    expect(() => resolveAdminOptions({ token, readOnlyToken: token })).toThrow(/readOnlyToken.*must differ/);
+    class AppGuard {
+      canActivate() {
+        return true;
+      }
+    }
+    expect(resolveAdminOptions({ guard: AppGuard }).access).toEqual({ kind: 'guard', guard: AppGuard });
+    const instance = new AppGuard();
+    expect(resolveAdminOptions({ guard: instance }).access).toEqual({ kind: 'guard', guard: instance });
+    expect(() => resolveAdminOptions({ guard: AppGuard, token })).toThrow(/either guard or token/);
+    expect(() => resolveAdminOptions({ guard: {} as never })).toThrow(/must be a Nest guard/);
+    expect(() => resolveAdminOptions({ token, actorOf: 'me' as never })).toThrow(/actorOf/);
+  });
+
+  it('mounts the console at /kafka-eo by default, at a plain path, refusing any other', () => {
+    const token = 't'.repeat(16);
+    expect(resolveAdminOptions({ token }).console).toBeUndefined();
+    expect(resolveAdminOptions({ token, console: false }).console).toBeUndefined();
+    expect(resolveAdminOptions({ token, console: true }).console).toEqual({ path: 'kafka-eo', refreshMs: 5000 });
+    expect(resolveAdminOptions({ token, console: '/ops/kafka/' }).console).toEqual({ path: 'ops/kafka', refreshMs: 5000 });
+    expect(resolveAdminOptions({ token, console: { path: 'ops', refreshMs: 2000 } }).console).toEqual({ path: 'ops', refreshMs: 2000 });
+    for (const path of ['', '/', '/a b', '/a/../b', '/"><script>', 'a//b', '/a?x=1', '/%2e%2e', '/./a']) {
+      expect(() => resolveAdminOptions({ token, console: path })).toThrow(/console\.path/);
+    }
+    expect(() => resolveAdminOptions({ token, console: { refreshMs: 10 } })).toThrow(/console\.refreshMs/);
+  });
+
+  it('parses audit and story searches', () => {
+    expect(auditQuery({ action: 'release', actor: 'jane', limit: '5' })).toEqual({ action: 'release', actor: 'jane', limit: 5, topic: undefined, key: undefined, after: undefined });
+    expect(refused(() => auditQuery({ who: 'x' }))).toMatchObject({ field: 'who' });
+    expect(storyQuery({ topic: 't', partition: '3', offset: '9' })).toEqual({ topic: 't', partition: 3, offset: '9', messageId: undefined, key: undefined });
+    expect(storyQuery({ partition: 'x' }).partition).toBeNaN();
+    expect(refused(() => storyQuery({ id: 'x' }))).toMatchObject({ field: 'id' });
   });
 });

@@ -1,5 +1,6 @@
 import { OperatorRequestError } from '../errors/operator-request.error';
-import type { ListQuery } from './operator-store';
+import type { StoryQuery } from './message-story';
+import type { AuditQuery, ListQuery } from './operator-store';
 
 /** A JSON body with only the named fields (an unknown field is a 400 naming it: a typo must not be ignored). */
 export function bodyOf(body: unknown, allowed: string[]): Record<string, unknown> {
@@ -25,18 +26,37 @@ export function optionalBoolean(body: Record<string, unknown>, field: string): b
   return value;
 }
 
-/** List filters from a query string. */
-export function listQuery(query: Record<string, unknown>): ListQuery {
-  const allowed = ['topic', 'key', 'reason', 'limit', 'after'];
+/** A query string of only the named parameters, each given once. */
+function queryOf(query: Record<string, unknown>, allowed: string[]): Record<string, string | undefined> {
   for (const [field, value] of Object.entries(query)) {
     if (!allowed.includes(field)) throw new OperatorRequestError('invalid', `unknown query parameter "${field.slice(0, 100)}" (allowed: ${allowed.join(', ')})`, field.slice(0, 100));
     if (typeof value !== 'string') throw new OperatorRequestError('invalid', `query parameter ${field} is given more than once`, field);
   }
-  const text = query as Record<string, string | undefined>;
-  let limit: number | undefined;
-  if (text.limit !== undefined) {
-    limit = /^[0-9]{1,4}$/.test(text.limit) ? Number(text.limit) : NaN;
-    if (Number.isNaN(limit)) throw new OperatorRequestError('invalid', `limit must be an integer from 1 to 500, got "${text.limit.slice(0, 40)}"`, 'limit');
-  }
-  return { topic: text.topic, key: text.key, reason: text.reason, after: text.after, limit };
+  return query as Record<string, string | undefined>;
+}
+
+function limitOf(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const limit = /^[0-9]{1,4}$/.test(text) ? Number(text) : NaN;
+  if (Number.isNaN(limit)) throw new OperatorRequestError('invalid', `limit must be an integer from 1 to 500, got "${text.slice(0, 40)}"`, 'limit');
+  return limit;
+}
+
+/** List filters from a query string. */
+export function listQuery(query: Record<string, unknown>): ListQuery {
+  const text = queryOf(query, ['topic', 'key', 'reason', 'limit', 'after']);
+  return { topic: text.topic, key: text.key, reason: text.reason, after: text.after, limit: limitOf(text.limit) };
+}
+
+/** Audit log filters from a query string. */
+export function auditQuery(query: Record<string, unknown>): AuditQuery {
+  const text = queryOf(query, ['action', 'topic', 'key', 'actor', 'limit', 'after']);
+  return { action: text.action, topic: text.topic, key: text.key, actor: text.actor, after: text.after, limit: limitOf(text.limit) };
+}
+
+/** A story's search from a query string: messageId, key, or topic with partition and offset. */
+export function storyQuery(query: Record<string, unknown>): StoryQuery {
+  const text = queryOf(query, ['messageId', 'key', 'topic', 'partition', 'offset']);
+  const partition = text.partition === undefined ? undefined : /^[0-9]{1,9}$/.test(text.partition) ? Number(text.partition) : NaN;
+  return { messageId: text.messageId, key: text.key, topic: text.topic, partition, offset: text.offset };
 }

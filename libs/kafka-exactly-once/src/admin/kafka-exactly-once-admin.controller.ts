@@ -1,8 +1,9 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseFilters, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res, UseFilters, UseGuards } from '@nestjs/common';
 import { Inject } from '@nestjs/common';
-import { ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
-import { bodyOf, listQuery, optionalBoolean, optionalText } from './admin-input';
-import { AdminTokenGuard } from './admin-token.guard';
+import { OperatorRequestError } from '../errors/operator-request.error';
+import { ADMIN_API_PATH, ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
+import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, storyQuery } from './admin-input';
+import { AdminAccessGuard } from './admin-access.guard';
 import { OperatorErrorsFilter } from './operator-errors.filter';
 import type { AuditEntry } from './operator-store';
 import { requireText } from './operator-store';
@@ -13,12 +14,14 @@ interface Reply {
 }
 
 /**
- * Operator endpoints under /kafka-eo: dead letters and parked keys (list, show), replay a dead letter,
- * release a parked key, discard a parked record. Releases and replays are carried out by the group's
- * consumer; the request waits for it (up to `waitMs`): 200 done, 422 failed, 202 still queued or running.
+ * Operator endpoints under /kafka-eo: the overview, dead letters and parked keys (list, show, their records'
+ * bytes), replay a dead letter, release a parked key, discard a parked record, records on retry tiers, the
+ * outbox's events set aside (retry, discard), a message's story and the audit log. Releases and replays are
+ * carried out by the group's consumer; the request waits for it (up to `waitMs`): 200 done, 422 failed, 202
+ * still queued or running. Every document is the one `kafka-eo ... --json` prints.
  */
-@Controller('kafka-eo')
-@UseGuards(AdminTokenGuard)
+@Controller(ADMIN_API_PATH)
+@UseGuards(AdminAccessGuard)
 @UseFilters(OperatorErrorsFilter)
 export class KafkaExactlyOnceAdminController {
   constructor(
@@ -38,9 +41,9 @@ export class KafkaExactlyOnceAdminController {
   }
 
   @Post('dead-letters/:id/replay')
-  async replay(@Param('id') id: string, @Body() raw: unknown, @Res({ passthrough: true }) reply: Reply) {
+  async replay(@Param('id') id: string, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
     const body = bodyOf(raw, ['topic', 'actor', 'wait']);
-    const entry = await this.operators.store.requestReplay(id, { topic: optionalText(body, 'topic', 249), actor: optionalText(body, 'actor') });
+    const entry = await this.operators.store.requestReplay(id, { topic: optionalText(body, 'topic', 249), actor: this.actor(body, request) });
     return this.settle(entry, optionalBoolean(body, 'wait'), reply);
   }
 
@@ -61,17 +64,82 @@ export class KafkaExactlyOnceAdminController {
   }
 
   @Post('parked-keys/:topic/:key/release')
-  async release(@Param('topic') topic: string, @Param('key') key: string, @Body() raw: unknown, @Res({ passthrough: true }) reply: Reply) {
+  async release(@Param('topic') topic: string, @Param('key') key: string, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
     const body = bodyOf(raw, ['actor', 'wait']);
-    const entry = await this.operators.store.requestRelease(topic, key, { actor: optionalText(body, 'actor') });
+    const entry = await this.operators.store.requestRelease(topic, key, { actor: this.actor(body, request) });
     return this.settle(entry, optionalBoolean(body, 'wait'), reply);
   }
 
   @Post('parked-records/:seq/discard')
   @HttpCode(200)
-  discard(@Param('seq') seq: string, @Body() raw: unknown) {
+  discard(@Param('seq') seq: string, @Body() raw: unknown, @Req() request: unknown) {
     const body = bodyOf(raw, ['reason', 'actor']);
-    return this.operators.store.discard(seq, requireText(body.reason, 'reason'), { actor: optionalText(body, 'actor') });
+    return this.operators.store.discard(seq, requireText(body.reason, 'reason'), { actor: this.actor(body, request) });
+  }
+
+  /** One parked record whole: key, headers and value decoded (`kafka-eo parked record <seq>`). */
+  @Get('parked-records/:seq')
+  parkedRecord(@Param('seq') seq: string) {
+    return this.operators.store.parkedRecord(seq);
+  }
+
+  /** A dead letter's record: key, every header and value decoded, the attempts' history (`kafka-eo dlq record <id>`). */
+  @Get('dead-letters/:id/record')
+  deadLetterRecord(@Param('id') id: string, @Query() query: Record<string, unknown>) {
+    const { topic } = bodyOf(query, ['topic']);
+    return this.operators.store.deadLetterRecord(id, optionalText({ topic }, 'topic', 249));
+  }
+
+  /** The console's first page: group, partitions, publisher, outbox, health (`kafka-eo overview --url`). */
+  @Get('overview')
+  overview() {
+    return this.operators.overview.read();
+  }
+
+  /** Operators' actions, newest first (`kafka-eo audit list`). */
+  @Get('audit')
+  audit(@Query() query: Record<string, unknown>) {
+    return this.operators.store.listAudit(auditQuery(query));
+  }
+
+  /** Everything the library knows of a message, found by message id, key or coordinates (`kafka-eo story`). */
+  @Get('story')
+  story(@Query() query: Record<string, unknown>) {
+    return this.operators.stories.story(storyQuery(query));
+  }
+
+  /** The outbox at a glance, with the session that holds the relay lock (`kafka-eo outbox status`). */
+  @Get('outbox')
+  async outbox() {
+    await this.requireOutbox();
+    return this.operators.outbox.summary();
+  }
+
+  /** Outbox events set aside (`state`: set-aside, retried, discarded or all), as `kafka-eo outbox list`. */
+  @Get('outbox/events')
+  async outboxEvents(@Query() query: Record<string, unknown>) {
+    const { state, limit } = bodyOf(query, ['state', 'limit']);
+    await this.requireOutbox();
+    const count = limit === undefined ? undefined : /^[0-9]{1,4}$/.test(String(limit)) ? Number(limit) : NaN;
+    return this.operators.outbox.list({ state: optionalText({ state }, 'state', 20), limit: count });
+  }
+
+  /** Puts a set-aside event back in the outbox, behind the events of its key written since (`kafka-eo outbox retry`). */
+  @Post('outbox/events/:position/retry')
+  @HttpCode(200)
+  async retryOutboxEvent(@Param('position') position: string, @Body() raw: unknown, @Req() request: unknown) {
+    const body = bodyOf(raw, ['reason', 'actor']);
+    await this.requireOutbox();
+    return this.operators.outbox.retry(position, { actor: this.actor(body, request), note: optionalText(body, 'reason', 2000) });
+  }
+
+  /** Gives a set-aside event up for good, with a reason (`kafka-eo outbox discard`). */
+  @Post('outbox/events/:position/discard')
+  @HttpCode(200)
+  async discardOutboxEvent(@Param('position') position: string, @Body() raw: unknown, @Req() request: unknown) {
+    const body = bodyOf(raw, ['reason', 'actor']);
+    await this.requireOutbox();
+    return this.operators.outbox.discard(position, { actor: this.actor(body, request), note: requireText(body.reason, 'reason', 2000) });
   }
 
   /**
@@ -81,18 +149,29 @@ export class KafkaExactlyOnceAdminController {
    */
   @Post('outputs/divert')
   @HttpCode(200)
-  divert(@Body() raw: unknown) {
+  divert(@Body() raw: unknown, @Req() request: unknown) {
     const body = bodyOf(raw, ['topic', 'partition', 'offset', 'replay', 'outputTopic', 'deadLetterTopic', 'reason', 'actor']);
     const target =
       body.replay !== undefined
         ? { replay: String(body.replay) }
         : { topic: requireText(body.topic, 'topic', 249), partition: Number(body.partition), offset: String(body.offset ?? '') };
-    return this.operators.store.divertOutputs(target, body.outputTopic, body.reason, { actor: optionalText(body, 'actor'), deadLetterTopic: optionalText(body, 'deadLetterTopic', 249) });
+    return this.operators.store.divertOutputs(target, body.outputTopic, body.reason, { actor: this.actor(body, request), deadLetterTopic: optionalText(body, 'deadLetterTopic', 249) });
   }
 
   @Get('operations/:id')
   operation(@Param('id') id: string) {
     return this.operators.store.operation(id);
+  }
+
+  /** Who acts: the application's `actorOf`, else the name the caller gave. */
+  private actor(body: Record<string, unknown>, request: unknown): string | undefined {
+    const given = optionalText(body, 'actor');
+    const known = this.options.actorOf?.(request);
+    return typeof known === 'string' && known !== '' ? known.slice(0, 200) : given;
+  }
+
+  private async requireOutbox(): Promise<void> {
+    if (!(await this.operators.outbox.present())) throw new OperatorRequestError('not-found', 'this database has no outbox (its tables are made by an application with the module option "outbox")');
   }
 
   private async settle(entry: AuditEntry, wait: boolean | undefined, reply: Reply): Promise<AuditEntry> {

@@ -5,6 +5,8 @@ import { textHeaderPairs } from '../engine/record-headers';
 import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput } from '../inbox/inbox.repository';
 import { toRecordedOutput, type OutputRecord } from '../engine/output-record';
 import { keyDigestFromOperator } from '../parking/ordering-key';
+import type { SchemaRegistry } from '../serde/schema-registry';
+import { bytesView, headerViews, valueView, type BytesView, type HeaderView, type ValueView } from './record-view';
 import type { SqlClient } from './sql-client';
 
 /** Reasons a dead letter can carry (header `dlq-reason`). */
@@ -101,6 +103,47 @@ export interface ParkedKeyDetail extends ParkedKeySummary {
   pendingRelease: AuditEntry | null;
 }
 
+/** One parked record whole: its key, headers and value, decoded with its writer's schema where possible. */
+export interface ParkedRecordDetail extends ParkedRecord {
+  topic: string;
+  /** The ordering key it is parked under. */
+  key: string | null;
+  state: string;
+  resolvedAt: string | null;
+  error: { name: string; message: string; stack?: string } | null;
+  recordKey: BytesView | null;
+  headers: HeaderView[];
+  value: ValueView;
+}
+
+/** A dead letter's bytes: the record as it went to the dead-letter topic, its value decoded where possible. */
+export interface DeadLetterRecord {
+  id: string;
+  topic: string;
+  /** The dead-letter topic. */
+  deadLetterTopic: string;
+  key: BytesView | null;
+  /** Every header in order (the record's own, then the library's `dlq-*` and `retry-*`). */
+  headers: HeaderView[];
+  value: ValueView;
+  /** Each failed stage of a record that went through retry topics (`retry-history`), oldest first. */
+  attemptHistory: Array<Record<string, unknown>>;
+}
+
+/** Filters of the audit log. */
+export interface AuditQuery {
+  action?: string;
+  topic?: string;
+  /** An ordering key (releases, discards). */
+  key?: string;
+  actor?: string;
+  limit?: number;
+  /** The `next` cursor of the previous page. */
+  after?: string;
+}
+
+export const AUDIT_ACTIONS = ['release', 'replay', 'discard', 'divert'] as const;
+
 export interface AuditEntry {
   id: string;
   action: 'release' | 'replay' | 'discard' | 'divert';
@@ -169,7 +212,84 @@ export class OperatorStore {
   constructor(
     private readonly sql: SqlClient,
     readonly group: string,
+    /** The application's schemas, to decode values with (the CLI's from --schemas-dir); without them values are bytes only. */
+    private readonly schemas?: SchemaRegistry,
   ) {}
+
+  /** The operators' actions, newest first (the audit log). */
+  async listAudit(query: AuditQuery = {}): Promise<Page<AuditEntry>> {
+    const limit = limitOf(query);
+    if (query.action !== undefined && query.action !== '' && !(AUDIT_ACTIONS as readonly string[]).includes(query.action)) {
+      throw new OperatorRequestError('invalid', `action must be one of ${AUDIT_ACTIONS.join(', ')}, got "${query.action.slice(0, 40)}"`, 'action');
+    }
+    if (query.after !== undefined && query.after !== '' && !/^[0-9]{1,18}$/.test(query.after)) {
+      throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous page, got "${query.after.slice(0, 100)}"`, 'after');
+    }
+    const rows = await this.sql.query(
+      `SELECT * FROM ${AUDIT_TABLE}
+       WHERE consumer_group = $1 AND ($2::text IS NULL OR action = $2) AND ($3::text IS NULL OR topic = $3)
+         AND ($4::text IS NULL OR key_digest = decode($4, 'hex')) AND ($5::text IS NULL OR actor = $5) AND ($6::bigint IS NULL OR id < $6)
+       ORDER BY id DESC LIMIT $7`,
+      [this.group, query.action || null, query.topic || null, query.key ? keyDigestFromOperator(query.key) : null, query.actor || null, query.after || null, limit + 1],
+    );
+    const items = rows.slice(0, limit).map((r) => this.auditEntry(r));
+    return { items, next: rows.length > limit ? items[limit - 1].id : null };
+  }
+
+  /** One parked record with its bytes (`seq` as listed by showParkedKey). */
+  async parkedRecord(seq: string): Promise<ParkedRecordDetail> {
+    if (!/^[0-9]{1,18}$/.test(seq)) throw new OperatorRequestError('invalid', `seq must be the number of a parked record (as listed), got "${String(seq).slice(0, 80)}"`, 'seq');
+    const [r] = await this.sql.query(
+      `SELECT p.*, p.seq::text AS seq, p."offset"::text AS "offset", k.ordering_key FROM ${PARKED_RECORDS_TABLE} p LEFT JOIN ${PARKED_KEYS_TABLE} k USING (consumer_group, topic, key_digest)
+       WHERE p.consumer_group = $1 AND p.seq = $2`,
+      [this.group, seq],
+    );
+    if (!r) throw new OperatorRequestError('not-found', `no parked record ${seq} in group ${this.group}`);
+    return {
+      seq: r.seq,
+      topic: r.topic,
+      key: r.ordering_key ?? null,
+      partition: r.partition,
+      offset: r.offset,
+      messageId: r.message_id,
+      state: r.state,
+      reason: r.reason,
+      error: r.error ? { name: r.error.name ?? 'Error', message: r.error.message ?? '', ...(r.error.stack ? { stack: String(r.error.stack) } : {}) } : null,
+      parkedAt: iso(r.parked_at)!,
+      resolvedAt: iso(r.resolved_at ?? null),
+      releaseFailures: r.release_failures,
+      lastReleaseError: brief(r.last_release_error),
+      recordKey: r.record_key ? bytesView(Buffer.from(r.record_key)) : null,
+      headers: headerViews(r.headers),
+      value: await valueView(this.schemas, r.value ? Buffer.from(r.value) : null),
+    };
+  }
+
+  /** A dead letter's record: key, every header and the value, decoded where possible. */
+  async deadLetterRecord(id: string, topic?: string): Promise<DeadLetterRecord> {
+    const row = await this.deadLetterRow(digestOf(id), topic);
+    const letter: RecordedOutput | undefined = row.outputs?.[0];
+    const headers = headerViews(letter?.h ?? textHeaderPairs(letter?.headers ?? {}));
+    const attemptHistory = headers
+      .filter((h) => h.name === RETRY_HEADERS.history && h.text !== null)
+      .flatMap((h) => {
+        try {
+          const parsed = JSON.parse(h.text!);
+          return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? [parsed as Record<string, unknown>] : [];
+        } catch {
+          return [];
+        }
+      });
+    return {
+      id: row.id,
+      topic: row.topic,
+      deadLetterTopic: letter?.topic ?? '',
+      key: letter?.key ? bytesView(Buffer.from(letter.key, 'base64')) : null,
+      headers,
+      value: await valueView(this.schemas, letter?.value ? Buffer.from(letter.value, 'base64') : null),
+      attemptHistory,
+    };
+  }
 
   async listDeadLetters(query: ListQuery = {}): Promise<Page<DeadLetterSummary>> {
     const limit = limitOf(query);
@@ -178,7 +298,7 @@ export class OperatorStore {
               outputs->0->>'key' AS key64, (extract(epoch FROM processed_at) * 1000000)::bigint::text || ':' || encode(id_digest, 'hex') AS cursor
        FROM ${INBOX_TABLE}
        WHERE consumer_group = $1 AND dlq_reason IS NOT NULL
-         AND ($2::text IS NULL OR topic = $2) AND ($3::text IS NULL OR dlq_reason = $3)
+         AND ($2::text IS NULL OR topic = $2 OR left(topic, length($2) + 7) = $2 || '.retry.') AND ($3::text IS NULL OR dlq_reason = $3)
          AND ($4::text IS NULL OR decode(outputs->0->>'key', 'base64') = convert_to($4, 'UTF8'))
          AND ($5::bigint IS NULL OR ((extract(epoch FROM processed_at) * 1000000)::bigint, id_digest) < ($5::bigint, decode($6, 'hex')))
        ORDER BY (extract(epoch FROM processed_at) * 1000000)::bigint DESC, id_digest DESC

@@ -1,17 +1,33 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import type { Kafka } from 'kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
+import { InboxHealthIndicator } from '../health/inbox.health-indicator';
+import { KafkaHealthIndicator } from '../health/kafka.health-indicator';
+import { OutboxHealthIndicator } from '../health/outbox.health-indicator';
+import { PublisherHealthIndicator } from '../health/publisher.health-indicator';
+import type { HealthResult } from '../health/health-result';
+import { KAFKA_CLIENT, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { Outbox } from '../outbox/outbox';
+import { OutboxOperations } from '../outbox/outbox-operations';
+import { EventPublisher } from '../publishing/event-publisher';
+import { SchemaRegistry } from '../serde/schema-registry';
+import { MessageStories } from './message-story';
+import { OperatorOverview } from './operator-overview';
 import { OperatorStore } from './operator-store';
-import { dataSourceSql } from './sql-client';
+import { dataSourceSql, type SqlClient } from './sql-client';
 
 /**
- * The OperatorStore of the application's consumer group, on its DataSource (created at first use). The
- * KafkaExactlyOnceModule is found anywhere in the application (it need not be imported into this module).
+ * The operator tools of the application's consumer group, on its DataSource (created at first use): the
+ * OperatorStore, the message stories, the outbox's operations and the overview, the same code `kafka-eo` runs.
+ * The KafkaExactlyOnceModule is found anywhere in the application (it need not be imported into this module).
  */
 @Injectable()
-export class OperatorService implements OnModuleInit {
-  private cached?: OperatorStore;
+export class OperatorService implements OnModuleInit, OnApplicationShutdown {
+  private cached?: { sql: SqlClient; store: OperatorStore; stories: MessageStories; outbox: OutboxOperations };
+  private overviewReader?: OperatorOverview;
 
   constructor(private readonly moduleRef: ModuleRef) {}
 
@@ -20,20 +36,67 @@ export class OperatorService implements OnModuleInit {
     this.lifecycle();
   }
 
+  async onApplicationShutdown(): Promise<void> {
+    await this.overviewReader?.close();
+  }
+
   get store(): OperatorStore {
+    return this.tools().store;
+  }
+
+  get stories(): MessageStories {
+    return this.tools().stories;
+  }
+
+  get outbox(): OutboxOperations {
+    return this.tools().outbox;
+  }
+
+  get overview(): OperatorOverview {
+    if (this.overviewReader) return this.overviewReader;
+    const lifecycle = this.lifecycle();
+    const options = this.find<ResolvedOptions>(RESOLVED_OPTIONS);
+    const indicators: Record<string, () => Promise<HealthResult> | HealthResult> = {};
+    const kafkaHealth = this.find(KafkaHealthIndicator);
+    const inboxHealth = this.find(InboxHealthIndicator);
+    if (kafkaHealth) indicators.kafka = () => kafkaHealth.isHealthy('kafka');
+    if (inboxHealth) indicators.inbox = () => inboxHealth.isHealthy('inbox');
+    const publisher = options?.publisher ? this.find(EventPublisher) : undefined;
+    const publisherHealth = options?.publisher ? this.find(PublisherHealthIndicator) : undefined;
+    if (publisherHealth) indicators.publisher = () => publisherHealth.isHealthy('publisher');
+    const outbox = options?.outbox ? this.find(Outbox) : undefined;
+    const outboxHealth = options?.outbox ? this.find(OutboxHealthIndicator) : undefined;
+    if (outboxHealth) indicators.outbox = () => outboxHealth.isHealthy('outbox');
+    this.overviewReader = new OperatorOverview({
+      lifecycle,
+      kafka: this.find<Kafka>(KAFKA_CLIENT)!,
+      sql: this.tools().sql,
+      publisher,
+      relay: outbox ? () => outbox.relayStatus() : undefined,
+      indicators,
+    });
+    return this.overviewReader;
+  }
+
+  private tools() {
     if (this.cached) return this.cached;
     const lifecycle = this.lifecycle();
-    this.cached = new OperatorStore(dataSourceSql(lifecycle.getDataSource()), lifecycle.groupId);
+    const sql = dataSourceSql(lifecycle.getDataSource());
+    const store = new OperatorStore(sql, lifecycle.groupId, this.find(SchemaRegistry));
+    this.cached = { sql, store, stories: new MessageStories(sql, store), outbox: new OutboxOperations(sql) };
     return this.cached;
   }
 
-  private lifecycle(): KafkaExactlyOnceLifecycle {
-    let lifecycle: KafkaExactlyOnceLifecycle | undefined;
+  private find<T>(token: (abstract new (...args: any[]) => T) | symbol): T | undefined {
     try {
-      lifecycle = this.moduleRef.get(KafkaExactlyOnceLifecycle, { strict: false });
+      return this.moduleRef.get<T>(token as never, { strict: false }) as T;
     } catch {
-      lifecycle = undefined;
+      return undefined;
     }
+  }
+
+  private lifecycle(): KafkaExactlyOnceLifecycle {
+    const lifecycle = this.find(KafkaExactlyOnceLifecycle);
     if (!lifecycle?.groupId) throw new InvalidOptionsError('KafkaExactlyOnceAdminModule', 'needs KafkaExactlyOnceModule with a groupId in the same application (the group whose dead letters and parked keys it serves)');
     return lifecycle;
   }

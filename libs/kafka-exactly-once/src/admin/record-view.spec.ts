@@ -1,0 +1,52 @@
+import { encodeSingleObject } from '../serde/single-object.codec';
+import { SchemaRegistry } from '../serde/schema-registry';
+import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-view';
+
+const schemas = SchemaRegistry.fromSchemas([
+  { schema: { type: 'record', name: 'Thing', namespace: 'test', fields: [{ name: 'n', type: 'long' }, { name: 'raw', type: 'bytes' }, { name: 'note', type: 'string' }] } },
+]);
+const thing = schemas.current('test.Thing');
+
+describe('record views', () => {
+  it('decodes a value with its writer schema: longs as strings, bytes as base64', async () => {
+    const value = encodeSingleObject(thing, { n: 9007199254740993n, raw: Buffer.from([0, 255]), note: '<b>' });
+    const view = await valueView(schemas, value);
+    expect(view).toMatchObject({ bytes: value.length, framing: 'single-object', schema: 'test.Thing', truncated: false, error: null });
+    expect(JSON.parse(view.decoded!)).toEqual({ n: '9007199254740993', raw: { $bytes: 'AP8=' }, note: '<b>' });
+    expect(view.hex).toBe(value.toString('hex'));
+  });
+
+  it('says why a value is not decoded, never throwing, and shows text values as text', async () => {
+    const unknown = Buffer.concat([Buffer.from([0xc3, 0x01]), Buffer.alloc(8, 7), Buffer.from([1])]);
+    expect(await valueView(schemas, unknown)).toMatchObject({ framing: 'single-object', decoded: null, error: expect.stringContaining('fingerprint 0707070707070707') });
+    expect(await valueView(schemas, Buffer.from('<script>x</script>'))).toMatchObject({ framing: 'unknown', decoded: null, text: '<script>x</script>' });
+    expect(await valueView(schemas, Buffer.from([0xff, 0xfe]))).not.toHaveProperty('text');
+    expect(await valueView(schemas, Buffer.from([0xff, 0xfe]))).toMatchObject({ framing: 'unknown', hex: 'fffe' });
+    expect(await valueView(schemas, Buffer.from([0, 0, 0, 0, 7, 1]))).toMatchObject({ framing: 'schema-registry', error: expect.stringContaining('no registry') });
+    expect(await valueView(undefined, encodeSingleObject(thing, { n: 1n, raw: Buffer.alloc(0), note: '' }))).toMatchObject({ error: expect.stringContaining('--schemas-dir') });
+    const corrupt = encodeSingleObject(thing, { n: 1n, raw: Buffer.alloc(0), note: 'x' }).subarray(0, 11);
+    expect((await valueView(schemas, corrupt)).error).toMatch(/^cannot decode/);
+    expect(await valueView(schemas, null)).toMatchObject({ bytes: null, framing: 'none' });
+  });
+
+  it('cuts a large value: its JSON at 65536 characters, its hex at 256 bytes', async () => {
+    const value = encodeSingleObject(thing, { n: 1n, raw: Buffer.alloc(0), note: 'x'.repeat(1_000_000) });
+    const view = await valueView(schemas, value);
+    expect(view.truncated).toBe(true);
+    expect(view.decoded).toHaveLength(MAX_DECODED_CHARS);
+    expect(view.hex).toHaveLength(512);
+    expect((await valueView(schemas, Buffer.alloc(1_000_000, 0x3c))).text).toHaveLength(4097);
+  });
+
+  it('shows keys and headers as text when they are, else by their size and first bytes', () => {
+    expect(bytesView(Buffer.from('acct-1'))).toEqual({ text: 'acct-1', bytes: 6 });
+    expect(bytesView(Buffer.from([0xc3, 0x28]))).toEqual({ text: null, bytes: 2, hex: 'c328' });
+    expect(bytesView(Buffer.from('a\u0000b'))).toMatchObject({ text: null });
+    const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64');
+    expect(headerViews([[b64('x'), b64('y')], [b64('gone'), null], [b64(Buffer.from([0xff])), b64(Buffer.from([0xff]))]])).toEqual([
+      { name: 'x', text: 'y', bytes: 1 },
+      { name: 'gone', null: true, text: null, bytes: 0 },
+      { name: '\ufffd', text: null, bytes: 1, hex: 'ff' },
+    ]);
+  });
+});

@@ -1,0 +1,968 @@
+/*
+ * The kafka-exactly-once operator console: one page, no framework, no dependency, served by the application.
+ *
+ * Everything a record carries (keys, values, headers, message ids, error texts) is hostile. This file never
+ * turns a string into HTML: every element is made with document.createElement and every text goes in through
+ * a text node (after its invisible and direction-changing characters are written out as \u{...}), attributes
+ * are set by name from this file's own list, and links are only this page's own `#/...` routes. The server's
+ * Content-Security-Policy (no inline script, Trusted Types required) holds even if a line here forgot it.
+ */
+(function () {
+  'use strict';
+
+  var settings = JSON.parse(document.querySelector('meta[name="kafka-eo-console"]').getAttribute('content'));
+  var TOKEN_KEY = 'kafka-eo-console.token';
+  var ACTOR_KEY = 'kafka-eo-console.actor';
+  var REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'];
+  var ACTIONS = ['release', 'replay', 'discard', 'divert'];
+  var MAX_CELL = 240;
+
+  // ---- Text: what a record carries, shown as characters an operator can read ----
+
+  /**
+   * Whether a character is one an operator could not see or that changes how others read: control characters,
+   * bidirectional marks, overrides and isolates, zero-width and other invisible characters, variation selectors,
+   * tag characters, lone surrogates.
+   */
+  function hidden(c) {
+    return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c === 0xad || c === 0x34f || c === 0x61c || c === 0x115f || c === 0x1160 || c === 0x17b4 || c === 0x17b5 ||
+      (c >= 0x180b && c <= 0x180f) || (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x206f) || c === 0x3164 ||
+      (c >= 0xfe00 && c <= 0xfe0f) || c === 0xfeff || c === 0xffa0 || (c >= 0xfff0 && c <= 0xfffb) || (c >= 0xd800 && c <= 0xdfff) || (c >= 0xe0000 && c <= 0xe0fff);
+  }
+
+  /** The text with each such character written out as \u{XXXX} (a newline, tab or return kept in multi-line text). */
+  function shown(text, multiline) {
+    var value = String(text);
+    var out = '';
+    for (var i = 0; i < value.length; i++) {
+      var c = value.charCodeAt(i);
+      var width = 1;
+      if (c >= 0xd800 && c <= 0xdbff && i + 1 < value.length) {
+        var low = value.charCodeAt(i + 1);
+        if (low >= 0xdc00 && low <= 0xdfff) {
+          c = (c - 0xd800) * 0x400 + (low - 0xdc00) + 0x10000;
+          width = 2;
+        }
+      }
+      if (multiline && (c === 10 || c === 9 || c === 13)) out += value[i];
+      else if (!multiline && c === 10) out += '\\n';
+      else if (!multiline && c === 9) out += '\\t';
+      else if (!multiline && c === 13) out += '\\r';
+      else if (hidden(c)) out += '\\u{' + c.toString(16).toUpperCase().padStart(4, '0') + '}';
+      else out += value.substr(i, width);
+      i += width - 1;
+    }
+    return out;
+  }
+
+  function cut(text, max) {
+    var value = text === null || text === undefined ? '' : String(text);
+    return value.length > max ? value.slice(0, max) + '… (' + value.length.toLocaleString('en-US') + ' characters)' : value;
+  }
+
+  // ---- Elements ----
+
+  var ATTRIBUTES = ['class', 'id', 'type', 'name', 'value', 'placeholder', 'title', 'for', 'role', 'colspan', 'autocomplete', 'required', 'disabled', 'selected', 'checked', 'rows', 'spellcheck', 'aria-label', 'aria-live', 'data-testid', 'data-state', 'data-page', 'minlength', 'maxlength'];
+
+  /** An element: props are this file's (a listener, a `#/` link, a listed attribute), children texts or nodes. */
+  function el(tag, props) {
+    var node = document.createElement(tag);
+    var keys = Object.keys(props || {});
+    for (var i = 0; i < keys.length; i++) {
+      var name = keys[i];
+      var value = props[name];
+      if (value === undefined || value === null || value === false) continue;
+      if (name === 'onclick' || name === 'onsubmit' || name === 'onchange' || name === 'oninput') {
+        node.addEventListener(name.slice(2), value);
+      } else if (name === 'href') {
+        if (typeof value !== 'string' || value.slice(0, 2) !== '#/') throw new Error('only the console\'s own routes are links');
+        node.setAttribute('href', value);
+      } else if (ATTRIBUTES.indexOf(name) >= 0) {
+        node.setAttribute(name, value === true ? '' : shown(value));
+      } else {
+        throw new Error('attribute not allowed: ' + name);
+      }
+    }
+    append(node, Array.prototype.slice.call(arguments, 2));
+    return node;
+  }
+
+  function append(node, children) {
+    for (var i = 0; i < children.length; i++) {
+      var child = children[i];
+      if (child === null || child === undefined || child === false) continue;
+      if (Array.isArray(child)) append(node, child);
+      else if (child instanceof Node) node.appendChild(child);
+      else node.appendChild(document.createTextNode(shown(child, node.tagName === 'PRE')));
+    }
+  }
+
+  /** Replaces a node's children (null and false left out, texts as text nodes). */
+  function fill(node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    append(node, Array.prototype.slice.call(arguments, 1));
+    return node;
+  }
+
+  /** A cell's text: cut, with the whole text as its tooltip. */
+  function cell(text, max) {
+    if (text === null || text === undefined || text === '') return el('span', { class: 'muted' }, '–');
+    var value = String(text);
+    var limit = max || MAX_CELL;
+    return value.length > limit ? el('span', { title: value.slice(0, 4000) }, cut(value, limit)) : el('span', null, value);
+  }
+
+  function link(route, text) {
+    return el('a', { href: route }, text);
+  }
+
+  function route(path, query) {
+    var parts = [];
+    var keys = Object.keys(query || {});
+    for (var i = 0; i < keys.length; i++) {
+      var v = query[keys[i]];
+      if (v !== undefined && v !== null && v !== '') parts.push(encodeURIComponent(keys[i]) + '=' + encodeURIComponent(v));
+    }
+    return '#/' + path + (parts.length ? '?' + parts.join('&') : '');
+  }
+
+  /** A parked key's page, named by its digest: whatever bytes the key holds, the address says which it is. */
+  function keyRoute(topic, digest) {
+    return route('parked/' + enc(topic) + '/' + enc('sha256:' + digest));
+  }
+
+  function badge(state) {
+    var value = state === null || state === undefined ? 'unknown' : String(state);
+    return el('span', { class: 'badge badge-' + value.replace(/[^a-z]+/gi, '-').toLowerCase(), 'data-state': value }, value);
+  }
+
+  function table(columns, rows, options) {
+    options = options || {};
+    if (rows.length === 0) return el('p', { class: 'empty' }, options.empty || 'Nothing here.');
+    var head = el('tr', null, columns.map(function (c) { return el('th', null, c.title); }));
+    var body = [];
+    rows.forEach(function (row) {
+      body.push(el('tr', { class: options.rowClass ? options.rowClass(row) : null }, columns.map(function (c) {
+        var value = c.render ? c.render(row) : row[c.key];
+        return el('td', { class: c.numeric ? 'num' : null }, value instanceof Node ? value : cell(value, c.max));
+      })));
+      if (options.after) {
+        var extra = options.after(row);
+        if (extra) body.push(el('tr', { class: 'detail-row' }, el('td', { colspan: String(columns.length) }, extra)));
+      }
+    });
+    return el('div', { class: 'table-wrap' }, el('table', { 'data-testid': options.testid }, el('thead', null, head), el('tbody', null, body)));
+  }
+
+  function fields(pairs) {
+    return el('dl', { class: 'fields' }, pairs.filter(Boolean).map(function (p) {
+      return [el('dt', null, p[0]), el('dd', null, p[1] instanceof Node ? p[1] : cell(p[1], 2000))];
+    }));
+  }
+
+  function section(title) {
+    return el('section', { class: 'card' }, el('h2', null, title), Array.prototype.slice.call(arguments, 1));
+  }
+
+  function pre(text, testid) {
+    return el('pre', { class: 'value', 'data-testid': testid }, text);
+  }
+
+  // ---- Formatting ----
+
+  function number(n) {
+    return n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US');
+  }
+
+  function ago(iso) {
+    if (!iso) return '–';
+    var ms = Date.now() - new Date(iso).getTime();
+    var future = ms < 0;
+    var s = Math.round(Math.abs(ms) / 1000);
+    var text = s < 60 ? s + ' s' : s < 3600 ? Math.round(s / 60) + ' min' : s < 86400 ? Math.round(s / 360) / 10 + ' h' : Math.round(s / 8640) / 10 + ' d';
+    return future ? 'in ' + text : text + ' ago';
+  }
+
+  function time(iso) {
+    if (!iso) return el('span', { class: 'muted' }, '–');
+    var d = new Date(iso);
+    if (isNaN(d.getTime())) return cell(iso);
+    var text = d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+    return el('span', { title: iso }, text, el('span', { class: 'muted' }, ' (' + ago(iso) + ')'));
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined) return '–';
+    var s = ms / 1000;
+    return s < 1 ? Math.round(ms) + ' ms' : s < 120 ? Math.round(s * 10) / 10 + ' s' : Math.round(s / 60) + ' min';
+  }
+
+  function bytes(n) {
+    if (n === null || n === undefined) return '–';
+    return n < 1024 ? n + ' B' : n < 1048576 ? Math.round(n / 102.4) / 10 + ' KiB' : Math.round(n / 104857.6) / 10 + ' MiB';
+  }
+
+  function errorText(error) {
+    return error ? (error.name ? error.name + ': ' : '') + (error.message || '') : null;
+  }
+
+  // ---- The session: the token lives in this tab's sessionStorage, never in a URL ----
+
+  var session = {
+    token: function () { return sessionStorage.getItem(TOKEN_KEY); },
+    actor: function () { return sessionStorage.getItem(ACTOR_KEY) || 'console'; },
+    signIn: function (token, actor) {
+      sessionStorage.setItem(TOKEN_KEY, token);
+      sessionStorage.setItem(ACTOR_KEY, actor);
+    },
+    signOut: function () {
+      sessionStorage.removeItem(TOKEN_KEY);
+    },
+  };
+
+  function ApiError(status, message, body) {
+    this.status = status;
+    this.message = message;
+    this.body = body;
+  }
+
+  /** One request to the admin API, with the token (or the application's own credentials, under its guard). */
+  function api(path, options) {
+    options = options || {};
+    var headers = { Accept: 'application/json' };
+    if (options.body !== undefined) headers['Content-Type'] = 'application/json';
+    if (settings.auth === 'token' && session.token()) headers.Authorization = 'Bearer ' + session.token();
+    return fetch(settings.api + path, {
+      method: options.method || 'GET',
+      headers: headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      credentials: 'same-origin',
+      cache: 'no-store',
+      redirect: 'error',
+    }).then(function (response) {
+      return response.text().then(function (text) {
+        var data = null;
+        try {
+          data = text ? JSON.parse(text) : null;
+        } catch (e) {
+          data = { message: text.slice(0, 500) };
+        }
+        if (response.status === 401 && settings.auth === 'token') {
+          session.signOut();
+          throw new ApiError(401, 'Sign in: the token was refused.', data);
+        }
+        // 202 (still queued) and 422 (carried out and failed) answer an action with its operation.
+        if (!response.ok && response.status !== 422) throw new ApiError(response.status, (data && data.message) || 'HTTP ' + response.status, data);
+        return { status: response.status, data: data };
+      });
+    });
+  }
+
+  function get(path, query) {
+    var parts = [];
+    Object.keys(query || {}).forEach(function (k) {
+      var v = query[k];
+      if (v !== undefined && v !== null && v !== '') parts.push(encodeURIComponent(k) + '=' + encodeURIComponent(v));
+    });
+    return api(path + (parts.length ? '?' + parts.join('&') : '')).then(function (r) { return r.data; });
+  }
+
+  function act(path, body) {
+    var payload = Object.assign({}, body);
+    if (!settings.actorFromApplication) payload.actor = session.actor();
+    return api(path, { method: 'POST', body: payload });
+  }
+
+  var enc = encodeURIComponent;
+
+  // ---- Layout ----
+
+  var app = document.getElementById('app');
+  var main;
+  var refreshTimer;
+  var generation = 0;
+
+  var NAV = [
+    ['overview', 'Overview'],
+    ['parked', 'Parked keys'],
+    ['dead-letters', 'Dead letters'],
+    ['retries', 'Retry tiers'],
+    ['outbox', 'Outbox'],
+    ['story', 'Message story'],
+    ['audit', 'Audit'],
+  ];
+
+  function layout(current) {
+    var search = el('input', { type: 'search', name: 'q', placeholder: 'Message id or key', 'aria-label': 'Message id or key', autocomplete: 'off', spellcheck: 'false' });
+    var header = el('header', { class: 'top' },
+      el('a', { href: '#/overview', class: 'brand' }, 'kafka-exactly-once'),
+      el('nav', null, NAV.map(function (n) { return el('a', { href: '#/' + n[0], class: n[0] === current ? 'current' : null }, n[1]); })),
+      el('form', { class: 'search', role: 'search', onsubmit: function (e) {
+        e.preventDefault();
+        if (search.value.trim()) location.hash = route('story', { messageId: search.value.trim() });
+      } }, search),
+      settings.auth === 'token' ? el('button', { type: 'button', class: 'link', onclick: function () { session.signOut(); render(); } }, 'Sign out') : null);
+    main = el('main', { 'data-page': current });
+    fill(app, header, main);
+    return main;
+  }
+
+  function status(message, kind) {
+    return el('div', { class: 'status status-' + (kind || 'info'), role: 'status', 'aria-live': 'polite' }, message);
+  }
+
+  function failed(err) {
+    fill(main, status(err instanceof ApiError ? err.message : 'The console could not load this page: ' + (err && err.message), 'error'));
+    if (err instanceof ApiError && err.status === 401) render();
+  }
+
+  // ---- A confirmation that says what will happen ----
+
+  function confirmAction(title, explanation, button, options) {
+    options = options || {};
+    return new Promise(function (resolve) {
+      var reason = options.reason ? el('textarea', { name: 'reason', rows: '3', placeholder: options.reason, required: options.reasonRequired, maxlength: '1000' }) : null;
+      var error = el('p', { class: 'form-error' });
+      function close(value) {
+        overlay.remove();
+        resolve(value);
+      }
+      var confirm = el('button', { type: 'submit', class: options.danger ? 'danger' : 'primary' }, button);
+      var form = el('form', { class: 'modal', role: 'dialog', 'aria-label': title, onsubmit: function (e) {
+        e.preventDefault();
+        var text = reason ? reason.value.trim() : '';
+        if (options.reasonRequired && !text) {
+          error.textContent = 'A reason is required: it is kept in the audit log.';
+          return;
+        }
+        close({ reason: text || undefined });
+      } },
+      el('h2', null, title),
+      explanation.map(function (p) { return el('p', null, p); }),
+      reason ? el('label', null, options.reasonRequired ? 'Reason (required)' : 'Reason (optional)', reason) : null,
+      error,
+      el('div', { class: 'buttons' }, el('button', { type: 'button', onclick: function () { close(null); } }, 'Cancel'), confirm));
+      var overlay = el('div', { class: 'overlay' }, form);
+      document.body.appendChild(overlay);
+      (reason || confirm).focus();
+    });
+  }
+
+  /** Follows an operation the consumer carries out until it is done or failed (or a minute passed). */
+  function follow(box, entry, then) {
+    var started = Date.now();
+    function show(e) {
+      fill(box, operationBox(e));
+      if (e.state === 'done' || e.state === 'failed' || Date.now() - started > 60000) {
+        if (then) then(e);
+        return;
+      }
+      setTimeout(function () {
+        get('operations/' + enc(e.id)).then(show, function (err) { fill(box, status(err.message, 'error')); });
+      }, 1000);
+    }
+    show(entry);
+  }
+
+  function operationBox(e) {
+    var kind = e.state === 'done' ? 'ok' : e.state === 'failed' ? 'error' : 'info';
+    var what = e.state === 'pending' ? 'queued for the group\'s consumer' : e.state === 'running' ? 'being carried out by the group\'s consumer' : e.state;
+    return el('div', { class: 'status status-' + kind, 'data-testid': 'operation', 'data-state': e.state },
+      'Operation ' + e.id + ' (' + e.action + (e.key ? ' of key ' + e.key : '') + '): ' + what,
+      e.result ? el('pre', { class: 'value' }, JSON.stringify(e.result, null, 2)) : null);
+  }
+
+  // ---- Records: keys, headers, values ----
+
+  function bytesView(v) {
+    if (!v) return el('span', { class: 'muted' }, 'none');
+    if (v.text !== null) return el('span', { class: 'mono' }, cut(v.text, 2000), v.hex ? el('span', { class: 'muted' }, ' (' + bytes(v.bytes) + ')') : null);
+    return el('span', { class: 'mono' }, el('span', { class: 'muted' }, 'not text, ' + bytes(v.bytes) + ': '), (v.hex || '') + (v.bytes > 256 ? '…' : ''));
+  }
+
+  function headersTable(headers) {
+    return table([
+      { title: 'Header', render: function (h) { return el('span', { class: 'mono' }, cut(h.name, 200)); } },
+      { title: 'Value', render: function (h) { return h.null ? el('span', { class: 'muted' }, 'null') : bytesView(h); } },
+    ], headers, { empty: 'No headers.', testid: 'headers' });
+  }
+
+  function valueView(v) {
+    if (!v || v.bytes === null) return el('p', { class: 'muted' }, 'No value (a tombstone).');
+    return el('div', { class: 'record-value' },
+      el('p', { class: 'muted' }, bytes(v.bytes) + ', ' + v.framing + (v.schema ? ', written with ' + v.schema : '')),
+      v.decoded !== null ? pre(v.decoded + (v.truncated ? '\n… (cut: the value is larger)' : ''), 'decoded-value') : null,
+      v.error ? status('Not decoded: ' + v.error, 'warn') : null,
+      v.text !== undefined ? [el('p', { class: 'muted' }, 'As text:'), pre(v.text, 'value-text')] : null,
+      v.decoded === null ? el('details', null, el('summary', null, 'First bytes (hex)'), pre(v.hex.replace(/(..)/g, '$1 ').trim(), 'value-hex')) : null);
+  }
+
+  // ---- Sign in ----
+
+  function signInPage(message) {
+    layoutSignedOut();
+    var token = el('input', { type: 'password', name: 'token', autocomplete: 'off', required: true, 'aria-label': 'Admin token' });
+    var actor = el('input', { type: 'text', name: 'actor', autocomplete: 'off', maxlength: '200', value: sessionStorage.getItem(ACTOR_KEY) || '', 'aria-label': 'Your name', placeholder: 'e.g. jane (recorded with every action)' });
+    var error = el('p', { class: 'form-error' }, message || '');
+    main.appendChild(el('form', { class: 'card signin', onsubmit: function (e) {
+      e.preventDefault();
+      session.signIn(token.value, actor.value.trim() || 'console');
+      api('overview').then(function () { render(); }, function (err) {
+        error.textContent = err.status === 401 ? 'This token is refused.' : err.message;
+      });
+    } },
+    el('h2', null, 'Sign in'),
+    el('p', null, 'The admin token of this application (the one its admin API takes). It stays in this browser tab only, and is sent to this application only.'),
+    el('label', null, 'Token', token),
+    el('label', null, 'Your name', actor),
+    error,
+    el('div', { class: 'buttons' }, el('button', { type: 'submit', class: 'primary' }, 'Sign in'))));
+    token.focus();
+  }
+
+  function layoutSignedOut() {
+    main = el('main', { 'data-page': 'sign-in' });
+    fill(app, el('header', { class: 'top' }, el('span', { class: 'brand' }, 'kafka-exactly-once')), main);
+  }
+
+  // ---- Overview ----
+
+  function overviewPage(own) {
+    return get('overview').then(function (o) {
+      if (own !== generation) return;
+      var tiles = el('div', { class: 'tiles' },
+        tile('Consumer', badge(o.consumer.state)),
+        tile('Lag', number(o.totals.lag), 'records still to handle'),
+        tile('Records/s', number(o.totals.recordsPerSecond), 'over the last minute'),
+        tile('Stalled', number(o.totals.stalled), 'partitions', o.totals.stalled > 0 ? 'bad' : null),
+        tile('Parked keys', link('#/parked', number(o.counts.parkedKeys)), number(o.counts.parkedRecords) + ' records wait', o.counts.parkedKeys > 0 ? 'warn' : null),
+        tile('Dead letters', link('#/dead-letters', number(o.counts.deadLetters)), 'not replayed'),
+        tile('On retry tiers', link('#/retries', number(o.counts.retrying)), 'records waiting'));
+      var health = Object.keys(o.health).map(function (k) {
+        var h = o.health[k];
+        return el('div', { class: 'health-item' }, el('strong', null, k), ' ', badge(h.status), h.message ? el('span', { class: 'muted' }, ' ' + cut(h.message, 600)) : null);
+      });
+      var group = o.group;
+      fill(main, 
+        el('div', { class: 'page-head' }, el('h1', null, 'Group ', el('span', { class: 'mono' }, group.id)), el('span', { class: 'muted refreshed' }, 'updated ' + new Date(o.generatedAt).toLocaleTimeString('en-GB') + ', every ' + settings.refreshMs / 1000 + ' s')),
+        o.consumer.lastError ? status('The consumer: ' + o.consumer.lastError, 'error') : null,
+        tiles,
+        section('Health', health.length ? health : el('p', { class: 'muted' }, 'No indicator.')),
+        section('Partitions of this instance', table([
+          { title: 'Partition', render: function (p) { return el('span', { class: 'mono' }, p.topic + '[' + p.partition + ']'); } },
+          { title: 'Activity', render: function (p) { return badge(p.view.state); } },
+          { title: 'Committed', key: 'committedOffset', numeric: true },
+          { title: 'Lag', render: function (p) { return number(p.lag); }, numeric: true },
+          { title: 'Records/s', render: function (p) { return number(p.recordsPerSecond); }, numeric: true },
+          { title: 'Units/s', render: function (p) { return number(p.unitsPerSecond); }, numeric: true },
+          { title: 'Commit', render: function (p) { return p.commitLatencyMs === null ? '–' : duration(p.commitLatencyMs); }, numeric: true },
+          { title: 'Last commit', render: function (p) { return time(p.lastCommitAt); } },
+        ], o.partitions.slice().sort(function (a, b) { return a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition; }), {
+          empty: 'This instance is assigned no partition (yet).',
+          testid: 'partitions',
+          rowClass: function (p) { return p.stalled ? 'row-bad' : null; },
+          after: function (p) {
+            if (!p.view.reason && !p.view.wayOut) return null;
+            return el('div', { class: 'why' }, p.view.reason ? el('div', null, cut(p.view.reason, 1200)) : null, p.view.wayOut ? el('div', null, el('strong', null, 'Way out: '), p.view.wayOut) : null);
+          },
+        })),
+        section('Members of the group', group.error ? status(group.error, 'warn') : null, fields([['Kafka\'s state', group.state]]), table([
+          { title: 'Client', key: 'clientId' },
+          { title: 'Host', key: 'host' },
+          { title: 'Partitions', render: function (m) { return Object.keys(m.assignment).map(function (t) { return t + ' ' + m.assignment[t].join(','); }).join('; '); } },
+          { title: 'Member', key: 'memberId', max: 60 },
+        ], group.members, { empty: 'No member.' })),
+        o.retryTiers.length ? section('Retry tiers', tiersTable(o.retryTiers)) : null,
+        section('Publisher', o.publisher ? fields([
+          ['Circuit breaker', badge(o.publisher.breaker)],
+          ['Spool', number(o.publisher.spool.records) + ' records, ' + bytes(o.publisher.spool.bytes) + (o.publisher.spool.records ? ', oldest ' + duration(o.publisher.spool.oldestAgeMs) : '')],
+          ['Sent / spooled / drained', number(o.publisher.sent) + ' / ' + number(o.publisher.spooled) + ' / ' + number(o.publisher.drained)],
+          ['Set aside (quarantined)', number(o.publisher.quarantined) + (o.publisher.lastQuarantineReason ? ': ' + o.publisher.lastQuarantineReason : '')],
+        ]) : el('p', { class: 'muted' }, 'This application has no publisher (module option "publisher").')),
+        section('Outbox', o.outbox ? outboxFields(o.outbox) : el('p', { class: 'muted' }, 'This database has no outbox.')));
+      scheduleRefresh(own);
+    });
+  }
+
+  function tile(title, value, note, tone) {
+    var testid = 'tile-' + title.toLowerCase().replace(/[^a-z]+/g, '-');
+    return el('div', { class: 'tile' + (tone ? ' tile-' + tone : '') }, el('div', { class: 'tile-title' }, title), el('div', { class: 'tile-value', 'data-testid': testid }, value), note ? el('div', { class: 'muted' }, note) : null);
+  }
+
+  function scheduleRefresh(own) {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(function () {
+      if (own !== generation) return;
+      if (document.hidden) return scheduleRefresh(own);
+      overviewPage(own).catch(function (err) {
+        if (own === generation) {
+          main.insertBefore(status('Refresh failed: ' + err.message + ' (trying again)', 'error'), main.firstChild);
+          scheduleRefresh(own);
+        }
+      });
+    }, settings.refreshMs);
+  }
+
+  function tiersTable(tiers) {
+    return table([
+      { title: 'Tier topic', render: function (t) { return el('span', { class: 'mono' }, t.topic); } },
+      { title: 'Retries of', key: 'retriesOf' },
+      { title: 'Tier', key: 'tier', numeric: true },
+      { title: 'Delay', render: function (t) { return duration(t.delayMs); }, numeric: true },
+      { title: 'Waiting', render: function (t) { return number(t.waiting); }, numeric: true },
+      { title: 'Next due', render: function (t) { return time(t.nextDueAt); } },
+    ], tiers, { testid: 'tiers' });
+  }
+
+  function outboxFields(s) {
+    return fields([
+      ['Waiting', number(s.waiting) + (s.waiting ? ', the oldest written ' + ago(s.oldestWrittenAt) : '')],
+      ['Relayed', number(s.relayed) + ' events (batch ' + s.relayedBatch + ' of ' + s.lastBatch + ')'],
+      ['Set aside', s.setAside ? link('#/outbox', number(s.setAside) + ' waiting for an operator') : '0'],
+      ['Relay lock held by', s.holder ? 'pid ' + s.holder.pid + ' (' + (s.holder.applicationName || 'no application name') + (s.holder.clientAddress ? ' at ' + s.holder.clientAddress : '') + '), connected ' + ago(s.holder.since) : 'no session: no relay runs'],
+      s.relay ? ['This instance\'s relay', el('span', null, badge(s.relay.state), s.relay.lastError ? ' ' + cut(s.relay.lastError, 500) : '')] : null,
+      ['Relay name', s.relayName],
+    ]);
+  }
+
+  // ---- Parked keys ----
+
+  function filterForm(query, inputs, onSubmit) {
+    var form = el('form', { class: 'filters', onsubmit: function (e) {
+      e.preventDefault();
+      var next = {};
+      inputs.forEach(function (i) { next[i.name] = form.elements[i.name].value.trim(); });
+      onSubmit(next);
+    } }, inputs.map(function (i) {
+      var input = i.options
+        ? el('select', { name: i.name, 'aria-label': i.label }, el('option', { value: '' }, 'any ' + i.label.toLowerCase()), i.options.map(function (o) { return el('option', { value: o, selected: query[i.name] === o }, o); }))
+        : el('input', { type: 'text', name: i.name, value: query[i.name] || '', placeholder: i.label, 'aria-label': i.label, autocomplete: 'off', spellcheck: 'false' });
+      return el('label', null, i.label, input);
+    }), el('button', { type: 'submit' }, 'Filter'));
+    return form;
+  }
+
+  function pager(page, path, query) {
+    return page.next ? el('p', null, link(route(path, Object.assign({}, query, { after: page.next })), 'Next page →')) : null;
+  }
+
+  function parkedListPage(own, query) {
+    return get('parked-keys', { topic: query.topic, key: query.key, reason: query.reason, after: query.after }).then(function (page) {
+      if (own !== generation) return;
+      fill(main, 
+        el('h1', null, 'Parked keys'),
+        el('p', { class: 'muted' }, 'Keys of @OrderedEvent handlers whose record failed for good: their later records wait, in order, until the key is released.'),
+        filterForm(query, [{ name: 'topic', label: 'Topic' }, { name: 'key', label: 'Key' }, { name: 'reason', label: 'Reason', options: REASONS }], function (q) { location.hash = route('parked', q); }),
+        table([
+          { title: 'Key', render: function (k) { return link(keyRoute(k.topic, k.keyDigest), cut(k.key, 120)); } },
+          { title: 'Topic', key: 'topic' },
+          { title: 'Reason', render: function (k) { return badge(k.reason); } },
+          { title: 'Records waiting', render: function (k) { return number(k.parkedRecords); }, numeric: true },
+          { title: 'Parked', render: function (k) { return time(k.parkedAt); } },
+          { title: 'Error', render: function (k) { return cell(errorText(k.error), 160); } },
+        ], page.items, { empty: 'No key is parked.', testid: 'parked-keys' }),
+        pager(page, 'parked', query));
+    });
+  }
+
+  function parkedKeyPage(own, topic, key) {
+    return get('parked-keys/' + enc(topic) + '/' + enc(key)).then(function (k) {
+      if (own !== generation) return;
+      var progress = el('div', { 'data-testid': 'release-progress' });
+      var released = function (e) {
+        if (e.state === 'done') append(progress, [status('The key is released: its records were handled in order. ', 'ok'), link(route('story', { key: k.key, topic: k.topic }), 'See its story')]);
+        else release.disabled = false;
+      };
+      var release = el('button', { type: 'button', class: 'primary', disabled: !!k.pendingRelease, 'data-testid': 'release', onclick: function () {
+        confirmAction('Release key ' + cut(k.key, 80) + '?', [
+          'The group\'s consumer replays the ' + number(k.parkedRecords) + ' parked record(s) of this key through the handler, in order, exactly once, then the key flows again. Records of the key that arrive meanwhile wait behind them.',
+          'Fix the cause first (the error below): a record that fails again parks the key again, and the records after it stay parked.',
+        ], 'Release the key').then(function (answer) {
+          if (!answer) return;
+          release.disabled = true;
+          act('parked-keys/' + enc(k.topic) + '/' + enc('sha256:' + k.keyDigest) + '/release', { wait: false }).then(function (r) {
+            follow(progress, r.data, released);
+          }, function (err) {
+            release.disabled = false;
+            fill(progress, status('Refused: ' + err.message, 'error'));
+          });
+        });
+      } }, 'Release key…');
+      if (k.pendingRelease) follow(progress, k.pendingRelease, released);
+      // Each record's bytes, shown under its row when asked for.
+      var boxes = {};
+      k.records.forEach(function (r) { boxes[r.seq] = el('div', { class: 'record-box' }); });
+      fill(main, 
+        el('p', null, link('#/parked', '← Parked keys')),
+        el('h1', null, 'Parked key ', el('span', { class: 'mono', 'data-testid': 'key' }, cut(k.key, 200))),
+        section('Why it is parked', fields([
+          ['Topic', k.topic],
+          ['Reason', badge(k.reason)],
+          ['Error', errorText(k.error)],
+          ['Parked by', k.topic + '[' + k.partition + ']@' + k.offset + ', message ' + k.messageId],
+          ['Parked', time(k.parkedAt)],
+          ['Records waiting', number(k.parkedRecords)],
+          ['Story', link(route('story', { key: k.key, topic: k.topic }), 'everything known of this key')],
+        ]), el('div', { class: 'buttons' }, release), progress),
+        section('Parked records, in the order a release replays them', table([
+          { title: 'Seq', key: 'seq', numeric: true },
+          { title: 'Offset', render: function (r) { return '[' + r.partition + ']@' + r.offset; } },
+          { title: 'Message id', render: function (r) { return link(route('story', { messageId: r.messageId }), cut(r.messageId, 80)); } },
+          { title: 'Reason', render: function (r) { return badge(r.reason); } },
+          { title: 'Error', render: function (r) { return cell(errorText(r.lastReleaseError || r.error), 160); } },
+          { title: 'Release failures', key: 'releaseFailures', numeric: true },
+          { title: '', render: function (r) { return recordButtons(r, k, boxes[r.seq]); } },
+        ], k.records, { empty: 'No record waits.', testid: 'parked-records', after: function (r) { return boxes[r.seq]; } })));
+    });
+  }
+
+  function recordButtons(r, k, box) {
+    var show = el('button', { type: 'button', class: 'small', onclick: function () {
+      if (box.childNodes.length) return fill(box);
+      fill(box, status('Loading…'));
+      get('parked-records/' + enc(r.seq)).then(function (d) {
+        fill(box, el('h3', null, 'Key'), bytesView(d.recordKey), el('h3', null, 'Value'), valueView(d.value), el('h3', null, 'Headers'), headersTable(d.headers), d.error && d.error.stack ? el('details', null, el('summary', null, 'Stack'), pre(d.error.stack)) : null);
+      }, function (err) { fill(box, status(err.message, 'error')); });
+    } }, 'Record');
+    var discard = el('button', { type: 'button', class: 'small danger', onclick: function () {
+      confirmAction('Discard parked record ' + r.seq + '?', [
+        'Message ' + cut(r.messageId, 120) + ' at ' + k.topic + '[' + r.partition + ']@' + r.offset + ' is dropped for good: its handler never runs for it. The key stays parked: release it to let its other records go.',
+      ], 'Discard the record', { reason: 'Why it is discarded', reasonRequired: true, danger: true }).then(function (answer) {
+        if (!answer) return;
+        act('parked-records/' + enc(r.seq) + '/discard', { reason: answer.reason }).then(function () { render(); }, function (err) { fill(box, status('Refused: ' + err.message, 'error')); });
+      });
+    } }, 'Discard…');
+    return el('div', { class: 'buttons' }, show, discard);
+  }
+
+  // ---- Dead letters ----
+
+  function deadLettersPage(own, query) {
+    return get('dead-letters', { topic: query.topic, reason: query.reason, key: query.key, after: query.after }).then(function (page) {
+      if (own !== generation) return;
+      fill(main, 
+        el('h1', null, 'Dead letters'),
+        filterForm(query, [{ name: 'topic', label: 'Topic' }, { name: 'key', label: 'Key' }, { name: 'reason', label: 'Reason', options: REASONS }], function (q) { location.hash = route('dead-letters', q); }),
+        table([
+          { title: 'Dead-lettered', render: function (d) { return time(d.deadLetteredAt); } },
+          { title: 'Message id', render: function (d) { return link(route('dead-letters/' + enc(d.id), { topic: d.topic }), cut(d.messageId, 80)); } },
+          { title: 'Record', render: function (d) { return d.topic + '[' + d.partition + ']@' + d.offset; } },
+          { title: 'Key', render: function (d) { return cell(d.key, 80); } },
+          { title: 'Reason', render: function (d) { return badge(d.reason); } },
+          { title: 'Status', render: function (d) { return badge(d.status); } },
+          { title: 'Error', render: function (d) { return cell(errorText(d.error), 140); } },
+        ], page.items, { empty: 'No dead letter.', testid: 'dead-letters' }),
+        pager(page, 'dead-letters', query));
+    });
+  }
+
+  function deadLetterPage(own, id, query) {
+    return Promise.all([get('dead-letters/' + enc(id), { topic: query.topic }), get('dead-letters/' + enc(id) + '/record', { topic: query.topic })]).then(function (both) {
+      if (own !== generation) return;
+      var d = both[0];
+      var record = both[1];
+      var progress = el('div', { 'data-testid': 'replay-progress' });
+      var replayable = d.status === 'dead-lettered' || d.status === 'deferred';
+      var replay = replayable ? el('button', { type: 'button', class: 'primary', 'data-testid': 'replay', onclick: function () {
+        confirmAction('Replay this dead letter?', [
+          'The group\'s consumer runs the handler of ' + d.topic + ' once more for message ' + cut(d.messageId, 120) + ', with its original bytes, exactly once: its writes and events commit with the replay.',
+          'A dead letter is replayed once; fix the cause first (' + (errorText(d.error) || d.reason) + ').',
+        ], 'Replay it').then(function (answer) {
+          if (!answer) return;
+          replay.disabled = true;
+          act('dead-letters/' + enc(d.id) + '/replay', { topic: d.topic, wait: false }).then(function (r) {
+            follow(progress, r.data, function (e) {
+              if (e.state === 'done') append(progress, [status('Replayed: the handler ran for it once more and its effects committed. ', 'ok'), link(route('story', { messageId: d.messageId }), 'See its story')]);
+              else replay.disabled = false;
+            });
+          }, function (err) {
+            replay.disabled = false;
+            fill(progress, status('Refused: ' + err.message, 'error'));
+          });
+        });
+      } }, 'Replay…') : null;
+      fill(main, 
+        el('p', null, link('#/dead-letters', '← Dead letters')),
+        el('h1', null, 'Dead letter ', el('span', { class: 'mono' }, cut(d.messageId, 120))),
+        section('What happened', fields([
+          ['Record', d.topic + '[' + d.partition + ']@' + d.offset],
+          ['Dead-letter topic', record.deadLetterTopic],
+          ['Reason', badge(d.reason)],
+          ['Status', badge(d.status)],
+          ['Attempts', number(d.attempts)],
+          ['Dead-lettered', time(d.deadLetteredAt)],
+          d.replayedAt ? ['Replayed', time(d.replayedAt)] : null,
+          ['Error', errorText(d.error)],
+          ['Story', link(route('story', { messageId: d.messageId }), 'everything known of this message')],
+        ]), d.error && d.error.stack ? el('details', null, el('summary', null, 'Stack'), pre(d.error.stack)) : null, el('div', { class: 'buttons' }, replay), progress,
+        d.status === 'parked' ? status('This record is parked under its key: release the key (Parked keys) to replay it with the key\'s other records, in order.', 'info') : null),
+        section('Value', valueView(record.value)),
+        section('Key', bytesView(record.key)),
+        record.attemptHistory.length ? section('Attempts, stage by stage', table([
+          { title: 'Stage', key: 'stage', numeric: true },
+          { title: 'Topic', key: 'topic' },
+          { title: 'Offset', render: function (a) { return '[' + a.partition + ']@' + a.offset; } },
+          { title: 'Attempts', key: 'attempts', numeric: true },
+          { title: 'Error', render: function (a) { return cell((a.error ? a.error + ': ' : '') + (a.message || ''), 200); } },
+          { title: 'At', render: function (a) { return time(a.at); } },
+        ], record.attemptHistory)) : null,
+        section('Headers', headersTable(record.headers)),
+        section('Operators\' actions', auditTable(d.history)));
+    });
+  }
+
+  // ---- Retry tiers ----
+
+  function retriesPage(own, query) {
+    return Promise.all([get('overview'), get('retries', { topic: query.topic })]).then(function (both) {
+      if (own !== generation) return;
+      fill(main, 
+        el('h1', null, 'Retry tiers'),
+        el('p', { class: 'muted' }, 'Records of handlers with retry topics wait on their tier until they are due, then run again; after the last tier they are dead-lettered with the history of every attempt.'),
+        section('Tiers of this instance', tiersTable(both[0].retryTiers.map(function (t) {
+          var listed = both[1].items.filter(function (r) { return r.retryTopic === t.topic; }).length;
+          return Object.assign({}, t, { waiting: Math.max(t.waiting, listed) });
+        }))),
+        filterForm(query, [{ name: 'topic', label: 'Topic' }], function (q) { location.hash = route('retries', q); }),
+        section('Records waiting, the longest waiting first', table([
+          { title: 'Tier', render: function (r) { return el('span', { class: 'mono' }, r.retryTopic); } },
+          { title: 'Due', render: function (r) { return time(r.dueAt); } },
+          { title: 'Message id', render: function (r) { return link(route('story', { messageId: r.messageId }), cut(r.messageId, 80)); } },
+          { title: 'Failed on', render: function (r) { return r.failedOn + '[' + r.partition + ']@' + r.offset; } },
+          { title: 'Error', render: function (r) { return cell(r.error, 160); } },
+          { title: 'Moved', render: function (r) { return time(r.movedAt); } },
+        ], both[1].items, { empty: 'No record waits on a retry tier.', testid: 'retrying' })));
+    });
+  }
+
+  // ---- Outbox ----
+
+  function outboxPage(own, query) {
+    var state = query.state || 'set-aside';
+    return Promise.all([get('outbox').catch(function (err) { if (err.status === 404) return null; throw err; }), null]).then(function (first) {
+      if (own !== generation) return;
+      var summary = first[0];
+      if (!summary) {
+        fill(main, el('h1', null, 'Outbox'), el('p', { class: 'muted' }, 'This database has no outbox.'));
+        return;
+      }
+      return get('outbox/events', { state: state }).then(function (events) {
+        if (own !== generation) return;
+        fill(main, 
+          el('h1', null, 'Outbox'),
+          section('The relay', outboxFields(summary)),
+          filterForm({ state: state }, [{ name: 'state', label: 'State', options: ['set-aside', 'retried', 'discarded', 'all'] }], function (q) { location.hash = route('outbox', q); }),
+          section('Events Kafka refused for good', table([
+            { title: 'Position', key: 'position', numeric: true },
+            { title: 'Message id', render: function (e) { return link(route('story', { messageId: e.messageId }), cut(e.messageId, 80)); } },
+            { title: 'Topic', key: 'topic' },
+            { title: 'Key', render: function (e) { return cell(e.key, 80); } },
+            { title: 'Size', render: function (e) { return bytes(e.valueBytes); }, numeric: true },
+            { title: 'State', render: function (e) { return badge(e.state); } },
+            { title: 'Set aside', render: function (e) { return time(e.setAsideAt); } },
+            { title: 'Reason', render: function (e) { return cell(e.reason, 160); } },
+            { title: '', render: function (e) { return e.state === 'set-aside' ? outboxButtons(e) : cell(e.resolvedBy ? 'by ' + e.resolvedBy + (e.note ? ': ' + e.note : '') : e.note); } },
+          ], events, { empty: 'No event here.', testid: 'outbox-events' })));
+      });
+    });
+  }
+
+  function outboxButtons(e) {
+    var box = el('div');
+    var retry = el('button', { type: 'button', class: 'small', onclick: function () {
+      confirmAction('Retry outbox event ' + e.position + '?', [
+        'The event goes back in the outbox at a new position, behind the events of key ' + cut(e.key, 80) + ' written since, and the relay sends it to ' + e.topic + ' with its message id. Make sure the topic takes it now (' + cut(e.reason, 200) + ').',
+      ], 'Retry it', { reason: 'A note for the audit (optional)' }).then(function (answer) {
+        if (!answer) return;
+        act('outbox/events/' + enc(e.position) + '/retry', { reason: answer.reason }).then(function () { render(); }, function (err) { fill(box, status('Refused: ' + err.message, 'error')); });
+      });
+    } }, 'Retry…');
+    var discard = el('button', { type: 'button', class: 'small danger', onclick: function () {
+      confirmAction('Discard outbox event ' + e.position + '?', [
+        'The event never reaches Kafka: its readers never see it. Its row stays here with your reason.',
+      ], 'Discard it', { reason: 'Why it is discarded', reasonRequired: true, danger: true }).then(function (answer) {
+        if (!answer) return;
+        act('outbox/events/' + enc(e.position) + '/discard', { reason: answer.reason }).then(function () { render(); }, function (err) { fill(box, status('Refused: ' + err.message, 'error')); });
+      });
+    } }, 'Discard…');
+    return el('div', null, el('div', { class: 'buttons' }, retry, discard), box);
+  }
+
+  // ---- A message's story ----
+
+  function storyPage(own, query) {
+    var mode = query.key !== undefined ? 'key' : query.offset !== undefined ? 'coordinates' : 'messageId';
+    var form = storyForm(query, mode);
+    if (!query.messageId && !query.key && !query.offset) {
+      fill(main, el('h1', null, 'Message story'), el('p', { class: 'muted' }, 'Everything the library recorded of a message: where it was consumed, the unit that handled it, its outputs, its tiers, parking, dead letter, replays and the operators\' actions.'), form);
+      return Promise.resolve();
+    }
+    return get('story', { messageId: query.messageId, key: query.key, topic: query.topic, partition: query.partition, offset: query.offset }).then(function (s) {
+      if (own !== generation) return;
+      fill(main, 
+        el('h1', null, 'Message story'),
+        form,
+        s.parkedKeys.length ? section('Parked keys of this name', s.parkedKeys.map(function (k) { return el('p', null, link(keyRoute(k.topic, k.keyDigest), k.topic + ' ' + cut(k.key, 120)), ' – ', number(k.parkedRecords), ' records wait, ', errorText(k.error)); })) : null,
+        s.records.length === 0 && s.outbox.length === 0 ? el('p', { class: 'empty', 'data-testid': 'story-empty' }, 'The library has no record of it in this group (a record handled more than inbox.retentionDays ago is forgotten).') : null,
+        s.records.map(recordStory),
+        s.outbox.length ? section('In the outbox', table([
+          { title: 'Position', key: 'position', numeric: true },
+          { title: 'Message id', render: function (e) { return cell(e.messageId, 80); } },
+          { title: 'Topic', key: 'topic' },
+          { title: 'State', render: function (e) { return badge(e.state); } },
+          { title: 'Written', render: function (e) { return time(e.writtenAt); } },
+          { title: 'Reason', render: function (e) { return cell(e.reason, 160); } },
+        ], s.outbox)) : null);
+    });
+  }
+
+  function storyForm(query, mode) {
+    var select = el('select', { name: 'mode', 'aria-label': 'Search by' },
+      el('option', { value: 'messageId', selected: mode === 'messageId' }, 'Message id'),
+      el('option', { value: 'key', selected: mode === 'key' }, 'Key'),
+      el('option', { value: 'coordinates', selected: mode === 'coordinates' }, 'Topic, partition, offset'));
+    var text = el('input', { type: 'text', name: 'text', value: query.messageId || query.key || '', placeholder: 'message id or key', 'aria-label': 'Message id or key', autocomplete: 'off', spellcheck: 'false' });
+    var topic = el('input', { type: 'text', name: 'topic', value: query.topic || '', placeholder: 'topic (optional)', 'aria-label': 'Topic', autocomplete: 'off' });
+    var partition = el('input', { type: 'text', name: 'partition', value: query.partition || '', placeholder: 'partition', 'aria-label': 'Partition', autocomplete: 'off' });
+    var offset = el('input', { type: 'text', name: 'offset', value: query.offset || '', placeholder: 'offset', 'aria-label': 'Offset', autocomplete: 'off' });
+    return el('form', { class: 'filters', 'data-testid': 'story-form', onsubmit: function (e) {
+      e.preventDefault();
+      var m = select.value;
+      if (m === 'coordinates') location.hash = route('story', { topic: topic.value.trim(), partition: partition.value.trim(), offset: offset.value.trim() });
+      else location.hash = route('story', m === 'key' ? { key: text.value, topic: topic.value.trim() } : { messageId: text.value.trim(), topic: topic.value.trim() });
+    } }, el('label', null, 'Search by', select), el('label', null, 'Id or key', text), el('label', null, 'Topic', topic), el('label', null, 'Partition', partition), el('label', null, 'Offset', offset), el('button', { type: 'submit' }, 'Search'));
+  }
+
+  function recordStory(r) {
+    return el('section', { class: 'card story', 'data-testid': 'record-story' },
+      el('h2', null, 'Message ', el('span', { class: 'mono' }, cut(r.messageId, 160)), ' ', badge(r.status)),
+      fields([
+        ['Consumed at', r.input.topic + '[' + r.input.partition + ']@' + r.input.offset + (r.identity === 'coordinates' ? ' (no message id: known by its coordinates)' : '')],
+        ['Claimed', time(r.claimedAt)],
+        ['Handled', time(r.processedAt)],
+        ['Attempts', number(r.attempts) + (r.failures ? ', ' + r.failures + ' failed alone' : '')],
+        r.lastError ? ['Last error', errorText(r.lastError)] : null,
+        ['Unit of work', r.unit ? 'unit ' + r.unit.id + ' of ' + r.unit.topic + '[' + r.unit.partition + '], up to offset ' + r.unit.lastOffset + ', committed ' + ago(r.unit.committedAt) : r.outputs.length ? 'its outputs are recorded on its own row' : '–'],
+        r.retry ? ['On retry tier', r.retry.topic + ' (tier ' + r.retry.tier + '), due ' + ago(r.retry.dueAt) + (r.retry.error ? ': ' + r.retry.error : '')] : null,
+        r.deadLetter ? ['Dead letter', el('span', null, badge(r.deadLetter.reason), ' on ' + r.deadLetter.topic + ' ', errorText(r.deadLetter.error), r.deadLetter.replayedAt ? ', replayed ' + ago(r.deadLetter.replayedAt) : '', ' ', link(route('dead-letters/' + enc(r.id), { topic: r.input.topic }), 'open'))] : null,
+      ]),
+      el('h3', null, 'Outputs'),
+      table([
+        { title: 'Topic', key: 'topic' },
+        { title: 'Key', render: function (o) { return bytesView(o.key); } },
+        { title: 'Message id', render: function (o) { return cell(o.messageId, 80); } },
+        { title: 'Event type', key: 'eventType' },
+        { title: 'Size', render: function (o) { return bytes(o.bytes); }, numeric: true },
+      ], r.outputs, { empty: 'No output recorded.' }),
+      r.history.length ? [el('h3', null, 'Attempts, stage by stage'), table([
+        { title: 'Stage', key: 'stage', numeric: true },
+        { title: 'Topic', key: 'topic' },
+        { title: 'Attempts', key: 'attempts', numeric: true },
+        { title: 'Error', render: function (a) { return cell((a.error ? a.error + ': ' : '') + (a.message || ''), 200); } },
+        { title: 'At', render: function (a) { return time(a.at); } },
+      ], r.history)] : null,
+      r.parked.length ? [el('h3', null, 'Parking'), table([
+        { title: 'Seq', key: 'seq', numeric: true },
+        { title: 'Key', render: function (p) { return p.key ? link(keyRoute(p.topic, p.keyDigest), cut(p.key, 80)) : cell(null); } },
+        { title: 'State', render: function (p) { return badge(p.state); } },
+        { title: 'Reason', render: function (p) { return badge(p.reason); } },
+        { title: 'Parked', render: function (p) { return time(p.parkedAt); } },
+        { title: 'Resolved', render: function (p) { return time(p.resolvedAt); } },
+      ], r.parked)] : null,
+      r.replays.length ? [el('h3', null, 'Replays'), table([
+        { title: 'Replay', key: 'seq', numeric: true },
+        { title: 'Operation', key: 'operation', numeric: true },
+        { title: 'Outputs', key: 'outputs', numeric: true },
+        { title: 'Committed in Kafka', render: function (p) { return p.settled ? 'yes' : 'not yet'; } },
+        { title: 'At', render: function (p) { return time(p.createdAt); } },
+      ], r.replays)] : null,
+      el('h3', null, 'Operators\' actions'),
+      auditTable(r.actions));
+  }
+
+  // ---- Audit ----
+
+  function auditTable(entries) {
+    return table([
+      { title: 'Id', key: 'id', numeric: true },
+      { title: 'Requested', render: function (a) { return time(a.requestedAt); } },
+      { title: 'Action', render: function (a) { return badge(a.action); } },
+      { title: 'Topic', key: 'topic' },
+      { title: 'Key / message', render: function (a) { return cell(a.key || a.messageId, 80); } },
+      { title: 'Actor', key: 'actor' },
+      { title: 'Reason', render: function (a) { return cell(a.reason, 160); } },
+      { title: 'State', render: function (a) { return badge(a.state); } },
+      { title: 'Result', render: function (a) { return cell(a.result ? JSON.stringify(a.result) : null, 160); } },
+    ], entries || [], { empty: 'No operator action.', testid: 'audit' });
+  }
+
+  function auditPage(own, query) {
+    return get('audit', { action: query.action, topic: query.topic, key: query.key, actor: query.actor, after: query.after }).then(function (page) {
+      if (own !== generation) return;
+      fill(main, 
+        el('h1', null, 'Audit'),
+        el('p', { class: 'muted' }, 'Every operator action, from this page, the admin API and kafka-eo alike: who, when, why, and how it ended.'),
+        filterForm(query, [{ name: 'action', label: 'Action', options: ACTIONS }, { name: 'topic', label: 'Topic' }, { name: 'key', label: 'Key' }, { name: 'actor', label: 'Actor' }], function (q) { location.hash = route('audit', q); }),
+        auditTable(page.items),
+        pager(page, 'audit', query));
+    });
+  }
+
+  // ---- Routing ----
+
+  function parseHash() {
+    var hash = location.hash.replace(/^#\/?/, '');
+    var q = hash.indexOf('?');
+    var path = q >= 0 ? hash.slice(0, q) : hash;
+    var query = {};
+    if (q >= 0) {
+      hash.slice(q + 1).split('&').forEach(function (pair) {
+        if (!pair) return;
+        var eq = pair.indexOf('=');
+        try {
+          query[decodeURIComponent(eq >= 0 ? pair.slice(0, eq) : pair)] = decodeURIComponent(eq >= 0 ? pair.slice(eq + 1) : '');
+        } catch (e) {
+          // A malformed part of the address is left out.
+        }
+      });
+    }
+    var parts = path.split('/').map(function (p) {
+      try {
+        return decodeURIComponent(p);
+      } catch (e) {
+        return p;
+      }
+    });
+    return { parts: parts, query: query };
+  }
+
+  function render() {
+    generation++;
+    clearTimeout(refreshTimer);
+    var own = generation;
+    if (settings.auth === 'token' && !session.token()) return signInPage();
+    var at = parseHash();
+    var page = at.parts[0] || 'overview';
+    var known = NAV.some(function (n) { return n[0] === page; });
+    layout(known ? page : 'overview');
+    main.appendChild(status('Loading…'));
+    var work;
+    if (page === 'parked' && at.parts.length >= 3) work = parkedKeyPage(own, at.parts[1], at.parts.slice(2).join('/'));
+    else if (page === 'parked') work = parkedListPage(own, at.query);
+    else if (page === 'dead-letters' && at.parts[1]) work = deadLetterPage(own, at.parts[1], at.query);
+    else if (page === 'dead-letters') work = deadLettersPage(own, at.query);
+    else if (page === 'retries') work = retriesPage(own, at.query);
+    else if (page === 'outbox') work = outboxPage(own, at.query);
+    else if (page === 'story') work = storyPage(own, at.query);
+    else if (page === 'audit') work = auditPage(own, at.query);
+    else work = overviewPage(own);
+    work.catch(function (err) {
+      if (own !== generation) return;
+      if (err instanceof ApiError && err.status === 401) return signInPage(err.message);
+      failed(err);
+    });
+  }
+
+  window.addEventListener('hashchange', render);
+  render();
+})();
