@@ -8,7 +8,7 @@ import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { AppProcess } from './support/processes';
 import { readTopic } from './support/kafka';
 import { processSuite } from './support/suite';
-import { checkPaymentInvariants, foldPayments, generatePayments, Payment, PublishedPayment, readProcessed, republish, waitForGroupCaughtUp, waitUntil } from './support/payments';
+import { checkPaymentInvariants, foldPayments, parkingWorkload, Payment, PublishedPayment, readProcessed, republish, waitForGroupCaughtUp, waitUntil } from './support/payments';
 
 const TOKEN = 'parking-suite-token-0123456789abcdef';
 const CLI = join(REPO_ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js');
@@ -53,21 +53,6 @@ async function query<T = any>(scope: ConsumerAppScope, sql: string, params: unkn
   }
 }
 
-/**
- * Good payments over `accounts` accounts, and mid-stream on the first account a deposit over the approval limit
- * (it fails for good until approved) followed by withdrawals only that deposit covers: handled out of order,
- * they would be rejected and the fold would differ.
- */
-function workload(count: number, accounts: number, seed: number): { published: PublishedPayment[]; target: string; big: Payment } {
-  const payments = generatePayments(count, accounts, seed);
-  const target = payments[0].accountId;
-  const at = (amountCents: bigint): Payment => ({ paymentId: randomUUID(), accountId: target, amountCents, requestedAt: new Date().toISOString() });
-  const big = at(2_000_000n);
-  const half = Math.floor(count / 2);
-  const all = [...payments.slice(0, half), big, ...payments.slice(half, half + 100), at(-600_000n), ...payments.slice(half + 100, half + 200), at(-700_000n), at(-600_000n), ...payments.slice(half + 200)];
-  return { published: all.map((payment) => ({ payment, messageId: randomUUID() })), target, big };
-}
-
 /** The payments of the workload before the failing one, by account: what may be applied while it is parked. */
 function beforeParking(published: PublishedPayment[], target: string, big: Payment): Payment[] {
   const index = published.findIndex((p) => p.payment.paymentId === big.paymentId);
@@ -101,7 +86,7 @@ describe('consumer-app: parked accounts, released by an operator', () => {
     const scope = await createConsumerAppScope('parking-rest');
     const topic = scope.topic('payments.requested');
     let app = await startConsumerApp(processes, scope, { ADMIN_TOKEN: TOKEN });
-    const { published, target, big } = workload(3000, 25, 71);
+    const { published, target, big } = parkingWorkload(3000, 25, 71);
     await republish(kafka, topic, published);
     await waitForGroupCaughtUp(kafka, scope.groupId, topic, 180000);
 
@@ -149,7 +134,7 @@ describe('consumer-app: parked accounts, released by an operator', () => {
     const scope = await createConsumerAppScope('parking-cli');
     const topic = scope.topic('payments.requested');
     const app = await startConsumerApp(processes, scope, { ADMIN_TOKEN: TOKEN });
-    const { published, target, big } = workload(800, 10, 72);
+    const { published, target, big } = parkingWorkload(800, 10, 72);
     await republish(kafka, topic, published);
     await waitForGroupCaughtUp(kafka, scope.groupId, topic, 120000);
     const parkedCount = await checkWhileParked(scope, published, target, big);

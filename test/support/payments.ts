@@ -34,6 +34,21 @@ export function generatePayments(count: number, accounts: number, seed = 42): Pa
   });
 }
 
+/**
+ * Good payments over `accounts` accounts, and mid-stream on the first account a deposit over the approval limit
+ * (it fails for good until approved) followed by withdrawals only that deposit covers: handled out of order,
+ * they would be rejected and the fold would differ.
+ */
+export function parkingWorkload(count: number, accounts: number, seed: number): { published: PublishedPayment[]; target: string; big: Payment } {
+  const payments = generatePayments(count, accounts, seed);
+  const target = payments[0].accountId;
+  const at = (amountCents: bigint): Payment => ({ paymentId: randomUUID(), accountId: target, amountCents, requestedAt: new Date().toISOString() });
+  const big = at(2_000_000n);
+  const half = Math.floor(count / 2);
+  const all = [...payments.slice(0, half), big, ...payments.slice(half, half + 100), at(-600_000n), ...payments.slice(half + 100, half + 200), at(-700_000n), at(-600_000n), ...payments.slice(half + 200)];
+  return { published: all.map((payment) => ({ payment, messageId: randomUUID() })), target, big };
+}
+
 export interface PublishedPayment {
   payment: Payment;
   messageId: string;

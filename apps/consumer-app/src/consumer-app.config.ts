@@ -28,6 +28,13 @@ export interface ConsumerAppConfig {
   stallAfterMs?: number;
   /** ADMIN_TOKEN: when set, the operator REST endpoints (/kafka-eo/...) are mounted and need this bearer token. */
   adminToken?: string;
+  /** ADMIN_READ_ONLY_TOKEN: a second token that may only read (every action refused with 403). */
+  adminReadOnlyToken?: string;
+  /**
+   * ADMIN_CONSOLE: the operator console with the admin endpoints: on by default (at /kafka-eo/), `off` turns it
+   * off, a path serves it there.
+   */
+  adminConsole: false | string;
   /** PAYMENT_APPROVAL_LIMIT_CENTS: payments of this size or more need a row in payment_approvals (default 1000000). */
   approvalLimitCents: bigint;
   /**
@@ -84,6 +91,8 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     lockTimeoutMs: env.INBOX_LOCK_TIMEOUT_MS ? integer(env, 'INBOX_LOCK_TIMEOUT_MS', 5000, 10) : undefined,
     stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,
     adminToken: env.ADMIN_TOKEN || undefined,
+    adminReadOnlyToken: env.ADMIN_READ_ONLY_TOKEN || undefined,
+    adminConsole: env.ADMIN_CONSOLE === 'off' ? false : env.ADMIN_CONSOLE || '/kafka-eo',
     approvalLimitCents: BigInt(integer(env, 'PAYMENT_APPROVAL_LIMIT_CENTS', 1000000, 1)),
     transport: transport(env.CONSUMER_APP_TRANSPORT),
     welcomeEmailRetryDelays: (env.WELCOME_EMAIL_RETRY_DELAYS || '10s,1m,10m').split(',').map((d) => d.trim()),

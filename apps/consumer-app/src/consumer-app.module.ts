@@ -75,8 +75,17 @@ const microservice = consumerAppConfig().transport === 'microservice';
       },
     }),
     TerminusModule,
-    // Operators' REST endpoints (dead letters, parked accounts), only with a token (ADMIN_TOKEN).
-    ...(consumerAppConfig().adminToken ? [KafkaExactlyOnceAdminModule.forRoot({ token: consumerAppConfig().adminToken! })] : []),
+    // Operators' REST endpoints and console (dead letters, parked accounts, retry tiers, the outbox), only with a
+    // token (ADMIN_TOKEN); the console at /kafka-eo/ unless ADMIN_CONSOLE says otherwise.
+    ...(consumerAppConfig().adminToken
+      ? [
+          KafkaExactlyOnceAdminModule.forRoot({
+            token: consumerAppConfig().adminToken!,
+            readOnlyToken: consumerAppConfig().adminReadOnlyToken,
+            console: consumerAppConfig().adminConsole,
+          }),
+        ]
+      : []),
   ],
   controllers: [HealthController, KafkaExactlyOnceMetricsController, ...(microservice ? [PaymentsController] : [])],
   providers: [

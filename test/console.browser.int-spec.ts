@@ -1,0 +1,388 @@
+import { Module } from '@nestjs/common';
+import { TestingModule } from '@nestjs/testing';
+import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { randomUUID } from 'crypto';
+import { ConfigResourceTypes, Kafka } from 'kafkajs';
+import { join } from 'path';
+import type { Browser, Page } from 'playwright-core';
+import { DataSource } from 'typeorm';
+import { KafkaExactlyOnceModule, Outbox } from 'kafka-exactly-once';
+import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { chromiumPath, launchChromium, screenshotDirectory, watchPage, type PageWatch } from './support/browser';
+import { ConsumerAppScope, consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
+import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { createTopics, readTopic, withAdmin } from './support/kafka';
+import { queryDatabase, sendRaw, startLibraryModule } from './support/library';
+import { checkPaymentInvariants, demoSchemas, parkingWorkload, republish, waitForGroupCaughtUp, waitUntil, type Payment, type PublishedPayment } from './support/payments';
+import { AppProcess } from './support/processes';
+import { processSuite } from './support/suite';
+
+const TOKEN = 'console-suite-token-0123456789abcdef';
+const READ_ONLY = 'console-suite-read-only-0123456789';
+const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
+const OPERATOR = 'oncall-jane';
+
+/** Records whose every field attacks the page that shows them. */
+const HOSTILE = {
+  key: `<script>alert('key')</script>`,
+  messageId: `<img src=x onerror=alert('id')>`,
+  rtlKey: 'acct-\u202Egnp.exe\u202C',
+  value: Buffer.from(`<svg onload=alert('value')><a href="javascript:alert('link')">x</a>`),
+  headers: { 'x-link': `javascript:alert('header')`, '<b onmouseover=alert(1)>': `"><iframe src=//example.invalid>`, 'x-rtl': '\u202Etxt.exe' },
+  invalidUtf8Key: Buffer.from([0xff, 0xfe, 0x3c, 0x73, 0x63, 0x72]),
+  largeValue: Buffer.alloc(1_000_000, '<'.charCodeAt(0)),
+};
+
+// The suite needs a Chromium: CI installs Debian's (.ci/run) and sets KEO_REQUIRE_BROWSER, so that a missing one
+// fails there; a machine without one skips it, saying so.
+const browserFound = chromiumPath() !== undefined;
+if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
+  // eslint-disable-next-line no-console
+  console.warn('console.browser: skipped, no Chromium here (apt-get install chromium, or KEO_CHROMIUM=<path>)');
+}
+
+/**
+ * The operator console, served by consumer-app with the real broker and PostgreSQL, driven in headless Chromium
+ * as an operator would: a parked account found, its payments read decoded, released from the page once its
+ * deposit is approved (the ledger then equals the in-order fold); a dead letter of a retry-topic handler
+ * replayed; an outbox event Kafka refused set aside, retried from the page and delivered; the message's story and
+ * the audit of who did it. Hostile records (HTML, script, event handlers, javascript: URLs, right-to-left
+ * overrides, invalid UTF-8, a 1 MB value) are shown inert: no dialog, no request elsewhere, no element of theirs,
+ * no CSP violation, their text escaped. Actions are refused without the token (401) and with the read-only one
+ * (403). Takes the screenshots of docs/console.md (KEO_CONSOLE_SCREENSHOTS=docs/console).
+ */
+(browserFound || process.env.KEO_REQUIRE_BROWSER ? describe : describe.skip)('operator console in a real browser', () => {
+  const { processes, kafka: client } = processSuite();
+  let kafka: Kafka;
+  let scope: ConsumerAppScope;
+  let app: AppProcess;
+  let browser: Browser;
+  let page: Page;
+  let watch: PageWatch;
+  let origin: string;
+  let work: { published: PublishedPayment[]; target: string; big: Payment };
+  const shots = screenshotDirectory();
+  const modules: TestingModule[] = [];
+
+  const shot = (name: string) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  const query = <T = any>(sql: string, params: unknown[] = []) => queryDatabase<T>(scope.databaseUrl, sql, params);
+  const go = async (hash: string, ready: string) => {
+    await page.goto(`${origin}/kafka-eo/${hash}`);
+    await page.waitForSelector(ready);
+  };
+  const call = async (method: string, path: string, token: string | null, body?: unknown) => {
+    const response = await fetch(`${origin}/kafka-eo/${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: response.status, body: await response.text() };
+  };
+
+  beforeAll(async () => {
+    kafka = client();
+    scope = await createConsumerAppScope('console');
+    // Welcome emails fail while the gateway is down, wait on tier 2 for 25 s, then are dead-lettered.
+    app = await startConsumerApp(processes, scope, { ADMIN_TOKEN: TOKEN, ADMIN_READ_ONLY_TOKEN: READ_ONLY, WELCOME_EMAIL_RETRY_DELAYS: '1s,25s' });
+    origin = `http://127.0.0.1:${consumerAppPort(app)}`;
+    await query(`INSERT INTO demo_mailer_outages (down_until, every_nth_user) VALUES (now() + interval '1 hour', 1)`);
+    const schemas = demoSchemas();
+    await sendRaw(
+      kafka,
+      scope.topic('users.signed-up'),
+      [1, 2].map((id) => ({
+        key: `user-${id}`,
+        value: encodeSingleObject(schemas.current('com.example.UserSignedUp'), { userId: id, userEmail: `user-${id}@example.com`, timestamp: new Date().toISOString() }),
+        headers: { 'message-id': `signup-${id}` },
+      })),
+    );
+    work = parkingWorkload(400, 8, 81);
+    await republish(kafka, scope.topic('payments.requested'), work.published);
+    // Hostile records on the payments topic: none decodes, so each is dead-lettered and parks its record key.
+    await sendRaw(kafka, scope.topic('payments.requested'), [
+      { key: HOSTILE.key, value: HOSTILE.value, headers: { 'message-id': HOSTILE.messageId, ...HOSTILE.headers } },
+      { key: HOSTILE.rtlKey, value: Buffer.from([0xc3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 9]), headers: { 'message-id': 'rtl-\u202Eid' } },
+      { key: HOSTILE.invalidUtf8Key, value: HOSTILE.largeValue, headers: { 'message-id': Buffer.from([0xc3, 0x28, 0x3c, 0x62]) } },
+    ]);
+    await waitForGroupCaughtUp(kafka, scope.groupId, scope.topic('payments.requested'), 120000);
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+    watch = await watchPage(page);
+  }, 240000);
+
+  // What the page showed when a test ended, for a failure's report.
+  let ended = 0;
+  afterEach(async () => {
+    await page?.screenshot({ path: join(shots, `last-page-of-test-${++ended}.png`), fullPage: true }).catch(() => undefined);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    for (const m of modules) await m.close().catch(() => undefined);
+  });
+
+  it('finds the parked account, reads its payments decoded, and releases it from the page: the ledger then equals the in-order fold', async () => {
+    const topic = scope.topic('payments.requested');
+    // Signing in: the token goes into the tab's storage, never into an address.
+    await page.goto(`${origin}/kafka-eo/`);
+    await page.waitForSelector('input[name=token]');
+    await shot('sign-in');
+    await page.fill('input[name=token]', TOKEN);
+    await page.fill('input[name=actor]', OPERATOR);
+    await page.click('form.signin button[type=submit]');
+    await page.waitForSelector('[data-testid=partitions] tbody tr');
+    // The overview: this member's partitions, the parked keys counted, the welcome emails waiting on tier 2.
+    await waitUntil(async () => (await query(`SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE status = 'retrying' AND outputs->0->>'topic' LIKE '%.retry.2'`))[0].n === 2, 30000, 'both welcome emails on tier 2');
+    await page.reload();
+    await page.waitForSelector('[data-testid=partitions] tbody tr');
+    expect(await page.textContent('[data-testid=partitions]')).toContain(`${topic}[0]`);
+    expect(await page.textContent('[data-testid=tile-parked-keys]')).toBe('4'); // the account and the hostile records' three keys
+    await shot('overview');
+    await go('#/retries', '[data-testid=retrying] tbody tr');
+    expect(await page.locator('[data-testid=retrying] tbody tr').count()).toBe(2);
+    expect(await page.textContent('[data-testid=retrying]')).toContain('mail gateway unavailable');
+    await shot('retry-tiers');
+
+    // The parked keys: the account is there, beside the hostile records' keys.
+    await page.click('nav a:has-text("Parked keys")');
+    await page.waitForSelector('[data-testid=parked-keys] tbody tr');
+    await shot('parked-keys');
+    await page.click(`[data-testid=parked-keys] a:text-is("${work.target}")`);
+    await page.waitForSelector('[data-testid=parked-records] tbody tr');
+    const parked = await query<{ n: number }>(`SELECT count(*)::int AS n FROM kafka_eo_parked_records WHERE topic = $1 AND state = 'parked' AND message_id = ANY($2)`, [topic, work.published.map((p) => p.messageId)]);
+    const rows = page.locator('[data-testid=parked-records] > tbody > tr:not(.detail-row)');
+    expect(await rows.count()).toBe(parked[0].n);
+    expect(parked[0].n).toBeGreaterThan(3);
+    // Its first parked record, decoded with its schema: the deposit that needs an approval.
+    await rows.first().locator('button:text-is("Record")').click();
+    await page.waitForSelector('[data-testid=decoded-value]');
+    const decoded = JSON.parse((await page.textContent('[data-testid=decoded-value]'))!);
+    expect(decoded).toEqual({ paymentId: work.big.paymentId, accountId: work.target, amountCents: '2000000', requestedAt: work.big.requestedAt });
+    expect(await page.textContent('main')).toContain('needs an approval');
+    await shot('parked-key');
+
+    // The fix, then the release from the page, with a confirmation that says what will happen.
+    await query(`INSERT INTO payment_approvals (payment_id, approved_by) VALUES ($1, 'console-suite')`, [work.big.paymentId]);
+    await page.click('[data-testid=release]');
+    await page.waitForSelector('[role=dialog]');
+    expect(await page.textContent('[role=dialog]')).toContain(`replays the ${parked[0].n} parked record(s) of this key through the handler, in order, exactly once`);
+    await shot('release-confirmation');
+    await page.click('[role=dialog] button:text-is("Release the key")');
+    await page.waitForSelector('[data-testid=operation][data-state=done]', { timeout: 60000 });
+    expect(await page.textContent('[data-testid=operation]')).toContain(`"replayed": ${parked[0].n}`);
+    await shot('released');
+
+    // Every account equals the in-order fold, the released one too; its withdrawals, covered only by the deposit, accepted.
+    await waitForGroupCaughtUp(kafka, scope.groupId, topic, 60000);
+    const summary = await checkPaymentInvariants(kafka, scope.databaseUrl, scope.topic('payments.processed'), work.published);
+    expect(summary).toMatchObject({ ledgerRows: work.published.length, outputs: work.published.length });
+    const spends = await query(`SELECT status FROM ledger_entries WHERE account_id = $1 AND amount_cents <= -600000`, [work.target]);
+    expect(spends.map((s) => s.status)).toEqual(['ACCEPTED', 'ACCEPTED', 'ACCEPTED']);
+    const [audit] = await query(`SELECT action, actor, state FROM kafka_eo_audit WHERE ordering_key = $1`, [work.target]);
+    expect(audit).toEqual({ action: 'release', actor: OPERATOR, state: 'done' });
+  }, 300000);
+
+  it('replays a dead letter and retries an outbox event Kafka refused, from the page; the story and the audit say who did what', async () => {
+    const welcome = scope.topic('notifications.welcome-email');
+    await waitUntil(async () => (await query(`SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE dlq_reason = 'handler-failed' AND topic LIKE $1`, [`${welcome}%`]))[0].n === 2, 90000, 'both welcome emails dead-lettered after the last tier');
+    await query('DELETE FROM demo_mailer_outages'); // the gateway is back
+    // Filtered by the handler's topic: its dead letters, whichever tier they ended on.
+    await go(`#/dead-letters?topic=${encodeURIComponent(welcome)}&reason=handler-failed`, '[data-testid=dead-letters] tbody tr');
+    expect(await page.locator('[data-testid=dead-letters] tbody tr').count()).toBe(2);
+    await shot('dead-letters');
+    await page.click('[data-testid=dead-letters] tbody tr:first-child a');
+    await page.waitForSelector('[data-testid=replay]');
+    // The attempts, stage by stage: the topic and both tiers, each failing on the gateway.
+    expect(await page.textContent('main')).toContain(`${welcome}.retry.2`);
+    expect(await page.textContent('[data-testid=decoded-value]')).toMatch(/"userId": [12]/);
+    await shot('dead-letter');
+    const messageId = (await page.textContent('h1 .mono'))!;
+    await page.click('[data-testid=replay]');
+    await page.waitForSelector('[role=dialog]');
+    expect(await page.textContent('[role=dialog]')).toContain('runs the handler of');
+    await page.click('[role=dialog] button:text-is("Replay it")');
+    await page.waitForSelector('[data-testid=operation][data-state=done]', { timeout: 60000 });
+    const sent = await query(`SELECT e.user_id FROM welcome_emails_sent e WHERE e.message_id = $1`, [messageId]);
+    expect(sent).toHaveLength(1);
+
+    // The outbox: an application writes two events; the topic's limit is lowered before a relay runs, so that
+    // Kafka refuses them for good and they are set aside.
+    const outboxTopic = scope.topic('console-outbox');
+    await createTopics(kafka, [outboxTopic], 1);
+    const { outbox, dataSource } = await outboxApp(scope);
+    const ids: string[] = [];
+    // Events of some 3 KB; the limit goes to 2,000 bytes (a limit below a transaction marker's ~80 bytes would
+    // wedge every transaction on the topic: its abort marker could never be written).
+    for (const account of ['ob-1', 'ob-2'].map((a) => `${a}-${'x'.repeat(3000)}`)) {
+      await dataSource.transaction(async (manager) => {
+        ids.push((await outbox.add(manager, 'console-outbox', { paymentId: randomUUID(), accountId: account, amountCents: 700n, requestedAt: new Date().toISOString() }, { key: account })).messageId);
+      });
+    }
+    const limit = (bytes: number) =>
+      withAdmin(kafka, (admin) => admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: outboxTopic, configEntries: [{ name: 'max.message.bytes', value: String(bytes) }] }] }));
+    await limit(2000);
+    const relay = processes.add(
+      new AppProcess('console-relay', CLI, { DATABASE_URL: scope.databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(',') }, join(REPO_ROOT, '.test-logs', 'console-relay.log'), {
+        args: ['outbox', 'relay', '--prefix', `${scope.topicPrefix}outbox`, '--checkpoint-topic', scope.topic('outbox-checkpoints')],
+      }),
+    );
+    await waitUntil(async () => (await query(`SELECT count(*)::int AS n FROM kafka_eo_outbox_set_aside WHERE state = 'set-aside'`))[0].n === 2, 60000, 'both outbox events set aside');
+    await go('#/outbox', '[data-testid=outbox-events] tbody tr');
+    expect(await page.locator('[data-testid=outbox-events] tbody tr').count()).toBe(2);
+    expect(await page.textContent('main')).toMatch(/Relay lock held by\s*pid \d+ \(kafka-eo outbox relay/);
+    await shot('outbox');
+    await limit(1000000);
+    const row = page.locator('[data-testid=outbox-events] > tbody > tr', { hasText: ids[0] });
+    await row.locator('button:text-is("Retry…")').click();
+    await page.fill('[role=dialog] textarea', 'topic limit raised again');
+    await page.click('[role=dialog] button:text-is("Retry it")');
+    await waitUntil(async () => (await query(`SELECT state, resolved_by FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0].state === 'retried', 15000, 'the event retried');
+    const delivered = await readTopic(kafka, outboxTopic, { until: (records) => records.length >= 1, timeoutMs: 30000 });
+    expect(delivered.map((r) => r.headers['message-id'])).toEqual([ids[0]]);
+    expect((await query(`SELECT resolved_by, note FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0]).toEqual({ resolved_by: OPERATOR, note: 'topic limit raised again' });
+    await relay.stop();
+
+    // The replayed email's story: consumed, moved through both tiers, dead-lettered, replayed by the operator.
+    await page.fill('header input[name=q]', messageId);
+    await page.press('header input[name=q]', 'Enter');
+    await page.waitForSelector('[data-testid=record-story]');
+    const story = (await page.textContent('[data-testid=record-story]'))!;
+    expect(story).toContain('handler-failed');
+    expect(story).toMatch(new RegExp(`replay.*${OPERATOR}.*done`, 's'));
+    await shot('story');
+    await go('#/audit', '[data-testid=audit] tbody tr');
+    const audit = (await page.textContent('[data-testid=audit]'))!;
+    expect(audit).toMatch(new RegExp(`replay.*${OPERATOR}.*done`, 's'));
+    expect(audit).toMatch(new RegExp(`release.*${OPERATOR}.*done`, 's'));
+    await shot('audit');
+  }, 300000);
+
+  it('shows hostile records inert and escaped: no dialog, no request elsewhere, no element of theirs, no CSP violation', async () => {
+    const topic = scope.topic('payments.requested');
+    await go(`#/parked?topic=${encodeURIComponent(topic)}`, '[data-testid=parked-keys] tbody tr');
+    const parkedText = (await page.textContent('[data-testid=parked-keys]'))!;
+    expect(parkedText).toContain(HOSTILE.key);
+    expect(parkedText).toContain('acct-\\u{202E}gnp.exe\\u{202C}'); // the override written out, not obeyed
+    expect(parkedText).toMatch(/sha256:[0-9a-f]{64} \(6 bytes\)/); // invalid UTF-8 named by its digest
+    await page.click(`[data-testid=parked-keys] a:text-is("${HOSTILE.key}")`);
+    await page.waitForSelector('[data-testid=parked-records] button:text-is("Record")');
+    await page.click('[data-testid=parked-records] button:text-is("Record")');
+    await page.waitForSelector('[data-testid=headers]');
+    const hostileText = (await page.textContent('main'))!;
+    expect(hostileText).toContain(HOSTILE.value.toString());
+    expect(hostileText).toContain(HOSTILE.headers['x-link']);
+    expect(hostileText).toContain(`<b onmouseover=alert(1)>`);
+    expect(hostileText).toContain('\\u{202E}txt.exe');
+    await shot('hostile-record');
+    // The 1 MB record: its size and first bytes, the page intact.
+    const large = await query<{ seq: string }>(`SELECT seq::text FROM kafka_eo_parked_records WHERE topic = $1 AND octet_length(value) = $2`, [topic, HOSTILE.largeValue.length]);
+    await go(`#/parked?topic=${encodeURIComponent(topic)}`, '[data-testid=parked-keys] tbody tr');
+    await page.click('[data-testid=parked-keys] a:has-text("sha256:")');
+    await page.click('[data-testid=parked-records] button:text-is("Record")');
+    await page.waitForSelector('[data-testid=value-hex]', { state: 'attached' });
+    expect(await page.textContent('main')).toContain('976.6 KiB');
+    expect(large).toHaveLength(1);
+    // Each hostile dead letter's page, and the story of the hostile message id.
+    for (const reason of ['decode-failed', 'unknown-schema']) {
+      await go(`#/dead-letters?reason=${reason}`, '[data-testid=dead-letters] tbody tr');
+      const links = await page.locator('[data-testid=dead-letters] tbody a').count();
+      for (let i = 0; i < links; i++) {
+        await go(`#/dead-letters?reason=${reason}`, '[data-testid=dead-letters] tbody tr');
+        await page.locator('[data-testid=dead-letters] tbody a').nth(i).click();
+        await page.waitForSelector('[data-testid=headers]');
+      }
+    }
+    await go(`#/story?messageId=${encodeURIComponent(HOSTILE.messageId)}`, '[data-testid=record-story]');
+    expect(await page.textContent('[data-testid=record-story]')).toContain(HOSTILE.messageId);
+
+    // Nothing a record carried ran, loaded or became an element; its bytes are shown as text.
+    expect(watch.dialogs).toEqual([]);
+    expect(watch.errors).toEqual([]);
+    expect(await watch.violations()).toEqual([]);
+    expect(watch.foreign(origin, ['/kafka-eo/'])).toEqual([]);
+    const elements = await page.evaluate(`({
+      scripts: document.querySelectorAll('script').length,
+      foreign: document.querySelectorAll('img, svg, iframe, object, embed, video, audio, b, base, meta[http-equiv], form[action], link:not([rel=stylesheet]):not([rel=icon])').length,
+      handlers: [...document.querySelectorAll('*')].flatMap((e) => [...e.attributes].map((a) => a.name)).filter((n) => n.startsWith('on')),
+      links: [...document.querySelectorAll('a[href]')].map((a) => a.getAttribute('href')).filter((h) => !h.startsWith('#/')),
+      overrides: /[\\u202A-\\u202E\\u2066-\\u2069]/.test(document.body.innerText),
+    })`);
+    expect(elements).toEqual({ scripts: 1, foreign: 0, handlers: [], links: [], overrides: false });
+  }, 180000);
+
+  it('refuses every action without the token (401) and with the read-only token (403), in the page too; the token is in no address or log', async () => {
+    const topic = scope.topic('payments.requested');
+    const actions: Array<[string, unknown]> = [
+      [`parked-keys/${encodeURIComponent(topic)}/${encodeURIComponent(HOSTILE.key)}/release`, {}],
+      ['parked-records/1/discard', { reason: 'x' }],
+      [`dead-letters/${'0'.repeat(64)}/replay`, {}],
+      ['outbox/events/1/retry', {}],
+      ['outbox/events/1/discard', { reason: 'x' }],
+      ['outputs/divert', { replay: '1', outputTopic: 'x', reason: 'x' }],
+    ];
+    const before = (await query(`SELECT count(*)::int AS n FROM kafka_eo_audit`))[0].n;
+    for (const [path, body] of actions) {
+      expect({ path, status: (await call('POST', path, null, body)).status }).toEqual({ path, status: 401 });
+      expect({ path, status: (await call('POST', path, 'x'.repeat(40), body)).status }).toEqual({ path, status: 401 });
+      expect({ path, status: (await call('POST', path, READ_ONLY, body)).status }).toEqual({ path, status: 403 });
+    }
+    for (const path of ['overview', 'parked-keys', 'dead-letters', 'retries', 'outbox', 'outbox/events', 'audit', `story?key=${encodeURIComponent(work.target)}`]) {
+      expect({ path, status: (await call('GET', path, null)).status }).toEqual({ path, status: 401 });
+      expect({ path, status: (await call('GET', path, READ_ONLY)).status }).toEqual({ path, status: 200 });
+    }
+    expect((await query(`SELECT count(*)::int AS n FROM kafka_eo_audit`))[0].n).toBe(before);
+
+    // In the page, signed in with the read-only token: it reads, and an action says why it is refused.
+    await page.click('header button:text-is("Sign out")');
+    await page.waitForSelector('input[name=token]');
+    await page.fill('input[name=token]', READ_ONLY);
+    await page.click('form.signin button[type=submit]');
+    await page.waitForSelector('header nav');
+    await go(`#/parked?topic=${encodeURIComponent(topic)}`, '[data-testid=parked-keys] tbody tr');
+    await page.click(`[data-testid=parked-keys] a:text-is("${HOSTILE.key}")`);
+    await page.waitForSelector('[data-testid=release]');
+    await page.click('[data-testid=release]');
+    await page.click('[role=dialog] button:text-is("Release the key")');
+    await page.waitForSelector('[data-testid=release-progress] .status-error');
+    expect(await page.textContent('[data-testid=release-progress]')).toContain('this token may only read');
+    expect((await query(`SELECT count(*)::int AS n FROM kafka_eo_audit`))[0].n).toBe(before);
+
+    // The page and its assets: a strict policy, and no token in any address the browser asked for, or in the logs.
+    const served = await fetch(`${origin}/kafka-eo/`);
+    const csp = served.headers.get('content-security-policy')!;
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("require-trusted-types-for 'script'");
+    expect(csp).not.toMatch(/unsafe-inline|unsafe-eval|\*/);
+    expect(served.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(served.headers.get('x-frame-options')).toBe('DENY');
+    for (const asset of ['console.js', 'console.css', 'icon.svg']) {
+      const response = await fetch(`${origin}/kafka-eo/assets/${asset}`);
+      expect({ asset, status: response.status, csp: response.headers.get('content-security-policy') }).toEqual({ asset, status: 200, csp });
+    }
+    expect((await fetch(`${origin}/kafka-eo/assets/index.html`)).status).toBe(404);
+    expect(watch.requests.length).toBeGreaterThan(20);
+    expect(watch.requests.filter((url) => url.includes(TOKEN) || url.includes(READ_ONLY))).toEqual([]);
+    expect(app.logs()).not.toContain(TOKEN);
+  }, 120000);
+
+  /** An application of the same database that writes to its outbox (its relay runs apart, as `kafka-eo outbox relay`). */
+  async function outboxApp(s: ConsumerAppScope): Promise<{ outbox: Outbox; dataSource: DataSource }> {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: s.databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'console-outbox', brokers: kafkaBrokers() },
+          transactionalIdPrefix: `${s.topicPrefix}outbox`,
+          schemas: { directory: join(REPO_ROOT, 'schemas') },
+          topicPrefix: s.topicPrefix,
+          topics: { 'console-outbox': { schema: 'com.example.PaymentRequested' } },
+          outbox: { relay: false, checkpointTopic: s.topic('outbox-checkpoints') },
+        }),
+      ],
+    })
+    class ConsoleOutboxApp {}
+    const moduleRef = await startLibraryModule(ConsoleOutboxApp);
+    modules.push(moduleRef);
+    return { outbox: moduleRef.get(Outbox), dataSource: moduleRef.get<DataSource>(getDataSourceToken()) };
+  }
+});
