@@ -9,7 +9,7 @@ import { DataSource } from 'typeorm';
 import { KafkaExactlyOnceModule, Outbox } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { chromiumPath, launchChromium, screenshotDirectory, watchPage, type PageWatch } from './support/browser';
-import { ConsumerAppScope, consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
+import { ConsumerAppScope, consumerAppPort, createConsumerAppScope, KAFKA_EO_CLI as CLI, runKafkaEoCli, startConsumerApp } from './support/consumer-app';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { createTopics, readTopic, withAdmin } from './support/kafka';
 import { queryDatabase, sendRaw, startLibraryModule } from './support/library';
@@ -19,7 +19,6 @@ import { processSuite } from './support/suite';
 
 const TOKEN = 'console-suite-token-0123456789abcdef';
 const READ_ONLY = 'console-suite-read-only-0123456789';
-const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
 const OPERATOR = 'oncall-jane';
 
 /** Records whose every field attacks the page that shows them. */
@@ -364,6 +363,57 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     expect(watch.requests.filter((url) => url.includes(TOKEN) || url.includes(READ_ONLY))).toEqual([]);
     expect(app.logs()).not.toContain(TOKEN);
   }, 120000);
+
+  it('kafka-eo prints with --json the very documents the pages read, and writes what a record carries to a terminal escaped', async () => {
+    const cli = (args: string[], env: Record<string, string> = {}) => runKafkaEoCli(scope, args, { SCHEMAS_DIR: join(REPO_ROOT, 'schemas'), ...env });
+    const same = async (args: string[], path: string) => {
+      const printed = await cli([...args, '--json']);
+      expect(printed).toMatchObject({ code: 0, stderr: '' });
+      const served = await call('GET', path, READ_ONLY);
+      expect(served.status).toBe(200);
+      expect(JSON.parse(printed.stdout)).toEqual(JSON.parse(served.body));
+      return JSON.parse(printed.stdout);
+    };
+    const welcome = scope.topic('notifications.welcome-email');
+    const [replayed] = await query<{ message_id: string }>(`SELECT message_id FROM kafka_eo_audit WHERE action = 'replay' AND state = 'done' AND topic LIKE $1`, [`${welcome}%`]);
+    const story = await same(['story', replayed.message_id], `story?messageId=${encodeURIComponent(replayed.message_id)}`);
+    expect(story.records[0].actions.map((a: { action: string; actor: string }) => `${a.action} ${a.actor}`)).toContain(`replay ${OPERATOR}`);
+    await same(['story', '--key', work.target, '--topic', scope.topic('payments.requested')], `story?key=${encodeURIComponent(work.target)}&topic=${encodeURIComponent(scope.topic('payments.requested'))}`);
+    const audit = await same(['audit', 'list', '--actor', OPERATOR], `audit?actor=${OPERATOR}`);
+    expect(audit.items.map((e: { action: string }) => e.action).sort()).toEqual(expect.arrayContaining(['release', 'replay']));
+    const [hostile] = await query<{ seq: string }>(`SELECT p.seq::text FROM kafka_eo_parked_records p JOIN kafka_eo_parked_keys k USING (consumer_group, topic, key_digest) WHERE k.ordering_key = $1`, [HOSTILE.key]);
+    const parked = await same(['parked', 'record', hostile.seq], `parked-records/${hostile.seq}`);
+    expect(parked.headers.map((h: { name: string }) => h.name)).toContain('<b onmouseover=alert(1)>');
+    const letters = await cli(['dlq', 'list', '--reason', 'decode-failed', '--json']);
+    for (const letter of JSON.parse(letters.stdout).items as Array<{ id: string; topic: string }>) {
+      await same(['dlq', 'record', letter.id, '--topic', letter.topic], `dead-letters/${letter.id}/record?topic=${encodeURIComponent(letter.topic)}`);
+    }
+    const [emailLetter] = (await cli(['dlq', 'list', '--topic', welcome, '--json']).then((r) => JSON.parse(r.stdout))).items;
+    const decoded = await same(['dlq', 'record', emailLetter.id, '--topic', emailLetter.topic], `dead-letters/${emailLetter.id}/record?topic=${encodeURIComponent(emailLetter.topic)}`);
+    expect(decoded.value).toMatchObject({ framing: 'single-object', schema: 'com.example.WelcomeEmailRequested', error: null });
+    // The overview is this instance's view (rates move between two reads): the same group, partitions and counts.
+    const overview = await cli(['overview', '--url', origin, '--json'], { ADMIN_READ_ONLY_TOKEN: READ_ONLY });
+    expect(overview).toMatchObject({ code: 0 });
+    const served = JSON.parse((await call('GET', 'overview', READ_ONLY)).body);
+    const printed = JSON.parse(overview.stdout);
+    const shape = (o: any) => ({ group: o.group.id, partitions: o.partitions.map((p: any) => `${p.topic}/${p.partition}`).sort(), counts: o.counts, outbox: o.outbox === null });
+    expect(shape(printed)).toEqual(shape(served));
+    expect(await cli(['overview', '--url', origin])).toMatchObject({ code: 1, stderr: expect.stringMatching(/refused the request \(401\): set ADMIN_TOKEN/) });
+    expect((await cli(['overview', '--url', origin], { ADMIN_TOKEN: TOKEN })).stdout).toMatch(/^group +\S+ \(Stable\)/);
+
+    // In a terminal the hostile key, headers and override are written out, not obeyed; nothing the record
+    // carried reaches it as a control or a bidirectional character.
+    const table = await cli(['parked', 'list', '--topic', scope.topic('payments.requested')]);
+    const record = await cli(['parked', 'record', hostile.seq]);
+    const [rtl] = await query<{ seq: string }>(`SELECT p.seq::text FROM kafka_eo_parked_records p JOIN kafka_eo_parked_keys k USING (consumer_group, topic, key_digest) WHERE k.ordering_key = $1`, [HOSTILE.rtlKey]);
+    const rtlRecord = await cli(['parked', 'record', rtl.seq]);
+    for (const printedText of [table.stdout, record.stdout, rtlRecord.stdout, (await cli(['story', 'rtl-\u202Eid'])).stdout]) {
+      expect(printedText).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    }
+    expect(table.stdout).toContain('acct-\\u{202E}gnp.exe\\u{202C}');
+    expect(record.stdout).toContain(HOSTILE.headers['x-link']);
+    expect(rtlRecord.stdout).toMatch(/single-object/);
+  }, 180000);
 
   /** An application of the same database that writes to its outbox (its relay runs apart, as `kafka-eo outbox relay`). */
   async function outboxApp(s: ConsumerAppScope): Promise<{ outbox: Outbox; dataSource: DataSource }> {

@@ -1,17 +1,14 @@
-import { execFile } from 'child_process';
 import { randomUUID } from 'crypto';
 import { Kafka } from 'kafkajs';
-import { join } from 'path';
 import { Client } from 'pg';
-import { ConsumerAppScope, consumerAppPort, createConsumerAppScope, startConsumerApp } from './support/consumer-app';
-import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { ConsumerAppScope, consumerAppPort, createConsumerAppScope, runKafkaEoCli, startConsumerApp } from './support/consumer-app';
 import { AppProcess } from './support/processes';
 import { readTopic } from './support/kafka';
 import { processSuite } from './support/suite';
 import { checkPaymentInvariants, foldPayments, parkingWorkload, Payment, PublishedPayment, readProcessed, republish, waitForGroupCaughtUp, waitUntil } from './support/payments';
 
 const TOKEN = 'parking-suite-token-0123456789abcdef';
-const CLI = join(REPO_ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js');
+
 
 interface Reply {
   status: number;
@@ -31,17 +28,7 @@ async function call(app: AppProcess, method: 'GET' | 'POST', path: string, optio
   return { status: response.status, body: text ? JSON.parse(text) : undefined };
 }
 
-/** Runs the kafka-eo CLI as operators do; resolves its exit code and output. */
-function cli(scope: ConsumerAppScope, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { env: { ...process.env, DATABASE_URL: scope.databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(','), KAFKA_EO_GROUP: scope.groupId }, timeout: 120000 },
-      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = runKafkaEoCli;
 
 async function query<T = any>(scope: ConsumerAppScope, sql: string, params: unknown[] = []): Promise<T[]> {
   const db = new Client({ connectionString: scope.databaseUrl });

@@ -1,6 +1,7 @@
+import { execFile } from 'child_process';
 import { join } from 'path';
 import { createSuiteDatabase } from './database';
-import { REPO_ROOT, testDatabaseUrl } from './environment';
+import { kafkaBrokers, REPO_ROOT, testDatabaseUrl } from './environment';
 import { AppProcess, ProcessGroup } from './processes';
 import { uniqueTopic } from './kafka';
 
@@ -70,4 +71,22 @@ export function consumerAppPort(app: AppProcess): number {
   const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.logs())?.[1];
   if (!port) throw new Error(`${app.name} has not logged its port yet`);
   return Number(port);
+}
+
+export const KAFKA_EO_CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
+
+/**
+ * Runs the built kafka-eo CLI as operators do, on the scope's database, broker and group (no admin token of the
+ * test's own environment: `env` gives one); resolves its exit code and output.
+ */
+export function runKafkaEoCli(scope: ConsumerAppScope, args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  const { ADMIN_TOKEN: _token, ADMIN_READ_ONLY_TOKEN: _readOnly, ...inherited } = process.env;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [KAFKA_EO_CLI, ...args],
+      { cwd: REPO_ROOT, env: { ...inherited, DATABASE_URL: scope.databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(','), KAFKA_EO_GROUP: scope.groupId, ...env }, timeout: 120000, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
 }

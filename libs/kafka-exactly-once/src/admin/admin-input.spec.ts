@@ -81,5 +81,8 @@ describe('admin input', () => {
     expect(storyQuery({ topic: 't', partition: '3', offset: '9' })).toEqual({ topic: 't', partition: 3, offset: '9', messageId: undefined, key: undefined });
     expect(storyQuery({ partition: 'x' }).partition).toBeNaN();
     expect(refused(() => storyQuery({ id: 'x' }))).toMatchObject({ field: 'id' });
+    // The CLI's flags: those not given are undefined, not repeated.
+    expect(storyQuery({ messageId: 'm', key: undefined, topic: undefined })).toMatchObject({ messageId: 'm', key: undefined });
+    expect(refused(() => storyQuery({ key: ['a', 'b'] }))).toMatchObject({ field: 'key' });
   });
 });

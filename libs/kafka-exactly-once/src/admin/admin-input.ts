@@ -30,7 +30,7 @@ export function optionalBoolean(body: Record<string, unknown>, field: string): b
 function queryOf(query: Record<string, unknown>, allowed: string[]): Record<string, string | undefined> {
   for (const [field, value] of Object.entries(query)) {
     if (!allowed.includes(field)) throw new OperatorRequestError('invalid', `unknown query parameter "${field.slice(0, 100)}" (allowed: ${allowed.join(', ')})`, field.slice(0, 100));
-    if (typeof value !== 'string') throw new OperatorRequestError('invalid', `query parameter ${field} is given more than once`, field);
+    if (value !== undefined && typeof value !== 'string') throw new OperatorRequestError('invalid', `query parameter ${field} is given more than once`, field);
   }
   return query as Record<string, string | undefined>;
 }

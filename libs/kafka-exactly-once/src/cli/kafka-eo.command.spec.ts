@@ -1,3 +1,5 @@
+import { once } from 'events';
+import { createServer, type AddressInfo } from 'net';
 import { runKafkaEo } from './kafka-eo.command';
 
 /** The command line is refused before anything connects: these run without a database or a broker. */
@@ -31,5 +33,24 @@ describe('kafka-eo command line', () => {
     const { code, out, err } = await run(['--help']);
     expect(code).toBe(0);
     expect(`${out}${err}`).toMatch(/kafka-eo parked release <topic> <key>/);
+  });
+
+  it('asks the overview of an application only with an address, and never takes the token in it', async () => {
+    expect(await run(['overview'])).toMatchObject({ code: 2, err: expect.stringMatching(/--url \(or KAFKA_EO_URL\) is required/) });
+    expect(await run(['overview', '--url', 'ftp://host'])).toMatchObject({ code: 2, err: expect.stringMatching(/http or https address/) });
+    expect(await run(['overview', '--url', 'http://admin:secret@127.0.0.1:1'])).toMatchObject({ code: 2, err: expect.stringMatching(/token comes from ADMIN_TOKEN/) });
+    expect(await run(['overview', '--url', 'http://127.0.0.1:1/?token=x'])).toMatchObject({ code: 2, err: expect.stringMatching(/never from the address/) });
+  });
+
+  it('says when the application does not answer (exit 1), without a usage dump', async () => {
+    // A port nothing listens on: one the system gave and took back.
+    const server = createServer().listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    const { code, err } = await run(['overview', '--url', `http://127.0.0.1:${port}`]);
+    expect(code).toBe(1);
+    expect(err).toMatch(new RegExp(`no answer from http://127\\.0\\.0\\.1:${port}: ECONNREFUSED`));
+    expect(err).not.toMatch(/Usage:/);
   });
 });

@@ -8,7 +8,12 @@ import { fixKafkaJs } from '../kafkajs.fixes';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { OUTBOX_USAGE, runOutboxCommand } from './outbox.command';
 import { inspectSpool } from '../spool/spool-inspection';
-import { runSchemasCommand, SCHEMAS_USAGE } from './schemas.command';
+import { decodingSchemas, runSchemasCommand, SCHEMAS_USAGE } from './schemas.command';
+import { OVERVIEW_USAGE, runOverviewCommand } from './overview.command';
+import { jsonForTerminal, printable } from './terminal-text';
+import { MessageStories, type MessageStory } from '../admin/message-story';
+import type { BytesView, HeaderView, ValueView } from '../admin/record-view';
+import { auditQuery, storyQuery } from '../admin/admin-input';
 
 /** Exit codes scripts can rely on. */
 export const EXIT = {
@@ -29,15 +34,27 @@ export const USAGE = `kafka-eo: dead letters, parked keys and retry topics of ka
 Usage:
   kafka-eo dlq list [--topic T] [--reason R] [--key K] [--limit N] [--after CURSOR]
   kafka-eo dlq show <id> [--topic T]
+  kafka-eo dlq record <id> [--topic T] [--schemas-dir DIR] [--registry URL]
+                                      the dead letter's key, every header and its value decoded, and each attempt
   kafka-eo dlq replay <id> [--topic T] [--actor NAME] [--no-wait] [--timeout-ms MS]
   kafka-eo parked list [--topic T] [--key K] [--reason R] [--limit N] [--after CURSOR]
   kafka-eo parked show <topic> <key>
+  kafka-eo parked record <seq> [--schemas-dir DIR] [--registry URL]
+                                      a parked record's key, headers and value decoded, and the error that parked it
   kafka-eo parked release <topic> <key> [--actor NAME] [--no-wait] [--timeout-ms MS]
   kafka-eo parked discard <seq> --reason TEXT [--actor NAME]
   kafka-eo outputs divert <topic> <partition> <offset> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo outputs divert --replay <seq> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo retries list [--topic T] [--limit N]
   kafka-eo operations show <id>
+  kafka-eo audit list [--action release|replay|discard|divert] [--topic T] [--key K] [--actor NAME] [--limit N] [--after CURSOR]
+                                      who did what, when, with the reason given (newest first)
+  kafka-eo story <message-id> [--topic T]
+  kafka-eo story --key K [--topic T]
+  kafka-eo story --topic T --partition P --offset O
+                                      everything recorded of a message: its input, the unit that handled it, its
+                                      outputs, tiers, parking, dead letter, replays and the operators' actions
+${OVERVIEW_USAGE}
   kafka-eo spool show <directory>     the publisher's spool: records waiting for Kafka, and those set aside
                                       (quarantined) with the reason each can never be sent; reads, never changes
 ${OUTBOX_USAGE}
@@ -48,7 +65,8 @@ Options:
   --json           print JSON (the same documents as the admin REST API) instead of tables
   --timeout-ms MS  how long release and replay wait for the group's consumer to carry them out (default 60000)
 
-Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), KAFKA_BROKERS (default 127.0.0.1:9092)
+Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), KAFKA_BROKERS (default 127.0.0.1:9092),
+  SCHEMAS_DIR and SCHEMA_REGISTRY_URL (to decode values; ./schemas when there is one), ADMIN_TOKEN (overview)
 Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 conflict, 5 still queued when the wait ended`;
 
 interface Io {
@@ -61,7 +79,7 @@ interface Parsed {
   flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['schema', 'schemas-dir', 'registry', 'strategy', 'group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records']);
+const VALUE_FLAGS = new Set(['schema', 'schemas-dir', 'registry', 'strategy', 'group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records', 'action', 'partition', 'offset', 'url']);
 const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
 /**
@@ -91,7 +109,7 @@ function parse(argv: string[]): Parsed {
 function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   if (rows.length === 0) return '(none)';
   const cell = (v: unknown) => {
-    const text = v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+    const text = printable(v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
     return text.length > 66 ? `${text.slice(0, 65)}…` : text;
   };
   const cells = rows.map((r) => columns.map((c) => cell(r[c])));
@@ -105,6 +123,45 @@ function fields(document: Record<string, unknown>): string {
     .filter(([, v]) => !Array.isArray(v))
     .map(([k, v]) => `${k.padEnd(16)} ${v === null || v === undefined ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
     .join('\n');
+}
+
+/** A record's bytes for a terminal: its own fields, then its key, headers and value (decoded, else hex). */
+function describeRecord(head: Record<string, unknown>, record: { key: BytesView | null; headers: HeaderView[]; value: ValueView }): string {
+  const bytesText = (b: BytesView | null) => (b === null ? '(null)' : b.text !== null ? `${b.text} (${b.bytes} bytes)` : `hex ${b.hex ?? ''} (${b.bytes} bytes)`);
+  const v = record.value;
+  return [
+    fields(head),
+    `key              ${bytesText(record.key)}`,
+    'headers:',
+    table(record.headers.map((h) => ({ name: h.name, value: h.null ? '(null)' : bytesText(h) })), ['name', 'value']),
+    `value            ${v.bytes === null ? '(null)' : `${v.bytes} bytes, ${v.framing}${v.schema ? `, ${v.schema}` : ''}`}`,
+    ...(v.decoded !== null ? [v.decoded + (v.truncated ? ' …(cut)' : '')] : []),
+    ...(v.error ? [`not decoded: ${v.error}`, ...(v.text !== undefined ? [`as text: ${v.text}`] : []), `hex: ${v.hex}`] : []),
+  ].join('\n');
+}
+
+function describeStory(story: MessageStory): string {
+  if (story.records.length === 0 && story.parkedKeys.length === 0 && story.outbox.length === 0) return 'nothing is recorded of it in this group';
+  const parts: string[] = [];
+  for (const r of story.records) {
+    parts.push(
+      [
+        `record           ${r.input.topic} [${r.input.partition}] @ ${r.input.offset}, message id ${r.messageId} (${r.identity})`,
+        `status           ${r.status}, ${r.attempts} attempt(s), ${r.failures} failure(s)${r.lastError ? `; last error: ${r.lastError.message}` : ''}`,
+        `handled          ${r.unit ? `unit ${r.unit.id} (${r.unit.topic} [${r.unit.partition}] up to ${r.unit.lastOffset}), committed ${r.unit.committedAt}` : r.processedAt ? `at ${r.processedAt}` : '-'}`,
+        `outputs          ${r.outputs.length === 0 ? '-' : r.outputs.map((o) => `${o.topic}${o.messageId ? ` (${o.messageId})` : ''}`).join(', ')}`,
+        ...(r.retry ? [`retry tier       ${r.retry.topic}, due ${r.retry.dueAt ?? '-'}${r.retry.error ? `: ${r.retry.error}` : ''}`] : []),
+        ...r.history.map((h) => `failed on        ${h.topic ?? '?'} [${h.partition ?? '?'}] @ ${h.offset ?? '?'} at ${h.at ?? '?'}: ${h.message ?? h.error ?? ''}`),
+        ...(r.deadLetter ? [`dead letter      ${r.deadLetter.topic} (${r.deadLetter.reason})${r.deadLetter.replayedAt ? `, replayed ${r.deadLetter.replayedAt}` : ''}`] : []),
+        ...r.parked.map((p) => `parked           seq ${p.seq} under ${p.key ?? p.keyDigest}, ${p.state} (${p.reason}) since ${p.parkedAt}`),
+        ...r.replays.map((p) => `replay           ${p.operation}: ${p.outputs} output(s), ${p.settled ? 'settled' : 'not settled yet'}`),
+        ...r.actions.map((a) => `action           #${a.id} ${a.action} by ${a.actor ?? '-'} at ${a.requestedAt}: ${a.state}${a.reason ? ` (${a.reason})` : ''}`),
+      ].join('\n'),
+    );
+  }
+  if (story.parkedKeys.length > 0) parts.push(`parked keys:\n${table(story.parkedKeys as never, ['topic', 'key', 'reason', 'parkedRecords', 'parkedAt'])}`);
+  if (story.outbox.length > 0) parts.push(`outbox events:\n${table(story.outbox as never, ['position', 'messageId', 'topic', 'state', 'writtenAt', 'reason'])}`);
+  return parts.join('\n\n');
 }
 
 function exitOf(entry: AuditEntry): number {
@@ -157,7 +214,8 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   const [noun, verb, ...args] = positional;
   const json = flags.has('json');
   const text = (name: string) => flags.get(name) as string | undefined;
-  const print = (document: unknown, human: () => string) => io.out(json ? JSON.stringify(document, null, 2) : human());
+  // What a record carries reaches the terminal escaped: no control sequence of a key or a value acts on it.
+  const print = (document: unknown, human: () => string) => io.out(json ? jsonForTerminal(document) : human().split('\n').map(printable).join('\n'));
   const arity = (n: number, names: string) => {
     if (args.length !== n) throw new OperatorRequestError('invalid', `${noun} ${verb} takes ${names}`);
   };
@@ -174,6 +232,20 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
         return err.kind === 'invalid' ? EXIT.usage : EXIT.notFound;
       }
       io.err(`kafka-eo: ${(err as Error).message}`);
+      return EXIT.failed;
+    }
+  }
+
+  if (noun === 'overview') {
+    try {
+      await runOverviewCommand({ args: verb === undefined ? args : [verb, ...args], text, env, print, table, fields });
+      return EXIT.ok;
+    } catch (err) {
+      if (err instanceof OperatorRequestError) {
+        io.err(`kafka-eo: ${err.message}\n\n${USAGE}`);
+        return EXIT.usage;
+      }
+      io.err(`kafka-eo: ${printable((err as Error).message)}`);
       return EXIT.failed;
     }
   }
@@ -217,6 +289,13 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       if (entry.state === 'pending' || entry.state === 'running') io.err(`operation ${entry.id} is ${entry.state}: ${await consumerHint(env, group)}`);
       return flags.has('no-wait') ? EXIT.ok : exitOf(entry);
     };
+    if (noun === 'story') {
+      const messageId = verb;
+      if (args.length > 0) throw new OperatorRequestError('invalid', 'story takes one <message-id> (or --key, or --topic with --partition and --offset)');
+      const story = await new MessageStories(pgPoolSql(pool), store).story(storyQuery({ messageId, key: text('key'), topic: text('topic'), partition: text('partition'), offset: text('offset') }));
+      print(story, () => describeStory(story));
+      return story.records.length === 0 && story.parkedKeys.length === 0 && story.outbox.length === 0 ? EXIT.notFound : EXIT.ok;
+    }
     switch (`${noun} ${verb}`) {
       case 'dlq list': {
         arity(0, 'no arguments');
@@ -233,6 +312,12 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       case 'dlq replay':
         arity(1, '<id>');
         return await finish(await store.requestReplay(args[0], { topic: text('topic'), actor: text('actor') ?? env.USER }));
+      case 'dlq record': {
+        arity(1, '<id>');
+        const record = await new OperatorStore(pgPoolSql(pool), group, decodingSchemas(text, env)).deadLetterRecord(args[0], text('topic'));
+        print(record, () => describeRecord({ id: record.id, topic: record.topic, 'dead-letter topic': record.deadLetterTopic }, record));
+        return EXIT.ok;
+      }
       case 'retries list': {
         arity(0, 'no arguments');
         const waiting = await store.listRetrying(query);
@@ -249,6 +334,18 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
         arity(2, '<topic> <key>');
         const key = await store.showParkedKey(args[0], args[1]);
         print(key, () => `${fields({ ...key })}\nparked records (released in this order):\n${table(key.records.map((r) => ({ ...r, error: r.lastReleaseError?.message ?? r.error?.message })) as never, ['seq', 'partition', 'offset', 'messageId', 'reason', 'releaseFailures', 'error'])}`);
+        return EXIT.ok;
+      }
+      case 'parked record': {
+        arity(1, '<seq>');
+        const record = await new OperatorStore(pgPoolSql(pool), group, decodingSchemas(text, env)).parkedRecord(args[0]);
+        print(record, () => describeRecord({ seq: record.seq, topic: record.topic, partition: record.partition, offset: record.offset, messageId: record.messageId, 'parked under': record.key, state: record.state, reason: record.reason, error: record.error?.message, parkedAt: record.parkedAt, releaseFailures: record.releaseFailures }, { key: record.recordKey, headers: record.headers, value: record.value }));
+        return EXIT.ok;
+      }
+      case 'audit list': {
+        arity(0, 'no arguments');
+        const page = await store.listAudit(auditQuery({ action: text('action'), topic: text('topic'), key: text('key'), actor: text('actor'), limit: text('limit'), after: text('after') }));
+        print(page, () => `${table(page.items.map((e) => ({ ...e, target: e.messageId ?? e.key })) as never, ['id', 'requestedAt', 'actor', 'action', 'topic', 'target', 'state', 'reason'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
         return EXIT.ok;
       }
       case 'parked release':

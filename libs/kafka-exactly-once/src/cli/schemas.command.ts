@@ -1,3 +1,4 @@
+import { existsSync } from 'fs';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { resolveOptions } from '../options/resolve-options';
 import { RegistrySchemas } from '../serde/registry-schemas';
@@ -29,19 +30,8 @@ export async function runSchemasCommand(ctx: SchemasContext): Promise<{ id: numb
   if (!name) throw new OperatorRequestError('invalid', '--schema is required: the full name of the Avro record', 'schema');
   const url = ctx.text('registry') ?? ctx.env.SCHEMA_REGISTRY_URL;
   if (!url) throw new OperatorRequestError('invalid', '--registry (or SCHEMA_REGISTRY_URL) is required: the Schema Registry\'s base URL', 'registry');
-  const auth = ctx.env.SCHEMA_REGISTRY_TOKEN
-    ? { bearerToken: ctx.env.SCHEMA_REGISTRY_TOKEN }
-    : ctx.env.SCHEMA_REGISTRY_USERNAME
-      ? { username: ctx.env.SCHEMA_REGISTRY_USERNAME, password: ctx.env.SCHEMA_REGISTRY_PASSWORD ?? '' }
-      : undefined;
   const directory = ctx.text('schemas-dir') ?? ctx.env.SCHEMAS_DIR ?? 'schemas';
-  // The module's own validation of these options, so that the CLI and the application agree on them.
-  const options = resolveOptions({
-    kafka: { clientId: 'kafka-eo-cli', brokers: ['127.0.0.1:9092'] },
-    transactionalIdPrefix: 'kafka-eo-cli',
-    schemas: { directory },
-    schemaRegistry: { url, auth, subjectNameStrategy: (ctx.text('strategy') ?? 'topic') as 'topic' },
-  });
+  const options = cliOptions(directory, url, ctx.env, ctx.text('strategy'));
   const local = SchemaRegistry.fromDirectory(directory);
   if (!local.has(name)) throw new OperatorRequestError('not-found', `no schema named ${name} in ${directory} (known: ${local.names().join(', ')})`, 'schema');
   const schema = local.current(name);
@@ -50,4 +40,35 @@ export async function runSchemasCommand(ctx: SchemasContext): Promise<{ id: numb
   const id = await remote.register(subject, schema);
   ctx.print({ id, subject, schema: schema.name, file: schema.file }, () => `registered ${schema.name} (${schema.file}) under subject ${subject}: id ${id}`);
   return { id, subject };
+}
+
+/** The module's own validation of the CLI's schema options, so that the CLI and the application agree on them. */
+function cliOptions(directory: string, url: string | undefined, env: NodeJS.ProcessEnv, strategy?: string) {
+  const auth = env.SCHEMA_REGISTRY_TOKEN
+    ? { bearerToken: env.SCHEMA_REGISTRY_TOKEN }
+    : env.SCHEMA_REGISTRY_USERNAME
+      ? { username: env.SCHEMA_REGISTRY_USERNAME, password: env.SCHEMA_REGISTRY_PASSWORD ?? '' }
+      : undefined;
+  return resolveOptions({
+    kafka: { clientId: 'kafka-eo-cli', brokers: ['127.0.0.1:9092'] },
+    transactionalIdPrefix: 'kafka-eo-cli',
+    schemas: { directory },
+    ...(url ? { schemaRegistry: { url, auth, subjectNameStrategy: (strategy ?? 'topic') as 'topic' } } : {}),
+  });
+}
+
+/**
+ * The schemas `kafka-eo parked record` and `dlq record` decode values with: the directory of --schemas-dir or
+ * SCHEMAS_DIR (else ./schemas when there is one), and the Schema Registry of --registry or SCHEMA_REGISTRY_URL
+ * for values in its framing. Undefined when there is neither: values are then shown as bytes.
+ */
+export function decodingSchemas(text: (name: string) => string | undefined, env: NodeJS.ProcessEnv): SchemaRegistry | undefined {
+  const given = text('schemas-dir') ?? env.SCHEMAS_DIR;
+  const directory = given ?? (existsSync('schemas') ? 'schemas' : undefined);
+  const url = text('registry') ?? env.SCHEMA_REGISTRY_URL;
+  if (directory === undefined && url === undefined) return undefined;
+  const options = cliOptions(directory ?? '.', url, env);
+  const schemas = directory === undefined ? SchemaRegistry.fromSchemas([]) : SchemaRegistry.fromDirectory(directory, { longs: options.schemas.longs });
+  if (options.schemaRegistry) schemas.remote = new RegistrySchemas(options.schemaRegistry, options.schemas.longs);
+  return schemas;
 }
