@@ -35,6 +35,8 @@
  * Options: --count N (20000) --accounts K (200) --duplicates P (0.05) --rate R (800/s) --outage-seconds S (5)
  *          --keep (leave the apps up until Ctrl-C, and keep the database, topics, group and spool)
  *          --database URL (an existing database, used as it is)
+ *          --release-from-console (wait, up to --console-wait-seconds S (1800), for an operator to release the parked
+ *          account from the operator console, whose address the demo prints; the token is in .demo-logs/admin-token)
  */
 const { spawn, spawnSync } = require('child_process');
 const { randomBytes, randomUUID } = require('crypto');
@@ -51,7 +53,12 @@ const PRODUCER_PORT = Number(process.env.PRODUCER_HTTP_PORT || 3000);
 /** producer-app again, in outbox mode (PAYMENTS_MODE=outbox): POST /payments writes its row and event in one transaction. */
 const OUTBOX_PORT = Number(process.env.OUTBOX_HTTP_PORT || 3003);
 // A killed member's partitions move on after its session times out: 10 s keeps the demo short.
-const CONSUMER_ENV = { KAFKA_SESSION_TIMEOUT_MS: process.env.KAFKA_SESSION_TIMEOUT_MS || '10000' };
+// consumer-app serves the operator console (and the admin API) with this token: made for the run, written to a
+// file only its owner can read, never printed (ADMIN_TOKEN given: that one).
+const ADMIN_TOKEN = process.env.ADMIN_TOKEN || randomBytes(24).toString('base64url');
+const ADMIN_TOKEN_FILE = join(LOGS, 'admin-token');
+const CONSOLE_URL = `http://127.0.0.1:${CONSUMER_PORT}/kafka-eo/`;
+const CONSUMER_ENV = { KAFKA_SESSION_TIMEOUT_MS: process.env.KAFKA_SESSION_TIMEOUT_MS || '10000', ADMIN_TOKEN, ADMIN_CONSOLE: '/kafka-eo' };
 
 function flag(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -64,6 +71,9 @@ const OUTAGE_SECONDS = Number(flag('outage-seconds', 5));
 // Paced so that both faults land while the load is still publishing.
 const RATE = Number(flag('rate', 800));
 const KEEP = process.argv.includes('--keep');
+/** --release-from-console: the demo waits for an operator to release the parked account from the console's page. */
+const FROM_CONSOLE = process.argv.includes('--release-from-console');
+const CONSOLE_WAIT_MS = Number(flag('console-wait-seconds', 1800)) * 1000;
 
 // What this run owns. A run id of time and randomness: two checkouts, or two runs in the same millisecond, differ.
 const RUN = `${Date.now().toString(36)}-${randomBytes(2).toString('hex')}`;
@@ -606,9 +616,12 @@ async function main() {
   log(`run ${run}: ${COUNT} payments over ${ACCOUNTS} accounts (${prefix}0..${ACCOUNTS - 1}), ${DUPLICATES * 100}% duplicate publishes`);
   log(`run ${run} has its own topics ${TOPIC_PREFIX}*, consumer group ${GROUP}, database ${DATABASE_NAME} and spool .spool/demo-${run}; app logs in .demo-logs/`);
 
+  fs.mkdirSync(LOGS, { recursive: true });
+  fs.writeFileSync(ADMIN_TOKEN_FILE, `${ADMIN_TOKEN}\n`, { mode: 0o600 });
+  fs.chmodSync(ADMIN_TOKEN_FILE, 0o600);
   startApp('consumer-app', CONSUMER_PORT, CONSUMER_ENV);
   await waitHealthy('consumer-app');
-  log(`consumer-app is consuming (http://127.0.0.1:${CONSUMER_PORT}/health)`);
+  log(`consumer-app is consuming (http://127.0.0.1:${CONSUMER_PORT}/health); operator console ${CONSOLE_URL} (sign in with the token in .demo-logs/admin-token)`);
   startApp('producer-app', PRODUCER_PORT, { SPOOL_DIR: join(SPOOL_ROOT, 'producer-app') });
   await waitHealthy('producer-app');
   log(`producer-app is up (http://127.0.0.1:${PRODUCER_PORT})`);
@@ -771,11 +784,23 @@ async function main() {
   if (parked.length !== 1) throw new DemoError(`expected ${special} to be parked, kafka-eo parked list says: ${JSON.stringify(parked)}`);
   const parkedLine = `${special} (${parked[0].reason}: ${parked[0].error.message.slice(0, 60)}…), ${parked[0].parkedRecords} payments waiting`;
   log(`parked: ${parkedLine}`);
-  process.stdout.write(kafkaEo(['parked', 'show', topic, special]).replace(/^/gm, '    '));
+  process.stdout.write(kafkaEo(['parked', 'show', topic, special]).replace(/^(?=.)/gm, '    '));
   await db.query(`INSERT INTO payment_approvals (payment_id, approved_by) VALUES ($1, 'demo')`, [specialPayments[1].paymentId]);
-  log(`approved the deposit (INSERT INTO payment_approvals); releasing: npx kafka-eo parked release ${topic} ${special}`);
-  const release = JSON.parse(kafkaEo(['parked', 'release', topic, special, '--actor', 'demo', '--json']));
-  log(`release ${release.state}: ${release.result.replayed} payments replayed in order`);
+  let release;
+  if (FROM_CONSOLE) {
+    const page = `${CONSOLE_URL}#/parked?topic=${encodeURIComponent(topic)}&key=${encodeURIComponent(special)}`;
+    log(`approved the deposit (INSERT INTO payment_approvals); release ${special} from the console: ${page} (token in .demo-logs/admin-token); waiting up to ${CONSOLE_WAIT_MS / 60000} minutes`);
+    const audit = () => JSON.parse(kafkaEo(['audit', 'list', '--action', 'release', '--topic', topic, '--key', special, '--json'])).items.find((e) => e.state === 'done' || e.state === 'failed');
+    await waitUntil('the parked account released from the console', async () => {
+      release = audit();
+      return { done: release !== undefined, figure: release ? `release ${release.state}` : 'not released yet' };
+    }, { timeoutMs: CONSOLE_WAIT_MS });
+    if (release.state !== 'done') throw new DemoError(`the release from the console failed: ${JSON.stringify(release.result)}`);
+  } else {
+    log(`approved the deposit (INSERT INTO payment_approvals); releasing: npx kafka-eo parked release ${topic} ${special} (or from the console: ${CONSOLE_URL}, --release-from-console)`);
+    release = JSON.parse(kafkaEo(['parked', 'release', topic, special, '--actor', 'demo', '--json']));
+  }
+  log(`release ${release.state}${release.actor ? ` by ${release.actor}` : ''}: ${release.result.replayed} payments replayed in order`);
   await catchUp();
 
   // Independent check: the input topic, decoded and folded in partition order.
@@ -876,12 +901,13 @@ async function main() {
     `outbox path          ${outbox.committed.size} payments committed with their row over HTTP (producer-app SIGKILLed after ${outboxKilledAt}, ${outbox.retried} unanswered requests sent again), ${outbox.duplicatesAnswered} duplicate requests answered 200, ${outbox.rolledBack.size} rolled back on purpose`,
     `outbox into Kafka    ${outboxOnTopic.size} on ${topic}: ${outboxDuplicates} duplicated, ${outboxMissing} missing, ${rolledBackSeen} of rolled-back requests seen anywhere, ${outboxLedgerMissing} without exactly one ledger row and output, ${outboxOrderViolations} out of commit order`,
     `consumer crashes     1 SIGKILL after ${appliedAtKill} payments applied`,
-    `parked account       ${parkedLine}; released by kafka-eo after the approval (balance ${specialBalance} cents, fold ${balances.get(special)})`,
+    `parked account       ${parkedLine}; released ${FROM_CONSOLE ? `from the console by ${release.actor ?? '-'}` : 'by kafka-eo'} after the approval (balance ${specialBalance} cents, fold ${balances.get(special)})`,
     `duplicates absorbed  ${inputs.length - unique.length} (same message id, applied once)`,
     `ledger rows          ${ledger.length} for ${unique.length} distinct payments (${accepted} accepted, ${ledger.length - accepted} rejected)`,
     `outputs              ${outputs.length} PaymentProcessed (read committed), ${duplicatedOutputs} duplicated, ${missingOutputs} missing`,
     `balances             ${balances.size - wrongBalances}/${balances.size} accounts equal the in-order fold; ${wrongOutcomes} wrong outcomes`,
     `order violations     ${orderViolations}`,
+    `operator console     ${CONSOLE_URL} (sign in with the token in .demo-logs/admin-token; ${KEEP ? 'up while --keep holds the apps' : 'it stops with the apps: --keep keeps it up'})`,
     `result               ${ok ? 'EXACTLY ONCE, IN ORDER' : 'FAILED'}`,
     '=========================================================================',
   ];

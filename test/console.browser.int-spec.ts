@@ -63,7 +63,8 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
   const shots = screenshotDirectory();
   const modules: TestingModule[] = [];
 
-  const shot = (name: string) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  // Long pages (a key's 27 parked records) as the operator first sees them; the others whole.
+  const shot = (name: string, whole = !['parked-key', 'release-confirmation', 'released', 'dead-letter'].includes(name)) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: whole });
   const query = <T = any>(sql: string, params: unknown[] = []) => queryDatabase<T>(scope.databaseUrl, sql, params);
   const go = async (hash: string, ready: string) => {
     await page.goto(`${origin}/kafka-eo/${hash}`);
@@ -112,7 +113,7 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
   // What the page showed when a test ended, for a failure's report.
   let ended = 0;
   afterEach(async () => {
-    await page?.screenshot({ path: join(shots, `last-page-of-test-${++ended}.png`), fullPage: true }).catch(() => undefined);
+    await page?.screenshot({ path: join(screenshotDirectory('last-pages'), `last-page-of-test-${++ended}.png`), fullPage: true }).catch(() => undefined);
   });
 
   afterAll(async () => {

@@ -62,11 +62,12 @@ export async function watchPage(page: Page): Promise<PageWatch> {
 }
 
 /**
- * Where the console's screenshots go: KEO_CONSOLE_SCREENSHOTS (docs/console to refresh the documentation's),
- * else the run's logs.
+ * Where the console's screenshots go: the pages' to KEO_CONSOLE_SCREENSHOTS (docs/console to refresh the
+ * documentation's), else the run's logs; a test's last page (for a failure's report) always to the run's logs.
  */
-export function screenshotDirectory(): string {
-  const dir = process.env.KEO_CONSOLE_SCREENSHOTS ? join(REPO_ROOT, process.env.KEO_CONSOLE_SCREENSHOTS) : join(REPO_ROOT, '.test-logs', new URL(testDatabaseUrl()).pathname.slice(1), 'console');
+export function screenshotDirectory(kind: 'pages' | 'last-pages' = 'pages'): string {
+  const given = kind === 'pages' ? process.env.KEO_CONSOLE_SCREENSHOTS : undefined;
+  const dir = given ? join(REPO_ROOT, given) : join(REPO_ROOT, '.test-logs', new URL(testDatabaseUrl()).pathname.slice(1), 'console');
   mkdirSync(dir, { recursive: true });
   return dir;
 }
