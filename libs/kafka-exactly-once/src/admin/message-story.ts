@@ -5,7 +5,7 @@ import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput }
 import { AUDIT_TABLE, HEADERS, INBOX_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, RETRY_HEADERS, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
 import { keyDigestFromOperator } from '../parking/ordering-key';
 import type { AuditEntry, OperatorStore, ParkedKeySummary } from './operator-store';
-import { bytesView, type BytesView } from './record-view';
+import { bytesView, retryHistoryOf, type BytesView } from './record-view';
 import type { SqlClient } from './sql-client';
 
 /** What to look for: a message id, a key, or a record's coordinates; `topic` narrows the first two. */
@@ -99,16 +99,7 @@ function headerOf(output: OutputRecord, name: string): string | null {
 
 function attemptsOf(output: OutputRecord | undefined): StoryAttempt[] {
   if (!output) return [];
-  return output.headers
-    .filter(([name, value]) => name === RETRY_HEADERS.history && value !== null)
-    .flatMap(([, value]) => {
-      try {
-        const parsed = JSON.parse(value!.toString('utf8'));
-        return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? [parsed as StoryAttempt] : [];
-      } catch {
-        return [];
-      }
-    });
+  return retryHistoryOf(output.headers.filter(([name]) => name === RETRY_HEADERS.history).map(([, value]) => value?.toString('utf8') ?? null)) as StoryAttempt[];
 }
 
 /**
@@ -198,19 +189,20 @@ export class MessageStories {
     rows.sort((a, b) => new Date(a.claimed_at).getTime() - new Date(b.claimed_at).getTime() || String(a.message_id).localeCompare(String(b.message_id)));
     const scopes = rows.map((r) => r.scope);
     const digests = rows.map((r) => Buffer.from(r.id_digest).toString('hex'));
-    const pairs = `SELECT * FROM unnest($2::text[], $3::text[]) AS q(scope, digest)`;
+    // The (scope, id_digest) pairs as the tables hold them, so that their indexes serve the lookups.
+    const pairs = `SELECT q.scope, decode(q.digest, 'hex') FROM unnest($2::text[], $3::text[]) AS q(scope, digest)`;
     const [parked, actions, units] = await Promise.all([
       this.sql.query(
         `SELECT p.seq::text AS seq, p.scope, encode(p.id_digest, 'hex') AS digest, p.topic, p.state, p.reason, p.parked_at, p.resolved_at, p.release_failures, k.ordering_key, encode(p.key_digest, 'hex') AS key_digest
          FROM ${PARKED_RECORDS_TABLE} p LEFT JOIN ${PARKED_KEYS_TABLE} k USING (consumer_group, topic, key_digest)
-         WHERE p.consumer_group = $1 AND (p.scope, encode(p.id_digest, 'hex')) IN (${pairs}) ORDER BY p.seq`,
+         WHERE p.consumer_group = $1 AND (p.scope, p.id_digest) IN (${pairs}) ORDER BY p.seq`,
         [this.group, scopes, digests],
       ),
       this.sql.query(
         `SELECT a.*, a.scope AS a_scope, encode(a.id_digest, 'hex') AS digest, encode(a.key_digest, 'hex') AS key_hex FROM ${AUDIT_TABLE} a
-         WHERE a.consumer_group = $1 AND ((a.scope, encode(a.id_digest, 'hex')) IN (${pairs})
+         WHERE a.consumer_group = $1 AND ((a.scope, a.id_digest) IN (${pairs})
            OR (a.action = 'release' AND (a.topic, a.key_digest) IN (
-             SELECT p.topic, p.key_digest FROM ${PARKED_RECORDS_TABLE} p WHERE p.consumer_group = $1 AND (p.scope, encode(p.id_digest, 'hex')) IN (${pairs}))))
+             SELECT p.topic, p.key_digest FROM ${PARKED_RECORDS_TABLE} p WHERE p.consumer_group = $1 AND (p.scope, p.id_digest) IN (${pairs}))))
          ORDER BY a.id`,
         [this.group, scopes, digests],
       ),

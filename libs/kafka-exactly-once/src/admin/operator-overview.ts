@@ -7,7 +7,7 @@ import type { HealthResult } from '../health/health-result';
 import { INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE } from '../kafka-exactly-once.constants';
 import type { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
 import type { OutboxRelayStatus } from '../outbox/outbox-relay';
-import { OutboxOperations, type OutboxSummary } from '../outbox/outbox-operations';
+import type { OutboxOperations, OutboxSummary } from '../outbox/outbox-operations';
 import type { PublisherStatus } from '../publishing/publish.interfaces';
 import type { SqlClient } from './sql-client';
 
@@ -62,6 +62,8 @@ export interface OverviewSources {
   lifecycle: KafkaExactlyOnceLifecycle;
   kafka: Kafka;
   sql: SqlClient;
+  /** The database's outbox operations (the admin API's own). */
+  outbox: OutboxOperations;
   publisher?: { status(): PublisherStatus };
   relay?: () => OutboxRelayStatus | undefined;
   /** The indicators to ask, by key. */
@@ -189,7 +191,7 @@ export class OperatorOverview {
   }
 
   private async outbox(): Promise<OperatorOverviewDocument['outbox']> {
-    const operations = new OutboxOperations(this.sources.sql);
+    const operations = this.sources.outbox;
     if (!(await operations.present())) return null;
     const summary = await operations.summary();
     return {

@@ -6,7 +6,7 @@ import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput }
 import { toRecordedOutput, type OutputRecord } from '../engine/output-record';
 import { keyDigestFromOperator } from '../parking/ordering-key';
 import type { SchemaRegistry } from '../serde/schema-registry';
-import { bytesView, headerViews, valueView, type BytesView, type HeaderView, type ValueView } from './record-view';
+import { bytesView, headerViews, retryHistoryOf, valueView, type BytesView, type HeaderView, type ValueView } from './record-view';
 import type { SqlClient } from './sql-client';
 
 /** Reasons a dead letter can carry (header `dlq-reason`). */
@@ -270,16 +270,7 @@ export class OperatorStore {
     const row = await this.deadLetterRow(digestOf(id), topic);
     const letter: RecordedOutput | undefined = row.outputs?.[0];
     const headers = headerViews(letter?.h ?? textHeaderPairs(letter?.headers ?? {}));
-    const attemptHistory = headers
-      .filter((h) => h.name === RETRY_HEADERS.history && h.text !== null)
-      .flatMap((h) => {
-        try {
-          const parsed = JSON.parse(h.text!);
-          return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? [parsed as Record<string, unknown>] : [];
-        } catch {
-          return [];
-        }
-      });
+    const attemptHistory = retryHistoryOf(headers.filter((h) => h.name === RETRY_HEADERS.history).map((h) => h.text));
     return {
       id: row.id,
       topic: row.topic,

@@ -71,6 +71,7 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
       lifecycle,
       kafka: this.find<Kafka>(KAFKA_CLIENT)!,
       sql: this.tools().sql,
+      outbox: this.tools().outbox,
       publisher,
       relay: outbox ? () => outbox.relayStatus() : undefined,
       indicators,

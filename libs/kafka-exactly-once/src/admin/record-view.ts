@@ -117,3 +117,16 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
   const truncated = json.length > MAX_DECODED_CHARS;
   return { ...base, framing: singleObject ? 'single-object' : 'schema-registry', schema, decoded: truncated ? json.slice(0, MAX_DECODED_CHARS) : json, truncated, error: null };
 }
+
+/** The stages of `retry-history` headers' values (JSON objects, oldest first); a value that is not one is left out. */
+export function retryHistoryOf(values: ReadonlyArray<string | null>): Array<Record<string, unknown>> {
+  return values.flatMap((text) => {
+    if (text === null) return [];
+    try {
+      const parsed = JSON.parse(text);
+      return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? [parsed as Record<string, unknown>] : [];
+    } catch {
+      return [];
+    }
+  });
+}

@@ -26,9 +26,17 @@ export function printable(text: string): string {
 }
 
 /**
- * JSON for a terminal: JSON.stringify escapes C0 controls and lone surrogates; C1 controls (0x9B is CSI on some
- * terminals), bidirectional and invisible characters are escaped too (\uXXXX: the same JSON value).
+ * JSON for a terminal: the same JSON value, with every character `printable` writes out escaped as \uXXXX
+ * (JSON.stringify escapes C0 controls and lone surrogates only; C1 controls, 0x9B is CSI on some terminals,
+ * bidirectional and invisible characters it leaves as they are). Outside strings JSON has only newlines and
+ * printable characters, so each one escaped is inside a string.
  */
 export function jsonForTerminal(document: unknown): string {
-  return JSON.stringify(document, null, 2).replace(/[\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  let out = '';
+  for (const ch of JSON.stringify(document, null, 2)) {
+    const c = ch.codePointAt(0)!;
+    if (c === 10 || !hidden(c)) out += ch;
+    else for (let i = 0; i < ch.length; i++) out += `\\u${ch.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  }
+  return out;
 }
