@@ -6,13 +6,14 @@ import { Kafka, Message } from 'kafkajs';
 import { DEAD_LETTER_HEADERS, EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry, SchemaRegistryError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
+import { frameForRegistry } from 'kafka-exactly-once/serde/registry-schemas';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
 import { newSpoolDirectory } from './support/producer-app';
-import { registryFreeze, startTestRegistry } from './support/registry';
+import { registryFreeze, startRegistryProxy, startTestRegistry } from './support/registry';
 
 const ORDER_V1 = { type: 'record', name: 'Order', namespace: 'test.registry', fields: [{ name: 'orderId', type: 'string' }, { name: 'amount', type: 'long' }] };
 const ORDER_V2 = { ...ORDER_V1, fields: [...ORDER_V1.fields, { name: 'note', type: 'string', default: '' }] };
@@ -190,5 +191,166 @@ describe('library: Schema Registry framing', () => {
     expect((refused as Error).message).toMatch(/no (id of test\.registry\.OrderSeen under subject .*unregistered-value has come|version of test\.registry\.OrderSeen as this application writes it)/);
     const outputs = await readTopic(kafka, output, { until: (r) => r.some((x) => x.key === 'order-21'), timeoutMs: 30000 });
     expect(await independent.decode(outputs.find((r) => r.key === 'order-21')!.value!)).toMatchObject({ orderId: 'order-21', note: 'while away' });
+  });
+});
+
+const ORDER_V3 = { ...ORDER_V2, fields: [...ORDER_V2.fields, { name: 'channel', type: 'string', default: 'web' }] };
+const ORDER_V4 = { ...ORDER_V3, fields: [...ORDER_V3.fields, { name: 'region', type: 'string', default: 'eu' }] };
+/** Valid Avro that avsc can hold only as wrapped unions (`["int","double"]` is ambiguous as a plain JS number). */
+const ORDER_AMBIGUOUS = { ...ORDER_V1, fields: [...ORDER_V1.fields, { name: 'weight', type: ['int', 'double'], default: 0 }] };
+
+@Injectable()
+class EvolvingHandler {
+  @IdempotentHandler({ topic: 'evolving', schema: 'test.registry.Order' })
+  async onOrder(event: { orderId: string; amount: bigint; note: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO evolving_seen (order_id, note) VALUES ($1, $2)', [event.orderId, event.note]);
+  }
+}
+
+/**
+ * Schema evolution and the registry's failure classes in a running consumer: any number of writer versions of a
+ * record side by side for the life of the process, a writer schema avsc holds only with wrapped unions, a 404 that
+ * is not the registry's, a flood of ids the registry does not know, bad framing, and a wrong base URL.
+ */
+describe('library: Schema Registry framing, evolution and failure classes', () => {
+  let kafka: Kafka;
+  let registry: ReturnType<typeof startTestRegistry>;
+  let proxy: Awaited<ReturnType<typeof startRegistryProxy>>;
+  let independent: ConfluentClient;
+  let databaseUrl: string;
+  let moduleRef: TestingModule | undefined;
+  const prefix = `${uniqueTopic('evolution')}.`;
+  const input = `${prefix}evolving`;
+  const subject = `${input}-value`;
+  const dir = schemasDirectory('evolution', { 'order.v1.avsc': ORDER_V1, 'order.v2.avsc': ORDER_V2 });
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    registry = startTestRegistry();
+    proxy = await startRegistryProxy(registry.url);
+    independent = new ConfluentClient({ host: registry.url });
+    databaseUrl = await createSuiteDatabase('evolution');
+    await queryDatabase(databaseUrl, 'CREATE TABLE evolving_seen (order_id text, note text)');
+    await createTopics(kafka, [input, `${input}.dlq`], 2);
+  });
+
+  afterAll(async () => {
+    await moduleRef?.close().catch(() => undefined);
+    await proxy?.close();
+    registry?.stop();
+  });
+
+  function app(url: string): Type<unknown> {
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'evolution', brokers: kafkaBrokers() },
+          groupId: `${prefix}evolution`,
+          transactionalIdPrefix: `${prefix}evolution`,
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          wireFormat: 'schema-registry',
+          schemaRegistry: { url, requestTimeoutMs: 2000 },
+          // The handler's own topic declared, as a user may: the module reads it, and never writes it.
+          topics: { evolving: { schema: 'test.registry.Order' } },
+          consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
+        }),
+      ],
+      providers: [EvolvingHandler],
+    })
+    class EvolutionApp {}
+    return EvolutionApp;
+  }
+
+  const register = async (schema: object) => (await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(schema) }, { subject })).id;
+  const record = async (id: number, n: number, extra: object = {}): Promise<Message> => ({
+    key: `order-${n % 7}`,
+    value: await independent.encode(id, { orderId: `order-${n}`, amount: n, ...extra }),
+    headers: { 'message-id': `e-${n}` },
+  });
+  const seenRows = async () => queryDatabase<{ order_id: string; note: string; n: number }>(databaseUrl, 'SELECT order_id, note, count(*)::int AS n FROM evolving_seen GROUP BY order_id, note ORDER BY order_id');
+  const handled = async (ids: string[]) => (await seenRows()).filter((r) => ids.includes(r.order_id));
+  const deadLettered = async () => queryDatabase(databaseUrl, 'SELECT message_id, dlq_reason FROM kafka_eo_inbox WHERE topic = $1 AND dlq_reason IS NOT NULL', [input]);
+
+  it('refuses to boot on a URL that answers, but not as a registry (Apicurio without its ccompat path)', async () => {
+    const root = registry.url.replace(/\/apis\/ccompat\/v7$/, '');
+    const refused = await Test.createTestingModule({ imports: [app(root)] }).compile();
+    const failure = await refused.init().then(() => undefined, (err: unknown) => err);
+    await refused.close().catch(() => undefined);
+    expect(failure).toBeInstanceOf(SchemaRegistryError);
+    expect(failure).toMatchObject({ failure: 'not-a-registry' });
+    expect((failure as Error).message).toContain(`schemaRegistry.url ${root} answers, but not as a Confluent-compatible Schema Registry`);
+    expect((failure as Error).message).toContain('/apis/ccompat/v7');
+  });
+
+  it('reads v1, then v2 and v3 registered while it runs, interleaved with v1 again, on two partitions at once, each record once', async () => {
+    const v1 = await register(ORDER_V1);
+    moduleRef = await startLibraryModule(app(proxy.url));
+    await sendRaw(kafka, input, await Promise.all([1, 2, 3, 4].map((n) => record(v1, n))));
+    await waitUntil(async () => (await seenRows()).length >= 4, 60000, 'the v1 records handled');
+    // A writer deploys v2 then v3 while old v1 writers still run: every version interleaved, new ids on both partitions.
+    const v2 = await register(ORDER_V2);
+    const v3 = await register(ORDER_V3);
+    const mixed: Message[] = [];
+    for (let n = 10; n < 40; n++) {
+      const version = [v2, v1, v3][n % 3];
+      mixed.push(await record(version, n, version === v1 ? {} : version === v2 ? { note: `v2-${n}` } : { note: `v3-${n}`, channel: 'app' }));
+    }
+    await sendRaw(kafka, input, mixed);
+    await waitUntil(async () => (await seenRows()).length >= 34, 60000, 'every version read');
+    const rows = await seenRows();
+    expect(rows.every((r) => r.n === 1)).toBe(true);
+    for (let n = 10; n < 40; n++) {
+      const expected = n % 3 === 1 ? '' : n % 3 === 0 ? `v2-${n}` : `v3-${n}`;
+      expect(rows.find((r) => r.order_id === `order-${n}`)?.note).toBe(expected);
+    }
+    expect(await deadLettered()).toEqual([]);
+  });
+
+  it('reads a writer schema avsc holds only as wrapped unions (["int","double"])', async () => {
+    const id = await register(ORDER_AMBIGUOUS);
+    await sendRaw(kafka, input, [await record(id, 50, { weight: { double: 2.5 } }), await record(id, 51, { weight: { int: 3 } })]);
+    await waitUntil(async () => (await handled(['order-50', 'order-51'])).length === 2, 60000, 'the records of the ambiguous union read');
+    expect(await handled(['order-50', 'order-51'])).toEqual([{ order_id: 'order-50', note: '', n: 1 }, { order_id: 'order-51', note: '', n: 1 }]);
+  });
+
+  it('never looks up the id of the handler\'s own topic, declared in topics, as one it writes', () => {
+    expect(proxy.count(new RegExp(`^POST /subjects/${subject.replace(/\./g, '\\.')}`))).toBe(0);
+  });
+
+  it('waits on a 404 that is not the registry\'s (a proxy whose upstream is away), and reads the record once the registry answers', async () => {
+    const lifecycle = moduleRef!.get(KafkaExactlyOnceLifecycle);
+    const v4 = await register(ORDER_V4);
+    proxy.away = true;
+    try {
+      await sendRaw(kafka, input, [await record(v4, 60, { note: 'v4', channel: 'x', region: 'us' })]);
+      await waitUntil(async () => lifecycle.status()?.partitions.some((p) => p.topic === input && /a 404 that is not a registry's answer/.test(p.lastError?.message ?? '')) ?? false, 30000, 'health naming the 404');
+      expect(await handled(['order-60'])).toEqual([]);
+    } finally {
+      proxy.away = false;
+    }
+    await waitUntil(async () => (await handled(['order-60'])).length === 1, 60000, 'the record read once the registry answers');
+    expect(await handled(['order-60'])).toEqual([{ order_id: 'order-60', note: 'v4', n: 1 }]);
+    expect(await deadLettered()).toEqual([]);
+  });
+
+  it('dead-letters a flood of unknown ids a few lookups per unit of work, each id looked up once, and says what framings a bad record lacks', async () => {
+    const v1 = await register(ORDER_V1);
+    const flood: Message[] = Array.from({ length: 120 }, (_, i) => ({ key: 'flood', value: frameForRegistry(70_000_000 + i, Buffer.from([2, 0x61])), headers: { 'message-id': `flood-${i}` } }));
+    const badFraming: Message = { key: 'flood', value: Buffer.from([0x01, 0x02, 0x03]), headers: { 'message-id': 'bad-framing' } };
+    const after = { ...(await record(v1, 80)), key: 'flood' };
+    await sendRaw(kafka, input, [...flood, badFraming, after]);
+    await waitUntil(async () => (await handled(['order-80'])).length === 1, 120000, 'the valid record behind the flood handled');
+    const letters = await readTopic(kafka, `${input}.dlq`, { until: (r) => r.length >= 121, timeoutMs: 30000 });
+    expect(letters.map((l) => l.headers[DEAD_LETTER_HEADERS.reason])).toEqual(Array(121).fill('decode-failed'));
+    expect(letters.find((l) => l.headers['message-id'] === 'bad-framing')?.headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(
+      /neither framing this topic reads: Avro single-object encoding \(C3 01.*or a Schema Registry's \(00, then a 4-byte schema id.*starts with 01 02 03 \(3 bytes\)/,
+    );
+    // Each unknown id asked once, and no unit of work looked up more than its bound (rows a transaction wrote share its xmin).
+    for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBe(1);
+    const perUnit = await queryDatabase<{ n: number }>(databaseUrl, "SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1 AND message_id LIKE '%flood-%' GROUP BY xmin::text", [input]);
+    expect(perUnit.reduce((sum, r) => sum + r.n, 0)).toBe(120);
+    expect(Math.max(...perUnit.map((r) => r.n))).toBeLessThanOrEqual(16);
   });
 });

@@ -47,3 +47,57 @@ export function registryFreeze(signal: 'SIGSTOP' | 'SIGCONT'): void {
   if (!cmdline.includes('-runner.jar')) throw new Error(`pid ${pid} in ${stateDir}/registry.pid is not the registry registry.sh started`);
   process.kill(pid, signal);
 }
+
+/**
+ * An HTTP proxy in front of the test registry, on 127.0.0.1: it forwards every request (counting them by method
+ * and path), or, while `away` is set, answers 404 with a page of its own, as a proxy whose upstream is away does.
+ */
+export async function startRegistryProxy(target = registryUrl()): Promise<{
+  url: string;
+  requests: Map<string, number>;
+  count: (pattern: RegExp) => number;
+  away: boolean;
+  close: () => Promise<void>;
+}> {
+  const { createServer, request } = await import('http');
+  const upstream = new URL(target);
+  const requests = new Map<string, number>();
+  const state = { away: false };
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '').slice(upstream.pathname.length);
+    const key = `${req.method} ${path}`;
+    requests.set(key, (requests.get(key) ?? 0) + 1);
+    if (state.away) {
+      res.writeHead(404, { 'content-type': 'text/html' });
+      res.end('<html><body>404 Not Found</body></html>');
+      return;
+    }
+    const forwarded = request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    forwarded.on('error', () => {
+      res.writeHead(502);
+      res.end();
+    });
+    req.pipe(forwarded);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}${upstream.pathname}`,
+    requests,
+    count: (pattern) => [...requests.entries()].filter(([key]) => pattern.test(key)).reduce((n, [, c]) => n + c, 0),
+    get away() {
+      return state.away;
+    },
+    set away(value: boolean) {
+      state.away = value;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

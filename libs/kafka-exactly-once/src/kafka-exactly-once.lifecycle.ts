@@ -25,7 +25,7 @@ import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { KafkaExactlyOnceExplorer, type TransportHandlerSpec } from './kafka-exactly-once.explorer';
 import type { ResolvedOptions } from './options/resolved-options';
-import { checkReaders, warmUpIds, writesToRegistry } from './serde/registry-boot';
+import { checkReaders, warmUpIds } from './serde/registry-boot';
 import { AmbientTransactions } from './transaction/ambient-transaction';
 import { SchemaRegistry } from './serde/schema-registry';
 import { ReplayWorker } from './parking/replay-worker';
@@ -138,11 +138,10 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   async onApplicationBootstrap(): Promise<void> {
     const remote = this.registry.remote;
     if (remote) {
-      // Each reader in the registry's framing against its subject's latest schema (an incompatible one fails the
+      // The URL a registry's API, each reader against its subject's latest schema (an incompatible one fails the
       // boot), and the ids this module writes with, looked up in the background until known.
-      const prefix = this.options.topicPrefix;
-      await checkReaders(remote, this.handlers.filter((h) => h.topic.startsWith(prefix) && writesToRegistry(this.options, h.topic.slice(prefix.length))), this.logger);
-      this.registryIds = warmUpIds(remote, this.registry, this.options, this.logger, () => !this.stopRequested);
+      await checkReaders(remote, this.handlers, this.logger);
+      this.registryIds = warmUpIds(remote, this.registry, this.options, this.logger, () => !this.stopRequested, new Set(this.handlers.map((h) => h.topic)));
     }
     if (!this.options.autoStart) return;
     await this.start();

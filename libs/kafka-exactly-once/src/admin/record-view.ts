@@ -107,6 +107,7 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
       const writer = remote.writer(id!);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('notAvro' in writer) return failed('schema-registry', null, `schema id ${id}: ${writer.notAvro}`);
+      if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
       schema = (writer.type as { name?: string }).name ?? null;
       decoded = writer.type.fromBuffer(value.subarray(5));
     }

@@ -540,6 +540,9 @@ export class ExactlyOnceConsumer {
       // A unit run with savepoints from the start stays below PostgreSQL's cache of a transaction's
       // subtransactions (64 per backend; past it every snapshot of the server gets slower).
       if (this.runsCarefully(handler, session)) length = Math.min(length, CAREFUL_UNIT_MAX_RECORDS);
+      // At most a bounded number of Schema Registry ids to look up per unit: a flood of unknown ids cannot hold it.
+      const remote = this.registry.remote;
+      if (remote) length = remote.affordable(records.slice(index, index + length).map((r) => r.value));
       if (stage > 0) {
         // A retry tier: only records already due, and none is handled before its time. The partition waits
         // (paused, other partitions and tiers go on) until the first one not due yet is.

@@ -7,9 +7,12 @@ import { KafkaExactlyOnceError } from './kafka-exactly-once.error';
  *   partition shows the error in health; a publish or an outbox write that needs an id not cached yet throws.
  * - `no-id`: the topic's subject has no version of the schema the library writes with, and registering at run
  *   time is off (`schemaRegistry.autoRegister`): register it at deploy time (`kafka-eo schemas register`).
- * - `incompatible`: a handler's reader schema cannot read the subject's latest writer schema (checked at boot).
+ * - `incompatible`: a handler's reader schema cannot read the subject's latest writer schema (checked at boot), or
+ *   the registry refused to register a schema (its compatibility rule).
+ * - `not-a-registry`: `schemaRegistry.url` answers, but not as a Confluent-compatible registry's API (checked at
+ *   boot): a wrong base URL.
  */
-export type SchemaRegistryFailure = 'unavailable' | 'no-id' | 'incompatible';
+export type SchemaRegistryFailure = 'unavailable' | 'no-id' | 'incompatible' | 'not-a-registry';
 
 /** The Schema Registry could not serve a schema or an id (see SchemaRegistryFailure). */
 export class SchemaRegistryError extends KafkaExactlyOnceError {
@@ -22,6 +25,6 @@ export class SchemaRegistryError extends KafkaExactlyOnceError {
     options?: { cause?: unknown },
   ) {
     super(message, options);
-    this.retriable = failure !== 'incompatible';
+    this.retriable = failure === 'unavailable' || failure === 'no-id';
   }
 }

@@ -19,12 +19,20 @@ export function writesToRegistry(options: Pick<ResolvedOptions, 'topics' | 'wire
 }
 
 /**
- * At boot, with a Schema Registry: each handler whose topic is in the registry's framing has its reader schema
- * checked against the latest writer schema of the topic's subject: a reader that cannot read it fails the boot
- * (SchemaRegistryError `incompatible`, naming both). A registry that does not answer is warned about; the check
- * is not made then (the records show any mismatch as decode failures).
+ * At boot, with a Schema Registry: first, that `schemaRegistry.url` is a registry's API (a server that answers as
+ * something else fails the boot: SchemaRegistryError `not-a-registry`); then each handler (any topic may carry the
+ * registry's framing) has its reader schema checked against the latest writer schema of its topic's subject: a
+ * reader that cannot read it fails the boot (SchemaRegistryError `incompatible`, naming both). A registry that does
+ * not answer is warned about; the checks are not made then (the records show any mismatch as decode failures).
  */
 export async function checkReaders(remote: RegistrySchemas, readers: RegistryReader[], logger: Logger): Promise<void> {
+  try {
+    await remote.probe();
+  } catch (err) {
+    if ((err as SchemaRegistryError).failure !== 'unavailable') throw err;
+    logger.warn(`Schema Registry: ${(err as Error).message}; its schemas are fetched when it answers`);
+    return;
+  }
   for (const reader of readers) {
     const subject = remote.subjectOf(reader.topic, reader.schema.name);
     let latest: Awaited<ReturnType<RegistrySchemas['latest']>>;
@@ -35,11 +43,14 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
       continue;
     }
     if (!latest) {
-      logger.log(`${reader.name}: subject ${subject} has no schema yet; its reader schema ${reader.schema.name} (${reader.schema.file}) is checked when the first one is registered`);
+      logger.log(`${reader.name}: subject ${subject} has no schema in the Schema Registry; records of ${reader.topic} in the registry's framing are read with ${reader.schema.name} (${reader.schema.file}) from their writer schemas as they come`);
       continue;
     }
     const writer = latest.writer;
-    if (writer === 'unknown' || 'notAvro' in writer) throw new SchemaRegistryError('incompatible', `${reader.name}: the latest schema of subject ${subject} (id ${latest.id}) is not an Avro schema it can read`, subject);
+    if (writer === 'unknown' || 'notAvro' in writer || 'unreadable' in writer) {
+      const why = writer === 'unknown' ? 'the registry does not give it' : 'notAvro' in writer ? writer.notAvro : writer.unreadable;
+      throw new SchemaRegistryError('incompatible', `${reader.name}: the latest schema of subject ${subject} (id ${latest.id}) is not an Avro schema it can read: ${why}`, subject);
+    }
     try {
       reader.schema.type.createResolver(writer.type);
     } catch (err) {
@@ -56,11 +67,12 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
 /**
  * Looks up the ids the module writes with (the declared topics in the registry's framing) until each is known,
  * in the background: writes of a topic whose id is not known yet throw SchemaRegistryError meanwhile, saying
- * why. Resolves when every id is known or `running()` turns false.
+ * why. A declared topic that a handler of the module reads (`read`, as consumed) is not written by it as a rule:
+ * its id is looked up at its first write instead. Resolves when every id is known or `running()` turns false.
  */
-export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean): Promise<void> {
+export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
   const wanted = Object.entries(options.topics)
-    .filter(([topic]) => writesToRegistry(options, topic))
+    .filter(([topic]) => writesToRegistry(options, topic) && !read.has(`${options.topicPrefix}${topic}`))
     .map(([topic, declared]) => {
       const schema = registry.current(declared.schema);
       return { subject: remote.subjectOf(`${options.topicPrefix}${topic}`, schema.name), schema };

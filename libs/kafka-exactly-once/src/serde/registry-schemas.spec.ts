@@ -1,55 +1,67 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
-import { frameForRegistry, registryIdOf, RegistrySchemas } from './registry-schemas';
+import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, registryIdOf, RegistrySchemas, UNKNOWN_ID_TTL_MS } from './registry-schemas';
 import { SchemaRegistry } from './schema-registry';
 import { decodeEvent, encodeSingleObject } from './single-object.codec';
 
 const V1 = { type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }] };
 const V2 = { type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }, { name: 'n', type: 'long', default: 0 }] };
 
-/** A registry client answering from memory, as @kafkajs/confluent-schema-registry would, with its errors. */
-function fakeClient(local: SchemaRegistry) {
+/**
+ * A registry's REST API answering from memory, as Confluent's does (its status codes and `error_code`s), the
+ * transport the library's client calls.
+ */
+function fakeClient(_local?: SchemaRegistry) {
   const subjects = new Map<string, number[]>();
-  const texts = new Map<number, string>();
+  const texts = new Map<number, { schema: string; schemaType?: string; references?: unknown[] }>();
   let nextId = 1;
   let down = false;
-  const status = (code: number) => Object.assign(new Error(`status ${code}`), { status: code });
+  const error = (status: number, code: number) => ({ status, body: { error_code: code, message: `error ${code}` } });
   const client = {
     calls: 0,
+    /** What answers instead of the registry, while set (a proxy's page, say). */
+    proxy: undefined as undefined | { status: number; body: unknown },
     set down(value: boolean) {
       down = value;
     },
-    async getSchema(id: number) {
-      client.calls++;
-      if (down) throw new Error('connect ECONNREFUSED');
-      const text = texts.get(id);
-      if (!text) throw status(404);
-      return SchemaRegistry.fromSchemas([{ schema: text }]).current(JSON.parse(text).namespace + '.' + JSON.parse(text).name).type;
-    },
-    async getRegistryIdBySchema(subject: string, schema: { schema: string }) {
-      client.calls++;
-      if (down) throw new Error('connect ECONNREFUSED');
-      const id = (subjects.get(subject) ?? []).find((i) => texts.get(i) === schema.schema);
-      if (id === undefined) throw Object.assign(new Error('Subject not found'), { name: 'ConfluentSchemaRegistryError' });
+    add(schema: string, extra: { schemaType?: string; references?: unknown[] } = {}, subject?: string): number {
+      const id = nextId++;
+      texts.set(id, { schema, ...extra });
+      if (subject) subjects.set(subject, [...(subjects.get(subject) ?? []), id]);
       return id;
     },
     async register(schema: { schema: string }, { subject }: { subject: string }) {
-      client.calls++;
-      if (down) throw new Error('connect ECONNREFUSED');
-      const id = nextId++;
-      texts.set(id, schema.schema);
-      subjects.set(subject, [...(subjects.get(subject) ?? []), id]);
-      return { id };
+      return { id: client.add(schema.schema, {}, subject) };
     },
-    async getLatestSchemaId(subject: string) {
+    async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
       client.calls++;
+      await new Promise((resolve) => setImmediate(resolve));
       if (down) throw new Error('connect ECONNREFUSED');
-      const ids = subjects.get(subject);
-      if (!ids) throw status(404);
-      return ids[ids.length - 1];
+      if (client.proxy) return client.proxy;
+      let m: RegExpMatchArray | null;
+      if (method === 'GET' && path === '/subjects') return { status: 200, body: [...subjects.keys()] };
+      if (method === 'GET' && (m = path.match(/^\/schemas\/ids\/(\d+)$/))) {
+        const found = texts.get(Number(m[1]));
+        return found ? { status: 200, body: found } : error(404, 40403);
+      }
+      if (method === 'GET' && (m = path.match(/^\/subjects\/([^/]+)\/versions\/([^/]+)$/))) {
+        const ids = subjects.get(decodeURIComponent(m[1]));
+        if (!ids) return error(404, 40401);
+        const id = m[2] === 'latest' ? ids[ids.length - 1] : ids[Number(m[2]) - 1];
+        return id === undefined ? error(404, 40402) : { status: 200, body: { id, version: ids.indexOf(id) + 1, ...texts.get(id) } };
+      }
+      if (method === 'POST' && (m = path.match(/^\/subjects\/([^/]+)\/versions$/))) {
+        return { status: 200, body: { id: client.add((body as { schema: string }).schema, {}, decodeURIComponent(m[1])) } };
+      }
+      if (method === 'POST' && (m = path.match(/^\/subjects\/([^/]+)$/))) {
+        const ids = subjects.get(decodeURIComponent(m[1]));
+        if (!ids) return error(404, 40401);
+        const id = ids.find((i) => texts.get(i)!.schema === (body as { schema: string }).schema);
+        return id === undefined ? error(404, 40403) : { status: 200, body: { id } };
+      }
+      return { status: 404, body: 'Not Found' };
     },
   };
-  void local;
   return client;
 }
 
@@ -171,5 +183,142 @@ describe('the Schema Registry client\'s authentication', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('reading writer schemas from the registry, whatever it holds', () => {
+  const reader = SchemaRegistry.fromSchemas([{ schema: V2, file: 'note.v2.avsc' }]);
+  const note = reader.current('t.Note');
+  const setUp = (now: () => number = Date.now) => {
+    const client = fakeClient();
+    const remote = new RegistrySchemas(options(), 'bigint', client, now);
+    const registry = SchemaRegistry.fromSchemas([{ schema: V2, file: 'note.v2.avsc' }]);
+    registry.remote = remote;
+    return { client, remote, registry };
+  };
+  const V3 = { ...V2, fields: [...V2.fields, { name: 'tag', type: ['null', 'string'], default: null }] };
+  const body = (schema: object, value: object) => SchemaRegistry.fromSchemas([{ schema }]).current('t.Note').type.toBuffer(value);
+
+  it('reads any number of versions of one record side by side, in any order, for the life of the process', async () => {
+    const { client, remote, registry } = setUp();
+    const ids = [V1, V2, V3].map((schema) => client.add(JSON.stringify(schema), {}, 'notes-value'));
+    const values = [
+      frameForRegistry(ids[0], body(V1, { id: 'a' })),
+      frameForRegistry(ids[2], body(V3, { id: 'c', n: 3n, tag: 'x' })),
+      frameForRegistry(ids[1], body(V2, { id: 'b', n: 2n })),
+    ];
+    // One unit each, as a running consumer meets them (a writer rolled back, old writers still running).
+    for (const value of [...values, ...values.slice().reverse()]) {
+      await remote.prefetch([value]);
+      expect(() => decodeEvent(registry, note, value)).not.toThrow();
+    }
+    expect([values[0], values[2], values[1]].map((v) => decodeEvent(registry, note, v))).toEqual([{ id: 'a', n: 0n }, { id: 'b', n: 2n }, { id: 'c', n: 3n }]);
+  });
+
+  it('fetches an id once when two partitions need it at the same moment', async () => {
+    const { client, remote, registry } = setUp();
+    const id1 = client.add(JSON.stringify(V1));
+    const id2 = client.add(JSON.stringify(V3));
+    const a = frameForRegistry(id1, body(V1, { id: 'a' }));
+    const b = frameForRegistry(id2, body(V3, { id: 'b', n: 1n, tag: null }));
+    const before = client.calls;
+    await Promise.all([remote.prefetch([a, b]), remote.prefetch([b, a]), remote.prefetch([a])]);
+    expect(client.calls - before).toBe(2);
+    expect(decodeEvent(registry, note, b)).toEqual({ id: 'b', n: 1n });
+  });
+
+  it('reads a writer whose union Avro cannot hold as plain values (["int","double"]), and dead-letters one it cannot build, naming the schema problem', async () => {
+    const { client, remote, registry } = setUp();
+    const ambiguous = { ...V2, fields: [...V2.fields, { name: 'amount', type: ['int', 'double'] }] };
+    const id = client.add(JSON.stringify(ambiguous));
+    const writer = SchemaRegistry.fromSchemas([{ schema: { ...V2, fields: [...V2.fields, { name: 'amount', type: 'double' }] } }]).current('t.Note');
+    // The body of ["int","double"]'s branch 1 (double) is what a double field's is, after the branch index.
+    const value = frameForRegistry(id, Buffer.concat([writer.type.toBuffer({ id: 'u', n: 5n, amount: 1.5 }).subarray(0, 3), Buffer.from([2]), writer.type.toBuffer({ id: 'u', n: 5n, amount: 1.5 }).subarray(3)]));
+    await remote.prefetch([value]);
+    expect(decodeEvent(registry, note, value)).toEqual({ id: 'u', n: 5n });
+
+    const broken = client.add(JSON.stringify({ type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 't.Missing' }] }));
+    const notJson = client.add('{"type": "record",');
+    const protobuf = client.add('syntax = "proto3"; message Note { string id = 1; }', { schemaType: 'PROTOBUF' });
+    const values = [broken, notJson, protobuf].map((i) => frameForRegistry(i, Buffer.from([2, 0x61])));
+    await remote.prefetch(values); // no registry fault: each is a record problem
+    expect(() => decodeEvent(registry, note, values[0])).toThrow(DecodeError);
+    expect(() => decodeEvent(registry, note, values[0])).toThrow(/schema id \d+, and the registry's schema id \d+ is not an Avro schema this library can build: .*t\.Missing/);
+    expect(() => decodeEvent(registry, note, values[1])).toThrow(/is not valid JSON/);
+    expect(() => decodeEvent(registry, note, values[2])).toThrow(/a PROTOBUF schema under this id/);
+    expect(() => decodeEvent(registry, note, values[0])).not.toThrow(/Schema Registry at/);
+  });
+
+  it('reads a writer with schema references, each built in the writer\'s own type registry', async () => {
+    const { client, remote, registry } = setUp();
+    const tag = { type: 'record', name: 'Tag', namespace: 't', fields: [{ name: 'label', type: 'string' }] };
+    client.add(JSON.stringify(tag), {}, 'tag-value');
+    const withRef = { ...V2, fields: [...V2.fields, { name: 'tag', type: ['null', 't.Tag'], default: null }] };
+    const id = client.add(JSON.stringify(withRef), { references: [{ name: 't.Tag', subject: 'tag-value', version: 1 }] });
+    const full = SchemaRegistry.fromSchemas([{ schema: { ...V2, fields: [...V2.fields, { name: 'tag', type: ['null', tag], default: null }] } }]).current('t.Note');
+    const value = frameForRegistry(id, full.type.toBuffer({ id: 'r', n: 1n, tag: { label: 'l' } }));
+    await remote.prefetch([value]);
+    expect(decodeEvent(registry, note, value)).toEqual({ id: 'r', n: 1n });
+  });
+
+  it('tells the registry\'s "no schema of this id" (40403) from any other 404, and believes the first for a bounded time only', async () => {
+    let now = 1_000_000;
+    const { client, remote, registry } = setUp(() => now);
+    const value = frameForRegistry(7, body(V1, { id: 'late' }));
+    // A proxy's 404 (or a base URL without the registry's API): the registry is not reached, the record waits.
+    client.proxy = { status: 404, body: '<html>Not Found</html>' };
+    await expect(remote.prefetch([value])).rejects.toMatchObject({ failure: 'unavailable', message: expect.stringMatching(/404 <html>Not Found<\/html> \(a 404 that is not a registry's answer: check schemaRegistry\.url/) });
+    expect(remote.writer(7)).toBeUndefined();
+    client.proxy = undefined;
+    // The registry's own answer: a decode failure, believed for UNKNOWN_ID_TTL_MS.
+    await remote.prefetch([value]);
+    expect(() => decodeEvent(registry, note, value)).toThrow(/schema id 7, which the registry says does not exist/);
+    while (client.add(JSON.stringify(V1)) < 7); // id 7 registered since (a replica catching up)
+    const calls = client.calls;
+    await remote.prefetch([value]);
+    expect(client.calls).toBe(calls); // not asked again yet
+    now += UNKNOWN_ID_TTL_MS;
+    await remote.prefetch([value]);
+    expect(decodeEvent(registry, note, value)).toEqual({ id: 'late', n: 0n });
+  });
+
+  it('bounds the ids one unit looks up, and the ids it remembers as unknown', async () => {
+    const { remote } = setUp();
+    const flood = Array.from({ length: 100 }, (_, i) => frameForRegistry(1000 + (i % 40), Buffer.from([2, 0x61])));
+    const first = remote.affordable(flood);
+    expect(new Set(flood.slice(0, first).map(registryIdOf)).size).toBe(MAX_LOOKUPS_PER_UNIT);
+    expect(registryIdOf(flood[first])).not.toBe(undefined);
+    expect(flood.slice(0, first).map(registryIdOf)).not.toContain(registryIdOf(flood[first]));
+    await remote.prefetch(flood.slice(0, first));
+    // Those now known (as unknown ids), the next unit looks up the next ones.
+    expect(remote.affordable(flood)).toBeGreaterThan(first);
+    expect(remote.affordable([frameForRegistry(5000, Buffer.alloc(1))])).toBe(1);
+    for (let n = 0; n < MAX_UNKNOWN_IDS + 50; n += 16) {
+      await remote.prefetch(Array.from({ length: 16 }, (_, i) => frameForRegistry(100_000 + n + i, Buffer.alloc(1))));
+    }
+    expect((remote as unknown as { unknownIds: Map<number, number> }).unknownIds.size).toBeLessThanOrEqual(MAX_UNKNOWN_IDS);
+  });
+
+  it('says which framings a topic reads when a value has neither', async () => {
+    const { registry } = setUp();
+    for (const [value, start] of [[Buffer.from([1, 2, 3]), '01 02 03 (3 bytes)'], [Buffer.from([0, 0, 1]), '00 00 01 (3 bytes)'], [Buffer.alloc(0), 'empty']] as const) {
+      expect(() => decodeEvent(registry, note, value)).toThrow(new RegExp(`neither framing this topic reads: Avro single-object encoding \\(C3 01.*or a Schema Registry's \\(00, then a 4-byte schema id.*${start.replace(/[()]/g, '\\$&')}`));
+    }
+    const plain = SchemaRegistry.fromSchemas([{ schema: V2 }]);
+    expect(() => decodeEvent(plain, note, Buffer.from([1, 2, 3]))).toThrow(/not Avro single-object encoded \(C3 01, then an 8-byte schema fingerprint and the body\); it starts with 01 02 03 \(3 bytes\)/);
+  });
+
+  it('refuses a URL that answers but not as a registry, and tells it from one that does not answer', async () => {
+    const { client, remote } = setUp();
+    await expect(remote.probe()).resolves.toBeUndefined();
+    client.proxy = { status: 404, body: { timestamp: 1, status: 404, error: 'Not Found', path: '/subjects' } };
+    await expect(remote.probe()).rejects.toMatchObject({ failure: 'not-a-registry', retriable: false, message: expect.stringMatching(/answers, but not as a Confluent-compatible Schema Registry .* Apicurio's is under \/apis\/ccompat\/v7/) });
+    client.proxy = { status: 200, body: '<html>welcome</html>' };
+    await expect(remote.probe()).rejects.toMatchObject({ failure: 'not-a-registry' });
+    client.proxy = { status: 503, body: 'upstream away' };
+    await expect(remote.probe()).rejects.toMatchObject({ failure: 'unavailable' });
+    client.proxy = undefined;
+    client.down = true;
+    await expect(remote.probe()).rejects.toMatchObject({ failure: 'unavailable' });
   });
 });

@@ -1,38 +1,56 @@
-import type * as avro from 'avsc';
-import { Agent } from 'https';
+import * as avro from 'avsc';
 import { withDeadline } from '../engine/deadline';
-import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { BigIntLongType } from './long-type';
+import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryTransport } from './registry-http';
 import type { LoadedSchema } from './schema-registry';
 
 type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
 
-/** What the library uses of `@kafkajs/confluent-schema-registry`'s client. */
-interface RegistryClient {
-  getSchema(id: number): Promise<unknown>;
-  getRegistryIdBySchema(subject: string, schema: { type: 'AVRO'; schema: string }): Promise<number>;
-  register(schema: { type: 'AVRO'; schema: string }, options: { subject: string }): Promise<{ id: number }>;
-  getLatestSchemaId(subject: string): Promise<number>;
-}
+/**
+ * A writer schema by id: its Avro type; `unknown` when the registry says no schema has the id (kept for
+ * UNKNOWN_ID_TTL_MS, then asked again); `notAvro` when the id holds a JSON Schema or Protobuf schema; `unreadable`
+ * when the registry's schema cannot be built as an Avro type here (the reason names the schema problem).
+ */
+export type Writer = { type: avro.Type } | 'unknown' | { notAvro: string } | { unreadable: string };
 
-/** A writer schema by id: its Avro type, or `unknown` when the registry says no schema has the id. */
-type Writer = { type: avro.Type } | 'unknown' | { notAvro: string };
+/** How long "the registry has no schema of this id" is believed before the id is asked again. */
+export const UNKNOWN_ID_TTL_MS = 60_000;
+/** Writer schemas kept (the oldest fetched is forgotten past it, and fetched again when a record needs it). */
+export const MAX_WRITERS = 10_000;
+/** Ids the registry said it does not know, kept at most (a flood of random ids cannot grow the cache past it). */
+export const MAX_UNKNOWN_IDS = 10_000;
+/** Ids not cached yet that one unit of work may look up: a chunk ends before the record of one more. */
+export const MAX_LOOKUPS_PER_UNIT = 16;
+/** Lookups of one prefetch in flight at once. */
+const LOOKUP_CONCURRENCY = 4;
+/** Schema references followed for one schema, in all (a registry's references form a tree of named types). */
+const MAX_REFERENCES = 100;
 
 /**
- * The Schema Registry as the library reads and writes it, through `@kafkajs/confluent-schema-registry` (HTTP,
- * basic and bearer authentication, TLS, retries): writer schemas by id and ids by subject and schema, each
- * cached for the life of the process (a schema id is never reused for another schema), so that records and
- * publishes whose schemas are cached go on while the registry is away.
+ * The Schema Registry as the library reads and writes it, over its Confluent-compatible REST API (HTTP, basic and
+ * bearer authentication, TLS): writer schemas by id and ids by subject and schema, cached (a schema id never
+ * names another schema), so that records and publishes whose schemas are cached go on while the registry is away.
+ *
+ * Each writer schema is built on its own (its named types in a registry of its own), so any number of versions of
+ * any number of records are read side by side for the life of the process. The registry's answers are told apart:
+ * "no schema of this id" (`error_code` 40403) is a decode failure of the record; a 404 without a registry's error
+ * body (a wrong base URL, a proxy whose upstream is away), a 5xx, a timeout or refused credentials is `unavailable`,
+ * an infrastructure fault that waits.
  *
  * Reading is in two steps: `prefetch` (asynchronous, before a unit of work: the writer schemas of its records
- * that are not cached yet) and `writer` (synchronous, while decoding). Writing too: `idFor` (asynchronous, at
- * boot for the declared topics, and again whenever an id is missing) and `cachedId` (synchronous, while encoding).
+ * that are not cached yet, at most MAX_LOOKUPS_PER_UNIT ids: see `affordable`) and `writer` (synchronous, while
+ * decoding). Writing too: `idFor` (asynchronous, at boot for the declared topics, and again whenever an id is
+ * missing) and `cachedId` (synchronous, while encoding).
  */
 export class RegistrySchemas {
-  private readonly client: RegistryClient;
-  private readonly writers = new Map<number, Writer>();
+  private readonly http: RegistryTransport;
+  private readonly writers = new Map<number, Exclude<Writer, 'unknown'>>();
+  /** Ids the registry said it does not know, with when that stops being believed. */
+  private readonly unknownIds = new Map<number, number>();
+  /** Writer lookups in flight, shared by the partitions that need the same id at the same moment. */
+  private readonly fetching = new Map<number, Promise<void>>();
   private readonly ids = new Map<string, number>();
   private readonly lookups = new Map<string, Promise<number>>();
   /** Why the last lookup of an id failed, by subject and schema, until one succeeds. */
@@ -40,10 +58,11 @@ export class RegistrySchemas {
 
   constructor(
     private readonly options: RegistryOptions,
-    longs: 'bigint' | 'number',
-    client?: RegistryClient,
+    private readonly longs: 'bigint' | 'number',
+    transport?: RegistryTransport,
+    private readonly now: () => number = Date.now,
   ) {
-    this.client = client ?? createClient(options, longs);
+    this.http = transport ?? httpTransport(options);
   }
 
   /** The subject of a topic's values for a record type, by the configured strategy. */
@@ -60,34 +79,138 @@ export class RegistrySchemas {
 
   /** The writer schema of an id, if it was fetched (undefined: not fetched yet, see prefetch). */
   writer(id: number): Writer | undefined {
-    return this.writers.get(id);
+    return this.writers.get(id) ?? (this.unknownIds.has(id) ? 'unknown' : undefined);
+  }
+
+  /** Whether the writer schema of `id` must be asked for (not cached, or a "not found" no longer believed). */
+  private needsFetch(id: number): boolean {
+    if (this.writers.has(id)) return false;
+    const until = this.unknownIds.get(id);
+    return until === undefined || until <= this.now();
   }
 
   /**
-   * Fetches the writer schemas of these values' ids that are not cached yet: a value framed for a registry
-   * (byte 0, a 4-byte id) whose id the registry does not know is remembered as unknown (its decoding fails); a
-   * registry that does not answer throws SchemaRegistryError (`unavailable`), an infrastructure fault.
+   * How many of these values, from the first, one unit of work may read: every value up to the one that would
+   * make more than MAX_LOOKUPS_PER_UNIT ids to look up (at least one value). Bounds what a flood of ids the
+   * registry does not know costs a unit.
+   */
+  affordable(values: ReadonlyArray<Buffer | null | undefined>): number {
+    const missing = new Set<number>();
+    for (let i = 0; i < values.length; i++) {
+      const id = registryIdOf(values[i]);
+      if (id === undefined || missing.has(id) || !this.needsFetch(id)) continue;
+      if (missing.size === MAX_LOOKUPS_PER_UNIT) return Math.max(1, i);
+      missing.add(id);
+    }
+    return values.length;
+  }
+
+  /**
+   * Fetches the writer schemas of these values' ids that are not cached yet (LOOKUP_CONCURRENCY at a time): an id
+   * the registry says it does not know is remembered as unknown for UNKNOWN_ID_TTL_MS (its records' decoding
+   * fails); a registry that does not answer, or not as a registry, throws SchemaRegistryError (`unavailable`).
    */
   async prefetch(values: ReadonlyArray<Buffer | null | undefined>): Promise<void> {
     const missing = new Set<number>();
     for (const value of values) {
       const id = registryIdOf(value);
-      if (id !== undefined && !this.writers.has(id)) missing.add(id);
+      if (id !== undefined && this.needsFetch(id)) missing.add(id);
     }
-    for (const id of missing) await this.fetchWriter(id);
+    const queue = [...missing];
+    const failures: unknown[] = [];
+    const worker = async () => {
+      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+        await this.fetchWriter(id).catch((err: unknown) => failures.push(err));
+        if (failures.length > 0) return;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(LOOKUP_CONCURRENCY, queue.length) }, worker));
+    if (failures.length > 0) throw failures[0];
   }
 
-  private async fetchWriter(id: number): Promise<void> {
-    try {
-      const schema = await this.call(`the schema of id ${id}`, () => this.client.getSchema(id));
-      this.writers.set(id, isAvroType(schema) ? { type: schema } : { notAvro: 'the registry holds a schema of another type (JSON or Protobuf) under this id' });
-    } catch (err) {
-      if (statusOf(err) === 404) {
-        this.writers.set(id, 'unknown');
-        return;
-      }
-      throw err;
+  private fetchWriter(id: number): Promise<void> {
+    let pending = this.fetching.get(id);
+    if (!pending) {
+      pending = this.fetchWriterNow(id).finally(() => this.fetching.delete(id));
+      this.fetching.set(id, pending);
     }
+    return pending;
+  }
+
+  private async fetchWriterNow(id: number): Promise<void> {
+    const what = `the schema of id ${id}`;
+    const answer = await this.call(what, 'GET', `/schemas/ids/${id}`);
+    if (answer.status === 404 && errorCodeOf(answer) === 40403) {
+      this.unknownIds.delete(id);
+      if (this.unknownIds.size >= MAX_UNKNOWN_IDS) this.unknownIds.delete(this.unknownIds.keys().next().value!);
+      this.unknownIds.set(id, this.now() + UNKNOWN_ID_TTL_MS);
+      return;
+    }
+    const found = this.expectOk(what, answer) as { schema?: unknown; schemaType?: unknown; references?: unknown };
+    const writer = await this.buildWriter(id, found);
+    this.unknownIds.delete(id);
+    this.keepWriter(id, writer);
+  }
+
+  private keepWriter(id: number, writer: Exclude<Writer, 'unknown'>): void {
+    if (!this.writers.has(id) && this.writers.size >= MAX_WRITERS) this.writers.delete(this.writers.keys().next().value!);
+    this.writers.set(id, writer);
+  }
+
+  /**
+   * The Avro type of a registry's schema, built in a type registry of its own (with its references, fetched by
+   * subject and version); unions read as plain values when Avro allows, else as Avro's wrapped branches (a
+   * writer's `["int","double"]`: the reader's own representation is what a handler gets either way).
+   */
+  private async buildWriter(id: number, found: { schema?: unknown; schemaType?: unknown; references?: unknown }): Promise<Exclude<Writer, 'unknown'>> {
+    const type = typeof found.schemaType === 'string' ? found.schemaType.toUpperCase() : 'AVRO';
+    if (type !== 'AVRO') return { notAvro: `the registry holds a ${type} schema under this id, not an Avro one` };
+    const texts: string[] = [];
+    const seen = new Set<string>();
+    const collect = async (references: unknown, depth: number): Promise<void> => {
+      if (!Array.isArray(references)) return;
+      for (const reference of references as Array<{ subject?: unknown; version?: unknown }>) {
+        const key = `${String(reference?.subject)}\u0000${String(reference?.version)}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        if (seen.size > MAX_REFERENCES || depth > 10) throw new Error(`more than ${MAX_REFERENCES} schema references, or references deeper than 10`);
+        if (typeof reference?.subject !== 'string' || (typeof reference.version !== 'number' && typeof reference.version !== 'string')) throw new Error(`a schema reference without subject and version: ${JSON.stringify(reference)}`);
+        const what = `schema reference ${reference.subject} version ${reference.version} (of id ${id})`;
+        const answer = await this.call(what, 'GET', `/subjects/${encodeURIComponent(reference.subject)}/versions/${encodeURIComponent(String(reference.version))}`);
+        // The registry's own "no such subject or version": the schema names a reference the registry does not have.
+        if (answer.status === 404 && errorCodeOf(answer) !== undefined) throw new Error(`${what}: ${messageOf(answer)}`);
+        const referenced = this.expectOk(what, answer) as { schema?: unknown; references?: unknown };
+        await collect(referenced.references, depth + 1);
+        if (typeof referenced.schema !== 'string') throw new Error(`${what} has no schema text`);
+        texts.push(referenced.schema);
+      }
+    };
+    try {
+      await collect(found.references, 0);
+    } catch (err) {
+      if (err instanceof SchemaRegistryError) throw err;
+      return { unreadable: `the registry's schema id ${id} cannot be read here: ${(err as Error).message}` };
+    }
+    if (typeof found.schema !== 'string') return { unreadable: `the registry's answer for schema id ${id} has no schema text` };
+    texts.push(found.schema);
+    let parsed: unknown[];
+    try {
+      parsed = texts.map((text) => JSON.parse(text));
+    } catch (err) {
+      return { unreadable: `the registry's schema id ${id} is not valid JSON: ${(err as Error).message}` };
+    }
+    let firstError: Error | undefined;
+    for (const wrapUnions of [false, true]) {
+      try {
+        const registry: Record<string, unknown> = this.longs === 'bigint' ? { long: BigIntLongType } : {};
+        let built: avro.Type | undefined;
+        for (const schema of parsed) built = avro.Type.forSchema(schema as avro.Schema, { registry, wrapUnions } as avro.ForSchemaOptions);
+        return { type: built! };
+      } catch (err) {
+        firstError ??= err as Error;
+      }
+    }
+    return { unreadable: `the registry's schema id ${id} is not an Avro schema this library can build: ${firstError?.message}` };
   }
 
   /** The id of `schema` under `subject`, if known (see idFor). */
@@ -138,64 +261,88 @@ export class RegistrySchemas {
   }
 
   private async lookUp(subject: string, schema: LoadedSchema): Promise<number> {
-    const body = { type: 'AVRO' as const, schema: schema.text };
+    const what = `the id of ${schema.name} under subject ${subject}`;
+    const answer = await this.call(what, 'POST', `/subjects/${encodeURIComponent(subject)}`, { schema: schema.text });
     let id: number;
-    try {
-      id = await this.call(`the id of ${schema.name} under subject ${subject}`, () => this.client.getRegistryIdBySchema(subject, body));
-    } catch (err) {
-      if (!(err instanceof SchemaRegistryError && err.failure === 'no-id')) throw err;
+    // 40401: no such subject; 40403: the subject has no such schema.
+    if (answer.status === 404 && (errorCodeOf(answer) === 40401 || errorCodeOf(answer) === 40403)) {
       if (!this.options.autoRegister) {
         throw new SchemaRegistryError(
           'no-id',
           `subject ${subject} of the Schema Registry at ${this.options.url} has no version of ${schema.name} as this application writes it (${schema.file}), and registering at run time is off: register it at deploy time (npx kafka-eo schemas register), or set schemaRegistry.autoRegister`,
           subject,
-          { cause: err },
         );
       }
-      id = (await this.call(`registering ${schema.name} under subject ${subject}`, () => this.client.register(body, { subject }))).id;
+      id = await this.registerNow(subject, schema);
+    } else {
+      id = idIn(what, this.expectOk(what, answer), this.options.url);
     }
     this.ids.set(idKey(subject, schema), id);
-    this.writers.set(id, { type: schema.type });
+    this.keepWriter(id, { type: schema.type });
     return id;
   }
 
   /** Registers `schema` under `subject` (the deploy-time step: `kafka-eo schemas register`); its id. */
   async register(subject: string, schema: LoadedSchema): Promise<number> {
-    const { id } = await this.call(`registering ${schema.name} under subject ${subject}`, () => this.client.register({ type: 'AVRO', schema: schema.text }, { subject }));
+    const id = await this.registerNow(subject, schema);
     this.ids.set(idKey(subject, schema), id);
     return id;
   }
 
-  /** The subject's latest schema, or undefined when the subject has none yet. */
-  async latest(subject: string): Promise<{ id: number; writer: Writer } | undefined> {
-    let id: number;
-    try {
-      id = await this.call(`the latest schema of subject ${subject}`, () => this.client.getLatestSchemaId(subject));
-    } catch (err) {
-      if (statusOf(err) === 404 || (err instanceof SchemaRegistryError && err.failure === 'no-id')) return undefined;
-      throw err;
+  private async registerNow(subject: string, schema: LoadedSchema): Promise<number> {
+    const what = `registering ${schema.name} under subject ${subject}`;
+    const answer = await this.call(what, 'POST', `/subjects/${encodeURIComponent(subject)}/versions`, { schema: schema.text });
+    if (answer.status === 409 || answer.status === 422) {
+      throw new SchemaRegistryError('incompatible', `the Schema Registry at ${this.options.url} refused ${what} (${answer.status}): ${messageOf(answer)}`, subject);
     }
-    if (!this.writers.has(id)) await this.fetchWriter(id);
-    return { id, writer: this.writers.get(id)! };
+    return idIn(what, this.expectOk(what, answer), this.options.url);
   }
 
-  /** One request (its retries included) within `requestTimeoutMs`; a failure that is not an answer is `unavailable`. */
-  private async call<T>(what: string, request: () => Promise<T>): Promise<T> {
+  /** The subject's latest schema, or undefined when the subject has none yet. */
+  async latest(subject: string): Promise<{ id: number; writer: Writer } | undefined> {
+    const what = `the latest schema of subject ${subject}`;
+    const answer = await this.call(what, 'GET', `/subjects/${encodeURIComponent(subject)}/versions/latest`);
+    if (answer.status === 404 && (errorCodeOf(answer) === 40401 || errorCodeOf(answer) === 40402)) return undefined;
+    const id = idIn(what, this.expectOk(what, answer), this.options.url);
+    if (this.needsFetch(id)) await this.fetchWriter(id);
+    return { id, writer: this.writer(id)! };
+  }
+
+  /**
+   * Whether `schemaRegistry.url` is a registry's API, asked once at boot: a server that answers, but not as a
+   * registry (a 404 without a registry's error body, a page that is not JSON), is a wrong URL and throws
+   * SchemaRegistryError `not-a-registry`; one that does not answer throws `unavailable` (the caller warns).
+   */
+  async probe(): Promise<void> {
+    const what = 'its list of subjects';
+    const answer = await this.call(what, 'GET', '/subjects');
+    if (answer.status === 200 && Array.isArray(answer.body)) return;
+    if (answer.status === 401 || answer.status === 403 || answer.status >= 500) this.expectOk(what, answer);
+    throw new SchemaRegistryError(
+      'not-a-registry',
+      `schemaRegistry.url ${this.options.url} answers, but not as a Confluent-compatible Schema Registry (GET ${this.options.url}/subjects: ${answer.status} ${describeBody(answer)}). Give the base URL of the registry's Confluent-compatible API: Confluent's, Redpanda's and Karapace's are at the server's root (or a path your proxy adds); Apicurio's is under /apis/ccompat/v7`,
+    );
+  }
+
+  /** One request within `requestTimeoutMs`; no answer at all is `unavailable`. */
+  private async call(what: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<RegistryAnswer> {
     try {
-      return await withDeadline(request(), this.options.requestTimeoutMs, `the Schema Registry (${what})`);
+      return await withDeadline(this.http.request(method, path, body), this.options.requestTimeoutMs, `the Schema Registry (${what})`);
     } catch (err) {
-      const status = statusOf(err);
-      // The client turns a 404 of a lookup by schema into an error of its own without the status.
-      if (status === 404 || (err as Error)?.name === 'ConfluentSchemaRegistryError') {
-        throw new SchemaRegistryError('no-id', `the Schema Registry at ${this.options.url} has no ${what}`, undefined, { cause: err });
-      }
-      throw new SchemaRegistryError(
-        'unavailable',
-        `the Schema Registry at ${this.options.url} did not give ${what}: ${(err as Error)?.message ?? err}${status === 401 || status === 403 ? ' (check schemaRegistry.auth)' : ''}`,
-        undefined,
-        { cause: err },
-      );
+      throw new SchemaRegistryError('unavailable', `the Schema Registry at ${this.options.url} did not give ${what}: ${(err as Error)?.message ?? err}`, undefined, { cause: err });
     }
+  }
+
+  /** The body of a 2xx answer; any other is `unavailable`, saying what the answer was. */
+  private expectOk(what: string, answer: RegistryAnswer): unknown {
+    if (answer.status >= 200 && answer.status < 300 && answer.body !== null && typeof answer.body === 'object') return answer.body;
+    const hint =
+      answer.status === 401 || answer.status === 403
+        ? ' (check schemaRegistry.auth)'
+        : answer.status === 404 && errorCodeOf(answer) === undefined
+          ? ` (a 404 that is not a registry's answer: check schemaRegistry.url, e.g. Apicurio's Confluent-compatible API is under /apis/ccompat/v7, or a proxy in front of the registry whose upstream is away)`
+          : '';
+    throw new SchemaRegistryError('unavailable', `the Schema Registry at ${this.options.url} did not give ${what}: ${answer.status} ${describeBody(answer)}${hint}`);
   }
 }
 
@@ -217,50 +364,21 @@ function idKey(subject: string, schema: LoadedSchema): string {
   return `${subject}\u0000${schema.fingerprint}`;
 }
 
-function isAvroType(schema: unknown): schema is avro.Type {
-  return typeof (schema as avro.Type | undefined)?.fromBuffer === 'function' && typeof (schema as avro.Type).createResolver === 'function';
+function idIn(what: string, body: unknown, url: string): number {
+  const id = (body as { id?: unknown }).id;
+  if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) {
+    throw new SchemaRegistryError('unavailable', `the Schema Registry at ${url} gave ${what} without a schema id: ${describeBody({ status: 200, body })}`);
+  }
+  return id;
 }
 
-function statusOf(err: unknown): number | undefined {
-  for (let e = err as { status?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
-    if (typeof e.status === 'number' && e.status > 0) return e.status;
-  }
-  return undefined;
+function messageOf(answer: RegistryAnswer): string {
+  const message = (answer.body as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? message.slice(0, 300) : describeBody(answer);
 }
 
-/** The client of the optional peer `@kafkajs/confluent-schema-registry`, with the library's Avro options. */
-function createClient(options: RegistryOptions, longs: 'bigint' | 'number'): RegistryClient {
-  let module: { SchemaRegistry: new (args: object, options?: object) => RegistryClient; SchemaType: { AVRO: string } };
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    module = require('@kafkajs/confluent-schema-registry');
-  } catch (err) {
-    throw new InvalidOptionsError(
-      'schemaRegistry',
-      `needs the package @kafkajs/confluent-schema-registry (npm install @kafkajs/confluent-schema-registry@^3.9.0, or ^4 on Node.js 22 and later): ${(err as Error).message}`,
-    );
-  }
-  const auth = options.auth;
-  const bearer = auth && 'bearerToken' in auth ? auth.bearerToken : undefined;
-  const args = {
-    host: options.url,
-    clientId: 'kafka-exactly-once',
-    retry: { retries: 2, maxRetryTimeInSecs: Math.max(1, Math.floor(options.requestTimeoutMs / 2000)) },
-    ...(auth && 'username' in auth ? { auth: { username: auth.username, password: auth.password } } : {}),
-    ...(options.tls && options.url.startsWith('https:') ? { agent: new Agent({ keepAlive: true, ...options.tls }) } : {}),
-    ...(bearer !== undefined
-      ? {
-          middlewares: [
-            () => ({
-              async prepareRequest(next: () => Promise<{ enhance(change: object): unknown }>) {
-                const request = await next();
-                const token = typeof bearer === 'function' ? await bearer() : bearer;
-                return request.enhance({ headers: { authorization: `Bearer ${token}` } });
-              },
-            }),
-          ],
-        }
-      : {}),
-  };
-  return new module.SchemaRegistry(args, { [module.SchemaType.AVRO]: { wrapUnions: false, ...(longs === 'bigint' ? { registry: { long: BigIntLongType } } : {}) } });
+function describeBody(answer: RegistryAnswer): string {
+  const text = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+  if (!text) return '(empty)';
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }

@@ -36,12 +36,22 @@ export function encodeSingleObject(schema: LoadedSchema, value: unknown): Buffer
 
 /** The writer schema's fingerprint of a single-object encoded value. */
 export function readFingerprint(bytes: Buffer | null): bigint {
-  if (!bytes || bytes.length < HEADER_LENGTH || bytes[0] !== 0xc3 || bytes[1] !== 0x01) {
+  if (!bytes || !isSingleObject(bytes)) {
     throw new DecodeError(
-      bytes ? 'value is not Avro single-object encoded (it does not start with C3 01 and an 8-byte fingerprint)' : 'record has no value',
+      bytes ? `value is not Avro single-object encoded (C3 01, then an 8-byte schema fingerprint and the body); ${describeStart(bytes)}` : 'record has no value',
     );
   }
   return bytes.readBigInt64LE(2);
+}
+
+function isSingleObject(bytes: Buffer): boolean {
+  return bytes.length >= HEADER_LENGTH && bytes[0] === 0xc3 && bytes[1] === 0x01;
+}
+
+/** What a value that is in no known framing starts with, for its decode failure's message. */
+function describeStart(bytes: Buffer): string {
+  if (bytes.length === 0) return 'it is empty (0 bytes)';
+  return `it starts with ${bytes.subarray(0, 4).toString('hex').replace(/(..)(?=.)/g, '$1 ')} (${bytes.length} byte${bytes.length === 1 ? '' : 's'})`;
 }
 
 /**
@@ -54,7 +64,14 @@ export function readFingerprint(bytes: Buffer | null): bigint {
  */
 export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, bytes: Buffer | null): unknown {
   const id = registryIdOf(bytes);
-  if (id === undefined) return decodeSingleObject(registry, reader, bytes);
+  if (id === undefined) {
+    if (bytes && registry.remote && !isSingleObject(bytes)) {
+      throw new DecodeError(
+        `value is in neither framing this topic reads: Avro single-object encoding (C3 01, then an 8-byte schema fingerprint and the body) or a Schema Registry's (00, then a 4-byte schema id and the body); ${describeStart(bytes)}`,
+      );
+    }
+    return decodeSingleObject(registry, reader, bytes);
+  }
   const remote = registry.remote;
   if (!remote) {
     throw new DecodeError(`value is framed for a Schema Registry (byte 0, schema id ${id}), and this module has no schemaRegistry option to read it with`);
@@ -63,6 +80,7 @@ export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, byte
   if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
   if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
   if ('notAvro' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${writer.notAvro}`);
+  if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
   const body = (bytes as Buffer).subarray(5);
   try {
     return reader.type.fromBuffer(body, registry.resolverFor(reader, id, writer.type));
