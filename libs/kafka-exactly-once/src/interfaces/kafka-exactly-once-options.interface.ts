@@ -195,9 +195,12 @@ export interface TopicOptions {
 
 export type WireFormat = 'single-object' | 'schema-registry';
 
-/** A Confluent-compatible Schema Registry, read through `@kafkajs/confluent-schema-registry` (an optional peer). */
+/** A Confluent-compatible Schema Registry, called over its REST API with Node's own HTTP client (nothing to install). */
 export interface RegistryConnectionOptions {
-  /** Its base URL, e.g. `https://registry.example.com` or Apicurio's `http://host:8080/apis/ccompat/v7`. */
+  /**
+   * The base URL of its Confluent-compatible API, e.g. `https://registry.example.com` or Apicurio's
+   * `http://host:8080/apis/ccompat/v7`. A URL that answers, but not as a registry, fails the boot.
+   */
   url: string;
   /** Basic (an API key and secret on Confluent Cloud) or bearer (a token, or a function that gives a fresh one). */
   auth?: { username: string; password: string } | { bearerToken: string | (() => string | Promise<string>) };
