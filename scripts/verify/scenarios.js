@@ -160,18 +160,22 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
   /**
    * Another service's producer, in the Schema Registry's framing with the registry's own client (encode), as it
    * would write: `count` payments of `accounts` accounts at `rate` per second, a share sent twice with the same
-   * message id, every acknowledged id in the stage's ack log. Resolves when all are sent.
+   * message id, every acknowledged id in the stage's ack log. With `evolve`, a writer deploying a new version
+   * while its old instances still run: at a third of the load `evolve()` registers v2 (its id), and from then on
+   * each payment is written with v1 or v2 at random (old versions after new ones). Resolves when all are sent.
    */
-  const registryLoad = async (stage, cfg, client, id) => {
+  const registryLoad = async (stage, cfg, client, id, evolve) => {
     const { appendFileSync } = require('fs');
     const producer = stage.kafka.producer({ idempotent: true, createPartitioner: require('kafkajs').Partitioners.DefaultPartitioner });
     await producer.connect();
     try {
       const sent = [];
       const batch = 30;
+      let ids = [id];
       for (let n = 0; n < cfg.count; n += batch) {
         const started = Date.now();
         const messages = [];
+        if (evolve && ids.length === 1 && n >= cfg.count / 3) ids = [id, await evolve()];
         for (let i = n; i < Math.min(cfg.count, n + batch); i++) {
           if (sent.length > 0 && stage.random() < cfg.duplicates) {
             messages.push(sent[Math.floor(stage.random() * sent.length)]);
@@ -179,7 +183,9 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
           }
           const accountId = `${stage.accountPrefix}${Math.floor(stage.random() * cfg.accounts)}`;
           const amount = Math.floor(stage.random() * 9000) - 3000 || 1;
-          const value = await client.encode(id, { paymentId: randomUUID(), accountId, amountCents: amount, requestedAt: new Date().toISOString() });
+          const version = ids[Math.floor(stage.random() * ids.length)];
+          const payment = { paymentId: randomUUID(), accountId, amountCents: amount, requestedAt: new Date().toISOString() };
+          const value = await client.encode(version, version === id ? payment : { ...payment, channel: stage.random() < 0.5 ? 'web' : 'app' });
           const message = { key: accountId, value, headers: { 'message-id': randomUUID() } };
           sent.push(message);
           messages.push(message);
@@ -640,7 +646,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
     {
       name: 'schema-registry',
       description:
-        "payments another service writes in the Schema Registry's framing with the registry's own client, outputs in it too (read back by that client); a consumer SIGKILLed, then the registry killed and a fresh consumer started while it is away",
+        "payments another service writes in the Schema Registry's framing with the registry's own client, outputs in it too (read back by that client); v2 of the record registered mid-run and both versions written interleaved; a consumer SIGKILLed, then the registry killed and a fresh consumer started while it is away",
       consumerEnv: { SCHEMA_REGISTRY_URL: REGISTRY_URL, WIRE_FORMAT: 'schema-registry' },
       async run(stage, cfg) {
         const alreadyUp = registryScript('status').status === 0;
@@ -660,7 +666,16 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
         }
         await stage.startConsumer();
         await stage.startConsumer();
-        const load = registryLoad(stage, cfg, stage.registry, id);
+        // v2 of the record (a field added with a default) registered while the consumers run; the consumers' reader
+        // is still v1, and every record of either version must be handled once, in order, with nothing stalled.
+        const v2 = { ...JSON.parse(schema('payment-requested.v1.avsc')) };
+        v2.fields = [...v2.fields, { name: 'channel', type: 'string', default: 'unknown' }];
+        const evolve = async () => {
+          const registered = await stage.registry.register({ type: SchemaType.AVRO, schema: JSON.stringify(v2) }, { subject: `${stage.topic('payments.requested')}-value` });
+          stage.fault(`v2 of PaymentRequested registered (id ${registered.id}): v1 and v2 written interleaved from now on`);
+          return registered.id;
+        };
+        const load = registryLoad(stage, cfg, stage.registry, id, evolve);
         await stage.someTime(stage.loadTime(0.3));
         const live = stage.liveConsumers();
         const victim = live[Math.floor(stage.random() * live.length)];
