@@ -47,7 +47,11 @@ describe('the corrections of KafkaJS in force on a client', () => {
 
   it('counts a fix whose module the copy lacks as not in force', () => {
     const located = copy();
-    const refused = kafkaJsFixesNotInForce({ ...located, load: (file) => (file.includes('fetch/v9') ? (() => { throw new Error('Cannot find module'); })() : located.load(file)) });
+    const load = (file: string) => {
+      if (file.includes('fetch/v9')) throw new Error(`Cannot find module '${file}'`);
+      return located.load(file);
+    };
+    const refused = kafkaJsFixesNotInForce({ ...located, load });
     expect(refused?.missing.map((f) => f.name)).toEqual(['aborted-transactions']);
   });
 

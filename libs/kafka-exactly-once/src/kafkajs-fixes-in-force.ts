@@ -144,9 +144,9 @@ export function assertKafkaJsFixesInForce(kafka: Kafka): void {
   const client = Object.getPrototypeOf(kafka)?.constructor as object | undefined;
   if (client && passed.has(client)) return;
   const corrected = correctedKafkaJs();
-  // The copy the library resolves, when the client is one of its: found so in a bundle too, where no module has a path.
-  const own = client !== undefined && client === (corrected.load('index') as { Kafka?: unknown }).Kafka;
-  const copy = locateKafkaJs(kafka) ?? (own ? corrected : undefined);
+  // Else the copy the library resolves, when the client is one of its: found so in a bundle too, where no module has a path.
+  const own = () => client !== undefined && client === (corrected.load('index') as { Kafka?: unknown }).Kafka;
+  const copy = locateKafkaJs(kafka) ?? (own() ? corrected : undefined);
   const refused = kafkaJsFixesNotInForce(copy);
   if (refused) throw new KafkaJsFixesNotInForceError(refused.found, refused.missing, { path: corrected.path, version: corrected.version }, KAFKAJS_VERSION);
   if (client) passed.add(client);
