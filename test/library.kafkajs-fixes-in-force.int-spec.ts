@@ -46,9 +46,6 @@ function kafkaJsCopy(label: string, version?: string): { path: string; Kafka: ty
  * on its own client it starts as always.
  */
 describe('library: the KafkaJS corrections in force on the client it runs', () => {
-  const prefix = `${uniqueTopic('fixes')}.`;
-  const topic = `${prefix}notes`;
-  const groupId = `${prefix}group`;
   const dir = schemasDirectory('fixes', { 'note.avsc': NOTE });
   const copies: Array<{ remove: () => void }> = [];
   let databaseUrl: string;
@@ -56,20 +53,24 @@ describe('library: the KafkaJS corrections in force on the client it runs', () =
   beforeAll(async () => {
     databaseUrl = await createSuiteDatabase('fixes');
     await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
-    await createTopics(testKafka(), [topic], 1);
   });
 
   afterAll(() => {
     for (const copy of copies) copy.remove();
   });
 
-  function notesModule() {
+  /**
+   * A module consuming `{prefix}notes` in the group `{prefix}group`, its topic made just before (a topic of its own
+   * per test, made when it is needed: concurrent runs on the same broker delete the test topics of earlier suites).
+   */
+  async function notesModule(prefix: string) {
+    await createTopics(testKafka(), [`${prefix}notes`], 1);
     @Module({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'fixes-test', brokers: kafkaBrokers() },
-          groupId,
+          groupId: `${prefix}group`,
           transactionalIdPrefix: 'fixes-test',
           schemas: { directory: dir },
           topicPrefix: prefix,
@@ -82,8 +83,8 @@ describe('library: the KafkaJS corrections in force on the client it runs', () =
   }
 
   /** Boots the module on `client` (in place of the one it builds): the boot's error, or undefined when it started. */
-  async function bootOn(client: Kafka): Promise<Error | undefined> {
-    const moduleRef = await Test.createTestingModule({ imports: [notesModule()] })
+  async function bootOn(prefix: string, client: Kafka): Promise<Error | undefined> {
+    const moduleRef = await Test.createTestingModule({ imports: [await notesModule(prefix)] })
       .overrideProvider(KAFKA_CLIENT)
       .useValue(client)
       .compile();
@@ -97,12 +98,13 @@ describe('library: the KafkaJS corrections in force on the client it runs', () =
     }
   }
 
-  const members = () => withAdmin(testKafka(), async (admin) => (await admin.describeGroups([groupId])).groups[0]?.members.length ?? 0);
+  const members = (groupId: string) => withAdmin(testKafka(), async (admin) => (await admin.describeGroups([groupId])).groups[0]?.members.length ?? 0);
 
   it('refuses to start on a client built from a second copy of KafkaJS, naming the fixes, the copy and what to do', async () => {
     const second = kafkaJsCopy('second');
     copies.push(second);
-    const err = await bootOn(new second.Kafka({ clientId: 'fixes-test', brokers: kafkaBrokers(), logLevel: logLevel.NOTHING }));
+    const prefix = `${uniqueTopic('fixes-second')}.`;
+    const err = await bootOn(prefix, new second.Kafka({ clientId: 'fixes-test', brokers: kafkaBrokers(), logLevel: logLevel.NOTHING }));
     expect(err?.name).toBe('KafkaJsFixesNotInForceError');
     expect(err?.message).toContain('partition-workers (');
     expect(err?.message).toContain('aborted-transactions (');
@@ -113,23 +115,24 @@ describe('library: the KafkaJS corrections in force on the client it runs', () =
     expect(err?.message).toContain('`npm dedupe`');
     expect(err?.message).toContain('"kafkajs": "2.2.4"');
     // Nothing consumed: the group never had a member.
-    expect(await members()).toBe(0);
+    expect(await members(`${prefix}group`)).toBe(0);
   });
 
   it('refuses to start on a client of a KafkaJS other than 2.2.4, naming its version and path', async () => {
     const newer = kafkaJsCopy('newer', '2.2.5');
     copies.push(newer);
-    const err = await bootOn(new newer.Kafka({ clientId: 'fixes-test', brokers: kafkaBrokers(), logLevel: logLevel.NOTHING }));
+    const err = await bootOn(`${uniqueTopic('fixes-newer')}.`, new newer.Kafka({ clientId: 'fixes-test', brokers: kafkaBrokers(), logLevel: logLevel.NOTHING }));
     expect(err?.name).toBe('KafkaJsFixesNotInForceError');
     expect(err?.message).toContain(`corrects KafkaJS 2.2.4 and runs on no other version, and its Kafka client is built from kafkajs 2.2.5 at ${newer.path}`);
     expect(err?.message).toContain('`npm ls kafkajs`');
   });
 
   it('starts on its own client, the check passed, and handles a record', async () => {
+    const prefix = `${uniqueTopic('fixes-own')}.`;
     let moduleRef: TestingModule | undefined;
     try {
-      moduleRef = await startLibraryModule(notesModule());
-      await sendRaw(testKafka(), topic, [{ key: 'k', value: encodeSingleObject(SchemaRegistry.fromDirectory(dir).current('test.fixes.Note'), { id: 'n-1' }), headers: { 'message-id': 'n-1' } }]);
+      moduleRef = await startLibraryModule(await notesModule(prefix));
+      await sendRaw(testKafka(), `${prefix}notes`, [{ key: 'k', value: encodeSingleObject(SchemaRegistry.fromDirectory(dir).current('test.fixes.Note'), { id: 'n-1' }), headers: { 'message-id': 'n-1' } }]);
       await waitUntil(async () => (await queryDatabase(databaseUrl, 'SELECT id FROM applied')).length === 1, 60000);
       expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied')).toEqual([{ id: 'n-1' }]);
     } finally {
