@@ -33,6 +33,7 @@ import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
 import { createProbeClient } from './kafka-probe';
+import { assertKafkaJsFixesInForce } from './kafkajs-fixes-in-force';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
 
@@ -126,6 +127,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   onModuleInit(): void {
+    // Before anything consumes, relays or publishes (they start at bootstrap): on the client they would all run on.
+    assertKafkaJsFixesInForce(this.kafka);
     this.explored = true;
     this.handlers = this.explorer.explore(this.transport?.handlers() ?? []);
     for (const [topic, declared] of Object.entries(this.options.topics)) {

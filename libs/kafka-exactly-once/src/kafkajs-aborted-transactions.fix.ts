@@ -1,4 +1,6 @@
 const APPLIED = Symbol.for('kafka-exactly-once:aborted-transactions-fix');
+/** Left on what this fix corrected (KafkaJS's Fetch response modules, v4 to v11): the boot looks for it on its client's own KafkaJS (kafkajs-fixes-in-force.ts). */
+export const ABORTED_TRANSACTIONS_FIX_MARK = APPLIED;
 
 /** One record as KafkaJS's fetch decoder returns it (src/protocol/recordBatch/record/v0/decoder.js). */
 export interface FetchedRecord {

@@ -1,4 +1,6 @@
 const APPLIED = Symbol.for('kafka-exactly-once:partition-workers-fix');
+/** Left on what this fix corrected (KafkaJS's ConsumerGroup.prototype): the boot looks for it on its client's own KafkaJS (kafkajs-fixes-in-force.ts). */
+export const PARTITION_WORKERS_FIX_MARK = APPLIED;
 const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
 const MAX_WAIT = Symbol('kafka-exactly-once:max-wait');
 

@@ -1,4 +1,6 @@
 const APPLIED = Symbol.for('kafka-exactly-once:request-queue-fix');
+/** Left on what this fix corrected (KafkaJS's RequestQueue.prototype): the boot looks for it on its client's own KafkaJS (kafkajs-fixes-in-force.ts). */
+export const REQUEST_QUEUE_FIX_MARK = APPLIED;
 
 interface RequestQueueInternals {
   pending: unknown[];

@@ -2,6 +2,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { fixKafkaJs } from '../kafkajs.fixes';
+import { assertKafkaJsFixesInForce } from '../kafkajs-fixes-in-force';
 import { nestLogCreator } from '../kafka-logger';
 import { resolveOutbox } from '../options/resolve-options';
 import { OutboxOperations, type SetAsideEvent } from '../outbox/outbox-operations';
@@ -68,6 +69,7 @@ async function relay(ctx: Context): Promise<number> {
   const config = resolveOutbox({ name: ctx.text('name') ?? ctx.env.KAFKA_EO_OUTBOX_NAME, checkpointTopic: ctx.text('checkpoint-topic'), batchMaxRecords: batch === undefined ? undefined : Number(batch) }, prefix);
   fixKafkaJs();
   const kafka = new Kafka({ clientId: `kafka-eo-outbox-${config.name}`, brokers: (ctx.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.INFO, logCreator: nestLogCreator });
+  assertKafkaJsFixesInForce(kafka);
   const relay = new OutboxRelay(kafka, ctx.pool, { ...config, transactionalIdPrefix: prefix, transactionTimeoutMs: 60000, abortHangingTransactions: true });
   relay.start();
   await new Promise<void>((resolve) => {

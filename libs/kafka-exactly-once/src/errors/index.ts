@@ -24,3 +24,4 @@ export * from './outbox-write.error';
 export * from './outbox-relay.error';
 export * from './retry-topics.error';
 export * from './schema-registry.error';
+export * from './kafkajs-fixes-not-in-force.error';
