@@ -6,7 +6,7 @@ import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Kafka } from 'kafkajs';
 import { join } from 'path';
-import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, NonRetriableHandlerError, Outbox, OutboxWriteError, SchemaRegistry } from 'kafka-exactly-once';
+import { EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, NonRetriableHandlerError, Outbox, OutboxWriteError, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
@@ -239,6 +239,9 @@ describe('library: the transaction the application already opened (@nestjs-cls/t
       const refusal = () => logger.lines.filter((l) => /infrastructure fault/.test(l.message) && /TransactionHost/.test(l.message));
       await waitUntil(async () => refusal().length >= 2, 60000, 'the unit refused twice');
       expect(refusal()[0].message).toMatch(/another DataSource than the module's.*ambientTransactions/);
+      // Health names it on the partition.
+      const partition = moduleRef.get(KafkaExactlyOnceLifecycle).status()?.partitions?.find((p) => p.topic === `${prefix}other.notes`);
+      expect(partition?.lastError).toMatchObject({ kind: 'infrastructure', message: expect.stringMatching(/cannot be lent to @nestjs-cls\/transactional.*getDataSourceToken\(\)/) });
       // Refused before the handler ran, every time: nothing committed outside the unit, nothing dead-lettered.
       expect(await applied('other')).toEqual([]);
       expect(await queryDatabase(databaseUrl, "SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1", [`${prefix}other.notes`])).toEqual([{ n: 0 }]);
