@@ -63,8 +63,10 @@ export interface StartStatus {
 export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly logger = new Logger('KafkaExactlyOnce');
   private handlers: HandlerDefinition[] = [];
-  /** The application's @nestjs-cls/transactional, once looked for (null: it has none). */
+  /** The application's @nestjs-cls/transactional, once looked for after the boot's init hooks (null: it has none). */
   private ambient?: AmbientTransactions | null;
+  /** Set when the application's init hooks have run (its bootstrap began): every provider of it exists. */
+  private initialized = false;
   /** The background look-up of the Schema Registry ids this module writes with (see warmUpIds). */
   private registryIds?: Promise<void>;
   private admin?: Admin;
@@ -139,6 +141,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   async onApplicationBootstrap(): Promise<void> {
+    this.initialized = true;
     const remote = this.registry.remote;
     if (remote) {
       // The URL a registry's API, each reader against its subject's latest schema (an incompatible one fails the
@@ -419,17 +422,20 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   /**
-   * The application's @nestjs-cls/transactional for the module's DataSource (see AmbientTransactions), found at
-   * the first call (after the application's providers exist), unless `ambientTransactions: false`.
+   * The application's @nestjs-cls/transactional (see AmbientTransactions), unless `ambientTransactions: false`.
+   * Looked for again at each call until the application's bootstrap began, then remembered: a look made
+   * earlier (from another provider's init hook) may come before the application's TransactionHost exists, and
+   * a miss remembered then would have handlers lend nothing for the process's life.
    */
   ambientTransactions(): AmbientTransactions | undefined {
     const config = this.options.ambientTransactions;
     if (!config) return undefined;
-    if (this.ambient === undefined) {
-      this.ambient = AmbientTransactions.detect(this.getDataSource(), config.connectionName, this.logger) ?? null;
-      if (this.ambient) this.logger.log(`@nestjs-cls/transactional found${config.connectionName ? ` (${config.connectionName})` : ''}: handlers lend it their unit of work's transaction, and Outbox.add joins its transaction`);
-    }
-    return this.ambient ?? undefined;
+    if (this.ambient !== undefined) return this.ambient ?? undefined;
+    const found = AmbientTransactions.detect(this.getDataSource(), config.connectionName, this.logger, this.options.dataSourceName);
+    if (!this.initialized) return found;
+    this.ambient = found ?? null;
+    if (found && !found.refusal) this.logger.log(`@nestjs-cls/transactional found${config.connectionName ? ` (${config.connectionName})` : ''}: handlers lend it their unit of work's transaction, and Outbox.add joins its transaction`);
+    return found;
   }
 
   getDataSource(): DataSource {

@@ -1,3 +1,4 @@
+import { AmbientTransactionError } from '../errors/ambient-transaction.error';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { REFUSED_BY_PIPELINE, isRecordSuspectFault, raisedByHandler, isConnectionFault, isKafkaUnavailable, isFencedError, isOutputTooLarge, isRetriableHandlerError } from './error-classification';
 
@@ -18,6 +19,12 @@ describe('error classification', () => {
   it("blames the database, never a record, when the library's own statements fail (e.g. a missing migration)", () => {
     expect(isConnectionFault({ name: 'InboxStatementError', message: 'the inbox claim failed', cause: pgError('42703') })).toBe(true);
     expect(isConnectionFault(pgError('42703'))).toBe(false); // the same error from a handler's own query
+  });
+
+  it("blames the application's set-up, never a record, when a unit cannot lend its transaction to @nestjs-cls/transactional", () => {
+    const refused = raisedByHandler(new AmbientTransactionError('join-not-taken', 'the join did not take'));
+    expect(isConnectionFault(refused)).toBe(true);
+    expect(isRecordSuspectFault(refused)).toBe(false);
   });
 
   it("does not take a handler's own error codes for the database's", () => {

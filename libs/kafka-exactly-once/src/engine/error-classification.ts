@@ -94,6 +94,9 @@ export function isConnectionFault(err: unknown): boolean {
   if (errors.some((e) => e.name === 'InboxStatementError')) return true;
   // The Schema Registry away (or a schema not registered for a topic written in its framing): no record's fault.
   if (errors.some((e) => e.name === 'SchemaRegistryError' && e.failure !== 'incompatible')) return true;
+  // The application's @nestjs-cls/transactional cannot be lent the unit's transaction: its set-up's fault, and
+  // running the handler anyway would commit its services' writes outside the unit.
+  if (errors.some((e) => e.name === 'AmbientTransactionError')) return true;
   // KafkaJS protocol errors know whether the broker may accept the same request later (NOT_ENOUGH_REPLICAS,
   // NOT_LEADER, REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS...) or refuses it for good (MESSAGE_TOO_LARGE,
   // INVALID_RECORD): the innermost one decides, whatever wraps it.

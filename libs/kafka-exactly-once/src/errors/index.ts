@@ -21,6 +21,7 @@ export * from './handler-timeout.error';
 export * from './hanging-transaction.error';
 export * from './recorded-outputs-refused.error';
 export * from './outbox-write.error';
+export * from './ambient-transaction.error';
 export * from './outbox-relay.error';
 export * from './retry-topics.error';
 export * from './schema-registry.error';

@@ -155,9 +155,12 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     const ambient = this.lifecycle.ambientTransactions();
     const manager = ambient?.active();
     if (!manager) {
+      const refusal = ambient?.refusal;
       throw new OutboxWriteError(
         'not-in-transaction',
-        ambient
+        refusal
+          ? `Outbox.add without an EntityManager cannot join @nestjs-cls/transactional: ${refusal} Otherwise pass the EntityManager of your transaction: outbox.add(manager, topic, event)`
+          : ambient
           ? 'Outbox.add without an EntityManager needs a transaction of @nestjs-cls/transactional open here (a @Transactional() method, or TransactionHost.withTransaction); nothing was written: an event in a transaction of its own would not commit with your rows'
           : `Outbox.add without an EntityManager needs @nestjs-cls/transactional (ClsPluginTransactional with the TypeORM adapter) for the module's DataSource${this.options.ambientTransactions ? '' : ', and ambientTransactions not false'}; otherwise pass the EntityManager of your transaction: outbox.add(manager, topic, event)`,
       );
