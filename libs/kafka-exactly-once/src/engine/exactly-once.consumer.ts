@@ -507,7 +507,7 @@ export class ExactlyOnceConsumer {
 
   /** The work of one fetched batch of a partition, by its worker (see onBatch). */
   private async handleBatch(payload: EachBatchPayload, session: PartitionSession): Promise<void> {
-    const { batch, resolveOffset, heartbeat, isStale } = payload;
+    const { batch, heartbeat, isStale } = payload;
     // stop() ends the workers before the member leaves the group, while KafkaJS still runs.
     const isRunning = () => payload.isRunning() && !this.stopRequested;
     const { topic, partition } = batch;
@@ -520,6 +520,12 @@ export class ExactlyOnceConsumer {
     }
     session.progress.fetched(batch.highWatermark, batch.firstOffset() ?? undefined);
     const generation = session.generation;
+    // The fetch position is this assignment's only: once the member rejoined (or is about to), KafkaJS keeps new
+    // positions, read from the group's committed offsets, and has none for a partition revoked (resolving one there
+    // throws). A unit that commits past the rejoin's wait leaves the position to the next assignment.
+    const resolveOffset = (offset: string): void => {
+      if (session.generation === generation && this.isCurrent(session)) payload.resolveOffset(offset);
+    };
     if (session.verifyOwnership) {
       const owner = await this.ownership(payload, session, generation);
       if (owner === 'lost') return this.abandon(session, new Error('another member owns the partition'), 'another member owns the partition; waiting to be assigned it again');
