@@ -111,4 +111,31 @@ describe('fixKafkaJsPartitionWorkers', () => {
     await g.joinAndSync();
     expect(events).toEqual(['joined']);
   });
+
+  it('waits for its group\'s drains, told the leaving member, before it leaves; sends no LeaveGroup and waits for nothing without a member id', async () => {
+    const events: string[] = [];
+    const g = group('leaving');
+    g.memberId = 'member-1';
+    // What KafkaJS's leave does: the LeaveGroup, then the member id forgotten.
+    g.coordinator = {
+      leaveGroup: async ({ memberId }: { memberId: string }) => {
+        events.push(`left as ${memberId}`);
+      },
+    };
+    const undo = registerDrain('leaving', async (leaving) => {
+      events.push(`drain started (leaving: ${leaving})`);
+      await new Promise((r) => setTimeout(r, 50));
+      events.push('drain done');
+    });
+    const undoOther = registerDrain('another-group', async () => {
+      events.push('other group drained');
+    });
+    await g.leave();
+    expect(events).toEqual(['drain started (leaving: member-1)', 'drain done', 'left as member-1']);
+    events.length = 0;
+    await g.leave();
+    expect(events).toEqual([]);
+    undo();
+    undoOther();
+  });
 });

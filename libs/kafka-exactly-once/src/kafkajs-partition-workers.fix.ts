@@ -24,14 +24,22 @@ export function markBusy(groupId: string, topic: string, partition: number, delt
   if (partitions.size === 0) busy.delete(groupId);
 }
 
-/** What each group's consumers in this process wait for before they (re)join the group (see registerDrain). */
-const drains = new Map<string, Set<() => Promise<void>>>();
+/**
+ * A drain (see registerDrain): called with `leaving`, the member id of the consumer of its group that is about to
+ * leave the group; without it, a consumer of its group is about to join or rejoin.
+ */
+export type Drain = (leaving?: string) => Promise<void>;
+
+/** What each group's consumers in this process wait for before they (re)join or leave the group (see registerDrain). */
+const drains = new Map<string, Set<Drain>>();
 
 /**
  * `drain` runs, and is awaited, each time a consumer of `groupId` in this process is about to join or rejoin the
- * group: the partitions' workers end their units of work first, as KafkaJS's own batches do. Returns the undo.
+ * group, and each time one is about to leave it (`leaving`: its member id; the drain of another member has
+ * nothing to do): the partitions' workers end their units of work first, as KafkaJS's own batches do. Returns the
+ * undo.
  */
-export function registerDrain(groupId: string, drain: () => Promise<void>): () => void {
+export function registerDrain(groupId: string, drain: Drain): () => void {
   let set = drains.get(groupId);
   if (!set) drains.set(groupId, (set = new Set()));
   set.add(drain);
@@ -51,7 +59,9 @@ interface ConsumerGroupInternals {
   subscriptionState: { assigned(): TopicPartitions; active(): TopicPartitions };
   filterPartitionsByNode(nodeId: number, topicPartitions: TopicPartitions): TopicPartitions;
   fetch(nodeId: number): Promise<unknown[]>;
+  memberId: string | null;
   joinAndSync(): Promise<void>;
+  leave(): Promise<void>;
   resume(topicPartitions: TopicPartitions): void;
   [WAITERS]?: Set<() => void>;
 }
@@ -61,9 +71,11 @@ interface ConsumerGroupInternals {
  * (ExactlyOnceConsumer.onBatch), where KafkaJS 2.2.4 runs batches inside its fetch loop and fetches again only
  * when all of them are done. Three changes to KafkaJS's consumer group make that work:
  *
- * Before it joins or rejoins the group, it waits for the drains registered for its group (registerDrain): the
- * workers end their units of work, so that a rebalance still waits for them as it waits for KafkaJS's own batches
- * (no unit of work of a partition runs on after the partition was given to another member).
+ * Before it joins or rejoins the group, and before it leaves it, it waits for the drains registered for its group
+ * (registerDrain): the workers end their units of work, so that a rebalance still waits for them as it waits for
+ * KafkaJS's own batches (no unit of work of a partition runs on after the partition was given to another member).
+ * The leave matters where KafkaJS stops its consumer by itself (a crash, a disconnect): its stop waits for the
+ * batches in flight, and the library's batches return at once.
  *
  * A fetch of a broker whose assigned partitions are all paused (every one busy) sleeps `maxWaitTime` (500 ms by
  * default) in KafkaJS, and a partition resumed during that sleep waits for it. Here it waits until a partition is
@@ -83,14 +95,22 @@ export function fixKafkaJsPartitionWorkers(): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as { prototype: ConsumerGroupInternals & { [APPLIED]?: true } };
   const prototype = ConsumerGroup.prototype;
-  if (prototype[APPLIED] || typeof prototype.fetch !== 'function' || typeof prototype.resume !== 'function' || typeof prototype.joinAndSync !== 'function') return;
+  const patched = [prototype.fetch, prototype.resume, prototype.joinAndSync, prototype.leave];
+  if (prototype[APPLIED] || patched.some((method) => typeof method !== 'function')) return;
   const fetch = prototype.fetch;
   const resume = prototype.resume;
   const joinAndSync = prototype.joinAndSync;
+  const leave = prototype.leave;
   prototype.joinAndSync = async function (this: ConsumerGroupInternals) {
     const waiting = drains.get(this.groupId);
     if (waiting) await Promise.all([...waiting].map((drain) => drain()));
     return joinAndSync.call(this);
+  };
+  prototype.leave = async function (this: ConsumerGroupInternals) {
+    // Without a member id KafkaJS sends no LeaveGroup (it never joined): there is nothing to wait for either.
+    const waiting = this.memberId ? drains.get(this.groupId) : undefined;
+    if (waiting) await Promise.all([...waiting].map((drain) => drain(this.memberId!)));
+    return leave.call(this);
   };
   prototype.fetch = async function (this: ConsumerGroupInternals, nodeId: number) {
     const maxWait = (this[MAX_WAIT] ??= this.maxWaitTime);

@@ -87,9 +87,11 @@ export class ExactlyOnceConsumer {
   private readonly workerSlots: Array<() => void> = [];
   /** Workers of partitions revoked while they ran (past the drain's wait): a later session of the partition waits for them. */
   private readonly orphans = new Map<string, Promise<void>>();
-  /** From a drain before a (re)join until the join (or a crash): no worker starts. */
+  /** From a drain before a (re)join or a leave until the join (or a crash, or a new consumer): no worker starts. */
   private draining = false;
   private undrain?: () => void;
+  /** This member's id in the group, from its last join: a drain before a leave is for this member only when it is its own. */
+  private memberId?: string;
   private readonly routes: Map<string, Route>;
   private consumer?: Consumer;
   private readonly stableOffsets: StableOffsets;
@@ -163,8 +165,14 @@ export class ExactlyOnceConsumer {
     this.consumer = consumer;
     this.draining = false;
     this.undrain?.();
-    this.undrain = registerDrain(groupId, () => this.drainWorkers());
-    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => this.onAssignment(payload.memberAssignment));
+    this.memberId = undefined;
+    // Before KafkaJS's consumer joins, rejoins or leaves the group (the leave: by stop(), a crash, a disconnect), the
+    // workers end their units of work. Another member of the group in this process leaving is not this one's drain.
+    this.undrain = registerDrain(groupId, (leaving) => (leaving === undefined || leaving === this.memberId ? this.drainWorkers() : Promise.resolve()));
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      this.memberId = payload.memberId;
+      this.onAssignment(payload.memberAssignment);
+    });
     // A fetch of transaction markers or aborted records only: KafkaJS moves past it without calling onBatch. Its
     // offsets hold nothing to handle, so that a caught-up partition of a transactional topic shows no lag.
     consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
@@ -280,9 +288,11 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * Before this member (re)joins the group: each partition's worker ends after its unit of work in flight (its
-   * generation moves on, so it starts no other), so that no unit of a partition runs on once it may be another
-   * member's. Waits at most the rebalance timeout, past which the group would go on without this member anyway.
+   * Before this member (re)joins or leaves the group: each partition's worker ends after its unit of work in flight
+   * (its generation moves on, so it starts no other), so that no unit of a partition runs on once it may be
+   * another member's. Waits at most the rebalance timeout, past which the group would go on without this member
+   * anyway. A leave follows a stop() that ended the workers already, or KafkaJS stopping its consumer by itself (a
+   * crash): its stop no longer waits for them, the batches having returned at once (see onBatch).
    */
   private async drainWorkers(): Promise<void> {
     this.draining = true;
@@ -497,7 +507,7 @@ export class ExactlyOnceConsumer {
 
   /** The work of one fetched batch of a partition, by its worker (see onBatch). */
   private async handleBatch(payload: EachBatchPayload, session: PartitionSession): Promise<void> {
-    const { batch, resolveOffset, heartbeat, isStale } = payload;
+    const { batch, heartbeat, isStale } = payload;
     // stop() ends the workers before the member leaves the group, while KafkaJS still runs.
     const isRunning = () => payload.isRunning() && !this.stopRequested;
     const { topic, partition } = batch;
@@ -510,6 +520,12 @@ export class ExactlyOnceConsumer {
     }
     session.progress.fetched(batch.highWatermark, batch.firstOffset() ?? undefined);
     const generation = session.generation;
+    // The fetch position is this assignment's only: once the member rejoined (or is about to), KafkaJS keeps new
+    // positions, read from the group's committed offsets, and has none for a partition revoked (resolving one there
+    // throws). A unit that commits past the rejoin's wait leaves the position to the next assignment.
+    const resolveOffset = (offset: string): void => {
+      if (session.generation === generation && this.isCurrent(session)) payload.resolveOffset(offset);
+    };
     if (session.verifyOwnership) {
       const owner = await this.ownership(payload, session, generation);
       if (owner === 'lost') return this.abandon(session, new Error('another member owns the partition'), 'another member owns the partition; waiting to be assigned it again');
