@@ -8,12 +8,12 @@
  * inbox with `--rows` rows as 0.4 wrote them, then times `runInboxMigrations`, the boot's own call, which applies
  * the one migration left. The mix, by row number modulo 100: 50 records with a `message-id` (UUID text), 45
  * without one at their own coordinates, 2 without one handled on a retry tier, 1 whose header spelled another
- * record's coordinates (stays), 1 dead-lettered and 1 parked without one (the parked ones with a parked copy and
- * an operator's action in the audit); 49 in 100 are re-keyed. Processed rows point to a unit's outputs, as 0.4
- * writes them. Then it checks the outcome (every row to re-key re-keyed, no other) and drops the database
- * (`--keep` keeps it; `--fill-only` stops before the migration, to look at its statements' plans). `--library` loads the library from another build (the figures before a change: copy
- * dist/libs/kafka-exactly-once of the earlier build somewhere inside the repository, e.g. under bench/results/).
- * Build first (`npm run build`).
+ * record's coordinates (stays), 1 dead-lettered and 1 parked without one (each with an operator's replay in the
+ * audit, the parked ones with a parked copy); 49 in 100 are re-keyed. Processed rows point to a unit's outputs, as
+ * 0.4 writes them. Then it checks the outcome (every row to re-key re-keyed, no other) and drops the database
+ * (`--keep` keeps it; `--fill-only` stops before the migration, to look at its statements' plans). `--library`
+ * loads the library from another build (the figures before a change: copy dist/libs/kafka-exactly-once of the
+ * earlier build somewhere inside the repository, e.g. under bench/results/). Build first (`npm run build`).
  */
 const { resolve } = require('path');
 const { createHash } = require('crypto');

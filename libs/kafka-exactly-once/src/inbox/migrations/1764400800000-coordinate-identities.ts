@@ -11,6 +11,12 @@ const PAGE = 5000;
 /** The cursor over the rows to re-key (a name of the migrating session's own). */
 const CURSOR = 'kafka_eo_coordinate_identities';
 
+/**
+ * An index on the audit's keys while the migration runs: the audit has none on them, and each page's update of the
+ * operators' actions would read the whole audit again.
+ */
+const AUDIT_INDEX = 'kafka_eo_audit_coordinate_identities';
+
 /** A row written before 0.5 for a record without a `message-id`: its id is coordinates, its digest their SHA-256. */
 const WRITTEN_FOR_COORDINATES = `message_id ~ '^[A-Za-z0-9._-]+/[0-9]+/[0-9]+$' AND id_digest = sha256(convert_to(message_id, 'UTF8'))
   AND (message_id = topic || '/' || partition || '/' || "offset" OR starts_with(topic, split_part(message_id, '/', 1) || '.retry.'))`;
@@ -64,11 +70,12 @@ export class CoordinateIdentities1764400800000 implements MigrationInterface {
 /**
  * Picks the inbox rows `selected` names, in one pass over the table, and moves them `PAGE` at a time as `moves`
  * says. The cursor holds what the pass picked (PostgreSQL keeps it past each page's commit), so no page reads the
- * table again.
+ * table again. A run interrupted leaves the audit's index behind; the next one uses it, and drops it.
  */
 async function inPages(queryRunner: QueryRunner, selected: string, moves: (rows: Row[]) => Move[]): Promise<void> {
   const own = !queryRunner.isTransactionActive;
   const faults = new FaultInjector();
+  await queryRunner.query(`CREATE INDEX IF NOT EXISTS ${AUDIT_INDEX} ON kafka_eo_audit (consumer_group, scope, id_digest) WHERE id_digest IS NOT NULL`);
   await queryRunner.query(`DECLARE ${CURSOR} CURSOR WITH HOLD FOR SELECT consumer_group, scope, id_digest, message_id FROM kafka_eo_inbox WHERE ${selected}`);
   try {
     for (;;) {
@@ -80,8 +87,9 @@ async function inPages(queryRunner: QueryRunner, selected: string, moves: (rows:
         await queryRunner.commitTransaction();
         faults.reach('migration-after-page-commit');
       }
-      if (rows.length < PAGE) return;
+      if (rows.length < PAGE) break;
     }
+    await queryRunner.query(`DROP INDEX ${AUDIT_INDEX}`);
   } catch (err) {
     if (own && queryRunner.isTransactionActive) await queryRunner.rollbackTransaction().catch(() => undefined);
     throw err;
