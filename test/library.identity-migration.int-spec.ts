@@ -30,8 +30,8 @@ describe('library: the 0.5 identity migration on a large inbox', () => {
     open.push(reference);
     await withRunner(reference, (runner) => earlierMigration(runner));
     expected = await dump(reference);
-    // The reference did re-key (each kind of row checked in library.inbox): most header-less rows moved, a
-    // header's row did not, and the row whose new key was taken is set apart.
+    // The reference did re-key (each kind of row checked in library.inbox): most header-less rows moved, and the
+    // row whose new key was taken is set apart.
     const moved = expected.inbox.filter((r) => r.digest === coordinatesDigest(r.message_id));
     expect(moved.length).toBeGreaterThan(6000);
     expect(expected.inbox.filter((r) => r.message_id.endsWith(' (pre-0.5 key)'))).toHaveLength(1);
@@ -84,6 +84,13 @@ describe('library: the 0.5 identity migration on a large inbox', () => {
     const reference = new Set(expected.inbox.map((r) => JSON.stringify(r)));
     expect(changed.filter((r) => !reference.has(JSON.stringify(r)))).toEqual([]);
     expect(await dataSource.query(`SELECT name FROM kafka_eo_migrations WHERE name = $1`, [MIGRATION])).toHaveLength(0);
+    // Each parked copy and operator's action moved in the same transaction as its row: none points to no row.
+    const astray = await dataSource.query(
+      `SELECT 'parked' AS t, message_id FROM kafka_eo_parked_records p WHERE NOT EXISTS (SELECT 1 FROM kafka_eo_inbox i WHERE (i.consumer_group, i.scope, i.id_digest) = (p.consumer_group, p.scope, p.id_digest))
+       UNION ALL
+       SELECT 'audit', message_id FROM kafka_eo_audit a WHERE a.id_digest IS NOT NULL AND NOT EXISTS (SELECT 1 FROM kafka_eo_inbox i WHERE (i.consumer_group, i.scope, i.id_digest) = (a.consumer_group, a.scope, a.id_digest))`,
+    );
+    expect(astray).toEqual([]);
 
     // The next boot (its advisory lock free again with the killed session) finishes it.
     await runInboxMigrations(dataSource);
@@ -194,7 +201,7 @@ async function fill(runner: QueryRunner): Promise<void> {
   );
 }
 
-/** CoordinateIdentities1764400800000 as 0.5.0 shipped it (a scan of the inbox per batch): the reference. */
+/** CoordinateIdentities1764400800000 as first written (a scan of the inbox for every batch of 1,000): the reference. */
 async function earlierMigration(queryRunner: QueryRunner): Promise<void> {
   for (;;) {
     const rows: Array<{ consumer_group: string; scope: string; digest: string; message_id: string }> = await queryRunner.query(
