@@ -10,7 +10,9 @@ export const UNIT_OF_WORK_FAULT_POINTS = ['mid-chunk', 'after-db-commit', 'befor
 export const OUTBOX_FAULT_POINTS = ['outbox-before-kafka-commit', 'outbox-after-kafka-commit', 'outbox-after-cleanup'] as const;
 /** A unit of work that moved a record to a retry tier: its PostgreSQL transaction committed, its Kafka one not yet. */
 export const RETRY_FAULT_POINTS = ['after-retry-move-db-commit'] as const;
-export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS, ...RETRY_FAULT_POINTS] as const;
+/** A migration that commits page by page (the inbox's re-keying at boot): a page committed, the next not begun. */
+export const MIGRATION_FAULT_POINTS = ['migration-after-page-commit'] as const;
+export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS, ...RETRY_FAULT_POINTS, ...MIGRATION_FAULT_POINTS] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /**

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
+import type { DataSource, MigrationInterface } from 'typeorm';
 import { MIGRATIONS_TABLE } from '../kafka-exactly-once.constants';
 import { KAFKA_EXACTLY_ONCE_MIGRATIONS } from './migrations';
 
@@ -7,30 +7,49 @@ import { KAFKA_EXACTLY_ONCE_MIGRATIONS } from './migrations';
 const MIGRATION_LOCK = 7_364_211_904;
 
 /**
- * Applies the library's migrations that have not run yet, in one transaction under an advisory lock, so that
- * several instances booting at once do not race. Tracks them in their own table, apart from the application's
- * TypeORM migrations table.
+ * A migration that commits its work page by page when it runs outside a transaction, so that a long one
+ * interrupted (a crash, a deploy) keeps its progress and the next boot finishes it.
+ */
+function commitsInPages(migration: MigrationInterface): boolean {
+  return (migration as { commitsInPages?: boolean }).commitsInPages === true;
+}
+
+/**
+ * Applies the library's migrations that have not run yet, under an advisory lock, so that several instances
+ * booting at once do not race. Tracks them in their own table, apart from the application's TypeORM migrations
+ * table. The migrations run in one transaction, except one that commits page by page (re-keying a whole inbox):
+ * that one runs after the transaction of those before it commits, and is recorded once it has finished.
  */
 export async function runInboxMigrations(dataSource: DataSource, logger = new Logger('KafkaExactlyOnceMigrations')): Promise<void> {
   const queryRunner = dataSource.createQueryRunner();
   await queryRunner.connect();
+  let locked = false;
   try {
-    await queryRunner.startTransaction();
-    await queryRunner.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    // The session's lock, not a transaction's: it must outlast the transactions of a migration that commits
+    // page by page. Instances of earlier versions take the same lock per transaction, and wait for it all the same.
+    await queryRunner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    locked = true;
     await queryRunner.query(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (name text PRIMARY KEY, run_at timestamptz NOT NULL DEFAULT now())`);
     const done = new Set<string>((await queryRunner.query(`SELECT name FROM ${MIGRATIONS_TABLE}`)).map((r: { name: string }) => r.name));
     for (const Migration of KAFKA_EXACTLY_ONCE_MIGRATIONS) {
       const migration = new Migration();
       if (done.has(migration.name)) continue;
+      if (commitsInPages(migration)) {
+        if (queryRunner.isTransactionActive) await queryRunner.commitTransaction();
+      } else if (!queryRunner.isTransactionActive) {
+        await queryRunner.startTransaction();
+      }
       await migration.up(queryRunner);
       await queryRunner.query(`INSERT INTO ${MIGRATIONS_TABLE} (name) VALUES ($1)`, [migration.name]);
       logger.log(`applied ${migration.name}`);
     }
-    await queryRunner.commitTransaction();
+    if (queryRunner.isTransactionActive) await queryRunner.commitTransaction();
   } catch (err) {
     if (queryRunner.isTransactionActive) await queryRunner.rollbackTransaction().catch(() => undefined);
     throw err;
   } finally {
+    // An unlock that fails has lost its session, and the session's locks with it.
+    if (locked) await queryRunner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
     await queryRunner.release();
   }
 }
