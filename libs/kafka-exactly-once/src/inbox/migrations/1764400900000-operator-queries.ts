@@ -54,4 +54,6 @@ export const INDEXES: ReadonlyArray<readonly [string, string]> = [
   ['kafka_eo_outbox_key', `kafka_eo_outbox USING hash (aggregateid)`],
   ['kafka_eo_outbox_set_aside_id', `kafka_eo_outbox_set_aside USING hash (id)`],
   ['kafka_eo_outbox_set_aside_key', `kafka_eo_outbox_set_aside USING hash (aggregateid)`],
+  // The events still set aside (the table keeps those retried or discarded, as their audit): the overview's count.
+  ['kafka_eo_outbox_set_aside_open', `kafka_eo_outbox_set_aside (position) WHERE state = 'set-aside'`],
 ];
