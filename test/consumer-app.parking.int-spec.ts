@@ -93,7 +93,13 @@ describe('consumer-app: parked accounts, released by an operator', () => {
     await republish(kafka, topic, published.slice(0, 50)); // duplicates after the restart change nothing either
     await waitForGroupCaughtUp(kafka, scope.groupId, topic, 60000);
     expect(await checkWhileParked(scope, published, target, big)).toBe(parkedCount);
-    expect((await call(app, 'GET', `/kafka-eo/parked-keys/${encodeURIComponent(topic)}/${encodeURIComponent(target)}`)).body.records).toHaveLength(parkedCount);
+    // The key's records come a page at a time (50 unless asked), with a cursor to the rest.
+    const keyPath = `/kafka-eo/parked-keys/${encodeURIComponent(topic)}/${encodeURIComponent(target)}`;
+    const firstPage = (await call(app, 'GET', keyPath)).body;
+    expect(firstPage.parkedRecords).toBe(parkedCount);
+    expect(firstPage.records).toHaveLength(Math.min(parkedCount, 50));
+    expect(firstPage.next === null).toBe(parkedCount <= 50);
+    expect((await call(app, 'GET', `${keyPath}?limit=500`)).body.records).toHaveLength(parkedCount);
 
     // The fix: the deposit is approved. The release is killed after its second replay's PostgreSQL commit.
     await query(scope, `INSERT INTO payment_approvals (payment_id, approved_by) VALUES ($1, 'test')`, [big.paymentId]);

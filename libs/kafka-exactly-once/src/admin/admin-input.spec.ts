@@ -1,5 +1,5 @@
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, storyQuery } from './admin-input';
+import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, pageQuery, storyQuery } from './admin-input';
 import { resolveAdminOptions } from './admin.options';
 
 const refused = (work: () => unknown) => {
@@ -84,5 +84,10 @@ describe('admin input', () => {
     // The CLI's flags: those not given are undefined, not repeated.
     expect(storyQuery({ messageId: 'm', key: undefined, topic: undefined })).toMatchObject({ messageId: 'm', key: undefined });
     expect(refused(() => storyQuery({ key: ['a', 'b'] }))).toMatchObject({ field: 'key' });
+    // A key's story pages: limit and the previous answer's cursor.
+    expect(storyQuery({ key: 'k', limit: '20', after: 'c' })).toMatchObject({ key: 'k', limit: 20, after: 'c' });
+    expect(refused(() => storyQuery({ key: 'k', limit: 'many' }))).toMatchObject({ field: 'limit' });
+    expect(pageQuery({ limit: '10', after: '42' })).toEqual({ limit: 10, after: '42' });
+    expect(refused(() => pageQuery({ offset: '3' }))).toMatchObject({ field: 'offset' });
   });
 });

@@ -56,7 +56,13 @@ export function auditQuery(query: Record<string, unknown>): AuditQuery {
 
 /** A story's search from a query string: messageId, key, or topic with partition and offset. */
 export function storyQuery(query: Record<string, unknown>): StoryQuery {
-  const text = queryOf(query, ['messageId', 'key', 'topic', 'partition', 'offset']);
+  const text = queryOf(query, ['messageId', 'key', 'topic', 'partition', 'offset', 'limit', 'after']);
   const partition = text.partition === undefined ? undefined : /^[0-9]{1,9}$/.test(text.partition) ? Number(text.partition) : NaN;
-  return { messageId: text.messageId, key: text.key, topic: text.topic, partition, offset: text.offset };
+  return { messageId: text.messageId, key: text.key, topic: text.topic, partition, offset: text.offset, limit: limitOf(text.limit), after: text.after };
+}
+
+/** A page of a parked key's records from a query string. */
+export function pageQuery(query: Record<string, unknown>): Pick<ListQuery, 'limit' | 'after'> {
+  const text = queryOf(query, ['limit', 'after']);
+  return { limit: limitOf(text.limit), after: text.after };
 }

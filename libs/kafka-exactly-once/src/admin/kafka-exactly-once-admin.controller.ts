@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res, UseFilte
 import { Inject } from '@nestjs/common';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { ADMIN_API_PATH, ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
-import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, storyQuery } from './admin-input';
+import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, pageQuery, storyQuery } from './admin-input';
 import { AdminAccessGuard } from './admin-access.guard';
 import { OperatorErrorsFilter } from './operator-errors.filter';
 import type { AuditEntry } from './operator-store';
@@ -58,9 +58,10 @@ export class KafkaExactlyOnceAdminController {
     return this.operators.store.listParkedKeys(listQuery(query));
   }
 
+  /** A parked key with a page of its records (`limit`, `after`: the `next` of the previous page). */
   @Get('parked-keys/:topic/:key')
-  showParkedKey(@Param('topic') topic: string, @Param('key') key: string) {
-    return this.operators.store.showParkedKey(topic, key);
+  showParkedKey(@Param('topic') topic: string, @Param('key') key: string, @Query() query: Record<string, unknown>) {
+    return this.operators.store.showParkedKey(topic, key, pageQuery(query));
   }
 
   @Post('parked-keys/:topic/:key/release')

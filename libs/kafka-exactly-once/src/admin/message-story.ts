@@ -15,6 +15,10 @@ export interface StoryQuery {
   topic?: string;
   partition?: number;
   offset?: string;
+  /** At most this many records (1..500, default 50). */
+  limit?: number;
+  /** For a key: the `next` cursor of the previous answer. */
+  after?: string;
 }
 
 /** One output of a record as recorded in the inbox (the bytes its Kafka transaction sent). */
@@ -84,13 +88,29 @@ export interface MessageStory {
   records: RecordStory[];
   /** For a key: the parked keys of that name. */
   parkedKeys: ParkedKeySummary[];
-  /** For a key or a message id: outbox events of this database that carry it. */
+  /** For a key or a message id: outbox events of this database that carry it (at most 50, in position order). */
   outbox: StoryOutboxEvent[];
+  /** Records or outbox events were left off: there are more than `records` and `outbox` show. */
+  truncated: boolean;
+  /** For a key whose records were left off: pass as `after` for its next records (null: none left). */
+  next: string | null;
 }
 
-/** At most this many records in one story (a key's). */
-const MAX_RECORDS = 50;
+/** Records in one answer unless the query says otherwise, and outbox events in one answer. */
+const DEFAULT_RECORDS = 50;
+const MAX_OUTBOX_EVENTS = 50;
+/** The largest offset (a bigint): a larger one names no record, and PostgreSQL could not compare it. */
+const MAX_OFFSET = 2n ** 63n - 1n;
+/** A key story's cursor: the last record's claim time in microseconds, its digest, its scope. */
+const KEY_CURSOR = /^([0-9]{1,18}):([0-9a-f]{64}):(.{0,249})$/s;
+/** The claim time in microseconds (exact: a timestamptz holds microseconds), as a key story's cursor holds it. */
+const CLAIMED_MICROS = `(extract(epoch FROM claimed_at) * 1000000)::bigint`;
+const FROM_MICROS = (param: string) => `('epoch'::timestamptz + ${param}::bigint * interval '1 microsecond')`;
 const iso = (value: Date | string | null | undefined) => (value === null || value === undefined ? null : new Date(value).toISOString());
+
+function limitOf(query: StoryQuery): number {
+  return query.limit ?? DEFAULT_RECORDS;
+}
 
 function headerOf(output: OutputRecord, name: string): string | null {
   const found = output.headers.find(([n]) => n === name);
@@ -123,6 +143,8 @@ export class MessageStories {
     if (query.topic !== undefined && query.topic.length > 249) throw new OperatorRequestError('invalid', 'topic is longer than 249 characters', 'topic');
     if (query.messageId !== undefined && query.messageId.length > 100000) throw new OperatorRequestError('invalid', 'messageId is longer than 100000 characters', 'messageId');
     if (query.key !== undefined && query.key.length > 100000) throw new OperatorRequestError('invalid', 'key is longer than 100000 characters', 'key');
+    if (query.limit !== undefined && (!Number.isInteger(query.limit) || query.limit < 1 || query.limit > 500)) throw new OperatorRequestError('invalid', `limit must be an integer from 1 to 500, got ${String(query.limit)}`, 'limit');
+    if (query.after !== undefined && query.after !== '' && query.key === undefined) throw new OperatorRequestError('invalid', "after pages a key's records: give it with key", 'after');
     if (query.offset !== undefined) return this.byCoordinates(query);
     if (query.messageId !== undefined) return this.byMessageId(query);
     return this.byKey(query);
@@ -137,56 +159,65 @@ export class MessageStories {
          UNION ALL
          SELECT (SELECT min(scope) FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope > s.scope) FROM s WHERE s.scope IS NOT NULL)
        SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope IN (SELECT scope FROM s WHERE scope IS NOT NULL) AND id_digest = decode($2, 'hex')
-         AND ($3::text IS NULL OR topic = $3 OR scope = $3) ORDER BY claimed_at LIMIT ${MAX_RECORDS}`,
-      [this.group, digest, query.topic || null],
+         AND ($3::text IS NULL OR topic = $3 OR scope = $3) ORDER BY claimed_at, id_digest, scope LIMIT $4`,
+      [this.group, digest, query.topic || null, limitOf(query) + 1],
     );
     const outbox = await this.outboxEvents('id = $1', [query.messageId]);
-    return { query, records: await this.stories(rows), parkedKeys: [], outbox };
+    const records = rows.slice(0, limitOf(query));
+    return { query, records: await this.stories(records), parkedKeys: [], outbox: outbox.events, truncated: rows.length > records.length || outbox.truncated, next: null };
   }
 
   private async byCoordinates(query: StoryQuery): Promise<MessageStory> {
     const { topic, partition, offset } = query;
     if (!topic) throw new OperatorRequestError('invalid', 'coordinates need topic, partition and offset', 'topic');
     if (!Number.isInteger(partition) || partition! < 0) throw new OperatorRequestError('invalid', `partition must be a partition number, got ${String(partition)}`, 'partition');
-    if (!/^[0-9]{1,19}$/.test(offset!)) throw new OperatorRequestError('invalid', `offset must be an offset, got "${String(offset).slice(0, 80)}"`, 'offset');
+    if (!/^[0-9]{1,19}$/.test(offset!) || BigInt(offset!) > MAX_OFFSET) throw new OperatorRequestError('invalid', `offset must be an offset (0 to ${MAX_OFFSET}), got "${String(offset).slice(0, 80)}"`, 'offset');
     // A record without a message id is known by its coordinates (under its topic's scope or the group's); one
     // with a message id is found where the inbox last saw it.
     const rows = await this.sql.query(
-      `SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope IN ($2, '') AND id_digest = decode($3, 'hex')
-       UNION
-       SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND topic = $2 AND partition = $4 AND "offset" = $5
-       LIMIT ${MAX_RECORDS}`,
-      [this.group, topic, coordinatesDigest(`${topic}/${partition}/${offset}`), partition, offset],
+      `SELECT * FROM (
+         SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope IN ($2, '') AND id_digest = decode($3, 'hex')
+         UNION
+         SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND topic = $2 AND partition = $4 AND "offset" = $5) r
+       ORDER BY claimed_at, id_digest, scope LIMIT $6`,
+      [this.group, topic, coordinatesDigest(`${topic}/${partition}/${offset}`), partition, offset, limitOf(query) + 1],
     );
-    return { query, records: await this.stories(rows), parkedKeys: [], outbox: [] };
+    const records = rows.slice(0, limitOf(query));
+    return { query, records: await this.stories(records), parkedKeys: [], outbox: [], truncated: rows.length > records.length, next: null };
   }
 
   private async byKey(query: StoryQuery): Promise<MessageStory> {
     const key = query.key!;
     const keyBytes = Buffer.from(key, 'utf8');
     const topic = query.topic || null;
-    const parkedKeys = (await this.store.listParkedKeys({ key, topic: query.topic, limit: 50 })).items;
+    const limit = limitOf(query);
+    const cursor = query.after ? KEY_CURSOR.exec(query.after) : null;
+    if (query.after && !cursor) throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous answer, got "${query.after.slice(0, 100)}"`, 'after');
+    const parkedKeys = query.after ? [] : (await this.store.listParkedKeys({ key, topic: query.topic, limit: 50 })).items;
     // Records parked under that ordering key or with that record key, dead letters and records on a retry tier
-    // with that record key.
+    // with that record key (as recorded: base64, which is what its index holds), in the order they were claimed.
     const rows = await this.sql.query(
-      `SELECT i.* FROM ${INBOX_TABLE} i
-       WHERE i.consumer_group = $1 AND (i.scope, i.id_digest) IN (
-           SELECT scope, id_digest FROM ${PARKED_RECORDS_TABLE}
-           WHERE consumer_group = $1 AND ($4::text IS NULL OR topic = $4) AND (key_digest = decode($2, 'hex') OR record_key = $3))
-       UNION
-       SELECT i.* FROM ${INBOX_TABLE} i
-       WHERE i.consumer_group = $1 AND (i.dlq_reason IS NOT NULL OR i.status = 'retrying') AND ($4::text IS NULL OR i.topic = $4 OR i.scope = $4)
-         AND decode(i.outputs->0->>'key', 'base64') = $3
-       LIMIT ${MAX_RECORDS}`,
-      [this.group, keyDigestFromOperator(key), keyBytes, topic],
+      `WITH found AS (
+         SELECT scope, id_digest FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND ($4::text IS NULL OR topic = $4) AND key_digest = decode($2, 'hex')
+         UNION
+         SELECT scope, id_digest FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND ($4::text IS NULL OR topic = $4) AND record_key = $3
+         UNION
+         SELECT scope, id_digest FROM ${INBOX_TABLE}
+         WHERE consumer_group = $1 AND (dlq_reason IS NOT NULL OR status = 'retrying') AND outputs->0->>'key' = $5 AND ($4::text IS NULL OR topic = $4 OR scope = $4))
+       SELECT i.*, ${CLAIMED_MICROS}::text || ':' || encode(i.id_digest, 'hex') || ':' || i.scope AS cursor
+       FROM found f JOIN ${INBOX_TABLE} i ON i.consumer_group = $1 AND i.scope = f.scope AND i.id_digest = f.id_digest
+       WHERE $6::bigint IS NULL OR (i.claimed_at, i.id_digest, i.scope) > (${FROM_MICROS('$6')}, decode($7, 'hex'), $8::text)
+       ORDER BY i.claimed_at, i.id_digest, i.scope LIMIT $9`,
+      [this.group, keyDigestFromOperator(key), keyBytes, topic, keyBytes.toString('base64'), cursor?.[1] ?? null, cursor?.[2] ?? null, cursor?.[3] ?? null, limit + 1],
     );
-    const outbox = await this.outboxEvents('aggregateid = $1 AND ($2::text IS NULL OR aggregatetype = $2)', [keyBytes, topic]);
-    return { query, records: await this.stories(rows), parkedKeys, outbox };
+    const records = rows.slice(0, limit);
+    const more = rows.length > limit;
+    const outbox = query.after ? { events: [], truncated: false } : await this.outboxEvents('aggregateid = $1 AND ($2::text IS NULL OR aggregatetype = $2)', [keyBytes, topic]);
+    return { query, records: await this.stories(records), parkedKeys, outbox: outbox.events, truncated: more || outbox.truncated, next: more ? records[limit - 1].cursor : null };
   }
 
   private async stories(rows: any[]): Promise<RecordStory[]> {
     if (rows.length === 0) return [];
-    rows.sort((a, b) => new Date(a.claimed_at).getTime() - new Date(b.claimed_at).getTime() || String(a.message_id).localeCompare(String(b.message_id)));
     const scopes = rows.map((r) => r.scope);
     const digests = rows.map((r) => Buffer.from(r.id_digest).toString('hex'));
     // The (scope, id_digest) pairs as the tables hold them, so that their indexes serve the lookups.
@@ -292,17 +323,18 @@ export class MessageStories {
     }
   }
 
-  private async outboxEvents(where: string, params: unknown[]): Promise<StoryOutboxEvent[]> {
+  private async outboxEvents(where: string, params: unknown[]): Promise<{ events: StoryOutboxEvent[]; truncated: boolean }> {
     const [present] = await this.sql.query(`SELECT to_regclass($1) IS NOT NULL AS outbox`, [OUTBOX_TABLE]);
-    if (!present.outbox) return [];
+    if (!present.outbox) return { events: [], truncated: false };
     const rows = await this.sql.query(
       `SELECT position, id, aggregatetype, CASE WHEN batch IS NULL THEN 'waiting' ELSE 'given to the relay' END AS state, created_at, NULL AS reason FROM ${OUTBOX_TABLE} WHERE ${where}
        UNION ALL
        SELECT position, id, aggregatetype, state, created_at, reason FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE ${where}
-       ORDER BY position LIMIT ${MAX_RECORDS}`,
+       ORDER BY position LIMIT ${MAX_OUTBOX_EVENTS + 1}`,
       params,
     );
-    return rows.map((r) => ({ position: String(r.position), messageId: r.id, topic: r.aggregatetype, state: r.state, writtenAt: iso(r.created_at)!, reason: r.reason }));
+    const events = rows.slice(0, MAX_OUTBOX_EVENTS).map((r) => ({ position: String(r.position), messageId: r.id, topic: r.aggregatetype, state: r.state, writtenAt: iso(r.created_at)!, reason: r.reason }));
+    return { events, truncated: rows.length > MAX_OUTBOX_EVENTS };
   }
 }
 

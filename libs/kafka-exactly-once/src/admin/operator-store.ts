@@ -98,7 +98,10 @@ export interface ParkedRecord {
 }
 
 export interface ParkedKeyDetail extends ParkedKeySummary {
+  /** A page of its parked records (`parkedRecords` counts them all), in the order a release replays them. */
   records: ParkedRecord[];
+  /** Pass as `after` for the next page of its records; null on the last page. */
+  next: string | null;
   /** Releases waiting for the consumer or running now. */
   pendingRelease: AuditEntry | null;
 }
@@ -157,6 +160,11 @@ export interface AuditEntry {
   requestedAt: string;
   finishedAt: string | null;
 }
+
+/** The largest offset (a bigint): a larger one names no record, and PostgreSQL could not compare it. */
+const MAX_OFFSET = 2n ** 63n - 1n;
+/** A cursor's microseconds as a timestamptz (exact, as the cursor was made from one). */
+const fromMicros = (param: string) => `('epoch'::timestamptz + ${param}::bigint * interval '1 microsecond')`;
 
 const iso = (value: Date | string | null) => (value === null ? null : new Date(value).toISOString());
 const brief = (error: { name?: string; message?: string } | null) => (error ? { name: error.name ?? 'Error', message: error.message ?? '' } : null);
@@ -290,11 +298,12 @@ export class OperatorStore {
        FROM ${INBOX_TABLE}
        WHERE consumer_group = $1 AND dlq_reason IS NOT NULL
          AND ($2::text IS NULL OR topic = $2 OR left(topic, length($2) + 7) = $2 || '.retry.') AND ($3::text IS NULL OR dlq_reason = $3)
-         AND ($4::text IS NULL OR decode(outputs->0->>'key', 'base64') = convert_to($4, 'UTF8'))
-         AND ($5::bigint IS NULL OR ((extract(epoch FROM processed_at) * 1000000)::bigint, id_digest) < ($5::bigint, decode($6, 'hex')))
-       ORDER BY (extract(epoch FROM processed_at) * 1000000)::bigint DESC, id_digest DESC
+         AND ($4::text IS NULL OR outputs->0->>'key' = $4)
+         AND ($5::bigint IS NULL OR (processed_at, id_digest) < (${fromMicros('$5')}, decode($6, 'hex')))
+       ORDER BY processed_at DESC, id_digest DESC
        LIMIT $7`,
-      [this.group, query.topic || null, reasonOf(query), query.key ?? null, ...cursorOf(query), limit + 1],
+      // The key as recorded (base64 of its bytes): what the index of dead letters' keys holds.
+      [this.group, query.topic || null, reasonOf(query), query.key === undefined ? null : Buffer.from(query.key, 'utf8').toString('base64'), ...cursorOf(query), limit + 1],
     );
     const items = rows.slice(0, limit).map((r) => this.deadLetterSummary(r));
     return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
@@ -385,8 +394,8 @@ export class OperatorStore {
        FROM ${PARKED_KEYS_TABLE} k
        WHERE k.consumer_group = $1 AND ($2::text IS NULL OR k.topic = $2) AND ($3::text IS NULL OR k.key_digest = decode($3, 'hex'))
          AND ($4::text IS NULL OR k.reason = $4)
-         AND ($5::bigint IS NULL OR ((extract(epoch FROM k.parked_at) * 1000000)::bigint, k.key_digest) > ($5::bigint, decode($6, 'hex')))
-       ORDER BY (extract(epoch FROM k.parked_at) * 1000000)::bigint, k.key_digest
+         AND ($5::bigint IS NULL OR (k.parked_at, k.key_digest) > (${fromMicros('$5')}, decode($6, 'hex')))
+       ORDER BY k.parked_at, k.key_digest
        LIMIT $7`,
       [this.group, query.topic || null, query.key ? keyDigestFromOperator(query.key) : null, reasonOf(query), ...cursorOf(query), limit + 1],
     );
@@ -394,17 +403,24 @@ export class OperatorStore {
     return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };
   }
 
-  async showParkedKey(topic: string, key: string): Promise<ParkedKeyDetail> {
+  /** A parked key with a page of its records, in release order (`page.after`: the `next` of the previous page). */
+  async showParkedKey(topic: string, key: string, page: Pick<ListQuery, 'limit' | 'after'> = {}): Promise<ParkedKeyDetail> {
+    const limit = limitOf(page);
+    if (page.after !== undefined && page.after !== '' && !/^[0-9]{1,18}$/.test(page.after)) {
+      throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous page, got "${page.after.slice(0, 100)}"`, 'after');
+    }
     const row = await this.parkedKeyRow(requireText(topic, 'topic', 249), requireText(key, 'key'));
     const records = await this.sql.query(
       `SELECT seq::text AS seq, partition, "offset"::text AS "offset", message_id, reason, error, parked_at, release_failures, last_release_error
-       FROM ${PARKED_RECORDS_TABLE} p WHERE consumer_group = $1 AND topic = $2 AND key_digest = decode($3, 'hex') AND state = 'parked' ORDER BY p.seq`,
-      [this.group, row.topic, row.digest],
+       FROM ${PARKED_RECORDS_TABLE} p WHERE consumer_group = $1 AND topic = $2 AND key_digest = decode($3, 'hex') AND state = 'parked' AND ($4::bigint IS NULL OR seq > $4)
+       ORDER BY p.seq LIMIT $5`,
+      [this.group, row.topic, row.digest, page.after || null, limit + 1],
     );
     const pending = await this.openRelease(row.topic, row.digest);
     return {
       ...this.parkedKeySummary(row),
-      records: records.map((r) => ({
+      next: records.length > limit ? records[limit - 1].seq : null,
+      records: records.slice(0, limit).map((r) => ({
         seq: r.seq,
         partition: r.partition,
         offset: r.offset,
@@ -482,7 +498,7 @@ export class OperatorStore {
         if (!row) throw new OperatorRequestError('not-found', `no unsettled replay ${target.replay} in group ${this.group}`);
       } else {
         if (!Number.isInteger(target.partition) || target.partition < 0) throw new OperatorRequestError('invalid', `partition must be a partition number, got ${String(target.partition)}`, 'partition');
-        if (!/^[0-9]{1,19}$/.test(String(target.offset))) throw new OperatorRequestError('invalid', `offset must be an offset, got "${String(target.offset).slice(0, 80)}"`, 'offset');
+        if (!/^[0-9]{1,19}$/.test(String(target.offset)) || BigInt(String(target.offset)) > MAX_OFFSET) throw new OperatorRequestError('invalid', `offset must be an offset, got "${String(target.offset).slice(0, 80)}"`, 'offset');
         [row] = await sql.query(
           `SELECT topic, partition, "offset"::text AS "offset", outputs, scope, id_digest, message_id FROM ${INBOX_TABLE}
            WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND "offset" = $4 AND status <> 'claimed' FOR UPDATE`,

@@ -38,7 +38,8 @@ Usage:
                                       the dead letter's key, every header and its value decoded, and each attempt
   kafka-eo dlq replay <id> [--topic T] [--actor NAME] [--no-wait] [--timeout-ms MS]
   kafka-eo parked list [--topic T] [--key K] [--reason R] [--limit N] [--after CURSOR]
-  kafka-eo parked show <topic> <key>
+  kafka-eo parked show <topic> <key> [--limit N] [--after CURSOR]
+                                      a parked key and a page of its records, in release order
   kafka-eo parked record <seq> [--schemas-dir DIR] [--registry URL]
                                       a parked record's key, headers and value decoded, and the error that parked it
   kafka-eo parked release <topic> <key> [--actor NAME] [--no-wait] [--timeout-ms MS]
@@ -50,7 +51,7 @@ Usage:
   kafka-eo audit list [--action release|replay|discard|divert] [--topic T] [--key K] [--actor NAME] [--limit N] [--after CURSOR]
                                       who did what, when, with the reason given (newest first)
   kafka-eo story <message-id> [--topic T]
-  kafka-eo story --key K [--topic T]
+  kafka-eo story --key K [--topic T] [--limit N] [--after CURSOR]
   kafka-eo story --topic T --partition P --offset O
                                       everything recorded of a message: its input, the unit that handled it, its
                                       outputs, tiers, parking, dead letter, replays and the operators' actions
@@ -161,6 +162,7 @@ function describeStory(story: MessageStory): string {
   }
   if (story.parkedKeys.length > 0) parts.push(`parked keys:\n${table(story.parkedKeys as never, ['topic', 'key', 'reason', 'parkedRecords', 'parkedAt'])}`);
   if (story.outbox.length > 0) parts.push(`outbox events:\n${table(story.outbox as never, ['position', 'messageId', 'topic', 'state', 'writtenAt', 'reason'])}`);
+  if (story.truncated) parts.push(`there is more: ${story.records.length} record(s) and ${story.outbox.length} outbox event(s) shown${story.next ? `; the next records: --after ${story.next}` : ''}`);
   return parts.join('\n\n');
 }
 
@@ -292,7 +294,10 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
     if (noun === 'story') {
       const messageId = verb;
       if (args.length > 0) throw new OperatorRequestError('invalid', 'story takes one <message-id> (or --key, or --topic with --partition and --offset)');
-      const story = await new MessageStories(pgPoolSql(pool), store).story(storyQuery({ messageId, key: text('key'), topic: text('topic'), partition: text('partition'), offset: text('offset') }));
+      const story = await new MessageStories(pgPoolSql(pool), store).story({
+        ...storyQuery({ messageId, key: text('key'), topic: text('topic'), partition: text('partition'), offset: text('offset'), after: text('after') }),
+        limit,
+      });
       print(story, () => describeStory(story));
       return story.records.length === 0 && story.parkedKeys.length === 0 && story.outbox.length === 0 ? EXIT.notFound : EXIT.ok;
     }
@@ -332,8 +337,8 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       }
       case 'parked show': {
         arity(2, '<topic> <key>');
-        const key = await store.showParkedKey(args[0], args[1]);
-        print(key, () => `${fields({ ...key })}\nparked records (released in this order):\n${table(key.records.map((r) => ({ ...r, error: r.lastReleaseError?.message ?? r.error?.message })) as never, ['seq', 'partition', 'offset', 'messageId', 'reason', 'releaseFailures', 'error'])}`);
+        const key = await store.showParkedKey(args[0], args[1], { limit, after: text('after') });
+        print(key, () => `${fields(Object.fromEntries(Object.entries(key).filter(([name]) => name !== 'next')))}\nparked records (released in this order):\n${table(key.records.map((r) => ({ ...r, error: r.lastReleaseError?.message ?? r.error?.message })) as never, ['seq', 'partition', 'offset', 'messageId', 'reason', 'releaseFailures', 'error'])}${key.next ? `\nmore (${key.records.length} of ${key.parkedRecords} shown): --after ${key.next}` : ''}`);
         return EXIT.ok;
       }
       case 'parked record': {

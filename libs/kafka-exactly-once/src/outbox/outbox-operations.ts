@@ -58,8 +58,9 @@ export class OutboxOperations {
   async summary(): Promise<OutboxSummary> {
     const [row] = await this.sql.query(
       `SELECT (SELECT name FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS name,
-              (SELECT count(*)::int FROM ${OUTBOX_TABLE} o WHERE o.batch IS NULL OR o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)) AS waiting,
-              (SELECT min(created_at) FROM ${OUTBOX_TABLE}) AS oldest,
+              (SELECT count(*)::int FROM ${OUTBOX_TABLE} o WHERE o.batch IS NULL)
+                + (SELECT count(*)::int FROM ${OUTBOX_TABLE} o WHERE o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)) AS waiting,
+              (SELECT created_at FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1) AS oldest,
               (SELECT last_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS last_batch,
               (SELECT relayed_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed_batch,
               (SELECT relayed::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed,

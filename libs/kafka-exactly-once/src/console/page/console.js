@@ -612,7 +612,8 @@
           { title: 'Error', render: function (r) { return cell(errorText(r.lastReleaseError || r.error), 160); } },
           { title: 'Release failures', key: 'releaseFailures', numeric: true },
           { title: '', render: function (r) { return recordButtons(r, k, boxes[r.seq]); } },
-        ], k.records, { empty: 'No record waits.', testid: 'parked-records', after: function (r) { return boxes[r.seq]; } })));
+        ], k.records, { empty: 'No record waits.', testid: 'parked-records', after: function (r) { return boxes[r.seq]; } }),
+        k.next ? el('p', { class: 'muted', 'data-testid': 'parked-records-more' }, 'The first ' + number(k.records.length) + ' of ' + number(k.parkedRecords) + ' records are shown (kafka-eo parked show pages through them all); a release replays them all, in this order.') : null));
     });
   }
 
@@ -797,7 +798,7 @@
       fill(main, el('h1', null, 'Message story'), el('p', { class: 'muted' }, 'Everything the library recorded of a message: where it was consumed, the unit that handled it, its outputs, its tiers, parking, dead letter, replays and the operators\' actions.'), form);
       return Promise.resolve();
     }
-    return get('story', { messageId: query.messageId, key: query.key, topic: query.topic, partition: query.partition, offset: query.offset }).then(function (s) {
+    return get('story', { messageId: query.messageId, key: query.key, topic: query.topic, partition: query.partition, offset: query.offset, after: query.after }).then(function (s) {
       if (own !== generation) return;
       fill(main, 
         el('h1', null, 'Message story'),
@@ -805,6 +806,7 @@
         s.parkedKeys.length ? section('Parked keys of this name', s.parkedKeys.map(function (k) { return el('p', null, link(keyRoute(k.topic, k.keyDigest), k.topic + ' ' + cut(k.key, 120)), ' – ', number(k.parkedRecords), ' records wait, ', errorText(k.error)); })) : null,
         s.records.length === 0 && s.outbox.length === 0 ? el('p', { class: 'empty', 'data-testid': 'story-empty' }, 'The library has no record of it in this group (a record handled more than inbox.retentionDays ago is forgotten).') : null,
         s.records.map(recordStory),
+        s.truncated ? el('p', { class: 'muted', 'data-testid': 'story-truncated' }, 'There is more: ' + number(s.records.length) + ' records are shown, oldest first. ', s.next ? link(route('story', { key: query.key, topic: query.topic, after: s.next }), 'Next records →') : null) : null,
         s.outbox.length ? section('In the outbox', table([
           { title: 'Position', key: 'position', numeric: true },
           { title: 'Message id', render: function (e) { return cell(e.messageId, 80); } },
