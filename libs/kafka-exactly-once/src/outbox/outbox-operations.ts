@@ -34,9 +34,10 @@ export interface OutboxSummary {
   setAside: number;
   /**
    * The PostgreSQL session holding the relay lock: the active relay (any process of this database), null when
-   * no relay runs.
+   * no relay runs. `since`, `clientAddress` and `state` are null when PostgreSQL does not show them to this
+   * session's role (a session of another role, without pg_read_all_stats).
    */
-  holder: { pid: number; applicationName: string; clientAddress: string | null; since: string; state: string | null } | null;
+  holder: { pid: number; applicationName: string; clientAddress: string | null; since: string | null; state: string | null } | null;
 }
 
 const POSITION = /^[1-9][0-9]{0,18}$/;
@@ -83,7 +84,7 @@ export class OutboxOperations {
       relayed: row.relayed ?? '0',
       setAside: row.set_aside,
       holder: holder
-        ? { pid: holder.pid, applicationName: holder.application_name, clientAddress: holder.client_addr ?? null, since: new Date(holder.backend_start).toISOString(), state: holder.state ?? null }
+        ? { pid: holder.pid, applicationName: holder.application_name, clientAddress: holder.client_addr ?? null, since: holder.backend_start ? new Date(holder.backend_start).toISOString() : null, state: holder.state ?? null }
         : null,
     };
   }
