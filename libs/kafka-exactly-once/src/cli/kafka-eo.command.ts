@@ -155,7 +155,7 @@ function describeStory(story: MessageStory): string {
         ...(r.deadLetter ? [`dead letter      ${r.deadLetter.topic} (${r.deadLetter.reason})${r.deadLetter.replayedAt ? `, replayed ${r.deadLetter.replayedAt}` : ''}`] : []),
         ...r.parked.map((p) => `parked           seq ${p.seq} under ${p.key ?? p.keyDigest}, ${p.state} (${p.reason}) since ${p.parkedAt}`),
         ...r.replays.map((p) => `replay           ${p.operation}: ${p.outputs} output(s), ${p.settled ? 'settled' : 'not settled yet'}`),
-        ...r.actions.map((a) => `action           #${a.id} ${a.action} by ${a.actor ?? '-'} at ${a.requestedAt}: ${a.state}${a.reason ? ` (${a.reason})` : ''}`),
+        ...r.actions.map((a) => `action           #${a.id} ${a.action} by ${a.actor ?? '-'}${a.declaredActor ? ` (says: ${a.declaredActor})` : ''} at ${a.requestedAt}: ${a.state}${a.reason ? ` (${a.reason})` : ''}`),
       ].join('\n'),
     );
   }
@@ -345,7 +345,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       case 'audit list': {
         arity(0, 'no arguments');
         const page = await store.listAudit(auditQuery({ action: text('action'), topic: text('topic'), key: text('key'), actor: text('actor'), limit: text('limit'), after: text('after') }));
-        print(page, () => `${table(page.items.map((e) => ({ ...e, target: e.messageId ?? e.key })) as never, ['id', 'requestedAt', 'actor', 'action', 'topic', 'target', 'state', 'reason'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
+        print(page, () => `${table(page.items.map((e) => ({ ...e, target: e.messageId ?? e.key })) as never, ['id', 'requestedAt', 'actor', 'declaredActor', 'action', 'topic', 'target', 'state', 'reason'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
         return EXIT.ok;
       }
       case 'parked release':
