@@ -240,7 +240,7 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     await waitUntil(async () => (await query(`SELECT state, resolved_by FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0].state === 'retried', 15000, 'the event retried');
     const delivered = await readTopic(kafka, outboxTopic, { until: (records) => records.length >= 1, timeoutMs: 30000 });
     expect(delivered.map((r) => r.headers['message-id'])).toEqual([ids[0]]);
-    expect((await query(`SELECT resolved_by, note FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0]).toEqual({ resolved_by: OPERATOR, note: 'topic limit raised again' });
+    expect((await query(`SELECT resolved_by, declared_by, note FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0]).toEqual({ resolved_by: 'token:admin', declared_by: OPERATOR, note: 'topic limit raised again' });
     await relay.stop();
 
     // The replayed email's story: consumed, moved through both tiers, dead-lettered, replayed by the operator.

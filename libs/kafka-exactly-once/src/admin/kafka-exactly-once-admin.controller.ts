@@ -138,7 +138,7 @@ export class KafkaExactlyOnceAdminController {
     queryOf(query);
     const body = bodyOf(raw, ['reason', 'actor']);
     await this.requireOutbox();
-    return this.operators.outbox.retry(position, { actor: this.actor(body, request).actor, note: optionalText(body, 'reason', 2000) });
+    return this.operators.outbox.retry(position, { ...this.actor(body, request), note: optionalText(body, 'reason', 2000) });
   }
 
   /** Gives a set-aside event up for good, with a reason (`kafka-eo outbox discard`). */
@@ -148,7 +148,7 @@ export class KafkaExactlyOnceAdminController {
     queryOf(query);
     const body = bodyOf(raw, ['reason', 'actor']);
     await this.requireOutbox();
-    return this.operators.outbox.discard(position, { actor: this.actor(body, request).actor, note: requireText(body.reason, 'reason', 2000) });
+    return this.operators.outbox.discard(position, { ...this.actor(body, request), note: requireText(body.reason, 'reason', 2000) });
   }
 
   /**
