@@ -892,6 +892,8 @@
       { title: 'Topic', key: 'topic' },
       { title: 'Key / message', render: function (a) { return cell(a.key || a.messageId, 80); } },
       { title: 'Actor', key: 'actor' },
+      // The name the caller gave of itself, beside the authenticated actor: a label, not an identity.
+      { title: 'Declared name', render: function (a) { return cell(a.declaredActor, 80); } },
       { title: 'Reason', render: function (a) { return cell(a.reason, 160); } },
       { title: 'State', render: function (a) { return badge(a.state); } },
       { title: 'Result', render: function (a) { return cell(a.result ? JSON.stringify(a.result) : null, 160); } },
