@@ -24,9 +24,9 @@ export interface KafkaExactlyOnceAdminOptions {
   /**
    * The application's own Nest guard instead of the tokens (a session, an SSO, a role check): it decides every
    * request of the admin API and of the console. A class is taken from the application's providers when it is
-   * one (with its dependencies), else instantiated; an instance is used as it is. Actions then need a JSON body
-   * and are refused from another site (`Sec-Fetch-Site: cross-site`), so that a cookie alone cannot make a
-   * request act.
+   * one (with its dependencies), else instantiated; an instance is used as it is. Needs `actorOf`. Actions then
+   * need a JSON body and are refused from anywhere but the application's own origin (`Sec-Fetch-Site` other than
+   * `same-origin`, or an `Origin` of another host), so that a cookie alone cannot make a request act.
    */
   guard?: Type<CanActivate> | CanActivate;
   /**
