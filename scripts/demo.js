@@ -901,7 +901,7 @@ async function main() {
     `outbox path          ${outbox.committed.size} payments committed with their row over HTTP (producer-app SIGKILLed after ${outboxKilledAt}, ${outbox.retried} unanswered requests sent again), ${outbox.duplicatesAnswered} duplicate requests answered 200, ${outbox.rolledBack.size} rolled back on purpose`,
     `outbox into Kafka    ${outboxOnTopic.size} on ${topic}: ${outboxDuplicates} duplicated, ${outboxMissing} missing, ${rolledBackSeen} of rolled-back requests seen anywhere, ${outboxLedgerMissing} without exactly one ledger row and output, ${outboxOrderViolations} out of commit order`,
     `consumer crashes     1 SIGKILL after ${appliedAtKill} payments applied`,
-    `parked account       ${parkedLine}; released ${FROM_CONSOLE ? `from the console by ${release.actor ?? '-'}` : 'by kafka-eo'} after the approval (balance ${specialBalance} cents, fold ${balances.get(special)})`,
+    `parked account       ${parkedLine}; released ${FROM_CONSOLE ? `from the console by ${release.actor ?? '-'}${release.declaredActor ? ` (${release.declaredActor})` : ''}` : 'by kafka-eo'} after the approval (balance ${specialBalance} cents, fold ${balances.get(special)})`,
     `duplicates absorbed  ${inputs.length - unique.length} (same message id, applied once)`,
     `ledger rows          ${ledger.length} for ${unique.length} distinct payments (${accepted} accepted, ${ledger.length - accepted} rejected)`,
     `outputs              ${outputs.length} PaymentProcessed (read committed), ${duplicatedOutputs} duplicated, ${missingOutputs} missing`,

@@ -20,6 +20,8 @@ class Sessions {
   private readonly users = new Map([
     ['s-alice', { name: 'alice', role: 'operator' }],
     ['s-bob', { name: 'bob', role: 'viewer' }],
+    // An operator the application's actorOf names no one for (a service account without a name, say).
+    ['s-nameless', { name: '', role: 'operator' }],
   ]);
 
   find(cookie: string | undefined): { name: string; role: string } | undefined {
@@ -140,9 +142,9 @@ describe('console and admin API behind the application guard', () => {
     expect(page.text).toContain('src="/api/ops/kafka/assets/console.js"');
   });
 
-  it("refuses actions the guard refuses, and those a cookie alone could send (not JSON, or from another site); records the application's actor", async () => {
+  it("refuses actions the guard refuses, those a cookie alone could send (not JSON, or from another site or origin) and those actorOf names no one for; records the application's actor", async () => {
     const [letter] = (await deadLetters()).filter((d) => d.messageId === 'inv-1');
-    const replay = `kafka-eo/dead-letters/${letter.id}/replay?topic=${encodeURIComponent(letter.topic)}`;
+    const replay = `kafka-eo/dead-letters/${letter.id}/replay`;
     const body = JSON.stringify({ actor: 'mallory', topic: letter.topic });
     expect(await request('POST', replay, { cookie: 'session=s-bob', ...json }, body)).toMatchObject({ status: 403 });
     expect(await request('POST', replay, json, body)).toMatchObject({ status: 403 });
@@ -150,14 +152,20 @@ describe('console and admin API behind the application guard', () => {
     expect(await request('POST', replay, { ...alice, 'content-type': 'text/plain' }, body)).toMatchObject({ status: 403, text: expect.stringContaining('must be sent as JSON') });
     expect(await request('POST', replay, { ...alice, 'content-type': 'application/x-www-form-urlencoded' }, 'actor=mallory')).toMatchObject({ status: 403 });
     expect(await request('POST', replay, { ...alice, ...json, 'sec-fetch-site': 'cross-site' }, body)).toMatchObject({ status: 403, text: expect.stringContaining('another site') });
+    // A sibling subdomain is same-site, not the application's own origin; a browser that sends no Sec-Fetch-Site still sends Origin.
+    expect(await request('POST', replay, { ...alice, ...json, 'sec-fetch-site': 'same-site' }, body)).toMatchObject({ status: 403, text: expect.stringContaining('another site') });
+    expect(await request('POST', replay, { ...alice, ...json, origin: 'http://evil.example' }, body)).toMatchObject({ status: 403, text: expect.stringContaining('another origin') });
+    expect(await request('POST', replay, { ...alice, ...json, origin: 'null' }, body)).toMatchObject({ status: 403, text: expect.stringContaining('another origin') });
+    // The guard lets the user act, but actorOf names no one: the audit could not say who acted, so nothing is done.
+    expect(await request('POST', replay, { cookie: 'session=s-nameless', ...json, origin }, body)).toMatchObject({ status: 403, text: expect.stringContaining('actorOf names no one') });
     expect(await queryDatabase(databaseUrl, 'SELECT * FROM kafka_eo_audit')).toEqual([]);
     expect(await queryDatabase(databaseUrl, 'SELECT * FROM invoices_sent')).toEqual([]);
 
-    const done = await request('POST', replay, { ...alice, ...json, 'sec-fetch-site': 'same-origin' }, body);
+    const done = await request('POST', replay, { ...alice, ...json, 'sec-fetch-site': 'same-origin', origin }, body);
     expect(done.status).toBe(200);
-    expect(JSON.parse(done.text)).toMatchObject({ action: 'replay', state: 'done', actor: 'alice' });
+    expect(JSON.parse(done.text)).toMatchObject({ action: 'replay', state: 'done', actor: 'alice', declaredActor: 'mallory' });
     expect(await queryDatabase(databaseUrl, 'SELECT invoice_id FROM invoices_sent')).toEqual([{ invoice_id: 'inv-1' }]);
-    expect(await queryDatabase(databaseUrl, 'SELECT actor FROM kafka_eo_audit')).toEqual([{ actor: 'alice' }]);
+    expect(await queryDatabase(databaseUrl, 'SELECT actor, declared_actor FROM kafka_eo_audit')).toEqual([{ actor: 'alice', declared_actor: 'mallory' }]);
   }, 90000);
 
   (browserFound || process.env.KEO_REQUIRE_BROWSER ? it : it.skip)('works in a real browser behind the guard: no sign-in, the dead letter replayed from the page by the signed-in user', async () => {

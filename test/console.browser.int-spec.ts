@@ -178,8 +178,9 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     expect(summary).toMatchObject({ ledgerRows: work.published.length, outputs: work.published.length });
     const spends = await query(`SELECT status FROM ledger_entries WHERE account_id = $1 AND amount_cents <= -600000`, [work.target]);
     expect(spends.map((s) => s.status)).toEqual(['ACCEPTED', 'ACCEPTED', 'ACCEPTED']);
-    const [audit] = await query(`SELECT action, actor, state FROM kafka_eo_audit WHERE ordering_key = $1`, [work.target]);
-    expect(audit).toEqual({ action: 'release', actor: OPERATOR, state: 'done' });
+    // The audit's actor is the token that acted; the name given at sign-in is kept apart, as the caller's own word.
+    const [audit] = await query(`SELECT action, actor, declared_actor, state FROM kafka_eo_audit WHERE ordering_key = $1`, [work.target]);
+    expect(audit).toEqual({ action: 'release', actor: 'token:admin', declared_actor: OPERATOR, state: 'done' });
   }, 300000);
 
   it('replays a dead letter and retries an outbox event Kafka refused, from the page; the story and the audit say who did what', async () => {
@@ -239,7 +240,7 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     await waitUntil(async () => (await query(`SELECT state, resolved_by FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0].state === 'retried', 15000, 'the event retried');
     const delivered = await readTopic(kafka, outboxTopic, { until: (records) => records.length >= 1, timeoutMs: 30000 });
     expect(delivered.map((r) => r.headers['message-id'])).toEqual([ids[0]]);
-    expect((await query(`SELECT resolved_by, note FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0]).toEqual({ resolved_by: OPERATOR, note: 'topic limit raised again' });
+    expect((await query(`SELECT resolved_by, declared_by, note FROM kafka_eo_outbox_set_aside WHERE id = $1`, [ids[0]]))[0]).toEqual({ resolved_by: 'token:admin', declared_by: OPERATOR, note: 'topic limit raised again' });
     await relay.stop();
 
     // The replayed email's story: consumed, moved through both tiers, dead-lettered, replayed by the operator.
@@ -378,9 +379,9 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     const welcome = scope.topic('notifications.welcome-email');
     const [replayed] = await query<{ message_id: string }>(`SELECT message_id FROM kafka_eo_audit WHERE action = 'replay' AND state = 'done' AND topic LIKE $1`, [`${welcome}%`]);
     const story = await same(['story', replayed.message_id], `story?messageId=${encodeURIComponent(replayed.message_id)}`);
-    expect(story.records[0].actions.map((a: { action: string; actor: string }) => `${a.action} ${a.actor}`)).toContain(`replay ${OPERATOR}`);
+    expect(story.records[0].actions.map((a: { action: string; actor: string; declaredActor: string }) => `${a.action} ${a.actor} ${a.declaredActor}`)).toContain(`replay token:admin ${OPERATOR}`);
     await same(['story', '--key', work.target, '--topic', scope.topic('payments.requested')], `story?key=${encodeURIComponent(work.target)}&topic=${encodeURIComponent(scope.topic('payments.requested'))}`);
-    const audit = await same(['audit', 'list', '--actor', OPERATOR], `audit?actor=${OPERATOR}`);
+    const audit = await same(['audit', 'list', '--actor', 'token:admin'], `audit?actor=${encodeURIComponent('token:admin')}`);
     expect(audit.items.map((e: { action: string }) => e.action).sort()).toEqual(expect.arrayContaining(['release', 'replay']));
     const [hostile] = await query<{ seq: string }>(`SELECT p.seq::text FROM kafka_eo_parked_records p JOIN kafka_eo_parked_keys k USING (consumer_group, topic, key_digest) WHERE k.ordering_key = $1`, [HOSTILE.key]);
     const parked = await same(['parked', 'record', hostile.seq], `parked-records/${hostile.seq}`);

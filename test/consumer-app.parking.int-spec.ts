@@ -107,7 +107,7 @@ describe('consumer-app: parked accounts, released by an operator', () => {
     app = await startConsumerApp(processes, scope, { ADMIN_TOKEN: TOKEN, KAFKA_EO_FAULT: 'after-replay-db-commit:2' });
     const queued = await call(app, 'POST', `/kafka-eo/parked-keys/${encodeURIComponent(topic)}/${encodeURIComponent(target)}/release`, { body: { wait: false, actor: 'oncall' } });
     expect(queued.status).toBe(202);
-    expect(queued.body).toMatchObject({ action: 'release', key: target, actor: 'oncall', state: 'pending' });
+    expect(queued.body).toMatchObject({ action: 'release', key: target, actor: 'token:admin', declaredActor: 'oncall', state: 'pending' });
     expect(await app.waitForExit(60000)).toBeNull(); // SIGKILLed by the fault
     app = await startConsumerApp(processes, scope, { ADMIN_TOKEN: TOKEN });
     await waitUntil(async () => (await call(app, 'GET', `/kafka-eo/operations/${queued.body.id}`)).body.state === 'done', 60000, 'the release done');
@@ -209,7 +209,7 @@ describe('consumer-app: parked accounts, released by an operator', () => {
     const outputs = await readProcessed(kafka, scope.topic('payments.processed'), published.length + 1);
     expect(outputs.filter((o) => o.event.paymentId === orphan.payment.paymentId)).toHaveLength(1);
     const shownLetter = await call(app, 'GET', `/kafka-eo/dead-letters/${id}`);
-    expect(shownLetter.body).toMatchObject({ status: 'replayed', history: [expect.objectContaining({ action: 'replay', state: 'done', actor: 'oncall' })] });
+    expect(shownLetter.body).toMatchObject({ status: 'replayed', history: [expect.objectContaining({ action: 'replay', state: 'done', actor: 'token:admin', declaredActor: 'oncall' })] });
     const dlq = await readTopic(kafka, `${topic}.dlq`, { until: (rs) => rs.length >= parkedCount + 1, timeoutMs: 30000 });
     expect(dlq.filter((r) => r.headers['dlq-reason'] === 'key-parked')).toHaveLength(parkedCount - 1);
   }, 600000);

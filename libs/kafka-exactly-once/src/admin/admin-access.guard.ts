@@ -12,14 +12,40 @@ interface AdminRequest {
   headers: Record<string, string | string[] | undefined>;
   /** Set by this guard: the request may only read. */
   kafkaEoReadOnly?: boolean;
+  /** Set by this guard on an action: who acts, as the authentication names them (the audit's `actor`). */
+  kafkaEoActor?: string;
+}
+
+/** Express's response or Fastify's reply: both have `header(name, value)`. */
+interface AdminResponse {
+  header?(name: string, value: string): unknown;
+  setHeader?(name: string, value: string): unknown;
+}
+
+/**
+ * Headers of every admin API response, refusals included: the documents hold record data that no browser may
+ * sniff into another type, and that no cache (the browser's or a proxy's) may keep.
+ */
+export const ADMIN_RESPONSE_HEADERS: ReadonlyArray<[string, string]> = [
+  ['X-Content-Type-Options', 'nosniff'],
+  ['Cache-Control', 'no-store'],
+];
+
+/** Who acts, as `request.kafkaEoActor` holds it (set by AdminAccessGuard on every action it lets through). */
+export function authenticatedActor(request: unknown): string {
+  const actor = (request as AdminRequest | undefined)?.kafkaEoActor;
+  if (typeof actor !== 'string' || actor === '') throw new ForbiddenException('no authenticated actor for this action');
+  return actor;
 }
 
 const READS = new Set(['GET', 'HEAD']);
 
 /**
- * Who may use the admin API and the console. With tokens: `Authorization: Bearer <token>`, compared in constant
- * time; the read-only token lets GET requests through and refuses every action (403). With the application's
- * guard: that guard decides, and an action must come as JSON from the same site (a cookie alone cannot act).
+ * Who may use the admin API and the console, and who acts. With tokens: `Authorization: Bearer <token>`, compared
+ * in constant time; the read-only token lets GET requests through and refuses every action (403). With the
+ * application's guard: that guard decides, and an action must come as JSON from the application's own origin (a
+ * cookie alone cannot act). An action is recorded with the actor the authentication names: the application's
+ * `actorOf` (refused when it names no one), else the token that acted (`token:<tokenName>`).
  */
 @Injectable()
 export class AdminAccessGuard implements CanActivate {
@@ -39,6 +65,11 @@ export class AdminAccessGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AdminRequest>();
+    const response = context.switchToHttp().getResponse<AdminResponse>();
+    for (const [name, value] of ADMIN_RESPONSE_HEADERS) {
+      if (typeof response?.header === 'function') response.header(name, value);
+      else response?.setHeader?.(name, value);
+    }
     const reading = READS.has((request.method ?? 'GET').toUpperCase());
     if (this.options.access.kind === 'guard') {
       if (!reading) refuseForgeable(request);
@@ -46,19 +77,37 @@ export class AdminAccessGuard implements CanActivate {
       const answer = guard.canActivate(context);
       const allowed = isObservable(answer) ? await lastValueFrom(answer) : await answer;
       if (!allowed) throw new ForbiddenException("the application's guard refused this request");
+      if (!reading) request.kafkaEoActor = this.actorOf(request, undefined);
       return true;
     }
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? /^Bearer (.+)$/.exec(header) : null;
     // Digests of equal length, so that neither the length nor the content of the token leaks through timing.
     const given = match ? digest(match[1]) : undefined;
-    if (given && timingSafeEqual(given, this.expected!)) return true;
+    if (given && timingSafeEqual(given, this.expected!)) {
+      if (!reading) request.kafkaEoActor = this.actorOf(request, `token:${this.options.access.tokenName}`);
+      return true;
+    }
     if (given && this.readOnly && timingSafeEqual(given, this.readOnly)) {
       request.kafkaEoReadOnly = true;
       if (!reading) throw new ForbiddenException('this token may only read: releases, replays, discards and retries need the admin token');
       return true;
     }
     throw new UnauthorizedException('a valid admin token is required: Authorization: Bearer <token>');
+  }
+
+  /**
+   * Who acts: the name the application's `actorOf` gives (an action it names no one for is refused: the audit
+   * must say who did it), else `byToken`, the token that acted. Never the name the caller gives of itself.
+   */
+  private actorOf(request: AdminRequest, byToken: string | undefined): string {
+    const actorOf = this.options.actorOf;
+    if (!actorOf) return byToken!;
+    const named = actorOf(request);
+    if (typeof named !== 'string' || named.trim() === '') {
+      throw new ForbiddenException("the application's actorOf names no one for this request: an action is recorded with who did it, so it needs a signed-in user that actorOf names");
+    }
+    return named.slice(0, 200);
   }
 
   /** The application's guard: its provider when it is one (with its dependencies), else a new instance. */
@@ -77,13 +126,39 @@ export class AdminAccessGuard implements CanActivate {
 /**
  * An action under the application's guard (often a session cookie, which a browser sends whatever site asks):
  * only as JSON (a form of another site cannot send it without the CORS preflight the application does not
- * answer) and not from another site, where the browser says so.
+ * answer), and only from the application's own origin, where the browser says where it comes from: `Sec-Fetch-Site`
+ * other than `same-origin` (`same-site` included: a sibling subdomain is another application) and an `Origin` whose
+ * host is not the request's own are refused. A client that sends neither (curl, a script) is not a browser
+ * carrying someone's cookie.
  */
 function refuseForgeable(request: AdminRequest): void {
-  const site = request.headers['sec-fetch-site'];
-  if (site === 'cross-site') throw new ForbiddenException('an action from another site is refused');
-  const type = request.headers['content-type'];
+  const header = (name: string) => {
+    const value = request.headers[name];
+    return Array.isArray(value) ? value.join(',') : value;
+  };
+  const site = header('sec-fetch-site');
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    throw new ForbiddenException(`an action from another site is refused (Sec-Fetch-Site: ${site.slice(0, 40)}): act from the console of this application`);
+  }
+  const origin = header('origin');
+  if (origin !== undefined && !ownOrigin(origin, [header('host'), header('x-forwarded-host')])) {
+    throw new ForbiddenException(`an action from another origin is refused (Origin: ${origin.slice(0, 200)} is not this application's): act from the console of this application`);
+  }
+  const type = header('content-type');
   if (typeof type !== 'string' || !/^application\/json\b/i.test(type)) {
     throw new ForbiddenException('an action must be sent as JSON (Content-Type: application/json)');
   }
+}
+
+/** Whether an `Origin` names the host the request was sent to (`null`, an opaque origin, never does). */
+function ownOrigin(origin: string, hosts: Array<string | undefined>): boolean {
+  let host: string;
+  try {
+    host = new URL(origin).host.toLowerCase();
+  } catch {
+    return false;
+  }
+  // X-Forwarded-Host (set by a proxy in front) cannot come from another site's page: it is not a header a page may
+  // set without a CORS preflight, which the application does not answer.
+  return hosts.some((h) => typeof h === 'string' && h.split(',')[0].trim().toLowerCase() === host);
 }

@@ -40,13 +40,14 @@ describe('admin input', () => {
     expect(() => resolveAdminOptions(undefined)).toThrow(/refuses to start without a bearer token/);
     expect(() => resolveAdminOptions({ token: '   ' })).toThrow(/refuses to start without a bearer token/);
     expect(() => resolveAdminOptions({ token: 'short' })).toThrow(/at least 16/);
-    expect(resolveAdminOptions({ token: 'x'.repeat(16) })).toEqual({ access: { kind: 'token', token: 'x'.repeat(16) }, waitMs: 30000, actorOf: undefined, console: undefined });
+    expect(resolveAdminOptions({ token: 'x'.repeat(16) })).toEqual({ access: { kind: 'token', token: 'x'.repeat(16), tokenName: 'admin' }, waitMs: 30000, actorOf: undefined, console: undefined });
     expect(() => resolveAdminOptions({ token: 'x'.repeat(16), waitMs: -1 })).toThrow(/waitMs/);
   });
 
   it('takes a read-only token beside the token, or the application\'s guard instead of both', () => {
     const token = 't'.repeat(16);
-    expect(resolveAdminOptions({ token, readOnlyToken: 'r'.repeat(16) }).access).toEqual({ kind: 'token', token, readOnlyToken: 'r'.repeat(16) });
+    const actorOf = (request: { user?: { name: string } }) => request.user?.name;
+    expect(resolveAdminOptions({ token, readOnlyToken: 'r'.repeat(16) }).access).toEqual({ kind: 'token', token, tokenName: 'admin', readOnlyToken: 'r'.repeat(16) });
     expect(() => resolveAdminOptions({ token, readOnlyToken: 'short' })).toThrow(/readOnlyToken.*at least 16/);
     expect(() => resolveAdminOptions({ token, readOnlyToken: token })).toThrow(/readOnlyToken.*must differ/);
     class AppGuard {
@@ -54,11 +55,11 @@ describe('admin input', () => {
         return true;
       }
     }
-    expect(resolveAdminOptions({ guard: AppGuard }).access).toEqual({ kind: 'guard', guard: AppGuard });
+    expect(resolveAdminOptions({ guard: AppGuard, actorOf }).access).toEqual({ kind: 'guard', guard: AppGuard });
     const instance = new AppGuard();
-    expect(resolveAdminOptions({ guard: instance }).access).toEqual({ kind: 'guard', guard: instance });
-    expect(() => resolveAdminOptions({ guard: AppGuard, token })).toThrow(/either guard or token/);
-    expect(() => resolveAdminOptions({ guard: {} as never })).toThrow(/must be a Nest guard/);
+    expect(resolveAdminOptions({ guard: instance, actorOf }).access).toEqual({ kind: 'guard', guard: instance });
+    expect(() => resolveAdminOptions({ guard: AppGuard, actorOf, token })).toThrow(/either guard or token/);
+    expect(() => resolveAdminOptions({ guard: {} as never, actorOf })).toThrow(/must be a Nest guard/);
     expect(() => resolveAdminOptions({ token, actorOf: 'me' as never })).toThrow(/actorOf/);
   });
 

@@ -26,13 +26,13 @@ export function optionalBoolean(body: Record<string, unknown>, field: string): b
   return value;
 }
 
-/** A query string of only the named parameters, each given once. */
-function queryOf(query: Record<string, unknown>, allowed: string[]): Record<string, string | undefined> {
-  for (const [field, value] of Object.entries(query)) {
-    if (!allowed.includes(field)) throw new OperatorRequestError('invalid', `unknown query parameter "${field.slice(0, 100)}" (allowed: ${allowed.join(', ')})`, field.slice(0, 100));
+/** A query string of only the named parameters (none by default), each given once: an unknown one is a 400 naming it. */
+export function queryOf(query: Record<string, unknown> | undefined, allowed: string[] = []): Record<string, string | undefined> {
+  for (const [field, value] of Object.entries(query ?? {})) {
+    if (!allowed.includes(field)) throw new OperatorRequestError('invalid', `unknown query parameter "${field.slice(0, 100)}" (allowed: ${allowed.join(', ') || 'none'})`, field.slice(0, 100));
     if (value !== undefined && typeof value !== 'string') throw new OperatorRequestError('invalid', `query parameter ${field} is given more than once`, field);
   }
-  return query as Record<string, string | undefined>;
+  return (query ?? {}) as Record<string, string | undefined>;
 }
 
 function limitOf(text: string | undefined): number | undefined {
@@ -46,6 +46,12 @@ function limitOf(text: string | undefined): number | undefined {
 export function listQuery(query: Record<string, unknown>): ListQuery {
   const text = queryOf(query, ['topic', 'key', 'reason', 'limit', 'after']);
   return { topic: text.topic, key: text.key, reason: text.reason, after: text.after, limit: limitOf(text.limit) };
+}
+
+/** Retry-tier filters from a query string. */
+export function retriesQuery(query: Record<string, unknown>): Pick<ListQuery, 'topic' | 'limit'> {
+  const text = queryOf(query, ['topic', 'limit']);
+  return { topic: text.topic, limit: limitOf(text.limit) };
 }
 
 /** Audit log filters from a query string. */

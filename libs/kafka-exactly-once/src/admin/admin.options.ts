@@ -24,14 +24,21 @@ export interface KafkaExactlyOnceAdminOptions {
   /**
    * The application's own Nest guard instead of the tokens (a session, an SSO, a role check): it decides every
    * request of the admin API and of the console. A class is taken from the application's providers when it is
-   * one (with its dependencies), else instantiated; an instance is used as it is. Actions then need a JSON body
-   * and are refused from another site (`Sec-Fetch-Site: cross-site`), so that a cookie alone cannot make a
-   * request act.
+   * one (with its dependencies), else instantiated; an instance is used as it is. Needs `actorOf`. Actions then
+   * need a JSON body and are refused from anywhere but the application's own origin (`Sec-Fetch-Site` other than
+   * `same-origin`, or an `Origin` of another host), so that a cookie alone cannot make a request act.
    */
   guard?: Type<CanActivate> | CanActivate;
   /**
-   * Who acts, from the request (e.g. `(req) => req.user?.email`): recorded as the actor of every action, over
-   * the name the caller gives. Without it, the caller's `actor` is recorded (the console asks for a name).
+   * How the token that acts is named in the audit (`token:<tokenName>`, default `admin`): e.g. the team or the
+   * tool the token was given to. Letters, digits, `.`, `_`, `-`, `@`, at most 64.
+   */
+  tokenName?: string;
+  /**
+   * Who acts, from the request as your authentication left it (e.g. `(req) => req.user?.email`): recorded as the
+   * audit's `actor` of every action. Required with `guard`. When it is given, an action it names no one for is
+   * refused (403). Without it (tokens only), the actor is the token that acted (`token:<tokenName>`). The name a
+   * caller gives in the body (`actor`) is kept apart, as `declaredActor`: a label, never the identity.
    */
   actorOf?: (request: any) => string | undefined;
   /**
@@ -51,7 +58,7 @@ export interface ResolvedConsoleOptions {
 
 export interface ResolvedAdminOptions {
   /** `token`: the bearer tokens; `guard`: the application's guard. */
-  access: { kind: 'token'; token: string; readOnlyToken?: string } | { kind: 'guard'; guard: Type<CanActivate> | CanActivate };
+  access: { kind: 'token'; token: string; readOnlyToken?: string; tokenName: string } | { kind: 'guard'; guard: Type<CanActivate> | CanActivate };
   actorOf?: (request: any) => string | undefined;
   console?: ResolvedConsoleOptions;
   waitMs: number;
@@ -92,8 +99,12 @@ export function resolveAdminOptions(options: KafkaExactlyOnceAdminOptions | unde
     const guard = options.guard;
     const usable = typeof guard === 'function' || (typeof guard === 'object' && guard !== null && typeof (guard as CanActivate).canActivate === 'function');
     if (!usable) throw new InvalidOptionsError('guard', 'must be a Nest guard: a class implementing CanActivate, or an instance of one');
-    if (options.token !== undefined || options.readOnlyToken !== undefined) {
-      throw new InvalidOptionsError('guard', 'replaces the tokens: give either guard or token (and readOnlyToken), not both');
+    if (options.token !== undefined || options.readOnlyToken !== undefined || options.tokenName !== undefined) {
+      throw new InvalidOptionsError('guard', 'replaces the tokens: give either guard or token (and readOnlyToken, tokenName), not both');
+    }
+    // The audit is where a team finds out who released a key: under a guard only the application knows who that is.
+    if (options.actorOf === undefined) {
+      throw new InvalidOptionsError('actorOf', "is required with guard: the audit records who acted, as your authentication names them; pass actorOf: (request) => request.user?.email (whatever your guard sets on the request)");
     }
     return { ...common, access: { kind: 'guard', guard } };
   }
@@ -104,5 +115,9 @@ export function resolveAdminOptions(options: KafkaExactlyOnceAdminOptions | unde
   checkToken('token', token);
   const readOnlyToken = options?.readOnlyToken === undefined ? undefined : checkToken('readOnlyToken', options.readOnlyToken);
   if (readOnlyToken === token) throw new InvalidOptionsError('readOnlyToken', 'must differ from token');
-  return { ...common, access: { kind: 'token', token, ...(readOnlyToken ? { readOnlyToken } : {}) } };
+  const tokenName = options?.tokenName ?? 'admin';
+  if (typeof tokenName !== 'string' || !/^[A-Za-z0-9._@-]{1,64}$/.test(tokenName)) {
+    throw new InvalidOptionsError('tokenName', `must be 1 to 64 letters, digits, ".", "_", "-" or "@" (the audit records token:<tokenName>), got ${JSON.stringify(tokenName)}`);
+  }
+  return { ...common, access: { kind: 'token', token, tokenName, ...(readOnlyToken ? { readOnlyToken } : {}) } };
 }

@@ -2,8 +2,8 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res, UseFilte
 import { Inject } from '@nestjs/common';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { ADMIN_API_PATH, ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
-import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, pageQuery, storyQuery } from './admin-input';
-import { AdminAccessGuard } from './admin-access.guard';
+import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, pageQuery, queryOf, retriesQuery, storyQuery } from './admin-input';
+import { AdminAccessGuard, authenticatedActor } from './admin-access.guard';
 import { OperatorErrorsFilter } from './operator-errors.filter';
 import type { AuditEntry } from './operator-store';
 import { requireText } from './operator-store';
@@ -36,21 +36,22 @@ export class KafkaExactlyOnceAdminController {
 
   @Get('dead-letters/:id')
   showDeadLetter(@Param('id') id: string, @Query() query: Record<string, unknown>) {
-    const { topic } = bodyOf(query, ['topic']);
+    const { topic } = queryOf(query, ['topic']);
     return this.operators.store.showDeadLetter(id, optionalText({ topic }, 'topic', 249));
   }
 
   @Post('dead-letters/:id/replay')
-  async replay(@Param('id') id: string, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
+  async replay(@Param('id') id: string, @Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
+    queryOf(query);
     const body = bodyOf(raw, ['topic', 'actor', 'wait']);
-    const entry = await this.operators.store.requestReplay(id, { topic: optionalText(body, 'topic', 249), actor: this.actor(body, request) });
+    const entry = await this.operators.store.requestReplay(id, { topic: optionalText(body, 'topic', 249), ...this.actor(body, request) });
     return this.settle(entry, optionalBoolean(body, 'wait'), reply);
   }
 
   /** Records waiting on retry topics, the longest waiting first (`kafka-eo retries list`). */
   @Get('retries')
   async listRetries(@Query() query: Record<string, unknown>) {
-    return { items: await this.operators.store.listRetrying(listQuery(query)) };
+    return { items: await this.operators.store.listRetrying(retriesQuery(query)) };
   }
 
   @Get('parked-keys')
@@ -65,35 +66,39 @@ export class KafkaExactlyOnceAdminController {
   }
 
   @Post('parked-keys/:topic/:key/release')
-  async release(@Param('topic') topic: string, @Param('key') key: string, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
+  async release(@Param('topic') topic: string, @Param('key') key: string, @Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
+    queryOf(query);
     const body = bodyOf(raw, ['actor', 'wait']);
-    const entry = await this.operators.store.requestRelease(topic, key, { actor: this.actor(body, request) });
+    const entry = await this.operators.store.requestRelease(topic, key, this.actor(body, request));
     return this.settle(entry, optionalBoolean(body, 'wait'), reply);
   }
 
   @Post('parked-records/:seq/discard')
   @HttpCode(200)
-  discard(@Param('seq') seq: string, @Body() raw: unknown, @Req() request: unknown) {
+  discard(@Param('seq') seq: string, @Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown) {
+    queryOf(query);
     const body = bodyOf(raw, ['reason', 'actor']);
-    return this.operators.store.discard(seq, requireText(body.reason, 'reason'), { actor: this.actor(body, request) });
+    return this.operators.store.discard(seq, requireText(body.reason, 'reason'), this.actor(body, request));
   }
 
   /** One parked record whole: key, headers and value decoded (`kafka-eo parked record <seq>`). */
   @Get('parked-records/:seq')
-  parkedRecord(@Param('seq') seq: string) {
+  parkedRecord(@Param('seq') seq: string, @Query() query: Record<string, unknown>) {
+    queryOf(query);
     return this.operators.store.parkedRecord(seq);
   }
 
   /** A dead letter's record: key, every header and value decoded, the attempts' history (`kafka-eo dlq record <id>`). */
   @Get('dead-letters/:id/record')
   deadLetterRecord(@Param('id') id: string, @Query() query: Record<string, unknown>) {
-    const { topic } = bodyOf(query, ['topic']);
+    const { topic } = queryOf(query, ['topic']);
     return this.operators.store.deadLetterRecord(id, optionalText({ topic }, 'topic', 249));
   }
 
   /** The console's first page: group, partitions, publisher, outbox, health (`kafka-eo overview --url`). */
   @Get('overview')
-  overview() {
+  overview(@Query() query: Record<string, unknown>) {
+    queryOf(query);
     return this.operators.overview.read();
   }
 
@@ -111,7 +116,8 @@ export class KafkaExactlyOnceAdminController {
 
   /** The outbox at a glance, with the session that holds the relay lock (`kafka-eo outbox status`). */
   @Get('outbox')
-  async outbox() {
+  async outbox(@Query() query: Record<string, unknown>) {
+    queryOf(query);
     await this.requireOutbox();
     return this.operators.outbox.summary();
   }
@@ -119,7 +125,7 @@ export class KafkaExactlyOnceAdminController {
   /** Outbox events set aside (`state`: set-aside, retried, discarded or all), as `kafka-eo outbox list`. */
   @Get('outbox/events')
   async outboxEvents(@Query() query: Record<string, unknown>) {
-    const { state, limit } = bodyOf(query, ['state', 'limit']);
+    const { state, limit } = queryOf(query, ['state', 'limit']);
     await this.requireOutbox();
     const count = limit === undefined ? undefined : /^[0-9]{1,4}$/.test(String(limit)) ? Number(limit) : NaN;
     return this.operators.outbox.list({ state: optionalText({ state }, 'state', 20), limit: count });
@@ -128,19 +134,21 @@ export class KafkaExactlyOnceAdminController {
   /** Puts a set-aside event back in the outbox, behind the events of its key written since (`kafka-eo outbox retry`). */
   @Post('outbox/events/:position/retry')
   @HttpCode(200)
-  async retryOutboxEvent(@Param('position') position: string, @Body() raw: unknown, @Req() request: unknown) {
+  async retryOutboxEvent(@Param('position') position: string, @Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown) {
+    queryOf(query);
     const body = bodyOf(raw, ['reason', 'actor']);
     await this.requireOutbox();
-    return this.operators.outbox.retry(position, { actor: this.actor(body, request), note: optionalText(body, 'reason', 2000) });
+    return this.operators.outbox.retry(position, { ...this.actor(body, request), note: optionalText(body, 'reason', 2000) });
   }
 
   /** Gives a set-aside event up for good, with a reason (`kafka-eo outbox discard`). */
   @Post('outbox/events/:position/discard')
   @HttpCode(200)
-  async discardOutboxEvent(@Param('position') position: string, @Body() raw: unknown, @Req() request: unknown) {
+  async discardOutboxEvent(@Param('position') position: string, @Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown) {
+    queryOf(query);
     const body = bodyOf(raw, ['reason', 'actor']);
     await this.requireOutbox();
-    return this.operators.outbox.discard(position, { actor: this.actor(body, request), note: requireText(body.reason, 'reason', 2000) });
+    return this.operators.outbox.discard(position, { ...this.actor(body, request), note: requireText(body.reason, 'reason', 2000) });
   }
 
   /**
@@ -150,25 +158,28 @@ export class KafkaExactlyOnceAdminController {
    */
   @Post('outputs/divert')
   @HttpCode(200)
-  divert(@Body() raw: unknown, @Req() request: unknown) {
+  divert(@Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown) {
+    queryOf(query);
     const body = bodyOf(raw, ['topic', 'partition', 'offset', 'replay', 'outputTopic', 'deadLetterTopic', 'reason', 'actor']);
     const target =
       body.replay !== undefined
         ? { replay: String(body.replay) }
         : { topic: requireText(body.topic, 'topic', 249), partition: Number(body.partition), offset: String(body.offset ?? '') };
-    return this.operators.store.divertOutputs(target, body.outputTopic, body.reason, { actor: this.actor(body, request), deadLetterTopic: optionalText(body, 'deadLetterTopic', 249) });
+    return this.operators.store.divertOutputs(target, body.outputTopic, body.reason, { ...this.actor(body, request), deadLetterTopic: optionalText(body, 'deadLetterTopic', 249) });
   }
 
   @Get('operations/:id')
-  operation(@Param('id') id: string) {
+  operation(@Param('id') id: string, @Query() query: Record<string, unknown>) {
+    queryOf(query);
     return this.operators.store.operation(id);
   }
 
-  /** Who acts: the application's `actorOf`, else the name the caller gave. */
-  private actor(body: Record<string, unknown>, request: unknown): string | undefined {
-    const given = optionalText(body, 'actor');
-    const known = this.options.actorOf?.(request);
-    return typeof known === 'string' && known !== '' ? known.slice(0, 200) : given;
+  /**
+   * Who acts: `actor` as AdminAccessGuard authenticated it (the application's `actorOf`, or the token), and the
+   * name the caller gave of itself (the body's `actor`) apart, as `declaredActor`.
+   */
+  private actor(body: Record<string, unknown>, request: unknown): { actor: string; declaredActor?: string } {
+    return { actor: authenticatedActor(request), declaredActor: optionalText(body, 'actor') };
   }
 
   private async requireOutbox(): Promise<void> {

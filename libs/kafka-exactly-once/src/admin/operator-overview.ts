@@ -48,13 +48,22 @@ export interface OperatorOverviewDocument {
   partitions: OverviewPartition[];
   retryTiers: RetryTierStatus[];
   totals: { lag: number; unitsPerSecond: number; recordsPerSecond: number; stalled: number };
-  counts: { parkedKeys: number; parkedRecords: number; deadLetters: number; retrying: number };
+  /** null when PostgreSQL could not be read (`unreadable.counts` says why). */
+  counts: { parkedKeys: number; parkedRecords: number; deadLetters: number; retrying: number } | null;
   /** This instance's publisher (null when the module has no `publisher` option). */
   publisher: PublisherStatus | null;
-  /** The database's outbox (null when it has none); `relay`: this instance's relay, when it runs one. */
+  /**
+   * The database's outbox (null when it has none, or when PostgreSQL could not be read: `unreadable.outbox`
+   * says which); `relay`: this instance's relay, when it runs one.
+   */
   outbox: (OutboxSummary & { oldestAgeMs: number; relay: OutboxRelayStatus | null }) | null;
   /** Each health indicator of the parts this application enables, as it reports. */
   health: Record<string, { status: 'up' | 'down'; message?: string; [detail: string]: unknown }>;
+  /**
+   * The parts that could not be read now (`counts`, `outbox`), each with why (PostgreSQL down, a query refused):
+   * the rest of the document stands. Empty when every part was read.
+   */
+  unreadable: { counts?: string; outbox?: string };
 }
 
 /** The parts of the application the overview reads, found by the admin module. */
@@ -111,7 +120,18 @@ export class OperatorOverview {
     const status = lifecycle.status();
     const start = lifecycle.startStatus();
     const partitions = (status?.partitions ?? []).map((p) => ({ ...p, view: activityOf(p) }));
-    const [group, counts, outbox, health] = await Promise.all([this.group(), this.counts(), this.outbox(), this.health()]);
+    // The overview is opened exactly when something is wrong: a part that cannot be read (PostgreSQL down) is
+    // named, never the whole page refused.
+    const unreadable: OperatorOverviewDocument['unreadable'] = {};
+    const readOr = async <T>(part: keyof OperatorOverviewDocument['unreadable'], read: () => Promise<T>): Promise<T | null> => {
+      try {
+        return await withDeadline(read(), ASK_MS * 2, 'PostgreSQL');
+      } catch (err) {
+        unreadable[part] = `PostgreSQL could not be read: ${(err as Error).message}`.slice(0, 1000);
+        return null;
+      }
+    };
+    const [group, counts, outbox, health] = await Promise.all([this.group(), readOr('counts', () => this.counts()), readOr('outbox', () => this.outbox()), this.health()]);
     const round = (x: number) => Math.round(x * 100) / 100;
     return {
       generatedAt: new Date().toISOString(),
@@ -129,6 +149,7 @@ export class OperatorOverview {
       publisher: this.sources.publisher?.status() ?? null,
       outbox,
       health,
+      unreadable,
     };
   }
 

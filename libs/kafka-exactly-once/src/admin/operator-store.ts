@@ -145,6 +145,12 @@ export interface AuditQuery {
   after?: string;
 }
 
+/** Who acts: `actor` as authenticated, `declaredActor` as the caller named itself. */
+export interface ActorOptions {
+  actor?: string;
+  declaredActor?: string;
+}
+
 export const AUDIT_ACTIONS = ['release', 'replay', 'discard', 'divert'] as const;
 
 export interface AuditEntry {
@@ -154,7 +160,13 @@ export interface AuditEntry {
   key: string | null;
   messageId: string | null;
   reason: string | null;
+  /**
+   * Who acted, as the admin API authenticated them: the application's `actorOf`, or the token (`token:<name>`);
+   * from `kafka-eo`, its `--actor` (default `$USER`).
+   */
   actor: string | null;
+  /** The name the caller gave of itself (the body's `actor`): a label the library did not check. */
+  declaredActor: string | null;
   state: 'pending' | 'running' | 'done' | 'failed';
   result: Record<string, unknown> | null;
   requestedAt: string;
@@ -362,7 +374,7 @@ export class OperatorStore {
    * Queues a replay of a dead letter for the group's consumer; the handler runs for it once. While a replay of
    * it is open, asking again (or two operators at once) returns that replay.
    */
-  async requestReplay(id: string, options: { topic?: string; actor?: string } = {}): Promise<AuditEntry> {
+  async requestReplay(id: string, options: { topic?: string } & ActorOptions = {}): Promise<AuditEntry> {
     const digest = digestOf(id);
     return this.queueOnce(`a replay of dead letter ${id}`, async () => {
       const row = await this.deadLetterRow(digest, options.topic);
@@ -376,10 +388,10 @@ export class OperatorStore {
       const [open] = await this.sql.query(`SELECT * FROM ${AUDIT_TABLE} WHERE consumer_group = $1 AND action = 'replay' AND scope = $2 AND id_digest = decode($3, 'hex') AND state IN ('pending', 'running')`, [this.group, row.scope, row.id]);
       if (open) return { open };
       const [entry] = await this.sql.query(
-        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, actor, state)
-         VALUES ($1, 'replay', $2, $3, decode($4, 'hex'), $5, $6, 'pending')
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, actor, declared_actor, state)
+         VALUES ($1, 'replay', $2, $3, decode($4, 'hex'), $5, $6, $7, 'pending')
          ON CONFLICT (consumer_group, scope, id_digest) WHERE action = 'replay' AND state IN ('pending', 'running') DO NOTHING RETURNING *`,
-        [this.group, row.topic, row.scope, row.id, row.message_id, options.actor ?? null],
+        [this.group, row.topic, row.scope, row.id, row.message_id, options.actor ?? null, options.declaredActor ?? null],
       );
       return { inserted: entry };
     });
@@ -436,17 +448,17 @@ export class OperatorStore {
   }
 
   /** Queues the release of a parked key for the group's consumer (one open release per key, as for replays). */
-  async requestRelease(topic: string, key: string, options: { actor?: string } = {}): Promise<AuditEntry> {
+  async requestRelease(topic: string, key: string, options: ActorOptions = {}): Promise<AuditEntry> {
     const [topicText, keyText] = [requireText(topic, 'topic', 249), requireText(key, 'key')];
     return this.queueOnce(`a release of key "${keyText.slice(0, 80)}" of ${topicText}`, async () => {
       const row = await this.parkedKeyRow(topicText, keyText);
       const open = await this.openRelease(row.topic, row.digest);
       if (open) return { open };
       const [entry] = await this.sql.query(
-        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, actor, state)
-         VALUES ($1, 'release', $2, decode($3, 'hex'), $4, $5, 'pending')
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, actor, declared_actor, state)
+         VALUES ($1, 'release', $2, decode($3, 'hex'), $4, $5, $6, 'pending')
          ON CONFLICT (consumer_group, topic, key_digest) WHERE action = 'release' AND state IN ('pending', 'running') DO NOTHING RETURNING *`,
-        [this.group, row.topic, row.digest, row.ordering_key, options.actor ?? null],
+        [this.group, row.topic, row.digest, row.ordering_key, options.actor ?? null, options.declaredActor ?? null],
       );
       return { inserted: entry };
     });
@@ -456,7 +468,7 @@ export class OperatorStore {
    * Drops one parked record for good (it will never be handled), with the operator's reason kept in the
    * audit table. The key stays parked: release it to let its other records go.
    */
-  async discard(seq: string, reason: unknown, options: { actor?: string } = {}): Promise<AuditEntry> {
+  async discard(seq: string, reason: unknown, options: ActorOptions = {}): Promise<AuditEntry> {
     if (!/^[0-9]{1,18}$/.test(seq)) throw new OperatorRequestError('invalid', `seq must be the number of a parked record (as listed), got "${String(seq).slice(0, 80)}"`, 'seq');
     const why = requireText(reason, 'reason');
     return this.sql.transaction(async (sql) => {
@@ -466,9 +478,9 @@ export class OperatorStore {
       await sql.query(`UPDATE ${PARKED_RECORDS_TABLE} SET state = 'discarded', resolved_at = now() WHERE seq = $1`, [seq]);
       await sql.query(`UPDATE ${INBOX_TABLE} SET status = 'discarded', replayed_at = now() WHERE consumer_group = $1 AND scope = $2 AND id_digest = decode($3, 'hex') AND status = 'parked'`, [this.group, record.scope, record.id]);
       const [entry] = await sql.query(
-        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, scope, id_digest, message_id, parked_seq, reason, actor, state, result, finished_at)
-         VALUES ($1, 'discard', $2, $3, $4, $5, $6, $7, $8, $9, $10, 'done', $11::jsonb, now()) RETURNING *`,
-        [this.group, record.topic, record.key_digest, record.ordering_key, record.scope, record.id_digest, record.message_id, seq, why, options.actor ?? null, JSON.stringify({ partition: record.partition, offset: String(record.offset) })],
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, key_digest, ordering_key, scope, id_digest, message_id, parked_seq, reason, actor, declared_actor, state, result, finished_at)
+         VALUES ($1, 'discard', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'done', $12::jsonb, now()) RETURNING *`,
+        [this.group, record.topic, record.key_digest, record.ordering_key, record.scope, record.id_digest, record.message_id, seq, why, options.actor ?? null, options.declaredActor ?? null, JSON.stringify({ partition: record.partition, offset: String(record.offset) })],
       );
       return this.auditEntry(entry);
     });
@@ -486,7 +498,7 @@ export class OperatorStore {
     target: { topic: string; partition: number; offset: string } | { replay: string },
     outputTopic: unknown,
     reason: unknown,
-    options: { actor?: string; deadLetterTopic?: string } = {},
+    options: ActorOptions & { deadLetterTopic?: string } = {},
   ): Promise<AuditEntry> {
     const toTopic = requireText(outputTopic, 'outputTopic', 249);
     const why = requireText(reason, 'reason');
@@ -552,8 +564,8 @@ export class OperatorStore {
         await sql.query(`UPDATE ${INBOX_TABLE} SET outputs = $4::jsonb WHERE consumer_group = $1 AND scope = $2 AND id_digest = $3`, [this.group, row.scope, row.id_digest, JSON.stringify(rewritten)]);
       }
       const [entry] = await sql.query(
-        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, reason, actor, state, result, finished_at)
-         VALUES ($1, 'divert', $2, $3, $4, $5, $6, $7, 'done', $8::jsonb, now()) RETURNING *`,
+        `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, scope, id_digest, message_id, reason, actor, declared_actor, state, result, finished_at)
+         VALUES ($1, 'divert', $2, $3, $4, $5, $6, $7, $8, 'done', $9::jsonb, now()) RETURNING *`,
         [
           this.group,
           row.topic,
@@ -562,6 +574,7 @@ export class OperatorStore {
           row.message_id ?? null,
           why,
           options.actor ?? null,
+          options.declaredActor ?? null,
           JSON.stringify({ ...('replay' in target ? { replay: target.replay } : { partition: row.partition, offset: row.offset }), outputTopic: toTopic, deadLetterTopic, diverted: refused.length }),
         ],
       );
@@ -671,6 +684,7 @@ export class OperatorStore {
       messageId: r.message_id ?? null,
       reason: r.reason ?? null,
       actor: r.actor ?? null,
+      declaredActor: r.declared_actor ?? null,
       state: r.state,
       result: r.result ?? null,
       requestedAt: iso(r.requested_at)!,

@@ -4,6 +4,18 @@ import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-v
 
 const schemas = SchemaRegistry.fromSchemas([
   { schema: { type: 'record', name: 'Thing', namespace: 'test', fields: [{ name: 'n', type: 'long' }, { name: 'raw', type: 'bytes' }, { name: 'note', type: 'string' }] } },
+  {
+    schema: {
+      type: 'record',
+      name: 'Bag',
+      namespace: 'test',
+      fields: [
+        { name: 'tag', type: ['null', 'string'] },
+        { name: 'nothings', type: { type: 'array', items: 'null' } },
+        { name: 'counts', type: { type: 'map', values: 'long' } },
+      ],
+    },
+  },
 ]);
 const thing = schemas.current('test.Thing');
 
@@ -36,6 +48,27 @@ describe('record views', () => {
     expect(view.decoded).toHaveLength(MAX_DECODED_CHARS);
     expect(view.hex).toHaveLength(512);
     expect((await valueView(schemas, Buffer.alloc(1_000_000, 0x3c))).text).toHaveLength(4097);
+  });
+
+  it("bounds what a value's block counts claim: a hostile count is refused before avsc allocates or loops over it", async () => {
+    const bag = schemas.current('test.Bag');
+    const fine = encodeSingleObject(bag, { tag: 'x', nothings: [null, null], counts: { a: 1n } });
+    expect(JSON.parse((await valueView(schemas, fine)).decoded!)).toEqual({ tag: 'x', nothings: [null, null], counts: { a: '1' } });
+    // Zig-zag varints: a union branch, then an array of null whose one block claims `n` items (no byte each), then an empty map.
+    const zigzag = (n: bigint) => {
+      const bytes: number[] = [];
+      for (let v = n >= 0n ? n * 2n : -n * 2n - 1n; ; v >>= 7n) {
+        if (v < 0x80n) return Buffer.from([...bytes, Number(v)]);
+        bytes.push(Number(v & 0x7fn) | 0x80);
+      }
+    };
+    const hostile = (n: bigint) => Buffer.concat([fine.subarray(0, 10), zigzag(0n), zigzag(n), zigzag(0n), zigzag(0n)]);
+    const claimed = await valueView(schemas, hostile(5_000_000n));
+    expect(claimed).toMatchObject({ framing: 'single-object', schema: 'test.Bag', decoded: null, error: expect.stringMatching(/^cannot decode: its arrays and maps claim 5000000 items, more than the 100000/) });
+    expect((await valueView(schemas, hostile(2n ** 62n))).error).toMatch(/claim more than 2\^53 items/);
+    // A negative count (a block with its byte size) is counted the same.
+    const sized = Buffer.concat([fine.subarray(0, 10), zigzag(0n), zigzag(-3_000_000n), zigzag(0n), zigzag(0n), zigzag(0n)]);
+    expect((await valueView(schemas, sized)).error).toMatch(/claim 3000000 items/);
   });
 
   it('shows keys and headers as text when they are, else by their size and first bytes', () => {

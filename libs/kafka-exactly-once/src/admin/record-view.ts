@@ -2,6 +2,7 @@ import { isPlainText, wellFormed } from '../engine/record-identity';
 import { readFingerprint } from '../serde/single-object.codec';
 import { registryIdOf } from '../serde/registry-schemas';
 import type { SchemaRegistry } from '../serde/schema-registry';
+import { checkBlockCounts } from './avro-blocks';
 
 /** At most this much of a decoded value's JSON is shown (the rest is cut, `truncated` says so). */
 export const MAX_DECODED_CHARS = 65536;
@@ -99,6 +100,7 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
       const writer = schemas.byFingerprintOf(readFingerprint(value));
       if (!writer) return failed('single-object', null, `no schema of this application has the writer's fingerprint ${value.subarray(2, 10).toString('hex')}`);
       schema = writer.name;
+      checkBlockCounts(writer.type, value.subarray(10));
       decoded = writer.type.fromBuffer(value.subarray(10));
     } else {
       const remote = schemas.remote;
@@ -109,6 +111,7 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
       if ('notAvro' in writer) return failed('schema-registry', null, `schema id ${id}: ${writer.notAvro}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
       schema = (writer.type as { name?: string }).name ?? null;
+      checkBlockCounts(writer.type, value.subarray(5));
       decoded = writer.type.fromBuffer(value.subarray(5));
     }
   } catch (err) {

@@ -1,13 +1,14 @@
 import { once } from 'events';
+import { createServer as createHttpServer } from 'http';
 import { createServer, type AddressInfo } from 'net';
 import { runKafkaEo } from './kafka-eo.command';
 
 /** The command line is refused before anything connects: these run without a database or a broker. */
 describe('kafka-eo command line', () => {
-  async function run(argv: string[]): Promise<{ code: number; err: string; out: string }> {
+  async function run(argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; err: string; out: string }> {
     let err = '';
     let out = '';
-    const code = await runKafkaEo(argv, { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, { out: (t) => (out += t), err: (t) => (err += t) });
+    const code = await runKafkaEo(argv, { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', ...env }, { out: (t) => (out += t), err: (t) => (err += t) });
     return { code, err, out };
   }
 
@@ -52,5 +53,39 @@ describe('kafka-eo command line', () => {
     expect(code).toBe(1);
     expect(err).toMatch(new RegExp(`no answer from http://127\\.0\\.0\\.1:${port}: ECONNREFUSED`));
     expect(err).not.toMatch(/Usage:/);
+  });
+
+  it("escapes what a request carries in its error messages: a key's or an id's escape sequences never reach the terminal", async () => {
+    const hostile = 'acct\u001b]0;owned\u0007\u001b[2J\u009b31m\u202Egnp';
+    for (const argv of [['dlq', 'show', hostile, '--group', 'g'], ['dlq', 'show', hostile, '--group', 'g', '--json'], ['parked', 'record', hostile, '--group', 'g'], [`--${hostile}`]]) {
+      const { code, err, out } = await run(argv);
+      expect(code).toBe(2);
+      expect(err).toContain('acct\\u{001B}]0;owned');
+      expect(`${err}${out}`).not.toMatch(/[\u001b\u0007\u009b\u202e]/);
+    }
+  });
+
+  it('asks the overview with the read-only token when both tokens are set, and warns of plain http to another host', async () => {
+    const seen: Array<string | undefined> = [];
+    const server = createHttpServer((request, response) => {
+      seen.push(request.headers.authorization);
+      response.setHeader('content-type', 'application/json');
+      response.end(JSON.stringify({ group: { id: 'g', state: 'Stable', members: [] }, consumer: { state: 'running', lastError: null }, partitions: [], retryTiers: [], totals: { lag: 0, unitsPerSecond: 0, recordsPerSecond: 0, stalled: 0 }, counts: null, publisher: null, outbox: null, health: {}, unreadable: { counts: 'PostgreSQL could not be read: down' } }));
+    }).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const both = await run(['overview', '--url', url], { ADMIN_TOKEN: 'admin-token-0123456789', ADMIN_READ_ONLY_TOKEN: 'read-only-token-0123456789' });
+      expect(both).toMatchObject({ code: 0, err: '' });
+      expect(both.out).toMatch(/counts +not read: PostgreSQL could not be read: down/);
+      expect((await run(['overview', '--url', url], { ADMIN_TOKEN: 'admin-token-0123456789' })).code).toBe(0);
+      expect(seen).toEqual(['Bearer read-only-token-0123456789', 'Bearer admin-token-0123456789']);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    const remote = await run(['overview', '--url', 'http://nonexistent.invalid:1'], { ADMIN_READ_ONLY_TOKEN: 'read-only-token-0123456789' });
+    expect(remote.code).toBe(1);
+    expect(remote.err).toMatch(/warning: http:\/\/nonexistent\.invalid:1 is plain http to another host: the admin token crosses the network in clear; use https/);
+    for (const local of ['http://localhost.:1', 'http://127.0.0.2:1', 'http://[::1]:1']) expect((await run(['overview', '--url', local])).err).not.toMatch(/warning/);
   });
 });

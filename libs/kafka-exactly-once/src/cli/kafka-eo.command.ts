@@ -67,7 +67,7 @@ Options:
   --timeout-ms MS  how long release and replay wait for the group's consumer to carry them out (default 60000)
 
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), KAFKA_BROKERS (default 127.0.0.1:9092),
-  SCHEMAS_DIR and SCHEMA_REGISTRY_URL (to decode values; ./schemas when there is one), ADMIN_TOKEN (overview)
+  SCHEMAS_DIR and SCHEMA_REGISTRY_URL (to decode values; ./schemas when there is one), ADMIN_READ_ONLY_TOKEN, else ADMIN_TOKEN (overview)
 Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 conflict, 5 still queued when the wait ended`;
 
 interface Io {
@@ -156,7 +156,7 @@ function describeStory(story: MessageStory): string {
         ...(r.deadLetter ? [`dead letter      ${r.deadLetter.topic} (${r.deadLetter.reason})${r.deadLetter.replayedAt ? `, replayed ${r.deadLetter.replayedAt}` : ''}`] : []),
         ...r.parked.map((p) => `parked           seq ${p.seq} under ${p.key ?? p.keyDigest}, ${p.state} (${p.reason}) since ${p.parkedAt}`),
         ...r.replays.map((p) => `replay           ${p.operation}: ${p.outputs} output(s), ${p.settled ? 'settled' : 'not settled yet'}`),
-        ...r.actions.map((a) => `action           #${a.id} ${a.action} by ${a.actor ?? '-'} at ${a.requestedAt}: ${a.state}${a.reason ? ` (${a.reason})` : ''}`),
+        ...r.actions.map((a) => `action           #${a.id} ${a.action} by ${a.actor ?? '-'}${a.declaredActor ? ` (says: ${a.declaredActor})` : ''} at ${a.requestedAt}: ${a.state}${a.reason ? ` (${a.reason})` : ''}`),
       ].join('\n'),
     );
   }
@@ -205,7 +205,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
   try {
     parsed = parse(argv);
   } catch (err) {
-    io.err(`${(err as Error).message}\n\n${USAGE}`);
+    io.err(`${printable((err as Error).message)}\n\n${USAGE}`);
     return EXIT.usage;
   }
   const { positional, flags } = parsed;
@@ -230,21 +230,21 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       return EXIT.ok;
     } catch (err) {
       if (err instanceof OperatorRequestError) {
-        io.err(`kafka-eo: ${err.message}`);
+        io.err(`kafka-eo: ${printable(err.message)}`);
         return err.kind === 'invalid' ? EXIT.usage : EXIT.notFound;
       }
-      io.err(`kafka-eo: ${(err as Error).message}`);
+      io.err(`kafka-eo: ${printable((err as Error).message)}`);
       return EXIT.failed;
     }
   }
 
   if (noun === 'overview') {
     try {
-      await runOverviewCommand({ args: verb === undefined ? args : [verb, ...args], text, env, print, table, fields });
+      await runOverviewCommand({ args: verb === undefined ? args : [verb, ...args], text, env, print, table, fields, warn: (line) => io.err(`${printable(line)}\n`) });
       return EXIT.ok;
     } catch (err) {
       if (err instanceof OperatorRequestError) {
-        io.err(`kafka-eo: ${err.message}\n\n${USAGE}`);
+        io.err(`kafka-eo: ${printable(err.message)}\n\n${USAGE}`);
         return EXIT.usage;
       }
       io.err(`kafka-eo: ${printable((err as Error).message)}`);
@@ -270,10 +270,10 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       return EXIT.ok;
     } catch (err) {
       if (err instanceof OperatorRequestError) {
-        io.err(`kafka-eo: ${err.message}\n\n${USAGE}`);
+        io.err(`kafka-eo: ${printable(err.message)}\n\n${USAGE}`);
         return EXIT.usage;
       }
-      io.err(`kafka-eo: ${(err as Error).message}`);
+      io.err(`kafka-eo: ${printable((err as Error).message)}`);
       return /^no spool directory|is not a publisher spool/.test((err as Error).message) ? EXIT.notFound : EXIT.failed;
     }
   }
@@ -350,7 +350,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
       case 'audit list': {
         arity(0, 'no arguments');
         const page = await store.listAudit(auditQuery({ action: text('action'), topic: text('topic'), key: text('key'), actor: text('actor'), limit: text('limit'), after: text('after') }));
-        print(page, () => `${table(page.items.map((e) => ({ ...e, target: e.messageId ?? e.key })) as never, ['id', 'requestedAt', 'actor', 'action', 'topic', 'target', 'state', 'reason'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
+        print(page, () => `${table(page.items.map((e) => ({ ...e, target: e.messageId ?? e.key })) as never, ['id', 'requestedAt', 'actor', 'declaredActor', 'action', 'topic', 'target', 'state', 'reason'])}${page.next ? `\nmore: --after ${page.next}` : ''}`);
         return EXIT.ok;
       }
       case 'parked release':
@@ -387,13 +387,13 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
     }
   } catch (err) {
     if (err instanceof OperatorRequestError) {
-      if (json) io.out(JSON.stringify({ statusCode: err.status, message: err.message, ...(err.field ? { field: err.field } : {}) }, null, 2));
-      io.err(`kafka-eo: ${err.message}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq|outputTopic|partition|offset|replay|position|state|prefix)$/) ? `\n\n${USAGE}` : ''}`);
+      if (json) io.out(jsonForTerminal({ statusCode: err.status, message: err.message, ...(err.field ? { field: err.field } : {}) }));
+      io.err(`kafka-eo: ${printable(err.message)}${err.kind === 'invalid' && !err.field?.match(/^(reason|topic|key|limit|after|id|seq|outputTopic|partition|offset|replay|position|state|prefix)$/) ? `\n\n${USAGE}` : ''}`);
       return err.kind === 'invalid' ? EXIT.usage : err.kind === 'not-found' ? EXIT.notFound : EXIT.conflict;
     }
     if ((err as { code?: string }).code === '42P01') {
-      io.err(`kafka-eo: the kafka-exactly-once tables are not in this database (${(err as Error).message}); set DATABASE_URL to the consumer's database (a consumer creates them when it starts)`);
-    } else io.err(`kafka-eo: ${(err as Error).message}`);
+      io.err(`kafka-eo: the kafka-exactly-once tables are not in this database (${printable((err as Error).message)}); set DATABASE_URL to the consumer's database (a consumer creates them when it starts)`);
+    } else io.err(`kafka-eo: ${printable((err as Error).message)}`);
     return EXIT.failed;
   } finally {
     await pool.end().catch(() => undefined);

@@ -3,7 +3,7 @@ import { ADMIN_API_PATH } from '../admin/admin.options';
 import { OperatorRequestError } from '../errors/operator-request.error';
 
 export const OVERVIEW_USAGE = `  kafka-eo overview --url URL          the console's overview, asked of a running application (its address, with
-                                      its global prefix if it has one; ADMIN_TOKEN or ADMIN_READ_ONLY_TOKEN)`;
+                                      its global prefix if it has one; ADMIN_READ_ONLY_TOKEN, else ADMIN_TOKEN)`;
 
 interface OverviewContext {
   args: string[];
@@ -12,6 +12,8 @@ interface OverviewContext {
   print(document: unknown, human: () => string): void;
   table(rows: Array<Record<string, unknown>>, columns: string[]): string;
   fields(document: Record<string, unknown>): string;
+  /** A warning for the operator (stderr). */
+  warn(text: string): void;
 }
 
 /** A failure of the request itself (no answer, refused, not an overview): exit 1 with its reason. */
@@ -34,7 +36,11 @@ export async function runOverviewCommand(ctx: OverviewContext): Promise<Operator
   }
   if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
   if (base.username || base.password || base.search) throw new OperatorRequestError('invalid', '--url takes the address alone: the token comes from ADMIN_TOKEN (or ADMIN_READ_ONLY_TOKEN), never from the address', 'url');
-  const token = ctx.env.ADMIN_TOKEN || ctx.env.ADMIN_READ_ONLY_TOKEN || undefined;
+  // The overview only reads: the token that may only read is the one to send when both are set.
+  const token = ctx.env.ADMIN_READ_ONLY_TOKEN || ctx.env.ADMIN_TOKEN || undefined;
+  if (base.protocol === 'http:' && !isLoopback(base.hostname)) {
+    ctx.warn(`kafka-eo: warning: ${base.origin} is plain http to another host: the admin token crosses the network in clear; use https`);
+  }
   const address = new URL(`${base.pathname.replace(/\/+$/, '')}/${ADMIN_API_PATH}/overview`, base);
   let response: Response;
   try {
@@ -60,15 +66,21 @@ export async function runOverviewCommand(ctx: OverviewContext): Promise<Operator
   return overview;
 }
 
+/** Whether a URL's host is this machine (localhost, 127.0.0.0/8, ::1): plain http there never leaves it. */
+function isLoopback(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  return host === 'localhost' || host.endsWith('.localhost') || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === '::1';
+}
+
 function describe(o: OperatorOverviewDocument, ctx: OverviewContext): string {
   const lines = [
     `group            ${o.group.id} (${o.group.state ?? `Kafka did not answer${o.group.error ? `: ${o.group.error}` : ''}`}), ${o.group.members.length} member(s)`,
     `consumer         ${o.consumer.state}${o.consumer.lastError ? ` (${o.consumer.lastError})` : ''}`,
     `lag              ${o.totals.lag} records; ${o.totals.unitsPerSecond} units/s, ${o.totals.recordsPerSecond} records/s; ${o.totals.stalled} partition(s) stalled`,
-    `parked           ${o.counts.parkedKeys} key(s), ${o.counts.parkedRecords} record(s)`,
-    `dead letters     ${o.counts.deadLetters}; ${o.counts.retrying} record(s) on retry tiers`,
+    o.counts ? `parked           ${o.counts.parkedKeys} key(s), ${o.counts.parkedRecords} record(s)` : `counts           not read: ${o.unreadable?.counts ?? 'unknown'}`,
+    ...(o.counts ? [`dead letters     ${o.counts.deadLetters}; ${o.counts.retrying} record(s) on retry tiers`] : []),
     `publisher        ${o.publisher ? `breaker ${o.publisher.breaker}, spool ${o.publisher.spool.records} record(s)${o.publisher.quarantined ? `, ${o.publisher.quarantined} quarantined` : ''}` : '-'}`,
-    `outbox           ${o.outbox ? `${o.outbox.waiting} waiting (oldest ${Math.round(o.outbox.oldestAgeMs / 1000)} s), ${o.outbox.setAside} set aside, relay ${o.outbox.holder ? `held by pid ${o.outbox.holder.pid} (${o.outbox.holder.applicationName || 'no name'})` : 'not running'}` : '-'}`,
+    `outbox           ${o.unreadable?.outbox ? `not read: ${o.unreadable.outbox}` : o.outbox ? `${o.outbox.waiting} waiting (oldest ${Math.round(o.outbox.oldestAgeMs / 1000)} s), ${o.outbox.setAside} set aside, relay ${o.outbox.holder ? `held by pid ${o.outbox.holder.pid} (${o.outbox.holder.applicationName || 'no name'})` : 'not running'}` : '-'}`,
     `health           ${Object.entries(o.health).map(([name, h]) => `${name} ${h.status}`).join(', ') || '-'}`,
     '',
     'partitions:',

@@ -19,8 +19,18 @@ export interface SetAsideEvent {
   reason: string;
   state: 'set-aside' | 'retried' | 'discarded';
   resolvedAt: string | null;
+  /** Who retried or discarded it: through the admin API, who the request authenticated as (`actorOf`, or the token). */
   resolvedBy: string | null;
+  /** The name the caller gave of itself (the admin API body's `actor`): a label the library did not check. */
+  declaredBy: string | null;
   note: string | null;
+}
+
+/** Who resolves a set-aside event, and why. */
+interface ResolveOptions {
+  actor?: string;
+  declaredActor?: string;
+  note?: string;
 }
 
 /** The outbox at a glance. */
@@ -34,9 +44,10 @@ export interface OutboxSummary {
   setAside: number;
   /**
    * The PostgreSQL session holding the relay lock: the active relay (any process of this database), null when
-   * no relay runs.
+   * no relay runs. `since`, `clientAddress` and `state` are null when PostgreSQL does not show them to this
+   * session's role (a session of another role, without pg_read_all_stats).
    */
-  holder: { pid: number; applicationName: string; clientAddress: string | null; since: string; state: string | null } | null;
+  holder: { pid: number; applicationName: string; clientAddress: string | null; since: string | null; state: string | null } | null;
 }
 
 const POSITION = /^[1-9][0-9]{0,18}$/;
@@ -84,7 +95,7 @@ export class OutboxOperations {
       relayed: row.relayed ?? '0',
       setAside: row.set_aside,
       holder: holder
-        ? { pid: holder.pid, applicationName: holder.application_name, clientAddress: holder.client_addr ?? null, since: new Date(holder.backend_start).toISOString(), state: holder.state ?? null }
+        ? { pid: holder.pid, applicationName: holder.application_name, clientAddress: holder.client_addr ?? null, since: holder.backend_start ? new Date(holder.backend_start).toISOString() : null, state: holder.state ?? null }
         : null,
     };
   }
@@ -100,7 +111,7 @@ export class OutboxOperations {
   }
 
   /** Puts a set-aside event back in the outbox (a new position: after the events of its key written since). */
-  async retry(position: string, options: { actor?: string; note?: string } = {}): Promise<SetAsideEvent> {
+  async retry(position: string, options: ResolveOptions = {}): Promise<SetAsideEvent> {
     const locked = lockedPosition('$2');
     return this.resolve(position, 'retried', options, async (sql, row) => {
       await sql.query(
@@ -113,12 +124,12 @@ export class OutboxOperations {
   }
 
   /** Gives a set-aside event up for good: it never reaches Kafka. A reason is required. */
-  async discard(position: string, options: { actor?: string; note?: string } = {}): Promise<SetAsideEvent> {
+  async discard(position: string, options: ResolveOptions = {}): Promise<SetAsideEvent> {
     if (!options.note?.trim()) throw new OperatorRequestError('invalid', 'a discard needs --reason TEXT (kept with the event)', 'reason');
     return this.resolve(position, 'discarded', options, async () => undefined);
   }
 
-  private async resolve(position: string, state: 'retried' | 'discarded', options: { actor?: string; note?: string }, act: (sql: SqlClient, row: any) => Promise<void>): Promise<SetAsideEvent> {
+  private async resolve(position: string, state: 'retried' | 'discarded', options: ResolveOptions, act: (sql: SqlClient, row: any) => Promise<void>): Promise<SetAsideEvent> {
     if (!POSITION.test(position)) throw new OperatorRequestError('invalid', `position must be a whole number, got ${JSON.stringify(position)}`, 'position');
     return this.sql.transaction(async (sql) => {
       const [row] = await sql.query(`SELECT * FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE position = $1 FOR UPDATE`, [position]);
@@ -126,8 +137,8 @@ export class OutboxOperations {
       if (row.state !== 'set-aside') throw new OperatorRequestError('conflict', `the event at position ${position} was ${row.state} already (${row.resolved_at ? new Date(row.resolved_at).toISOString() : ''} by ${row.resolved_by ?? 'unknown'})`);
       await act(sql, row);
       const [done] = await sql.query(
-        `UPDATE ${OUTBOX_SET_ASIDE_TABLE} SET state = $2, resolved_at = now(), resolved_by = $3, note = $4 WHERE position = $1 RETURNING *`,
-        [position, state, options.actor ?? null, options.note?.slice(0, 2000) ?? null],
+        `UPDATE ${OUTBOX_SET_ASIDE_TABLE} SET state = $2, resolved_at = now(), resolved_by = $3, declared_by = $5, note = $4 WHERE position = $1 RETURNING *`,
+        [position, state, options.actor ?? null, options.note?.slice(0, 2000) ?? null, options.declaredActor ?? null],
       );
       return toEvent(done);
     });
@@ -149,6 +160,7 @@ function toEvent(row: any): SetAsideEvent {
     state: row.state,
     resolvedAt: row.resolved_at ? new Date(row.resolved_at).toISOString() : null,
     resolvedBy: row.resolved_by ?? null,
+    declaredBy: row.declared_by ?? null,
     note: row.note ?? null,
   };
 }

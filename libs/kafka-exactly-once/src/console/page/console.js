@@ -430,14 +430,16 @@
   function overviewPage(own) {
     return get('overview').then(function (o) {
       if (own !== generation) return;
+      // null while PostgreSQL cannot be read (o.unreadable.counts says why): the tiles show a dash.
+      var counts = o.counts || {};
       var tiles = el('div', { class: 'tiles' },
         tile('Consumer', badge(o.consumer.state)),
         tile('Lag', number(o.totals.lag), 'records still to handle'),
         tile('Records/s', number(o.totals.recordsPerSecond), 'over the last minute'),
         tile('Stalled', number(o.totals.stalled), 'partitions', o.totals.stalled > 0 ? 'bad' : null),
-        tile('Parked keys', link('#/parked', number(o.counts.parkedKeys)), number(o.counts.parkedRecords) + ' records wait', o.counts.parkedKeys > 0 ? 'warn' : null),
-        tile('Dead letters', link('#/dead-letters', number(o.counts.deadLetters)), 'not replayed'),
-        tile('On retry tiers', link('#/retries', number(o.counts.retrying)), 'records waiting'));
+        tile('Parked keys', link('#/parked', number(counts.parkedKeys)), number(counts.parkedRecords) + ' records wait', counts.parkedKeys > 0 ? 'warn' : null),
+        tile('Dead letters', link('#/dead-letters', number(counts.deadLetters)), 'not replayed'),
+        tile('On retry tiers', link('#/retries', number(counts.retrying)), 'records waiting'));
       var health = Object.keys(o.health).map(function (k) {
         var h = o.health[k];
         return el('div', { class: 'health-item' }, el('strong', null, k), ' ', badge(h.status), h.message ? el('span', { class: 'muted' }, ' ' + cut(h.message, 600)) : null);
@@ -892,6 +894,8 @@
       { title: 'Topic', key: 'topic' },
       { title: 'Key / message', render: function (a) { return cell(a.key || a.messageId, 80); } },
       { title: 'Actor', key: 'actor' },
+      // The name the caller gave of itself, beside the authenticated actor: a label, not an identity.
+      { title: 'Declared name', render: function (a) { return cell(a.declaredActor, 80); } },
       { title: 'Reason', render: function (a) { return cell(a.reason, 160); } },
       { title: 'State', render: function (a) { return badge(a.state); } },
       { title: 'Result', render: function (a) { return cell(a.result ? JSON.stringify(a.result) : null, 160); } },
