@@ -4,7 +4,7 @@ import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { randomUUID } from 'crypto';
 import { ConfigResourceTypes, Kafka } from 'kafkajs';
 import { join } from 'path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Page, Request } from 'playwright-core';
 import { DataSource } from 'typeorm';
 import { KafkaExactlyOnceModule, Outbox } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
@@ -309,6 +309,120 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
       overrides: /[\\u202A-\\u202E\\u2066-\\u2069]/.test(document.body.innerText),
     })`);
     expect(elements).toEqual({ scripts: 1, foreign: 0, handlers: [], links: [], overrides: false });
+  }, 180000);
+
+  it('sends no request outside its API whatever the address says, finds a key from the top search box, keeps a 10 kB key within the window, and shows the consumer as it is now', async () => {
+    const topic = scope.topic('payments.requested');
+    // Signed in as the tests before left it, or now when this test runs alone.
+    await page.goto(`${origin}/kafka-eo/#/overview`);
+    await page.waitForSelector('input[name=token], [data-testid=partitions]');
+    if (await page.locator('input[name=token]').count()) {
+      await page.fill('input[name=token]', TOKEN);
+      await page.fill('input[name=actor]', OPERATOR);
+      await page.click('form.signin button[type=submit]');
+      await page.waitForSelector('[data-testid=partitions]');
+    }
+    // A page's own elements gone before the next address is opened, so that waiting for the next one's means it rendered.
+    const fresh = async (hash: string, ready: string) => {
+      await page.evaluate(`document.querySelector('main')?.remove()`);
+      if (page.url() === `${origin}/kafka-eo/${hash}`) await page.reload(); // the same address: no hashchange
+      await go(hash, ready);
+    };
+    // Crafted links: parts that climb out of the API's path, in each spelling the browser reads as `..`, and
+    // routes naming another host. Every request the page makes meanwhile is logged, with whether it carried the token.
+    const logged: Array<Promise<{ path: string; origin: string; token: boolean }>> = [];
+    const log = (request: Request) => logged.push(request.allHeaders().then((headers) => ({ path: new URL(request.url()).pathname, origin: new URL(request.url()).origin, token: headers.authorization !== undefined })));
+    page.on('request', log);
+    const crafted = ['#/parked/../..', '#/parked/%2e%2e/%2e%2e', '#/parked/%2E%2E/%2E%2E', '#/parked/.%2e/%2e.', '#/dead-letters/..', '#/dead-letters/%2e%2e?topic=x', '#//127.0.0.1:1/x', '#/parked//127.0.0.1:1/x', '#/dead-letters//127.0.0.1:1'];
+    for (const hash of crafted) {
+      await fresh(hash, 'main h1, main .status-error');
+    }
+    page.off('request', log);
+    const requests = await Promise.all(logged);
+    expect(requests.filter((r) => r.token).length).toBeGreaterThan(0);
+    // Nothing outside the console's path; the token to the API's routes only (not to the page or its assets).
+    expect(requests.filter((r) => r.origin !== origin || !r.path.startsWith('/kafka-eo/'))).toEqual([]);
+    expect(requests.filter((r) => r.token && (r.path === '/kafka-eo/' || r.path.startsWith('/kafka-eo/assets/')))).toEqual([]);
+    await fresh('#/parked/../..', '[data-testid=page-error]');
+    expect(await page.textContent('[data-testid=page-error]')).toContain('the console sends no request for it');
+
+    // The top search box finds a key as well as a message id, and says what a key's story holds.
+    await fresh('#/overview', '[data-testid=partitions]');
+    expect(await page.getAttribute('header input[name=q]', 'placeholder')).toBe('Message id or key');
+    await page.fill('header input[name=q]', work.target);
+    await page.press('header input[name=q]', 'Enter');
+    await page.waitForSelector('[data-testid=found-as-key], [data-testid=story-empty]');
+    const byKey = JSON.parse((await call('GET', `story?key=${encodeURIComponent(work.target)}`, TOKEN)).body);
+    expect(byKey.records.length).toBeGreaterThan(3);
+    expect(await page.locator('[data-testid=record-story]').count()).toBe(byKey.records.length);
+    expect(await page.textContent('[data-testid=found-as-key]')).toContain(`${byKey.records.length} record(s)`);
+    expect(await page.textContent('[data-testid=found-as-message-id]')).toContain('nothing');
+    expect(await page.textContent('[data-testid=key-scope]')).toContain('does not keep a record\'s key');
+
+    // A 10 kB key (and message id), whose record does not decode: dead-lettered, its key parked (named by its
+    // digest and first characters). Each page that shows it stays within the window, the whole key one click away.
+    const longKey = `acct-${'W'.repeat(10 * 1024)}`;
+    const longId = `id-${'M'.repeat(10 * 1024)}`;
+    await sendRaw(kafka, topic, [{ key: longKey, value: Buffer.from('not avro'), headers: { 'message-id': longId } }]);
+    await waitUntil(async () => (await query(`SELECT count(*)::int AS n FROM kafka_eo_parked_records WHERE topic = $1 AND record_key = $2`, [topic, Buffer.from(longKey)]))[0].n === 1, 60000, 'the long key parked');
+    const within = async (where: string) => {
+      const size = (await page.evaluate('({ scroll: document.documentElement.scrollWidth, window: window.innerWidth })')) as { scroll: number; window: number };
+      expect({ where, fits: size.scroll <= size.window, ...size }).toMatchObject({ where, fits: true });
+    };
+    await go(`#/parked?topic=${encodeURIComponent(topic)}`, '[data-testid=parked-keys] tbody tr');
+    await within('parked keys');
+    await page.click('[data-testid=parked-keys] a:has-text("acct-WWWW")');
+    await page.waitForSelector('[data-testid=parked-records] button:text-is("Record")');
+    await within('the parked key');
+    await page.click('[data-testid=parked-records] button:text-is("Record")');
+    await page.waitForSelector('[data-testid=headers]');
+    await within('its record');
+    await go(`#/story?key=${encodeURIComponent(longKey)}&topic=${encodeURIComponent(topic)}`, '[data-testid=record-story]');
+    await within('the key\'s story');
+    await go(`#/dead-letters?topic=${encodeURIComponent(topic)}&reason=decode-failed`, '[data-testid=dead-letters] tbody tr');
+    await within('dead letters');
+    await page.click('[data-testid=dead-letters] tbody a:has-text("(10243")'); // its message id, named by its digest and size
+    await page.waitForSelector('[data-testid=headers]');
+    await within('its dead letter');
+    await go(`#/story?find=${encodeURIComponent(longKey)}`, '[data-testid=record-story]');
+    await within('the key found from the top box');
+    // The key's record again: its key cut, the whole of it (as the API gives it: it cuts a key's text itself,
+    // past the page's 2,000 characters) one click away.
+    await go(`#/parked?topic=${encodeURIComponent(topic)}`, '[data-testid=parked-keys] tbody tr');
+    await page.click('[data-testid=parked-keys] a:has-text("acct-WWWW")');
+    await page.click('[data-testid=parked-records] button:text-is("Record")');
+    await page.waitForSelector('[data-testid=headers]');
+    const wholeKey = page.locator('.record-box details.long').first();
+    await wholeKey.locator('summary').click();
+    const [longRecord] = await query<{ seq: string }>(`SELECT seq::text FROM kafka_eo_parked_records WHERE topic = $1 AND record_key = $2`, [topic, Buffer.from(longKey)]);
+    const servedKey: string = JSON.parse((await call('GET', `parked-records/${longRecord.seq}`, TOKEN)).body).recordKey.text;
+    const shownKey = (await wholeKey.locator('[data-testid=whole-text]').textContent())!;
+    expect({ length: shownKey.length, same: shownKey === servedKey, prefix: longKey.startsWith(servedKey.replace(/…$/, '')) }).toEqual({ length: servedKey.length, same: true, prefix: true });
+    expect(shownKey.length).toBeGreaterThan(2000);
+    await within('its key shown whole');
+
+    // The overview's banners say what is true now. The consumer keeps its last error after it recovered (a
+    // coordinator loading at the first join): with the consumer running again, no red banner; crashed, one.
+    // (The overview the application serves, with only the consumer's state and last error set so.)
+    const consumerAs = async (state: string) => {
+      await page.unroute('**/kafka-eo/overview');
+      await page.route('**/kafka-eo/overview', async (route) => {
+        const served = await (await route.fetch()).json();
+        await route.fulfill({ status: 200, json: { ...served, consumer: { state, lastError: 'The coordinator is loading and hence can\'t process requests' } } });
+      });
+      await fresh('#/overview', '[data-testid=partitions]');
+    };
+    await consumerAs('running');
+    expect(await page.locator('main .status-error, main .status-warn').count()).toBe(0);
+    expect(await page.textContent('main .tile')).toContain('recovered from: The coordinator is loading');
+    await consumerAs('crashed');
+    expect(await page.textContent('[data-testid=consumer-banner].status-error')).toContain('The consumer is crashed; its last error: The coordinator is loading');
+    await page.unroute('**/kafka-eo/overview');
+    await fresh('#/overview', '[data-testid=partitions]');
+    expect(await page.locator('main .status-error').count()).toBe(0);
+    expect(watch.dialogs).toEqual([]);
+    expect(watch.errors).toEqual([]);
+    expect(await watch.violations()).toEqual([]);
   }, 180000);
 
   it('refuses every action without the token (401) and with the read-only token (403), in the page too; the token is in no address or log', async () => {

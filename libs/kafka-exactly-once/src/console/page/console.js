@@ -104,12 +104,22 @@
     return node;
   }
 
-  /** A cell's text: cut, with the whole text as its tooltip. */
+  /**
+   * A text that came from a record: whole when short; else cut, with the whole text one click away (written into
+   * the page only when asked for, so that a megabyte costs nothing until then). The style sheet wraps both to the
+   * page's width.
+   */
   function cell(text, max) {
     if (text === null || text === undefined || text === '') return el('span', { class: 'muted' }, '–');
     var value = String(text);
     var limit = max || MAX_CELL;
-    return value.length > limit ? el('span', { title: value.slice(0, 4000) }, cut(value, limit)) : el('span', null, value);
+    if (value.length <= limit) return el('span', null, value);
+    var whole = el('div', { class: 'whole', 'data-testid': 'whole-text' });
+    var more = el('span', { class: 'more' }, 'show all');
+    return el('details', { class: 'long' }, el('summary', { onclick: function () {
+      if (!whole.firstChild) fill(whole, value);
+      more.textContent = more.textContent === 'show all' ? 'show less' : 'show all';
+    } }, cut(value, limit), ' ', more), whole);
   }
 
   function link(route, text) {
@@ -226,13 +236,36 @@
     this.body = body;
   }
 
+  var API_BASE = new URL(settings.api, location.href);
+
+  /**
+   * The address of a request to the admin API, or null when the path would leave it. Paths are built from the
+   * API's own route names and encodeURIComponent'ed parts, but a part can come from the address bar (a crafted
+   * link): an empty part, `.` or `..` (which the browser also reads in `%2e` spellings) would make the browser
+   * resolve the address elsewhere, with the token. So the path must be non-empty parts only, and the resolved
+   * address must be on this origin, under the API's path, exactly as written.
+   */
+  function apiUrl(path) {
+    var q = path.indexOf('?');
+    var pathname = q >= 0 ? path.slice(0, q) : path;
+    var parts = pathname.split('/');
+    for (var i = 0; i < parts.length; i++) {
+      if (parts[i] === '' || /^(\.|%2e){1,2}$/i.test(parts[i]) || /[^A-Za-z0-9%._~!*'()-]/.test(parts[i])) return null;
+    }
+    var url = new URL(API_BASE.pathname + path, API_BASE);
+    if (url.origin !== API_BASE.origin || url.pathname !== API_BASE.pathname + pathname) return null;
+    return url;
+  }
+
   /** One request to the admin API, with the token (or the application's own credentials, under its guard). */
   function api(path, options) {
     options = options || {};
+    var url = apiUrl(path);
+    if (!url) return Promise.reject(new ApiError(400, 'This address names no record the console can look up (an empty part, "." or ".."): the console sends no request for it.', null));
     var headers = { Accept: 'application/json' };
     if (options.body !== undefined) headers['Content-Type'] = 'application/json';
     if (settings.auth === 'token' && session.token()) headers.Authorization = 'Bearer ' + session.token();
-    return fetch(settings.api + path, {
+    return fetch(url.href, {
       method: options.method || 'GET',
       headers: headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
@@ -299,7 +332,8 @@
       el('nav', null, NAV.map(function (n) { return el('a', { href: '#/' + n[0], class: n[0] === current ? 'current' : null }, n[1]); })),
       el('form', { class: 'search', role: 'search', onsubmit: function (e) {
         e.preventDefault();
-        if (search.value.trim()) location.hash = route('story', { messageId: search.value.trim() });
+        // A key may begin or end with spaces: only a message id is trimmed (as the story's own form does).
+        if (search.value.trim()) location.hash = route('story', { find: search.value });
       } }, search),
       settings.auth === 'token' ? el('button', { type: 'button', class: 'link', onclick: function () { session.signOut(); render(); } }, 'Sign out') : null);
     main = el('main', { 'data-page': current });
@@ -312,7 +346,9 @@
   }
 
   function failed(err) {
-    fill(main, status(err instanceof ApiError ? err.message : 'The console could not load this page: ' + (err && err.message), 'error'));
+    var shownError = status(err instanceof ApiError ? err.message : 'The console could not load this page: ' + (err && err.message), 'error');
+    shownError.setAttribute('data-testid', 'page-error');
+    fill(main, shownError);
     if (err instanceof ApiError && err.status === 401) render();
   }
 
@@ -368,7 +404,7 @@
     var kind = e.state === 'done' ? 'ok' : e.state === 'failed' ? 'error' : 'info';
     var what = e.state === 'pending' ? 'queued for the group\'s consumer' : e.state === 'running' ? 'being carried out by the group\'s consumer' : e.state;
     return el('div', { class: 'status status-' + kind, 'data-testid': 'operation', 'data-state': e.state },
-      'Operation ' + e.id + ' (' + e.action + (e.key ? ' of key ' + e.key : '') + '): ' + what,
+      'Operation ' + e.id + ' (' + e.action + (e.key ? ' of key ' + cut(e.key, 120) : '') + '): ' + what,
       e.result ? el('pre', { class: 'value' }, JSON.stringify(e.result, null, 2)) : null);
   }
 
@@ -376,13 +412,13 @@
 
   function bytesView(v) {
     if (!v) return el('span', { class: 'muted' }, 'none');
-    if (v.text !== null) return el('span', { class: 'mono' }, cut(v.text, 2000), v.hex ? el('span', { class: 'muted' }, ' (' + bytes(v.bytes) + ')') : null);
+    if (v.text !== null) return el('span', { class: 'mono' }, cell(v.text, 2000), v.hex ? el('span', { class: 'muted' }, ' (' + bytes(v.bytes) + ')') : null);
     return el('span', { class: 'mono' }, el('span', { class: 'muted' }, 'not text, ' + bytes(v.bytes) + ': '), (v.hex || '') + (v.bytes > 256 ? '…' : ''));
   }
 
   function headersTable(headers) {
     return table([
-      { title: 'Header', render: function (h) { return el('span', { class: 'mono' }, cut(h.name, 200)); } },
+      { title: 'Header', render: function (h) { return el('span', { class: 'mono' }, cell(h.name, 200)); } },
       { title: 'Value', render: function (h) { return h.null ? el('span', { class: 'muted' }, 'null') : bytesView(h); } },
     ], headers, { empty: 'No headers.', testid: 'headers' });
   }
@@ -433,7 +469,7 @@
       // null while PostgreSQL cannot be read (o.unreadable.counts says why): the tiles show a dash.
       var counts = o.counts || {};
       var tiles = el('div', { class: 'tiles' },
-        tile('Consumer', badge(o.consumer.state)),
+        tile('Consumer', badge(o.consumer.state), o.consumer.state === 'running' && o.consumer.lastError ? 'recovered from: ' + cut(o.consumer.lastError, 160) : null),
         tile('Lag', number(o.totals.lag), 'records still to handle'),
         tile('Records/s', number(o.totals.recordsPerSecond), 'over the last minute'),
         tile('Stalled', number(o.totals.stalled), 'partitions', o.totals.stalled > 0 ? 'bad' : null),
@@ -447,7 +483,8 @@
       var group = o.group;
       fill(main, 
         el('div', { class: 'page-head' }, el('h1', null, 'Group ', el('span', { class: 'mono' }, group.id)), el('span', { class: 'muted refreshed' }, 'updated ' + new Date(o.generatedAt).toLocaleTimeString('en-GB') + ', every ' + settings.refreshMs / 1000 + ' s')),
-        o.consumer.lastError ? status('The consumer: ' + o.consumer.lastError, 'error') : null,
+        consumerBanner(o.consumer),
+        unreadableBanner(o.unreadable),
         tiles,
         section('Health', health.length ? health : el('p', { class: 'muted' }, 'No indicator.')),
         section('Partitions of this instance', table([
@@ -486,6 +523,29 @@
     });
   }
 
+  /**
+   * What the consumer's state calls for now. Its last error stays in the document after the consumer recovered
+   * (a coordinator that was loading at the first join): a running consumer gets no banner, that error is only a
+   * note beside its state; one that is starting or rebalancing gets a warning; one crashed or stopped, a red one.
+   */
+  function consumerBanner(consumer) {
+    if (consumer.state === 'running' || consumer.state === 'idle') return null;
+    var bad = consumer.state === 'crashed' || consumer.state === 'stopped';
+    if (!bad && !consumer.lastError) return null;
+    var banner = status('The consumer is ' + consumer.state + (consumer.lastError ? '; its last error: ' + cut(consumer.lastError, 600) : '') + '.', bad ? 'error' : 'warn');
+    banner.setAttribute('data-testid', 'consumer-banner');
+    return banner;
+  }
+
+  /** The parts of the overview the database could not give (PostgreSQL away): said, the rest shown as it is. */
+  function unreadableBanner(unreadable) {
+    var parts = Object.keys(unreadable || {});
+    if (!parts.length) return null;
+    var banner = status('Not read from PostgreSQL: ' + parts.map(function (k) { return k + ' (' + cut(unreadable[k], 300) + ')'; }).join('; ') + '. Partitions, members and health are shown as they are now.', 'warn');
+    banner.setAttribute('data-testid', 'unreadable-banner');
+    return banner;
+  }
+
   function tile(title, value, note, tone) {
     var testid = 'tile-' + title.toLowerCase().replace(/[^a-z]+/g, '-');
     return el('div', { class: 'tile' + (tone ? ' tile-' + tone : '') }, el('div', { class: 'tile-title' }, title), el('div', { class: 'tile-value', 'data-testid': testid }, value), note ? el('div', { class: 'muted' }, note) : null);
@@ -498,7 +558,12 @@
       if (document.hidden) return scheduleRefresh(own);
       overviewPage(own).catch(function (err) {
         if (own === generation) {
-          main.insertBefore(status('Refresh failed: ' + err.message + ' (trying again)', 'error'), main.firstChild);
+          // One banner for the latest failure (the next refresh that succeeds replaces the page, and it with it).
+          var previous = main.querySelector('[data-testid=refresh-failed]');
+          if (previous) previous.remove();
+          var banner = status('Refresh failed at ' + new Date().toLocaleTimeString('en-GB') + ': ' + err.message + ' (trying again)', 'error');
+          banner.setAttribute('data-testid', 'refresh-failed');
+          main.insertBefore(banner, main.firstChild);
           scheduleRefresh(own);
         }
       });
@@ -598,13 +663,15 @@
         el('p', null, link('#/parked', '← Parked keys')),
         el('h1', null, 'Parked key ', el('span', { class: 'mono', 'data-testid': 'key' }, cut(k.key, 200))),
         section('Why it is parked', fields([
+          ['Key', cell(k.key, 300)],
           ['Topic', k.topic],
           ['Reason', badge(k.reason)],
           ['Error', errorText(k.error)],
-          ['Parked by', k.topic + '[' + k.partition + ']@' + k.offset + ', message ' + k.messageId],
+          ['Parked by', k.topic + '[' + k.partition + ']@' + k.offset],
+          ['Its message id', cell(k.messageId, 300)],
           ['Parked', time(k.parkedAt)],
           ['Records waiting', number(k.parkedRecords)],
-          ['Story', link(route('story', { key: k.key, topic: k.topic }), 'everything known of this key')],
+          ['Story', link(route('story', { key: k.key, topic: k.topic }), 'what the library set aside of this key')],
         ]), el('div', { class: 'buttons' }, release), progress),
         section('Parked records, in the order a release replays them', table([
           { title: 'Seq', key: 'seq', numeric: true },
@@ -688,6 +755,7 @@
         el('p', null, link('#/dead-letters', '← Dead letters')),
         el('h1', null, 'Dead letter ', el('span', { class: 'mono' }, cut(d.messageId, 120))),
         section('What happened', fields([
+          ['Message id', cell(d.messageId, 300)],
           ['Record', d.topic + '[' + d.partition + ']@' + d.offset],
           ['Dead-letter topic', record.deadLetterTopic],
           ['Reason', badge(d.reason)],
@@ -793,39 +861,71 @@
 
   // ---- A message's story ----
 
+  /** What a key's story holds: the inbox keeps no record's key, so only what the library set aside of it. */
+  var KEY_SCOPE = 'For a key, the library shows what it set aside of that key: its parked keys, the records parked under it (released or not), the records dead-lettered or waiting on a retry tier with it as their key, and the outbox events of it. The inbox does not keep a record\'s key: a record of this key that was handled without being parked, dead-lettered or sent to a retry tier is not listed (find it by its message id or its coordinates).';
+
   function storyPage(own, query) {
-    var mode = query.key !== undefined ? 'key' : query.offset !== undefined ? 'coordinates' : 'messageId';
+    var mode = query.find !== undefined ? 'find' : query.key !== undefined ? 'key' : query.offset !== undefined ? 'coordinates' : query.messageId !== undefined ? 'messageId' : 'find';
     var form = storyForm(query, mode);
-    if (!query.messageId && !query.key && !query.offset) {
+    if (!query.find && !query.messageId && !query.key && !query.offset) {
       fill(main, el('h1', null, 'Message story'), el('p', { class: 'muted' }, 'Everything the library recorded of a message: where it was consumed, the unit that handled it, its outputs, its tiers, parking, dead letter, replays and the operators\' actions.'), form);
       return Promise.resolve();
     }
+    if (mode === 'find') {
+      // The top search box: the text as a message id and as a key, both asked for, both shown.
+      var text = query.find;
+      return Promise.all([get('story', { messageId: text.trim(), topic: query.topic }), get('story', { key: text, topic: query.topic })]).then(function (both) {
+        if (own !== generation) return;
+        var byId = both[0];
+        var byKey = both[1];
+        var keyFound = byKey.records.length || byKey.outbox.length || byKey.parkedKeys.length;
+        fill(main,
+          el('h1', null, 'Message story'),
+          form,
+          el('h2', { 'data-testid': 'found-as-message-id' }, 'As a message id: ', byId.records.length || byId.outbox.length ? number(byId.records.length) + ' record(s), ' + number(byId.outbox.length) + ' outbox event(s)' : 'nothing'),
+          storyParts(byId, false, true),
+          el('h2', { 'data-testid': 'found-as-key' }, 'As a key: ', keyFound ? number(byKey.parkedKeys.length) + ' parked key(s), ' + number(byKey.records.length) + ' record(s), ' + number(byKey.outbox.length) + ' outbox event(s)' : 'nothing'),
+          el('p', { class: 'muted', 'data-testid': 'key-scope' }, KEY_SCOPE),
+          storyParts(byKey, true, true, { key: text, topic: query.topic }));
+      });
+    }
     return get('story', { messageId: query.messageId, key: query.key, topic: query.topic, partition: query.partition, offset: query.offset, after: query.after }).then(function (s) {
       if (own !== generation) return;
-      fill(main, 
+      fill(main,
         el('h1', null, 'Message story'),
         form,
-        s.parkedKeys.length ? section('Parked keys of this name', s.parkedKeys.map(function (k) { return el('p', null, link(keyRoute(k.topic, k.keyDigest), k.topic + ' ' + cut(k.key, 120)), ' – ', number(k.parkedRecords), ' records wait, ', errorText(k.error)); })) : null,
-        s.records.length === 0 && s.outbox.length === 0 ? el('p', { class: 'empty', 'data-testid': 'story-empty' }, 'The library has no record of it in this group (a record handled more than inbox.retentionDays ago is forgotten).') : null,
-        s.records.map(recordStory),
-        s.truncated ? el('p', { class: 'muted', 'data-testid': 'story-truncated' }, 'There is more: ' + number(s.records.length) + ' records are shown, oldest first. ', s.next ? link(route('story', { key: query.key, topic: query.topic, after: s.next }), 'Next records →') : null) : null,
-        s.outbox.length ? section('In the outbox', table([
-          { title: 'Position', key: 'position', numeric: true },
-          { title: 'Message id', render: function (e) { return cell(e.messageId, 80); } },
-          { title: 'Topic', key: 'topic' },
-          { title: 'State', render: function (e) { return badge(e.state); } },
-          { title: 'Written', render: function (e) { return time(e.writtenAt); } },
-          { title: 'Reason', render: function (e) { return cell(e.reason, 160); } },
-        ], s.outbox)) : null);
+        mode === 'key' ? el('p', { class: 'muted', 'data-testid': 'key-scope' }, KEY_SCOPE) : null,
+        storyParts(s, mode === 'key', false, mode === 'key' ? { key: query.key, topic: query.topic } : null));
     });
+  }
+
+  /** A story's parked keys, records and outbox events (quiet when empty, as one of two answers of a search). */
+  /** `more`: the query whose `after` shows a key's next records (null: a story without a next page). */
+  function storyParts(s, isKey, quiet, more) {
+    var empty = s.records.length === 0 && s.outbox.length === 0 && s.parkedKeys.length === 0;
+    return [
+      s.parkedKeys.length ? section('Parked keys of this name', s.parkedKeys.map(function (k) { return el('p', null, link(keyRoute(k.topic, k.keyDigest), k.topic + ' ' + cut(k.key, 120)), ' – ', number(k.parkedRecords), ' records wait, ', cell(errorText(k.error), 300)); })) : null,
+      empty && !quiet ? el('p', { class: 'empty', 'data-testid': 'story-empty' }, isKey ? 'The library set nothing aside of this key in this group.' : 'The library has no record of it in this group (a record handled more than inbox.retentionDays ago is forgotten).') : null,
+      s.records.map(recordStory),
+      s.truncated ? el('p', { class: 'muted', 'data-testid': 'story-truncated' }, 'There is more: ' + number(s.records.length) + ' records are shown, oldest first. ', s.next && more ? link(route('story', { key: more.key, topic: more.topic, after: s.next }), 'Next records →') : null) : null,
+      s.outbox.length ? section('In the outbox', table([
+        { title: 'Position', key: 'position', numeric: true },
+        { title: 'Message id', render: function (e) { return cell(e.messageId, 80); } },
+        { title: 'Topic', key: 'topic' },
+        { title: 'State', render: function (e) { return badge(e.state); } },
+        { title: 'Written', render: function (e) { return time(e.writtenAt); } },
+        { title: 'Reason', render: function (e) { return cell(e.reason, 160); } },
+      ], s.outbox)) : null,
+    ];
   }
 
   function storyForm(query, mode) {
     var select = el('select', { name: 'mode', 'aria-label': 'Search by' },
+      el('option', { value: 'find', selected: mode === 'find' }, 'Message id or key'),
       el('option', { value: 'messageId', selected: mode === 'messageId' }, 'Message id'),
       el('option', { value: 'key', selected: mode === 'key' }, 'Key'),
       el('option', { value: 'coordinates', selected: mode === 'coordinates' }, 'Topic, partition, offset'));
-    var text = el('input', { type: 'text', name: 'text', value: query.messageId || query.key || '', placeholder: 'message id or key', 'aria-label': 'Message id or key', autocomplete: 'off', spellcheck: 'false' });
+    var text = el('input', { type: 'text', name: 'text', value: query.find || query.messageId || query.key || '', placeholder: 'message id or key', 'aria-label': 'Message id or key', autocomplete: 'off', spellcheck: 'false' });
     var topic = el('input', { type: 'text', name: 'topic', value: query.topic || '', placeholder: 'topic (optional)', 'aria-label': 'Topic', autocomplete: 'off' });
     var partition = el('input', { type: 'text', name: 'partition', value: query.partition || '', placeholder: 'partition', 'aria-label': 'Partition', autocomplete: 'off' });
     var offset = el('input', { type: 'text', name: 'offset', value: query.offset || '', placeholder: 'offset', 'aria-label': 'Offset', autocomplete: 'off' });
@@ -833,6 +933,7 @@
       e.preventDefault();
       var m = select.value;
       if (m === 'coordinates') location.hash = route('story', { topic: topic.value.trim(), partition: partition.value.trim(), offset: offset.value.trim() });
+      else if (m === 'find') location.hash = route('story', { find: text.value, topic: topic.value.trim() });
       else location.hash = route('story', m === 'key' ? { key: text.value, topic: topic.value.trim() } : { messageId: text.value.trim(), topic: topic.value.trim() });
     } }, el('label', null, 'Search by', select), el('label', null, 'Id or key', text), el('label', null, 'Topic', topic), el('label', null, 'Partition', partition), el('label', null, 'Offset', offset), el('button', { type: 'submit' }, 'Search'));
   }
@@ -841,14 +942,15 @@
     return el('section', { class: 'card story', 'data-testid': 'record-story' },
       el('h2', null, 'Message ', el('span', { class: 'mono' }, cut(r.messageId, 160)), ' ', badge(r.status)),
       fields([
+        ['Message id', cell(r.messageId, 300)],
         ['Consumed at', r.input.topic + '[' + r.input.partition + ']@' + r.input.offset + (r.identity === 'coordinates' ? ' (no message id: known by its coordinates)' : '')],
         ['Claimed', time(r.claimedAt)],
         ['Handled', time(r.processedAt)],
         ['Attempts', number(r.attempts) + (r.failures ? ', ' + r.failures + ' failed alone' : '')],
         r.lastError ? ['Last error', errorText(r.lastError)] : null,
         ['Unit of work', r.unit ? 'unit ' + r.unit.id + ' of ' + r.unit.topic + '[' + r.unit.partition + '], up to offset ' + r.unit.lastOffset + ', committed ' + ago(r.unit.committedAt) : r.outputs.length ? 'its outputs are recorded on its own row' : '–'],
-        r.retry ? ['On retry tier', r.retry.topic + ' (tier ' + r.retry.tier + '), due ' + ago(r.retry.dueAt) + (r.retry.error ? ': ' + r.retry.error : '')] : null,
-        r.deadLetter ? ['Dead letter', el('span', null, badge(r.deadLetter.reason), ' on ' + r.deadLetter.topic + ' ', errorText(r.deadLetter.error), r.deadLetter.replayedAt ? ', replayed ' + ago(r.deadLetter.replayedAt) : '', ' ', link(route('dead-letters/' + enc(r.id), { topic: r.input.topic }), 'open'))] : null,
+        r.retry ? ['On retry tier', el('span', null, r.retry.topic + ' (tier ' + r.retry.tier + '), due ' + ago(r.retry.dueAt) + (r.retry.error ? ': ' : ''), r.retry.error ? cell(r.retry.error, 600) : null)] : null,
+        r.deadLetter ? ['Dead letter', el('span', null, badge(r.deadLetter.reason), ' on ' + r.deadLetter.topic + ' ', cell(errorText(r.deadLetter.error), 600), r.deadLetter.replayedAt ? ', replayed ' + ago(r.deadLetter.replayedAt) : '', ' ', link(route('dead-letters/' + enc(r.id), { topic: r.input.topic }), 'open'))] : null,
       ]),
       el('h3', null, 'Outputs'),
       table([
