@@ -417,9 +417,20 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     expect(await page.textContent('main .tile')).toContain('recovered from: The coordinator is loading');
     await consumerAs('crashed');
     expect(await page.textContent('[data-testid=consumer-banner].status-error')).toContain('The consumer is crashed; its last error: The coordinator is loading');
+    // PostgreSQL away: the overview (200, as library.admin-api shows with its database dropped) has no counts and no
+    // outbox and says why; the page shows the partitions and health it has, and which parts were not read.
+    await page.unroute('**/kafka-eo/overview');
+    await page.route('**/kafka-eo/overview', async (route) => {
+      const served = await (await route.fetch()).json();
+      await route.fulfill({ status: 200, json: { ...served, counts: null, outbox: null, unreadable: { counts: 'connect ECONNREFUSED 127.0.0.1:5432', outbox: 'connect ECONNREFUSED 127.0.0.1:5432' } } });
+    });
+    await fresh('#/overview', '[data-testid=partitions]');
+    expect(await page.textContent('[data-testid=unreadable-banner]')).toMatch(/Not read from PostgreSQL: counts \(connect ECONNREFUSED 127\.0\.0\.1:5432\); outbox \(connect ECONNREFUSED/);
+    expect(await page.locator('[data-testid=partitions] tbody tr').count()).toBeGreaterThan(0);
     await page.unroute('**/kafka-eo/overview');
     await fresh('#/overview', '[data-testid=partitions]');
     expect(await page.locator('main .status-error').count()).toBe(0);
+    expect(await page.locator('[data-testid=unreadable-banner]').count()).toBe(0);
     expect(watch.dialogs).toEqual([]);
     expect(watch.errors).toEqual([]);
     expect(await watch.violations()).toEqual([]);
