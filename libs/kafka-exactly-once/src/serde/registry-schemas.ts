@@ -95,14 +95,22 @@ export class RegistrySchemas {
    * registry does not know costs a unit.
    */
   affordable(values: ReadonlyArray<Buffer | null | undefined>): number {
-    const missing = new Set<number>();
+    return this.missingIds(values, MAX_LOOKUPS_PER_UNIT).readable;
+  }
+
+  /**
+   * The distinct ids of these values that must be asked for (see needsFetch), at most `limit` of them, and how many
+   * values from the first need no other (at least one).
+   */
+  private missingIds(values: ReadonlyArray<Buffer | null | undefined>, limit = Infinity): { ids: Set<number>; readable: number } {
+    const ids = new Set<number>();
     for (let i = 0; i < values.length; i++) {
       const id = registryIdOf(values[i]);
-      if (id === undefined || missing.has(id) || !this.needsFetch(id)) continue;
-      if (missing.size === MAX_LOOKUPS_PER_UNIT) return Math.max(1, i);
-      missing.add(id);
+      if (id === undefined || ids.has(id) || !this.needsFetch(id)) continue;
+      if (ids.size === limit) return { ids, readable: Math.max(1, i) };
+      ids.add(id);
     }
-    return values.length;
+    return { ids, readable: values.length };
   }
 
   /**
@@ -111,12 +119,7 @@ export class RegistrySchemas {
    * fails); a registry that does not answer, or not as a registry, throws SchemaRegistryError (`unavailable`).
    */
   async prefetch(values: ReadonlyArray<Buffer | null | undefined>): Promise<void> {
-    const missing = new Set<number>();
-    for (const value of values) {
-      const id = registryIdOf(value);
-      if (id !== undefined && this.needsFetch(id)) missing.add(id);
-    }
-    const queue = [...missing];
+    const queue = [...this.missingIds(values).ids];
     const failures: unknown[] = [];
     const worker = async () => {
       for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
