@@ -670,12 +670,17 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
         // is still v1, and every record of either version must be handled once, in order, with nothing stalled.
         const v2 = { ...JSON.parse(schema('payment-requested.v1.avsc')) };
         v2.fields = [...v2.fields, { name: 'channel', type: 'string', default: 'unknown' }];
+        let v2Registered;
+        const evolved = new Promise((resolve) => (v2Registered = resolve));
         const evolve = async () => {
           const registered = await stage.registry.register({ type: SchemaType.AVRO, schema: JSON.stringify(v2) }, { subject: `${stage.topic('payments.requested')}-value` });
           stage.fault(`v2 of PaymentRequested registered (id ${registered.id}): v1 and v2 written interleaved from now on`);
+          v2Registered();
           return registered.id;
         };
         const load = registryLoad(stage, cfg, stage.registry, id, evolve);
+        // A failure of the load is reported by `await load` below; without a handler now, it would end the process first.
+        load.catch(() => {});
         await stage.someTime(stage.loadTime(0.3));
         const live = stage.liveConsumers();
         const victim = live[Math.floor(stage.random() * live.length)];
@@ -686,6 +691,9 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
           await stage.startConsumer({}, false);
         } else {
           await stage.someTime(stage.loadTime(0.2));
+          // The writer registers v2 before the registry is taken away (registration is a deploy step: a writer
+          // that cannot register cannot write v2 at all), however slowly the load runs on this machine.
+          await Promise.race([evolved, load]);
           registryScript('kill');
           stage.fault('Schema Registry killed (SIGKILL)');
           // A fresh consumer has no schema cached: its partitions wait for the registry, nothing dead-lettered.
