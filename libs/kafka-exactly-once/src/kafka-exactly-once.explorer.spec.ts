@@ -136,7 +136,7 @@ describe('KafkaExactlyOnceExplorer', () => {
     const [handler, ...rest] = moduleRef.get(KafkaExactlyOnceExplorer).explore();
     expect(rest).toEqual([]);
     expect(handler).toMatchObject({ name: 'PingHandler.onPing', topic: 'env.pings', retry: { attempts: 5, initialDelayMs: 100 } });
-    expect(handler.schema.name).toBe('t.Ping');
+    expect(handler.reader.schema!.name).toBe('t.Ping');
   });
 
   it("holds a handler's own retry policy to the module's rules: a field left undefined keeps the module's value", async () => {
@@ -156,7 +156,7 @@ describe('KafkaExactlyOnceExplorer', () => {
   });
 
   it('refuses a handler whose schema is not in the schemas directory', async () => {
-    await expect(moduleWith([UnknownSchemaHandler]).then((m) => m.init())).rejects.toThrow(/schema "t.Pong" is not in the schemas directory/);
+    await expect(moduleWith([UnknownSchemaHandler]).then((m) => m.init())).rejects.toThrow(/schema "t.Pong" cannot be read: it is not in the schemas directory/);
   });
 
   it('refuses request-scoped handlers', async () => {
@@ -209,6 +209,6 @@ describe('KafkaExactlyOnceExplorer', () => {
     for (const lanes of [0, -1, 2.5, 257, Number.NaN, '8' as never]) expect(() => OrderedEvent({ lanes })).toThrow(/lanes \}\) needs a whole number from 1 to 256/);
     expect(() => OrderedEvent({ lanes: 256 })).not.toThrow();
     expect(() => IdempotentHandler({ topic: '', schema: 't.Ping' })).toThrow(/needs a topic/);
-    expect(() => IdempotentHandler({ topic: 'x', schema: '' })).toThrow(/full name of its Avro schema/);
+    expect(() => IdempotentHandler({ topic: 'x', schema: '' })).toThrow(/"schema" must be the full name of an Avro record/);
   });
 });

@@ -5,11 +5,14 @@ import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.d
 import type { OrderedEventOptions } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { InvalidOptionsError } from './errors/invalid-options.error';
-import { resolveRetry } from './options/resolve-options';
+import { resolveJsonLimits, resolveRetry } from './options/resolve-options';
+import { eventReader, type EventReader } from './formats/event-reader';
+import { eventValidator, validationProblem, type EventValidator, type StandardSchemaV1 } from './formats/event-validator';
+import type { JsonLimits } from './formats/json.codec';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';
-import { SchemaRegistry } from './serde/schema-registry';
+import { SchemaRegistry, type LoadedSchema } from './serde/schema-registry';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { HandlerPipeline } from './handler-pipeline';
 import { resolveRetryTiers } from './retry/retry-tiers';
@@ -29,8 +32,14 @@ export interface TransportHandlerSpec {
   isStatic: boolean;
   /** Topic, without the module's topicPrefix. */
   topic: string;
+  /** What the topic's values are; undefined: the module's `topics[topic].format`, else `avro`. */
+  format?: IdempotentHandlerOptions['format'];
   /** Schema full name; undefined: the module's `topics[topic].schema`. */
   schema?: string;
+  /** How each event is validated before the handler (a DTO class or a Standard Schema). */
+  validate?: IdempotentHandlerOptions['validate'];
+  /** JSON reading over the module's `json` option. */
+  json?: IdempotentHandlerOptions['json'];
   retry?: IdempotentHandlerOptions['retry'];
   retryTopics?: IdempotentHandlerOptions['retryTopics'];
   /** Where the options come from, for boot errors: `@EventPattern extras`. */
@@ -59,7 +68,7 @@ export class KafkaExactlyOnceExplorer {
       const ordering = this.accessor.orderedEvent(method);
       if (metadata) {
         handlers.push(
-          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, schema: metadata.schema, retry: metadata.retry, retryTopics: metadata.retryTopics }, metadata.batch ?? false, ordering),
+          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, format: metadata.format, schema: metadata.schema, validate: metadata.validate, json: metadata.json, retry: metadata.retry, retryTopics: metadata.retryTopics }, metadata.batch ?? false, ordering),
         );
       } else if (ordering) {
         throw new HandlerRegistrationError(name, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
@@ -75,7 +84,7 @@ export class KafkaExactlyOnceExplorer {
     }
     for (const handler of handlers) {
       const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}${handler.retryTopics ? `, retry topics after ${handler.retryTopics.delaysMs.map((ms) => `${ms} ms`).join(', ')}` : ''}`;
-      this.logger.log(`${handler.name} handles ${handler.topic} (${handler.schema.name}, group ${this.options.groupId}${order})`);
+      this.logger.log(`${handler.name} handles ${handler.topic} (${handler.reader.describe}, group ${this.options.groupId}${order})`);
     }
     return handlers;
   }
@@ -88,19 +97,7 @@ export class KafkaExactlyOnceExplorer {
         'request- or transient-scoped providers cannot be Kafka handlers (there is no request); make the provider a singleton',
       );
     }
-    const schemaName = spec.schema ?? this.options.topics[spec.topic]?.schema;
-    if (!schemaName) {
-      throw new HandlerRegistrationError(
-        name,
-        `no schema for topic "${spec.topic}": give it with @EventPattern('${spec.topic}', { schema: '<full name>' }) or declare topics["${spec.topic}"].schema in the module options`,
-      );
-    }
-    if (!this.registry.has(schemaName)) {
-      throw new HandlerRegistrationError(
-        name,
-        `schema "${schemaName}" is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`,
-      );
-    }
+    const reader = this.reader(spec);
     if (batch && (ordering?.lanes ?? 1) > 1) {
       throw new HandlerRegistrationError(name, '@OrderedEvent({ lanes }) is for handlers called once per event; a batch handler already gets the events of a unit of work at once (leave lanes out)');
     }
@@ -119,7 +116,7 @@ export class KafkaExactlyOnceExplorer {
     return {
       name,
       topic,
-      schema: this.registry.current(schemaName),
+      reader,
       retry: this.handlerRetry(name, inPlace === undefined ? spec.retry : { ...spec.retry, attempts: inPlace }, source, inPlace === undefined ? 'retry' : 'retryTopics.maxInPlaceAttempts'),
       retryTopics,
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
@@ -153,6 +150,51 @@ export class KafkaExactlyOnceExplorer {
   }
 
   /** The handler's retry tiers, checked (a boot error names the handler and the option). */
+  /** How the handler reads its records: its format (its own, the topic's, else Avro), its schema, its validation. */
+  private reader(spec: TransportHandlerSpec): EventReader {
+    const name = spec.name;
+    const declared = this.options.topics[spec.topic];
+    const format = spec.format ?? declared?.format ?? 'avro';
+    const source = spec.source ?? '@IdempotentHandler';
+    let schema: LoadedSchema | undefined;
+    if (format === 'avro') {
+      const schemaName = spec.schema ?? declared?.schema;
+      if (!schemaName) {
+        const how = spec.source ? `@EventPattern('${spec.topic}', { schema: '<full name>' })` : `@IdempotentHandler({ topic: '${spec.topic}', schema: '<full name>' })`;
+        throw new HandlerRegistrationError(name, `no schema for topic "${spec.topic}": its format is Avro (the default); give it with ${how} or declare topics["${spec.topic}"].schema in the module options, or say format: 'json' for JSON`);
+      }
+      if (!this.registry.has(schemaName)) {
+        const where = this.options.schemas.directory === '' ? 'the module has no schemas directory (option schemas)' : `it is not in the schemas directory "${this.options.schemas.directory}" (known: ${this.registry.names().join(', ') || 'none'})`;
+        throw new HandlerRegistrationError(name, `schema "${schemaName}" cannot be read: ${where}`);
+      }
+      schema = this.registry.current(schemaName);
+    } else if (spec.schema !== undefined) {
+      throw new HandlerRegistrationError(name, `${source} "schema" names an Avro record, and the handler reads ${format}: leave it out`);
+    }
+    if (format === 'protobuf' && !this.registry.remote) {
+      throw new HandlerRegistrationError(name, "format 'protobuf' is read from a Schema Registry's framing: it needs the module option schemaRegistry ({ url: ... })");
+    }
+    let validator: EventValidator | undefined;
+    let validatorName: string | undefined;
+    if (spec.validate !== undefined) {
+      const problem = validationProblem(spec.validate);
+      if (problem) throw new HandlerRegistrationError(name, `${source} "validate" ${problem}`);
+      try {
+        validator = eventValidator(spec.validate);
+      } catch (err) {
+        throw new HandlerRegistrationError(name, (err as Error).message);
+      }
+      validatorName = typeof spec.validate === 'function' ? spec.validate.name : `a ${(spec.validate as StandardSchemaV1)['~standard'].vendor} schema`;
+    }
+    let json: JsonLimits;
+    try {
+      json = resolveJsonLimits(`${source} json`, spec.json, this.options.json);
+    } catch (err) {
+      throw new HandlerRegistrationError(name, (err as Error).message);
+    }
+    return eventReader(this.registry, { format, schema, json, validator, validatorName });
+  }
+
   private handlerTiers(name: string, topic: string, retryTopics: NonNullable<IdempotentHandlerOptions['retryTopics']>, source: string): HandlerDefinition['retryTopics'] {
     try {
       return resolveRetryTiers(topic, retryTopics);

@@ -134,8 +134,10 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     this.explored = true;
     this.handlers = this.explorer.explore(this.transport?.handlers() ?? []);
     for (const [topic, declared] of Object.entries(this.options.topics)) {
+      if ((declared.format ?? 'avro') !== 'avro' || declared.schema === undefined) continue;
       if (!this.registry.has(declared.schema)) {
-        throw new InvalidOptionsError(`topics["${topic}"].schema`, `names "${declared.schema}", which is not in the schemas directory (known: ${this.registry.names().join(', ')})`);
+        const where = this.options.schemas.directory === '' ? 'the module has no schemas directory (option schemas)' : `it is not in the schemas directory (known: ${this.registry.names().join(', ')})`;
+        throw new InvalidOptionsError(`topics["${topic}"].schema`, `names "${declared.schema}", and ${where}`);
       }
     }
   }
@@ -146,7 +148,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     if (remote) {
       // The URL a registry's API, each reader against its subject's latest schema (an incompatible one fails the
       // boot), and the ids this module writes with, looked up in the background until known.
-      await checkReaders(remote, this.handlers, this.logger);
+      await checkReaders(remote, this.handlers.flatMap((h) => (h.reader.schema ? [{ name: h.name, topic: h.topic, schema: h.reader.schema }] : [])), this.logger);
       this.registryIds = warmUpIds(remote, this.registry, this.options, this.logger, () => !this.stopRequested, new Set(this.handlers.map((h) => h.topic)));
     }
     if (!this.options.autoStart) return;

@@ -50,7 +50,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
     {
       provide: SchemaRegistry,
       useFactory: (options: ResolvedOptions) => {
-        const schemas = SchemaRegistry.fromDirectory(options.schemas.directory, { longs: options.schemas.longs });
+        const schemas = options.schemas.directory === '' ? SchemaRegistry.fromSchemas([]) : SchemaRegistry.fromDirectory(options.schemas.directory, { longs: options.schemas.longs });
         if (options.schemaRegistry) schemas.remote = new RegistrySchemas(options.schemaRegistry, options.schemas.longs);
         return schemas;
       },

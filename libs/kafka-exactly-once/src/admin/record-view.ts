@@ -1,3 +1,4 @@
+import { parseJsonValue } from '../formats/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
 import { readFingerprint } from '../serde/single-object.codec';
 import { registryIdOf } from '../serde/registry-schemas';
@@ -24,7 +25,7 @@ export interface BytesView {
 export interface ValueView {
   /** null: the record has no value. */
   bytes: number | null;
-  framing: 'single-object' | 'schema-registry' | 'unknown' | 'none';
+  framing: 'single-object' | 'schema-registry' | 'json' | 'unknown' | 'none';
   /** The writer schema's full name, when found. */
   schema: string | null;
   /** The decoded value as JSON (longs as strings, bytes as `{ "$bytes": base64 }`), cut at 65536 characters. */
@@ -91,7 +92,19 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
   };
   const id = registryIdOf(value);
   const singleObject = value.length >= 10 && value[0] === 0xc3 && value[1] === 0x01;
-  if (id === undefined && !singleObject) return failed('unknown', null, 'neither Avro single-object encoding (C3 01) nor Schema Registry framing (byte 0 and a schema id)');
+  if (id === undefined && !singleObject) {
+    // Plain JSON (Nest's Kafka transport, most Node services): shown as read, its big integers as their digits.
+    let json: unknown;
+    try {
+      json = parseJsonValue(value, { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
+    } catch (err) {
+      if (value[0] === 0x7b) return failed('unknown', null, `not readable as JSON: ${wellFormed((err as Error).message).slice(0, 500)}`);
+      return failed('unknown', null, 'neither Avro single-object encoding (C3 01), Schema Registry framing (byte 0 and a schema id) nor a JSON object');
+    }
+    const text = toJson(json);
+    const truncated = text.length > MAX_DECODED_CHARS;
+    return { ...base, framing: 'json', schema: null, decoded: truncated ? text.slice(0, MAX_DECODED_CHARS) : text, truncated, error: null };
+  }
   if (!schemas) return failed(singleObject ? 'single-object' : 'schema-registry', null, 'no schemas to decode with (the CLI reads them from --schemas-dir or SCHEMAS_DIR)');
   let decoded: unknown;
   let schema: string | null = null;

@@ -1,12 +1,30 @@
 import { applyDecorators, SetMetadata } from '@nestjs/common';
 import { IDEMPOTENT_HANDLER_METADATA } from '../kafka-exactly-once.constants';
 import type { RetryOptions, RetryTopicsOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
+import { validationProblem, type EventValidation } from '../formats/event-validator';
+import type { JsonLimits } from '../formats/json.codec';
 
 export interface IdempotentHandlerOptions {
   /** Topic to consume (the module's `topicPrefix` is prepended). */
   topic: string;
-  /** Full name of the Avro record the handler reads (its current version in the schemas directory). */
-  schema: string;
+  /**
+   * What the topic's values are: `avro`, `json` or `protobuf` (docs/formats.md). Default: the module's
+   * `topics[topic].format`, else `avro`.
+   */
+  format?: EventFormat;
+  /** Full name of the Avro record the handler reads (its current version in the schemas directory); format `avro` only, default `topics[topic].schema`. */
+  schema?: string;
+  /**
+   * Validates each event before the handler is called, as Nest's ValidationPipe would: a DTO class with
+   * `class-validator` decorators (the handler gets the DTO instance; `class-transformer` builds it when installed),
+   * or a Standard Schema (zod, valibot, arktype...: the handler gets the schema's output). An event that fails is
+   * dead-lettered with reason `validation-failed` and the problems as its error, never retried; under
+   * @OrderedEvent it parks its key. Without it, the decoded value is handed over as it is.
+   */
+  validate?: EventValidation;
+  /** JSON reading for this handler (format `json`), over the module's `json` option. */
+  json?: Partial<JsonLimits>;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
   /**
@@ -36,6 +54,11 @@ export interface IdempotentHandlerOptions {
  * async onPaymentRequested(event: PaymentRequested, ctx: EventContext) { ... }
  *
  * @example
+ * // JSON as Nest's Kafka transport writes it, validated with a class-validator DTO.
+ * @IdempotentHandler({ topic: 'orders.placed', format: 'json', validate: OrderPlacedDto })
+ * async onOrderPlaced(order: OrderPlacedDto, ctx: EventContext) { ... }
+ *
+ * @example
  * // A batch handler: the new events of a unit of work at once, in offset order.
  * @IdempotentHandler({ topic: 'payments.requested', schema: 'com.example.PaymentRequested', batch: true })
  * async onPaymentsRequested(events: BatchEvent<PaymentRequested>[], batch: BatchContext) { ... }
@@ -44,8 +67,15 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   if (!options || typeof options.topic !== 'string' || options.topic.trim() === '') {
     throw new TypeError("@IdempotentHandler needs a topic, e.g. @IdempotentHandler({ topic: 'payments.requested', schema: 'com.example.PaymentRequested' })");
   }
-  if (typeof options.schema !== 'string' || options.schema.trim() === '') {
-    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }) needs the full name of its Avro schema in "schema"`);
+  if (options.format !== undefined && !EVENT_FORMATS.includes(options.format)) {
+    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "format" must be one of ${EVENT_FORMATS.map((f) => `'${f}'`).join(', ')}, got ${JSON.stringify(options.format)}`);
+  }
+  if (options.schema !== undefined && (typeof options.schema !== 'string' || options.schema.trim() === '')) {
+    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "schema" must be the full name of an Avro record, got ${JSON.stringify(options.schema)}`);
+  }
+  if (options.validate !== undefined) {
+    const problem = validationProblem(options.validate);
+    if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "validate" ${problem}`);
   }
   if (options.batch !== undefined && typeof options.batch !== 'boolean') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);

@@ -197,3 +197,14 @@ export function isRetriableHandlerError(err: unknown): boolean {
   if (retriable === false) return false;
   return !(typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[REFUSED_BY_PIPELINE] === true);
 }
+
+/**
+ * Whether Nest's pipeline refused the event with a 400 before the handler ran: what a ValidationPipe (or any pipe
+ * that validates) throws, BadRequestException. Such a record is dead-lettered as `validation-failed`, like an event
+ * that fails the handler's own `validate`.
+ */
+export function isValidationRefusal(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null || (err as Record<symbol, unknown>)[REFUSED_BY_PIPELINE] !== true) return false;
+  const status = (err as { getStatus?: () => unknown }).getStatus;
+  return typeof status === 'function' && status.call(err) === 400;
+}

@@ -1,7 +1,7 @@
 import type { OrderingKey } from '../decorators/ordered-event.decorator';
 import type { BatchContext, BatchEvent, EventContext } from '../interfaces/event-context.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { LoadedSchema } from '../serde/schema-registry';
+import type { EventReader } from '../formats/event-reader';
 import type { RetryTiers } from '../retry/retry-tiers';
 
 /** A discovered @IdempotentHandler, ready to be called by the engine. */
@@ -10,7 +10,8 @@ export interface HandlerDefinition {
   name: string;
   /** Topic as consumed (with the module's topicPrefix). */
   topic: string;
-  schema: LoadedSchema;
+  /** Decodes (by the handler's format) and validates its records' values. */
+  reader: EventReader;
   retry: ResolvedOptions['retry'];
   /** Set by `retryTopics`: the tiers a record that fails its in-place attempts moves through. */
   retryTopics?: RetryTiers;

@@ -14,12 +14,11 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
-import { decodeEvent } from '../serde/single-object.codec';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
 import { isBusy, pgClientOf, queryWithin, releaseClean } from './clean-release';
-import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge } from './error-classification';
+import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge, isValidationRefusal } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
@@ -199,7 +198,7 @@ export function describeFailure(error: unknown, reason: string): RecordedFailure
 /** The dead-letter reason an error stands for. */
 export function reasonOf(error: unknown): DeadLetterReason {
   if (error instanceof DecodeError) return error.kind === 'unknown-schema' ? 'unknown-schema' : 'decode-failed';
-  if (error instanceof EventValidationError) return 'validation-failed';
+  if (error instanceof EventValidationError || isValidationRefusal(error)) return 'validation-failed';
   if (error instanceof KeyUnresolvedError) return 'key-unresolved';
   if (isOutputTooLarge(error)) return 'output-too-large';
   return 'handler-failed';
@@ -498,7 +497,7 @@ export class UnitOfWork {
     if (claim.failures >= options.isolation.maxFailures) return this.failedForNow(record, this.isolatedFailure(claim), claim.failures);
     let event: unknown;
     try {
-      event = decodeEvent(registry, handler.schema, record.message.value);
+      event = await handler.reader.read(record.message.value);
     } catch (err) {
       // A writer schema the Schema Registry did not give: the infrastructure's fault, the unit is retried.
       if (err instanceof SchemaRegistryError) throw err;
@@ -771,7 +770,7 @@ export class UnitOfWork {
     for (const record of records) {
       const prep: OrderingPrep = {};
       try {
-        prep.event = decodeEvent(registry, handler.schema, record.message.value);
+        prep.event = await handler.reader.read(record.message.value);
       } catch (err) {
         if (err instanceof SchemaRegistryError) throw err;
         prep.decodeError = err;

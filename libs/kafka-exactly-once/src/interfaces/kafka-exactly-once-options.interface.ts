@@ -1,4 +1,6 @@
 import type { KafkaConfig } from 'kafkajs';
+import type { EventFormat } from '../formats/event-reader';
+import type { JsonLimits } from '../formats/json.codec';
 
 /** Options of KafkaExactlyOnceModule.forRoot / forRootAsync. */
 export interface KafkaExactlyOnceModuleOptions {
@@ -8,14 +10,25 @@ export interface KafkaExactlyOnceModuleOptions {
   groupId?: string;
   /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`, the group escaped (`.` as `%2E`). */
   transactionalIdPrefix: string;
-  schemas: {
+  /** The Avro schemas (required when a handler or a declared topic is Avro, the default format). */
+  schemas?: {
     /** Directory of .avsc files, resolved from the working directory. */
     directory: string;
     /** How Avro longs are decoded: `bigint` (default, exact) or `number`. */
     longs?: 'bigint' | 'number';
   };
-  /** Schemas of the topics the handlers emit to: `ctx.emit(topic, ...)` validates and encodes with it. */
+  /**
+   * The topics the module writes (`ctx.emit`, the publisher, the outbox, ClientKafkaExactlyOnce) and the formats of
+   * the topics handlers read: each topic's format (`avro` by default, `json`, `protobuf`), its Avro schema, its key.
+   */
   topics?: Record<string, TopicOptions>;
+  /**
+   * Limits and answers of JSON reading, for every handler that reads JSON (a handler's `json` overrides them):
+   * `maxBytes` (default 1 MiB), `maxDepth` (default 64) and `bigIntegers`, what an integer beyond ±(2^53-1) becomes:
+   * `reject` (default: the record is dead-lettered, never silently rounded), `bigint` or `string` (exact). See
+   * docs/formats.md.
+   */
+  json?: Partial<JsonLimits>;
   /**
    * How values are framed when the module writes them (`ctx.emit`, the publisher, the outbox), by default for
    * every topic (`topics[name].wireFormat` overrides it for one): `single-object` (default: Avro single-object
@@ -182,8 +195,14 @@ export interface OutboxOptions {
 }
 
 export interface TopicOptions {
-  /** Full name of the Avro record written to the topic. */
-  schema: string;
+  /**
+   * What the topic's values are: `avro` (default), `json` (plain JSON, as Nest's Kafka transport writes; JSON Schema
+   * in the registry's framing with `wireFormat: 'schema-registry'`) or `protobuf` (in the registry's framing). A
+   * handler of the topic reads it in this format unless it says otherwise.
+   */
+  format?: EventFormat;
+  /** Full name of the Avro record written to the topic (format `avro`: required). */
+  schema?: string;
   /** Derives the record key from the event, so callers cannot forget it. */
   key?: (event: any) => string;
   /**

@@ -119,7 +119,7 @@ describe('KafkaExactlyOnceServer', () => {
 
   it('hands the @EventPattern handlers bound to it to the module: topic with its prefix, schema from the pattern or the module, retry, retry topics, @OrderedEvent', async () => {
     const { app, handlers } = await microservice([PingController]);
-    expect(handlers.map((h) => [h.name, h.topic, h.schema.name])).toEqual([
+    expect(handlers.map((h) => [h.name, h.topic, h.reader.schema!.name])).toEqual([
       ['PingController.onPing', 'env.pings', 't.Ping'],
       ['PingController.onDeclared', 'env.declared', 't.Ping'],
       ['PingController.onMine', 'env.mine', 't.Ping'],
@@ -138,7 +138,7 @@ describe('KafkaExactlyOnceServer', () => {
 
   it('refuses a pattern without a schema, naming both ways to give one', async () => {
     await expect(microservice([NoSchemaController])).rejects.toThrow(
-      /NoSchemaController\.onUnknown: no schema for topic "unknown.topic": give it with @EventPattern\('unknown.topic', \{ schema: '<full name>' \}\) or declare topics\["unknown.topic"\]\.schema/,
+      /NoSchemaController\.onUnknown: no schema for topic "unknown.topic": its format is Avro \(the default\); give it with @EventPattern\('unknown.topic', \{ schema: '<full name>' \}\) or declare topics\["unknown.topic"\]\.schema/,
     );
   });
 

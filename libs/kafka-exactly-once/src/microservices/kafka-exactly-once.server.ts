@@ -20,8 +20,14 @@ const EVENT_HANDLER = 2; // PatternHandler.EVENT
 
 /** What `@EventPattern(topic, extras)` may carry for this transport. */
 export interface KafkaExactlyOnceEventExtras {
+  /** What the topic's values are (`avro`, `json`, `protobuf`); default: the module's `topics[topic].format`, else `avro`. */
+  format?: IdempotentHandlerOptions['format'];
   /** Full name of the topic's Avro schema; default: the module's `topics[topic].schema`. */
   schema?: string;
+  /** Validation before the handler (as `@IdempotentHandler({ validate })`): a DTO class or a Standard Schema. */
+  validate?: IdempotentHandlerOptions['validate'];
+  /** JSON reading over the module's `json` option (as `@IdempotentHandler({ json })`). */
+  json?: IdempotentHandlerOptions['json'];
   /** The handler's retry policy over the module's (as `@IdempotentHandler({ retry })`). */
   retry?: IdempotentHandlerOptions['retry'];
   /** Non-blocking retries through retry topics (as `@IdempotentHandler({ retryTopics })`, docs/retries.md). */
@@ -137,7 +143,7 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
             if (typeof pattern !== 'string' || pattern.length === 0) {
               throw new HandlerRegistrationError(name, `the pattern of an @EventPattern handler is the topic it consumes, a non-empty string (got ${JSON.stringify(pattern)})`);
             }
-            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, schema: extras.schema, retry: extras.retry, retryTopics: extras.retryTopics, source: '@EventPattern extras' });
+            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, format: extras.format, schema: extras.schema, validate: extras.validate, json: extras.json, retry: extras.retry, retryTopics: extras.retryTopics, source: '@EventPattern extras' });
           }
         }
       }

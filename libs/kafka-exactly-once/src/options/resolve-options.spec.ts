@@ -55,7 +55,7 @@ describe('resolveOptions', () => {
     [{ ...valid, publisher: { instanceId: 'web/1' } }, 'publisher.instanceId'],
     [{ ...valid, publisher: { instanceId: '' } }, 'publisher.instanceId'],
     [{ ...valid, publisher: { instanceId: 7 } }, 'publisher.instanceId'],
-    [{ ...valid, schemas: undefined }, 'schemas'],
+    [{ ...valid, schemas: 'schemas' as never }, 'schemas'],
     [{ ...valid, schemas: { directory: 'x', longs: 'float' } }, 'schemas.longs'],
     [{ ...valid, topics: { out: { schema: '' } } }, 'topics["out"].schema'],
     [{ ...valid, consumer: { sessionTimeout: 500 } }, 'consumer.sessionTimeout'],

@@ -1,3 +1,5 @@
+import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../formats/json.codec';
+import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { KafkaExactlyOnceModuleOptions, RetryOptions, RegistryConnectionOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 import { totalRetryDelay } from '../engine/retry-policy';
@@ -46,22 +48,28 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (!TRANSACTIONAL_ID_PART.test(prefix)) {
     throw new InvalidOptionsError('transactionalIdPrefix', 'may only contain letters, digits, ".", "_" and "-"');
   }
-  if (!options.schemas || typeof options.schemas !== 'object') {
-    throw new InvalidOptionsError('schemas', "is required: { directory: join(__dirname, '..', 'schemas') } (the directory of your .avsc files)");
+  if (options.schemas !== undefined && (options.schemas === null || typeof options.schemas !== 'object')) {
+    throw new InvalidOptionsError('schemas', "must be { directory: join(__dirname, '..', 'schemas') } (the directory of your .avsc files)");
   }
-  const directory = nonEmpty('schemas.directory', options.schemas.directory, 'the directory of the .avsc files');
-  const longs = options.schemas.longs ?? 'bigint';
+  // No directory: a module whose topics are all JSON or Protobuf (an Avro handler or topic then fails the boot).
+  const directory = options.schemas === undefined ? '' : nonEmpty('schemas.directory', options.schemas.directory, 'the directory of the .avsc files');
+  const longs = options.schemas?.longs ?? 'bigint';
   if (longs !== 'bigint' && longs !== 'number') throw new InvalidOptionsError('schemas.longs', "must be 'bigint' or 'number'");
 
   const topics = options.topics ?? {};
   const wireFormat = wireFormatOf('wireFormat', options.wireFormat) ?? 'single-object';
   const schemaRegistry = resolveSchemaRegistry(options.schemaRegistry);
+  const json = resolveJsonLimits('json', options.json, DEFAULT_JSON_LIMITS);
   for (const [topic, config] of Object.entries(topics)) {
-    nonEmpty(`topics["${topic}"].schema`, config?.schema, 'the full name of the Avro record written to this topic');
+    if (!config || typeof config !== 'object') throw new InvalidOptionsError(`topics["${topic}"]`, "must be an object, e.g. { format: 'json' } or { schema: 'com.example.Event' }");
+    const format = formatOf(`topics["${topic}"].format`, config.format) ?? 'avro';
+    if (format === 'avro') nonEmpty(`topics["${topic}"].schema`, config.schema, "the full name of the Avro record written to this topic (or format: 'json' for JSON)");
+    else if (config.schema !== undefined && format === 'json') throw new InvalidOptionsError(`topics["${topic}"].schema`, "names an Avro record, and the topic's format is json: leave it out");
+    if (format === 'protobuf' && !schemaRegistry) throw new InvalidOptionsError(`topics["${topic}"].format`, "'protobuf' is read and written in a Schema Registry's framing: it needs the option schemaRegistry ({ url: ... })");
     if (config.key !== undefined && typeof config.key !== 'function') {
       throw new InvalidOptionsError(`topics["${topic}"].key`, 'must be a function (event) => key');
     }
-    if ((wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry' && !schemaRegistry) {
+    if ((wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry' && !schemaRegistry && format !== 'protobuf') {
       throw new InvalidOptionsError(config.wireFormat ? `topics["${topic}"].wireFormat` : 'wireFormat', "'schema-registry' needs the option schemaRegistry ({ url: ... })");
     }
   }
@@ -139,6 +147,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     transactionalIdPrefix: prefix,
     schemas: { directory, longs },
     topics,
+    json,
     topicPrefix,
     wireFormat,
     ...(schemaRegistry ? { schemaRegistry } : {}),
@@ -280,6 +289,25 @@ export function resolveOutbox(outbox: NonNullable<KafkaExactlyOnceModuleOptions[
     pollIntervalMs: positiveInt('outbox.pollIntervalMs', outbox.pollIntervalMs, 1000, 10),
     unhealthyAgeMs: positiveInt('outbox.unhealthyAgeMs', outbox.unhealthyAgeMs, 60000, 1000),
     sendTimeoutMs: positiveInt('outbox.sendTimeoutMs', outbox.sendTimeoutMs, 30000, 100),
+  };
+}
+
+function formatOf(field: string, value: unknown): EventFormat | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !(EVENT_FORMATS as readonly string[]).includes(value)) throw new InvalidOptionsError(field, `must be one of ${EVENT_FORMATS.map((f) => `'${f}'`).join(', ')}`);
+  return value as EventFormat;
+}
+
+/** JSON limits over `base`: each given one checked. */
+export function resolveJsonLimits(field: string, value: Partial<JsonLimits> | undefined, base: JsonLimits): JsonLimits {
+  if (value === undefined) return base;
+  if (value === null || typeof value !== 'object') throw new InvalidOptionsError(field, "must be an object, e.g. { maxBytes: 1048576, maxDepth: 64, bigIntegers: 'reject' }");
+  const bigIntegers = value.bigIntegers ?? base.bigIntegers;
+  if (!['reject', 'bigint', 'string'].includes(bigIntegers)) throw new InvalidOptionsError(`${field}.bigIntegers`, "must be 'reject', 'bigint' or 'string'");
+  return {
+    maxBytes: positiveInt(`${field}.maxBytes`, value.maxBytes, base.maxBytes, 2),
+    maxDepth: positiveInt(`${field}.maxDepth`, value.maxDepth, base.maxDepth, 1),
+    bigIntegers,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { JsonLimits } from '../formats/json.codec';
 import type { KafkaExactlyOnceModuleOptions, RegistryConnectionOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 
 /** The options with every default applied; what the engine reads. */
@@ -8,6 +9,8 @@ export interface ResolvedOptions {
   transactionalIdPrefix: string;
   schemas: { directory: string; longs: 'bigint' | 'number' };
   topics: Record<string, TopicOptions>;
+  /** JSON reading's limits (a handler's `json` overrides them). */
+  json: JsonLimits;
   topicPrefix: string;
   /** false: the application's @nestjs-cls/transactional is not used. */
   ambientTransactions: false | { connectionName?: string };

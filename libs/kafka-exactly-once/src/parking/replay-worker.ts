@@ -21,7 +21,6 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
-import { decodeEvent } from '../serde/single-object.codec';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { PartitionProducer } from '../transaction/partition-producer';
@@ -382,7 +381,7 @@ export class ReplayWorker {
     let event: unknown;
     await this.registry.remote?.prefetch([original.value]); // a registry away: the step fails and is tried again
     try {
-      event = decodeEvent(this.registry, handler.schema, original.value);
+      event = await handler.reader.read(original.value);
     } catch (err) {
       if (err instanceof SchemaRegistryError) throw err;
       return { ok: false, error: describeFailure(err, reasonOf(err)) };

@@ -6,6 +6,7 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { frameForRegistry } from './registry-schemas';
 import { encodeSingleObject, validationErrors } from './single-object.codec';
+import { encodeJsonValue } from '../formats/json.codec';
 
 /** An event encoded for one of the module's declared topics. */
 export interface EncodedEvent {
@@ -29,8 +30,10 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   if (!declared) throw new UndeclaredTopicError(topic);
   const recordKey = key ?? declared.key?.(event);
   if (typeof recordKey !== 'string' || recordKey === '') throw new MissingKeyError(topic);
-  const schema = registry.current(declared.schema);
   const written = `${options.topicPrefix}${topic}`;
+  const format = declared.format ?? 'avro';
+  if (format !== 'avro') return { topic: written, key: recordKey, value: encodeOther(options, registry, topic, written, format, declared.wireFormat ?? options.wireFormat, event), eventType: format === 'json' ? 'json' : 'protobuf' };
+  const schema = registry.current(declared.schema!);
   if ((declared.wireFormat ?? options.wireFormat) !== 'schema-registry') return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
   // Confluent's framing: the event validated first (an invalid one is the caller's error whatever the registry
   // does), then the schema's id under the topic's subject, cached (SchemaRegistryError when there is none yet).
@@ -40,4 +43,19 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
   const id = remote.idNow(remote.subjectOf(written, schema.name), schema);
   return { topic: written, key: recordKey, value: frameForRegistry(id, schema.type.toBuffer(event)), eventType: schema.name };
+}
+
+/** A JSON or Protobuf event as the topic is written: plain JSON, or in the registry's framing with its subject's latest schema. */
+function encodeOther(options: Pick<ResolvedOptions, 'topicPrefix'>, registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', wireFormat: string, event: unknown): Buffer {
+  if (format === 'json' && wireFormat !== 'schema-registry') {
+    try {
+      return encodeJsonValue(event);
+    } catch (err) {
+      throw new EventValidationError(`JSON event of ${topic}`, [{ path: '', problem: (err as Error).message }]);
+    }
+  }
+  void options;
+  void registry;
+  void written;
+  throw new SchemaRegistryError('unavailable', `topic ${topic}: writing ${format} in the Schema Registry's framing is not available yet`);
 }

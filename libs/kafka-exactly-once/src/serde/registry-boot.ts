@@ -72,9 +72,9 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
  */
 export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
   const wanted = Object.entries(options.topics)
-    .filter(([topic]) => writesToRegistry(options, topic) && !read.has(`${options.topicPrefix}${topic}`))
+    .filter(([topic, declared]) => (declared.format ?? 'avro') === 'avro' && writesToRegistry(options, topic) && !read.has(`${options.topicPrefix}${topic}`))
     .map(([topic, declared]) => {
-      const schema = registry.current(declared.schema);
+      const schema = registry.current(declared.schema!);
       return { subject: remote.subjectOf(`${options.topicPrefix}${topic}`, schema.name), schema };
     });
   const warned = new Set<string>();

