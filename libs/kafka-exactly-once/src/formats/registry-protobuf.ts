@@ -20,8 +20,8 @@ export interface ProtobufReference {
  * - int64, uint64, sint64, fixed64, sfixed64: decimal strings, exact beyond 2^53 (a JSON number would round);
  * - enums: the value's name (a number the schema does not name stays a number);
  * - bytes: base64 strings (what JSON can carry; Protobuf's own JSON mapping does the same);
- * - fields not on the wire: their defaults (proto3 reads an absent field as its default anyway), except oneof
- *   members; a set oneof names its member under the oneof's own name (`{ kind: 'card', card: {...} }`);
+ * - fields not on the wire: their defaults (proto3 reads an absent field as its default anyway; a message field is
+ *   null), except oneof members; a set oneof names its member under the oneof's own name (`{ kind: 'card', card: {...} }`);
  * - well-known types as their messages (a Timestamp is `{ seconds: '1700000000', nanos: 0 }`).
  */
 export interface ProtobufCodec {
@@ -138,7 +138,7 @@ export function buildProtobufCodec(id: number, text: string, references: readonl
     const messagesOf = (namespace: Protobuf.NamespaceBase): Protobuf.Type[] => namespace.nestedArray.filter((t): t is Protobuf.Type => t instanceof protobuf.Type);
     const ownTop = messagesOf(ownPackage);
     if (ownTop.length === 0) return { unreadable: `Protobuf schema id ${id} declares no message` };
-    return { protobuf: codecOf(id, own.package ?? '', ownTop, messagesOf, (type) => root.lookupType(type.fullName)) };
+    return { protobuf: codecOf(id, protobuf, own.package ?? '', ownTop, messagesOf, (type) => root.lookupType(type.fullName)) };
   } catch (err) {
     return { unreadable: `Protobuf schema id ${id} cannot be read here: ${(err as Error).message}` };
   }
@@ -150,6 +150,7 @@ export function buildProtobufCodec(id: number, text: string, references: readonl
  */
 function codecOf(
   id: number,
+  protobuf: typeof Protobuf,
   pkg: string,
   ownTop: Protobuf.Type[],
   messagesOf: (namespace: Protobuf.NamespaceBase) => Protobuf.Type[],
@@ -187,12 +188,19 @@ function codecOf(
       if (typeof own === 'string') throw new DecodeError(`value of Protobuf schema id ${id}: ${own}`);
       const type = inFull(own);
       const message = ownName(type.fullName);
+      // NOTE: protobufjs's reader of a Buffer clamps a truncated string to what is left instead of failing
+      // (https://github.com/protobufjs/protobuf.js/pull/2205), and a truncated 64-bit varint reads past the end
+      // (https://github.com/protobufjs/protobuf.js/issues/2321): the plain reader checks strings, and a position past
+      // the end after decoding is a truncated body either way.
+      const body = bytesAfterId.subarray(bodyOffset);
+      const reader = new protobuf.Reader(new Uint8Array(body.buffer, body.byteOffset, body.byteLength));
       let decoded: Protobuf.Message;
       try {
-        decoded = type.decode(bytesAfterId.subarray(bodyOffset));
+        decoded = type.decode(reader);
       } catch (err) {
         throw new DecodeError(`value of Protobuf schema id ${id} does not read as ${message}: ${(err as Error).message}`, { cause: err });
       }
+      if (reader.pos > reader.len) throw new DecodeError(`value of Protobuf schema id ${id} does not read as ${message}: the body ends within a field (${reader.len} bytes)`);
       const value = type.toObject(decoded, { longs: String, enums: String, bytes: String, defaults: true, oneofs: true });
       return { message, value };
     },
