@@ -115,3 +115,24 @@ describe('JSON Schema validator of a registry schema', () => {
     expect(pathOf('/a/0/b~1c/d~0e/_x$')).toBe('$.a[0]["b/c"]["d~e"]._x$');
   });
 });
+
+describe('without the optional packages', () => {
+  const missing = (name: string) => () => {
+    throw Object.assign(new Error(`Cannot find module '${name}'`), { code: 'MODULE_NOT_FOUND' });
+  };
+
+  it('is unreadable, saying which package to install', () => {
+    jest.isolateModules(() => {
+      jest.doMock('ajv', missing('ajv'));
+      jest.doMock('protobufjs', missing('protobufjs'));
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const json = require('./registry-json-schema') as typeof import('./registry-json-schema');
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const proto = require('./registry-protobuf') as typeof import('./registry-protobuf');
+      expect(json.buildJsonSchemaValidator(1, '{}')).toEqual({ unreadable: expect.stringMatching(/^install ajv to read JSON Schema records/) });
+      expect(proto.buildProtobufCodec(1, 'syntax = "proto3"; message M {}')).toEqual({ unreadable: expect.stringMatching(/^install protobufjs to read Protobuf records/) });
+    });
+    jest.dontMock('ajv');
+    jest.dontMock('protobufjs');
+  });
+});
