@@ -177,6 +177,12 @@ describe('Protobuf codec of a registry schema', () => {
     expect(top.protobuf.decode(top.protobuf.encode('Top', { a: { b: { c: { n: 7 } } } }))).toEqual({ message: 'Top', value: { a: { b: { c: { n: 7 } } } } });
   });
 
+  it('resolves several well-known imports of one file (their google.protobuf namespace shared)', () => {
+    const built = buildProtobufCodec(5, 'syntax = "proto3"; import "google/protobuf/timestamp.proto"; import "google/protobuf/duration.proto"; import "google/protobuf/wrappers.proto"; message M { google.protobuf.Timestamp t = 1; google.protobuf.Duration d = 2; google.protobuf.StringValue s = 3; }');
+    if (!('protobuf' in built)) throw new Error(built.unreadable);
+    expect(built.protobuf.decode(built.protobuf.encode('M', { t: { seconds: 1 }, d: { seconds: '2', nanos: 3 }, s: { value: 'x' } })).value).toEqual({ t: { seconds: '1', nanos: 0 }, d: { seconds: '2', nanos: 3 }, s: { value: 'x' } });
+  });
+
   it('is unreadable, saying why, for a file that does not parse, an import no reference gives, a type that does not resolve, or no message', () => {
     expect(buildProtobufCodec(3, 'syntax = "proto3"; message {')).toEqual({ unreadable: expect.stringMatching(/^Protobuf schema id 3 cannot be read here: /) });
     expect(buildProtobufCodec(3, SHOP, [])).toEqual({ unreadable: expect.stringMatching(/imports common\/money\.proto, which is neither among the schema's references nor a well-known type/) });
