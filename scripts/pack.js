@@ -53,8 +53,8 @@ function checkTarball(tarball, packed) {
  * that `import` the package: Jest's ESM mode cannot `require` the ESM-only @nestjs/core 12 from a CommonJS file
  * before Node 24.9, so an `import` of the package must reach ES modules all the way down. The same sources,
  * transpiled by TypeScript to ES modules, then made loadable by Node: relative specifiers get their file (`./x`
- * becomes `./x.js` or `./x/index.js`), and a file that calls `require` (the optional peers prom-client and
- * @opentelemetry/api, loaded only when used, and KafkaJS's internal modules that the library patches) gets one
+ * becomes `./x.js` or `./x/index.js`), and a file that calls `require` (the optional peers prom-client,
+ * @opentelemetry/api, ajv and protobufjs, loaded only when used, and KafkaJS's internal modules that the library patches) gets one
  * from `createRequire(import.meta.url)`: it loads the same KafkaJS module instances as the application's
  * `import 'kafkajs'` (and, under Jest, the test's module registry). The CLI stays CommonJS only (its `bin`).
  */

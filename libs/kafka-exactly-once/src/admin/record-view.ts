@@ -1,7 +1,7 @@
 import { parseJsonValue } from '../formats/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
 import { readFingerprint } from '../serde/single-object.codec';
-import { registryIdOf } from '../serde/registry-schemas';
+import { notAvroReason, registryIdOf } from '../serde/registry-schemas';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { checkBlockCounts } from './avro-blocks';
 
@@ -121,8 +121,8 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
       await remote.prefetch([value]);
       const writer = remote.writer(id!);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
-      if ('notAvro' in writer) return failed('schema-registry', null, `schema id ${id}: ${writer.notAvro}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
+      if (!('type' in writer)) return failed('schema-registry', null, `schema id ${id}: ${notAvroReason(writer)}`);
       schema = (writer.type as { name?: string }).name ?? null;
       checkBlockCounts(writer.type, value.subarray(5));
       decoded = writer.type.fromBuffer(value.subarray(5));

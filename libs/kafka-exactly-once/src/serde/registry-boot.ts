@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { RegistrySchemas } from './registry-schemas';
+import { notAvroReason, type RegistrySchemas } from './registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from './schema-registry';
 
 /** A handler's topic and the schema it reads with (HandlerDefinition's, without the engine's types). */
@@ -47,8 +47,8 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
       continue;
     }
     const writer = latest.writer;
-    if (writer === 'unknown' || 'notAvro' in writer || 'unreadable' in writer) {
-      const why = writer === 'unknown' ? 'the registry does not give it' : 'notAvro' in writer ? writer.notAvro : writer.unreadable;
+    if (writer === 'unknown' || !('type' in writer)) {
+      const why = writer === 'unknown' ? 'the registry does not give it' : 'unreadable' in writer ? writer.unreadable : notAvroReason(writer);
       throw new SchemaRegistryError('incompatible', `${reader.name}: the latest schema of subject ${subject} (id ${latest.id}) is not an Avro schema it can read: ${why}`, subject);
     }
     try {

@@ -321,4 +321,41 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     client.down = true;
     await expect(remote.probe()).rejects.toMatchObject({ failure: 'unavailable' });
   });
+
+  it('builds JSON Schema and Protobuf writers from the registry\'s schemaType, with their references by name, and an Avro reader still says they are not Avro', async () => {
+    const { client, remote, registry } = setUp();
+    client.add(JSON.stringify({ type: 'string', minLength: 2 }), { schemaType: 'JSON' }, 'code-value');
+    const json = client.add(JSON.stringify({ type: 'object', properties: { code: { $ref: 'code.json' }, n: { type: 'integer' } } }), { schemaType: 'JSON', references: [{ name: 'code.json', subject: 'code-value', version: 1 }] });
+    client.add('syntax = "proto3"; package m; message Money { int64 units = 1; }', { schemaType: 'PROTOBUF' }, 'money-value');
+    const proto = client.add('syntax = "proto3"; package t; import "m/money.proto"; message Note { string id = 1; m.Money total = 2; }', { schemaType: 'PROTOBUF', references: [{ name: 'm/money.proto', subject: 'money-value', version: 1 }] });
+    const badJson = client.add('{"type": "strnig"}', { schemaType: 'JSON' });
+    const values = [json, proto, badJson].map((i) => frameForRegistry(i, Buffer.from('{}')));
+    await remote.prefetch(values);
+    const jsonWriter = remote.writer(json);
+    if (!jsonWriter || typeof jsonWriter !== 'object' || !('jsonSchema' in jsonWriter)) throw new Error(`not a JSON Schema writer: ${JSON.stringify(jsonWriter)}`);
+    expect(jsonWriter.jsonSchema.validate({ code: 'x', n: 1.5 })).toEqual(['$.code: must NOT have fewer than 2 characters', '$.n: must be integer']);
+    const protoWriter = remote.writer(proto);
+    if (!protoWriter || typeof protoWriter !== 'object' || !('protobuf' in protoWriter)) throw new Error(`not a Protobuf writer: ${JSON.stringify(protoWriter)}`);
+    const written = protoWriter.protobuf.encode('t.Note', { id: 'n', total: { units: '9007199254740993' } });
+    expect(protoWriter.protobuf.decode(written)).toEqual({ message: 't.Note', value: { id: 'n', total: { units: '9007199254740993' } } });
+    expect(remote.writer(badJson)).toEqual({ unreadable: expect.stringMatching(/^the registry's schema id \d+ is a JSON Schema that cannot be read here: JSON Schema id \d+ does not compile/) });
+    expect(() => decodeEvent(registry, note, values[0])).toThrow(/a JSON schema under this id, not an Avro one/);
+    expect(() => decodeEvent(registry, note, values[1])).toThrow(/a PROTOBUF schema under this id, not an Avro one/);
+  });
+
+  it('gives the id and writer of a subject\'s latest schema to write with, cached after the first lookup', async () => {
+    const { client, remote } = setUp();
+    expect(() => remote.latestNow('notes-value')).toThrow(/the latest schema of subject notes-value has not come from the Schema Registry at http:\/\/registry\.test yet/);
+    await expect(remote.latestFor('notes-value')).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/subject notes-value .* has no schema to write with/) });
+    expect(() => remote.latestNow('notes-value')).toThrow(/has no schema to write with/); // the last lookup's failure
+    const v1 = client.add(JSON.stringify({ type: 'object' }), { schemaType: 'JSON' }, 'notes-value');
+    await expect(remote.latestFor('notes-value')).resolves.toMatchObject({ id: v1, writer: { jsonSchema: { id: v1 } } });
+    client.add(JSON.stringify({ type: 'object', required: ['a'] }), { schemaType: 'JSON' }, 'notes-value');
+    client.down = true;
+    expect(remote.latestNow('notes-value')).toMatchObject({ id: v1 }); // cached: writes go on while the registry is away
+    const other = new RegistrySchemas(options(), 'bigint', client);
+    await expect(other.latestFor('notes-value')).rejects.toMatchObject({ failure: 'unavailable' });
+    expect(() => other.latestNow('notes-value')).toThrow(/did not give the latest schema of subject notes-value: connect ECONNREFUSED/);
+  });
+
 });

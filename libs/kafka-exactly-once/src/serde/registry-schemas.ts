@@ -1,6 +1,8 @@
 import * as avro from 'avsc';
 import { withDeadline } from '../engine/deadline';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { buildJsonSchemaValidator, type JsonSchemaValidator } from '../formats/registry-json-schema';
+import { buildProtobufCodec, type ProtobufCodec } from '../formats/registry-protobuf';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { BigIntLongType } from './long-type';
 import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryTransport } from './registry-http';
@@ -9,11 +11,24 @@ import type { LoadedSchema } from './schema-registry';
 type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
 
 /**
- * A writer schema by id: its Avro type; `unknown` when the registry says no schema has the id (kept for
- * UNKNOWN_ID_TTL_MS, then asked again); `notAvro` when the id holds a JSON Schema or Protobuf schema; `unreadable`
- * when the registry's schema cannot be built as an Avro type here (the reason names the schema problem).
+ * A writer schema by id: its Avro type; `jsonSchema` (its validator) or `protobuf` (its codec) when the registry's
+ * schemaType is JSON or PROTOBUF; `unknown` when the registry says no schema has the id (kept for
+ * UNKNOWN_ID_TTL_MS, then asked again); `notAvro` when the id holds a schema of another type; `unreadable` when the
+ * registry's schema cannot be built here (the reason names the schema problem, or the package to install).
  */
-export type Writer = { type: avro.Type } | 'unknown' | { notAvro: string } | { unreadable: string };
+export type Writer =
+  | { type: avro.Type }
+  | 'unknown'
+  | { notAvro: string }
+  | { unreadable: string }
+  | { jsonSchema: JsonSchemaValidator }
+  | { protobuf: ProtobufCodec };
+
+/** A writer that is not Avro: what an Avro reader says of it. */
+export function notAvroReason(writer: { notAvro: string } | { jsonSchema: JsonSchemaValidator } | { protobuf: ProtobufCodec }): string {
+  if ('notAvro' in writer) return writer.notAvro;
+  return `the registry holds a ${'jsonSchema' in writer ? 'JSON' : 'PROTOBUF'} schema under this id, not an Avro one`;
+}
 
 /** How long "the registry has no schema of this id" is believed before the id is asked again. */
 export const UNKNOWN_ID_TTL_MS = 60_000;
@@ -42,7 +57,8 @@ const MAX_REFERENCES = 100;
  * Reading is in two steps: `prefetch` (asynchronous, before a unit of work: the writer schemas of its records
  * that are not cached yet, at most MAX_LOOKUPS_PER_UNIT ids: see `affordable`) and `writer` (synchronous, while
  * decoding). Writing too: `idFor` (asynchronous, at boot for the declared topics, and again whenever an id is
- * missing) and `cachedId` (synchronous, while encoding).
+ * missing) and `cachedId` (synchronous, while encoding); for JSON Schema and Protobuf, whose schemas are the
+ * registry's rather than the application's, `latestFor` and `latestNow` (a subject's latest schema) in the same way.
  */
 export class RegistrySchemas {
   private readonly http: RegistryTransport;
@@ -55,6 +71,10 @@ export class RegistrySchemas {
   private readonly lookups = new Map<string, Promise<number>>();
   /** Why the last lookup of an id failed, by subject and schema, until one succeeds. */
   private readonly failures = new Map<string, SchemaRegistryError>();
+  /** The latest schema of a subject to write with (JSON Schema, Protobuf), by subject, once looked up. */
+  private readonly latestWriters = new Map<string, { id: number; writer: Exclude<Writer, 'unknown'> }>();
+  private readonly latestLookups = new Map<string, Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }>>();
+  private readonly latestFailures = new Map<string, SchemaRegistryError>();
 
   constructor(
     private readonly options: RegistryOptions,
@@ -161,40 +181,32 @@ export class RegistrySchemas {
   }
 
   /**
-   * The Avro type of a registry's schema, built in a type registry of its own (with its references, fetched by
-   * subject and version); unions read as plain values when Avro allows, else as Avro's wrapped branches (a
-   * writer's `["int","double"]`: the reader's own representation is what a handler gets either way).
+   * The writer of a registry's schema by its schemaType. Avro: its type, built in a type registry of its own (with
+   * its references, fetched by subject and version); unions read as plain values when Avro allows, else as Avro's
+   * wrapped branches (a writer's `["int","double"]`: the reader's own representation is what a handler gets either
+   * way). JSON and PROTOBUF: a validator or a codec, with the referenced schemas under the names they are referred
+   * to by (a `$ref`, an import path).
    */
   private async buildWriter(id: number, found: { schema?: unknown; schemaType?: unknown; references?: unknown }): Promise<Exclude<Writer, 'unknown'>> {
     const type = typeof found.schemaType === 'string' ? found.schemaType.toUpperCase() : 'AVRO';
-    if (type !== 'AVRO') return { notAvro: `the registry holds a ${type} schema under this id, not an Avro one` };
-    const texts: string[] = [];
-    const seen = new Set<string>();
-    const collect = async (references: unknown, depth: number): Promise<void> => {
-      if (!Array.isArray(references)) return;
-      for (const reference of references as Array<{ subject?: unknown; version?: unknown }>) {
-        const key = `${String(reference?.subject)}\u0000${String(reference?.version)}`;
-        if (seen.has(key)) continue;
-        seen.add(key);
-        if (seen.size > MAX_REFERENCES || depth > 10) throw new Error(`more than ${MAX_REFERENCES} schema references, or references deeper than 10`);
-        if (typeof reference?.subject !== 'string' || (typeof reference.version !== 'number' && typeof reference.version !== 'string')) throw new Error(`a schema reference without subject and version: ${JSON.stringify(reference)}`);
-        const what = `schema reference ${reference.subject} version ${reference.version} (of id ${id})`;
-        const answer = await this.call(what, 'GET', `/subjects/${encodeURIComponent(reference.subject)}/versions/${encodeURIComponent(String(reference.version))}`);
-        // The registry's own "no such subject or version": the schema names a reference the registry does not have.
-        if (answer.status === 404 && errorCodeOf(answer) !== undefined) throw new Error(`${what}: ${messageOf(answer)}`);
-        const referenced = this.expectOk(what, answer) as { schema?: unknown; references?: unknown };
-        await collect(referenced.references, depth + 1);
-        if (typeof referenced.schema !== 'string') throw new Error(`${what} has no schema text`);
-        texts.push(referenced.schema);
-      }
-    };
+    if (type !== 'AVRO' && type !== 'JSON' && type !== 'PROTOBUF') return { notAvro: `the registry holds a ${type} schema under this id, not an Avro one` };
+    let referenced: Array<{ name: string; text: string }>;
     try {
-      await collect(found.references, 0);
+      referenced = await this.referencesOf(id, found.references);
     } catch (err) {
       if (err instanceof SchemaRegistryError) throw err;
       return { unreadable: `the registry's schema id ${id} cannot be read here: ${(err as Error).message}` };
     }
     if (typeof found.schema !== 'string') return { unreadable: `the registry's answer for schema id ${id} has no schema text` };
+    if (type === 'JSON') {
+      const built = buildJsonSchemaValidator(id, found.schema, referenced.map((r) => ({ name: r.name, schema: r.text })));
+      return 'unreadable' in built ? { unreadable: `the registry's schema id ${id} is a JSON Schema that cannot be read here: ${built.unreadable}` } : built;
+    }
+    if (type === 'PROTOBUF') {
+      const built = buildProtobufCodec(id, found.schema, referenced.map((r) => ({ name: r.name, schema: r.text })));
+      return 'unreadable' in built ? { unreadable: `the registry's schema id ${id} is a Protobuf schema that cannot be read here: ${built.unreadable}` } : built;
+    }
+    const texts = referenced.map((r) => r.text);
     texts.push(found.schema);
     let parsed: unknown[];
     try {
@@ -214,6 +226,36 @@ export class RegistrySchemas {
       }
     }
     return { unreadable: `the registry's schema id ${id} is not an Avro schema this library can build: ${firstError?.message}` };
+  }
+
+  /**
+   * The schemas a registry's schema refers to, fetched by subject and version, each after those it refers to in
+   * turn (every one once), with the name the referring schema gives it. A reference the registry does not have is
+   * an Error (the schema is unreadable); a registry that does not answer, SchemaRegistryError.
+   */
+  private async referencesOf(id: number, references: unknown): Promise<Array<{ name: string; text: string }>> {
+    const found: Array<{ name: string; text: string }> = [];
+    const seen = new Set<string>();
+    const collect = async (references: unknown, depth: number): Promise<void> => {
+      if (!Array.isArray(references)) return;
+      for (const reference of references as Array<{ name?: unknown; subject?: unknown; version?: unknown }>) {
+        const key = `${String(reference?.subject)}\u0000${String(reference?.version)}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        if (seen.size > MAX_REFERENCES || depth > 10) throw new Error(`more than ${MAX_REFERENCES} schema references, or references deeper than 10`);
+        if (typeof reference?.subject !== 'string' || (typeof reference.version !== 'number' && typeof reference.version !== 'string')) throw new Error(`a schema reference without subject and version: ${JSON.stringify(reference)}`);
+        const what = `schema reference ${reference.subject} version ${reference.version} (of id ${id})`;
+        const answer = await this.call(what, 'GET', `/subjects/${encodeURIComponent(reference.subject)}/versions/${encodeURIComponent(String(reference.version))}`);
+        // The registry's own "no such subject or version": the schema names a reference the registry does not have.
+        if (answer.status === 404 && errorCodeOf(answer) !== undefined) throw new Error(`${what}: ${messageOf(answer)}`);
+        const referenced = this.expectOk(what, answer) as { schema?: unknown; references?: unknown };
+        await collect(referenced.references, depth + 1);
+        if (typeof referenced.schema !== 'string') throw new Error(`${what} has no schema text`);
+        found.push({ name: typeof reference.name === 'string' ? reference.name : reference.subject, text: referenced.schema });
+      }
+    };
+    await collect(references, 0);
+    return found;
   }
 
   /** The id of `schema` under `subject`, if known (see idFor). */
@@ -309,6 +351,61 @@ export class RegistrySchemas {
     const id = idIn(what, this.expectOk(what, answer), this.options.url);
     if (this.needsFetch(id)) await this.fetchWriter(id);
     return { id, writer: this.writer(id)! };
+  }
+
+  /**
+   * The id and writer to write `subject`'s records with, now (the writer side of JSON Schema and Protobuf: values are
+   * written with whatever version the subject has registered last): the cached one, or SchemaRegistryError saying
+   * why there is none yet (the last lookup's failure, or `unavailable` while the first is under way), a lookup
+   * started meanwhile, so that a later write finds it once the registry answers.
+   */
+  latestNow(subject: string): { id: number; writer: Exclude<Writer, 'unknown'> } {
+    const cached = this.latestWriters.get(subject);
+    if (cached) return cached;
+    void this.latestFor(subject).catch(() => undefined);
+    throw (
+      this.latestFailures.get(subject) ??
+      new SchemaRegistryError('unavailable', `the latest schema of subject ${subject} has not come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject)
+    );
+  }
+
+  /**
+   * The id and writer of `subject`'s latest schema, looked up once and cached for the life of the process (a
+   * version registered later is written after a restart, as the ids of Avro writes are). Throws SchemaRegistryError:
+   * `no-id` when the subject has no schema (register it at deploy time), `unavailable` when the registry does not
+   * answer or its latest schema's id does not resolve.
+   */
+  latestFor(subject: string): Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
+    const cached = this.latestWriters.get(subject);
+    if (cached) return Promise.resolve(cached);
+    let lookup = this.latestLookups.get(subject);
+    if (!lookup) {
+      lookup = this.lookUpLatest(subject).then(
+        (found) => {
+          this.latestFailures.delete(subject);
+          this.latestWriters.set(subject, found);
+          return found;
+        },
+        (err: unknown) => {
+          if (err instanceof SchemaRegistryError) this.latestFailures.set(subject, err);
+          throw err;
+        },
+      );
+      lookup.finally(() => this.latestLookups.delete(subject)).catch(() => undefined);
+      this.latestLookups.set(subject, lookup);
+    }
+    return lookup;
+  }
+
+  private async lookUpLatest(subject: string): Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
+    const found = await this.latest(subject);
+    if (!found) {
+      throw new SchemaRegistryError('no-id', `subject ${subject} of the Schema Registry at ${this.options.url} has no schema to write with: register one at deploy time`, subject);
+    }
+    if (found.writer === 'unknown') {
+      throw new SchemaRegistryError('unavailable', `the Schema Registry at ${this.options.url} names id ${found.id} as the latest schema of subject ${subject}, and says it has no schema of that id`, subject);
+    }
+    return { id: found.id, writer: found.writer };
   }
 
   /**

@@ -2,7 +2,7 @@ import { DecodeError } from '../errors/decode.error';
 import { EventValidationError, FieldError } from '../errors/event-validation.error';
 import { fingerprintBytes } from './rabin-fingerprint';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { registryIdOf } from './registry-schemas';
+import { notAvroReason, registryIdOf } from './registry-schemas';
 import { LoadedSchema, SchemaRegistry } from './schema-registry';
 
 /** Avro single-object encoding (Avro specification): `C3 01`, 8-byte little-endian CRC-64-AVRO, binary body. */
@@ -79,8 +79,8 @@ export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, byte
   const writer = remote.writer(id);
   if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
   if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
-  if ('notAvro' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${writer.notAvro}`);
   if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
+  if (!('type' in writer)) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${notAvroReason(writer)}`);
   const body = (bytes as Buffer).subarray(5);
   try {
     return reader.type.fromBuffer(body, registry.resolverFor(reader, id, writer.type));

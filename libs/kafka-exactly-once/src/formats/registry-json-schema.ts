@@ -1,0 +1,213 @@
+import type { ErrorObject, Options as AjvOptions, ValidateFunction } from 'ajv';
+import { DecodeError } from '../errors/decode.error';
+
+/** Problems reported for one value at most (a wrong value of a large array would otherwise list every item). */
+export const MAX_PROBLEMS = 50;
+/** How deep a schema is walked for its references ($ref inside $ref inside ...), beyond what any real schema nests. */
+const MAX_SCHEMA_DEPTH = 200;
+
+/** A schema the main one refers to, as the registry answer's references give it: the name its `$ref`s use and its text. */
+export interface JsonSchemaReference {
+  name: string;
+  schema: string;
+}
+
+/** A JSON Schema writer schema of the registry, compiled. */
+export interface JsonSchemaValidator {
+  id: number;
+  /**
+   * What is wrong with `value` (a parsed JSON value) under the schema, each as `<path>: <problem>` (`$.amount: must
+   * be integer`, `$.lines[2].sku: must be string`, `$: must have required property 'orderId'`); empty when valid.
+   */
+  validate(value: unknown): string[];
+}
+
+type AjvInstance = {
+  addSchema(schema: object, key?: string): unknown;
+  addMetaSchema(schema: object): unknown;
+  compile(schema: object): ValidateFunction;
+};
+type AjvClass = new (options: AjvOptions) => AjvInstance;
+
+/**
+ * The validator of a registry's JSON Schema: `text` compiled by ajv 8 (all errors; unknown keywords and formats are
+ * ignored, as the registry's own validators do), as draft-07 unless its `$schema` names draft-06, 2019-09 or 2020-12;
+ * each reference added under its name (and under the name resolved against the schema's `$id`, where the `$ref`s
+ * resolve it). `{ unreadable }` with the reason when the schema does not compile, a `$ref` points at a URL no
+ * reference provides (never fetched), or ajv is not installed.
+ */
+export function buildJsonSchemaValidator(id: number, text: string, references: readonly JsonSchemaReference[] = []): { jsonSchema: JsonSchemaValidator } | { unreadable: string } {
+  let schema: unknown;
+  const parsed: Array<{ name: string; schema: object }> = [];
+  try {
+    schema = JSON.parse(text);
+    for (const reference of references) parsed.push({ name: reference.name, schema: JSON.parse(reference.schema) as object });
+  } catch (err) {
+    return { unreadable: `JSON Schema id ${id} (or one of its references) is not JSON: ${(err as Error).message}` };
+  }
+  // A boolean is a whole schema too (true: anything; false: nothing).
+  if (typeof schema === 'boolean') schema = schema ? {} : { not: {} };
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return { unreadable: `JSON Schema id ${id} is not a schema (an object or a boolean)` };
+  const Ajv = loadAjv(draftOf(schema));
+  if (typeof Ajv === 'string') return { unreadable: Ajv };
+  const baseId = typeof (schema as { $id?: unknown }).$id === 'string' ? (schema as { $id: string }).$id : undefined;
+  const remote = remoteRef([schema, ...parsed.map((p) => p.schema)], new Set(parsed.flatMap((p) => keysOf(p.name, baseId))));
+  if (remote) return { unreadable: `JSON Schema id ${id} refers to ${remote}, which is not among its references: a remote schema is never fetched (register it and name it as a reference)` };
+  let validate: ValidateFunction;
+  try {
+    const ajv = new Ajv.Class({ allErrors: true, strict: false, logger: false });
+    if (Ajv.meta) ajv.addMetaSchema(Ajv.meta);
+    for (const reference of parsed) {
+      const [key, ...more] = keysOf(reference.name, baseId);
+      ajv.addSchema(reference.schema, key);
+      for (const other of more) {
+        try {
+          ajv.addSchema(reference.schema, other);
+        } catch {
+          // the reference's own $id is that name already
+        }
+      }
+    }
+    validate = ajv.compile(schema as object);
+  } catch (err) {
+    return { unreadable: `JSON Schema id ${id} does not compile: ${(err as Error).message}` };
+  }
+  return {
+    jsonSchema: {
+      id,
+      validate(value) {
+        if (validate(value)) return [];
+        const errors = validate.errors ?? [];
+        const problems = errors.slice(0, MAX_PROBLEMS).map(problemOf);
+        if (errors.length > MAX_PROBLEMS) problems.push(`… and ${errors.length - MAX_PROBLEMS} more`);
+        return problems;
+      },
+    },
+  };
+}
+
+/**
+ * The JSON value of a record's bytes after the schema id (UTF-8 JSON text); DecodeError naming `schemaId` when
+ * they are not. Numbers read as JavaScript numbers: integers beyond 2^53 lose precision, as with any JSON.parse.
+ */
+export function parseJsonBody(schemaId: number, bytesAfterId: Buffer): unknown {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytesAfterId);
+  } catch {
+    throw new DecodeError(`value of JSON Schema id ${schemaId} is not UTF-8 text`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new DecodeError(`value of JSON Schema id ${schemaId} is not JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Confluent's framing of a JSON value written with schema `id`: 0x00, the id (4 bytes, big-endian), the JSON bytes. */
+export function frameJsonSchema(id: number, jsonBytes: Buffer): Buffer {
+  const header = Buffer.allocUnsafe(5);
+  header[0] = 0x00;
+  header.writeUInt32BE(id, 1);
+  return Buffer.concat([header, jsonBytes]);
+}
+
+type Draft = 'draft-07' | 'draft-06' | '2019-09' | '2020-12';
+
+function draftOf(schema: object): Draft | string {
+  const declared = (schema as { $schema?: unknown }).$schema;
+  if (typeof declared !== 'string') return 'draft-07';
+  if (declared.includes('2020-12')) return '2020-12';
+  if (declared.includes('2019-09')) return '2019-09';
+  if (/draft-07/.test(declared)) return 'draft-07';
+  if (/draft-06/.test(declared)) return 'draft-06';
+  return declared;
+}
+
+/** ajv's class for the draft, with a meta-schema to add (draft-06); a string: why the schema cannot be read. */
+function loadAjv(draft: Draft | string): { Class: AjvClass; meta?: object } | string {
+  const module = draft === '2020-12' ? 'ajv/dist/2020' : draft === '2019-09' ? 'ajv/dist/2019' : draft === 'draft-07' || draft === 'draft-06' ? 'ajv' : undefined;
+  if (!module) return `its $schema ${draft} is not a JSON Schema draft ajv 8 reads (draft-06, draft-07, 2019-09, 2020-12)`;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const loaded = require(module) as { default: AjvClass };
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const meta = draft === 'draft-06' ? (require('ajv/dist/refs/json-schema-draft-06.json') as object) : undefined;
+    return { Class: loaded.default, meta };
+  } catch (err) {
+    if ((err as { code?: string }).code === 'MODULE_NOT_FOUND') return 'install ajv to read JSON Schema records (ajv 8, an optional peer dependency of kafka-exactly-once)';
+    throw err;
+  }
+}
+
+/** The names a reference answers to: its own, and that resolved against the main schema's absolute `$id`. */
+function keysOf(name: string, baseId: string | undefined): string[] {
+  const keys = [name];
+  if (baseId && isAbsolute(baseId) && !isAbsolute(name)) {
+    try {
+      const resolved = new URL(name, baseId).href;
+      if (resolved !== name) keys.push(resolved);
+    } catch {
+      // a base ajv will refuse anyway
+    }
+  }
+  return keys;
+}
+
+function isAbsolute(uri: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:/i.test(uri);
+}
+
+/**
+ * The first `$ref` (or `$dynamicRef`, `$recursiveRef`) to an absolute URI that neither a reference nor an `$id`
+ * within the schemas names: a schema that would have to come from elsewhere. Relative ones that resolve to nothing
+ * known fail ajv's compilation; ajv compiles synchronously here, so it never loads one.
+ */
+function remoteRef(schemas: unknown[], referenceKeys: Set<string>): string | undefined {
+  const ids = new Set<string>([...referenceKeys].map(withoutFragment));
+  const refs: string[] = [];
+  const walk = (node: unknown, depth: number): void => {
+    if (depth > MAX_SCHEMA_DEPTH || node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      for (const item of node) walk(item, depth + 1);
+      return;
+    }
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$id' && typeof value === 'string') ids.add(withoutFragment(value));
+      else if ((key === '$ref' || key === '$dynamicRef' || key === '$recursiveRef') && typeof value === 'string') refs.push(value);
+      // Values, not schemas: a "$ref" in an example or a constant is data.
+      else if (key !== 'const' && key !== 'enum' && key !== 'default' && key !== 'examples') walk(value, depth + 1);
+    }
+  };
+  for (const schema of schemas) walk(schema, 0);
+  return refs.find((ref) => isAbsolute(ref) && !ids.has(withoutFragment(ref)));
+}
+
+function withoutFragment(uri: string): string {
+  const hash = uri.indexOf('#');
+  return hash < 0 ? uri : uri.slice(0, hash);
+}
+
+/** `$.amount: must be integer`, from ajv's JSON pointer and message, with what names the offending part. */
+function problemOf(error: ErrorObject): string {
+  const params = error.params as Record<string, unknown>;
+  let message = error.message ?? error.keyword;
+  if (error.keyword === 'additionalProperties' && typeof params.additionalProperty === 'string') message += `: ${JSON.stringify(params.additionalProperty)}`;
+  else if (error.keyword === 'unevaluatedProperties' && typeof params.unevaluatedProperty === 'string') message += `: ${JSON.stringify(params.unevaluatedProperty)}`;
+  else if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) message += `: ${params.allowedValues.slice(0, 10).map((v) => JSON.stringify(v)).join(', ')}${params.allowedValues.length > 10 ? ', …' : ''}`;
+  else if (error.keyword === 'const' && 'allowedValue' in params) message += `: ${JSON.stringify(params.allowedValue)}`;
+  return `${pathOf(error.instancePath)}: ${message}`;
+}
+
+/** A JSON pointer as a JSONPath-like `$.lines[2].sku` (`$["odd key"]` for a key that is not a plain name). */
+export function pathOf(pointer: string): string {
+  if (pointer === '') return '$';
+  let path = '$';
+  for (const raw of pointer.slice(1).split('/')) {
+    const segment = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (/^(0|[1-9]\d*)$/.test(segment)) path += `[${segment}]`;
+    else if (/^[A-Za-z_$][A-Za-z0-9_$]*$/.test(segment)) path += `.${segment}`;
+    else path += `[${JSON.stringify(segment)}]`;
+  }
+  return path;
+}
