@@ -213,7 +213,7 @@ function keysAreSound(root: object, separators: number): boolean {
 
 interface Frame {
   /** The object or array JSON.parse built for this level, where a converted big integer is put back. */
-  container: Record<string, unknown> | unknown[];
+  container: Record<string, unknown> | unknown[] | undefined;
   isArray: boolean;
   /** The key (objects) or index (arrays) of the value being read. */
   at: string | number;
@@ -235,7 +235,7 @@ function inspect(text: string, root: Record<string, unknown>, mode: JsonLimits['
     const c = text.charCodeAt(i);
     if (c === 0x7b || c === 0x5b) {
       const top = frames[frames.length - 1];
-      const container = (top === undefined ? root : (top.container as Record<string | number, unknown>)[top.at]) as Frame['container'];
+      const container = top === undefined ? root : childOf(top);
       const isArray = c === 0x5b;
       frames.push({ container, isArray, at: isArray ? 0 : '', expectKey: !isArray, seen: undefined });
       i++;
@@ -263,13 +263,24 @@ function inspect(text: string, root: Record<string, unknown>, mode: JsonLimits['
       if (checkNumbers) {
         const top = frames[frames.length - 1];
         const converted = checkNumber(text.slice(i, end), mode, frames);
-        if (converted !== undefined) (top.container as Record<string | number, unknown>)[top.at] = converted;
+        if (converted !== undefined && top.container !== undefined) (top.container as Record<string | number, unknown>)[top.at] = converted;
       }
       i = end;
     } else {
       i++;
     }
   }
+}
+
+/**
+ * The container JSON.parse built for the value being read in `frame`. Before a duplicate key is reached, the
+ * subtree of its first occurrence is read against the last one's value (the one JSON.parse kept), which may
+ * not be a container at all; the duplicate is refused when reached, so that subtree's answer never counts.
+ */
+function childOf(frame: Frame): Frame['container'] {
+  if (frame.container === undefined) return undefined;
+  const child = (frame.container as Record<string | number, unknown>)[frame.at];
+  return typeof child === 'object' && child !== null ? (child as Frame['container']) : undefined;
 }
 
 function checkKey(frames: Frame[], top: Frame, key: string): void {
@@ -367,18 +378,21 @@ function checkNumber(token: string, mode: JsonLimits['bigIntegers'], frames: Fra
 
 /** The JSON path of the value read at frame `upTo` (exclusive): `$`, `.key`, `["odd key"]`, `[3]`. */
 function renderPath(frames: Frame[], upTo: number): string {
-  let path = '$';
-  for (let i = 0; i < upTo; i++) {
+  const segment = (i: number): string => {
     const at = frames[i].at;
-    if (typeof at === 'number') path += `[${at}]`;
-    else if (/^[A-Za-z_$][\w$]*$/.test(at)) path += `.${at}`;
-    else path += `[${JSON.stringify(at)}]`;
-    // A path 100,000 levels deep is not read by anyone; stop building it long before that.
-    if (path.length > PATH_CHARS * 4) break;
-  }
-  if (path.length <= PATH_CHARS) return path;
-  const head = Math.floor(PATH_CHARS / 3);
-  return `${path.slice(0, head)}…${path.slice(path.length - (PATH_CHARS - head))}`;
+    if (typeof at === 'number') return `[${at}]`;
+    if (at.length <= QUOTE_CHARS && /^[A-Za-z_$][\w$]*$/.test(at)) return `.${at}`;
+    return `[${quote(at)}]`;
+  };
+  let head = '$';
+  let i = 0;
+  for (; i < upTo && head.length <= PATH_CHARS; i++) head += segment(i);
+  if (i === upTo && head.length <= PATH_CHARS) return head;
+  // Too long to quote whole (it may be 100,000 levels): its start, and its innermost end, where the problem is.
+  let tail = '';
+  for (let j = upTo - 1; j >= 0 && tail.length < PATH_CHARS; j--) tail = segment(j) + tail;
+  const headChars = Math.floor(PATH_CHARS / 3);
+  return `${head.slice(0, headChars)}…${tail.slice(tail.length - (PATH_CHARS - headChars))}`;
 }
 
 function quote(text: string): string {
