@@ -456,7 +456,8 @@ describe('encodeJsonValue', () => {
     ['text', 'it is a string'],
     [12, 'it is a number'],
     [null, 'it is null'],
-    [undefined, 'it is a undefined'],
+    [undefined, 'it is undefined'],
+    [5n, 'it is a bigint'],
     [true, 'it is true'],
   ])('refuses a top level %p', (value, what) => {
     expect(encodingError(value).message).toBe(`event cannot be written as a JSON object: ${what}`);

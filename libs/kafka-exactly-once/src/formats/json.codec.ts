@@ -175,7 +175,7 @@ function describeStart(bytes: Buffer): string {
 
 function describeTopLevel(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
-  if (value === null) return 'null';
+  if (value === null || value === undefined) return String(value);
   if (typeof value === 'boolean') return String(value);
   return `a ${typeof value}`;
 }
@@ -187,6 +187,9 @@ function describeTopLevel(value: unknown): string {
  * reader that merges or spreads the event may set a prototype with it).
  */
 function keysAreSound(root: object, separators: number): boolean {
+  // for-in is about three times faster than Object.keys here, but also lists what objects inherit: it counts
+  // keys only while Object.prototype has nothing enumerable (someone may have added a property to it).
+  const inheritsNothing = enumerablesOf(EMPTY) === 0;
   let count = 0;
   const stack: object[] = [root];
   while (stack.length > 0) {
@@ -196,19 +199,33 @@ function keysAreSound(root: object, separators: number): boolean {
         const child = node[i];
         if (typeof child === 'object' && child !== null) stack.push(child);
       }
-      continue;
-    }
-    // Own keys only: an enumerable property someone added to Object.prototype must not pass for a key read.
-    const keys = Object.keys(node);
-    count += keys.length;
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i];
-      if (key === '__proto__') return false;
-      const child = node[key];
-      if (typeof child === 'object' && child !== null) stack.push(child);
+    } else if (inheritsNothing) {
+      for (const key in node) {
+        count++;
+        if (key === '__proto__') return false;
+        const child = node[key];
+        if (typeof child === 'object' && child !== null) stack.push(child);
+      }
+    } else {
+      const keys = Object.keys(node);
+      count += keys.length;
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        if (key === '__proto__') return false;
+        const child = node[key];
+        if (typeof child === 'object' && child !== null) stack.push(child);
+      }
     }
   }
   return count === separators;
+}
+
+const EMPTY = Object.freeze({});
+
+function enumerablesOf(object: object): number {
+  let count = 0;
+  for (const _ in object) count++;
+  return count;
 }
 
 interface Frame {
