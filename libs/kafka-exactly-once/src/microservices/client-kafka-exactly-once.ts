@@ -11,11 +11,25 @@ export interface KafkaExactlyOnceRecord<T = unknown> extends PublishOptions {
 }
 
 const RECORD_FIELDS = new Set(['value', 'key', 'headers', 'messageId']);
+/** Fields of Nest's own Kafka record (`ClientKafka.emit`) that this client cannot honour: the library picks the partition and the time. */
+const NEST_ONLY_RECORD_FIELDS = ['partition', 'timestamp'];
 
 /** `{ value, key?, headers?, messageId? }` and nothing else: the shape Nest's Kafka client takes too. */
 function isRecord(data: unknown): data is KafkaExactlyOnceRecord {
   if (data === null || typeof data !== 'object' || Array.isArray(data) || !('value' in data)) return false;
   return Object.keys(data).every((field) => RECORD_FIELDS.has(field));
+}
+
+/**
+ * The field of Nest's record shape (`partition`, `timestamp`) a call site kept from ClientKafka, when `data` is
+ * that shape and nothing else. Taken as the event itself, the wrapper would be written as the value of a JSON
+ * topic (whose events are any object) or fail with a misleading error: it is refused, naming the field.
+ */
+function nestOnlyField(data: unknown): string | undefined {
+  if (data === null || typeof data !== 'object' || Array.isArray(data) || !('value' in data)) return undefined;
+  const fields = Object.keys(data);
+  if (!fields.every((field) => RECORD_FIELDS.has(field) || NEST_ONLY_RECORD_FIELDS.includes(field))) return undefined;
+  return fields.find((field) => NEST_ONLY_RECORD_FIELDS.includes(field));
 }
 
 export interface ClientKafkaExactlyOnceOptions {
@@ -71,6 +85,10 @@ export class ClientKafkaExactlyOnce extends ClientProxy {
       throw new TypeError(`client.emit needs the topic as its pattern, a non-empty string (got ${JSON.stringify(topic)})`);
     }
     const data = packet.data as unknown;
+    const unsupported = nestOnlyField(data);
+    if (unsupported !== undefined) {
+      throw new TypeError(`client.emit(${JSON.stringify(topic)}, { value, ${unsupported}, ... }): "${unsupported}" of Nest's Kafka record is not supported here (the library's producer chooses it); leave it out, and give the key as "key"`);
+    }
     if (isRecord(data)) {
       const { value, ...options } = data;
       return (await this.publisher.publish(topic, value, options)) as T;
