@@ -20,6 +20,8 @@
  *   AT A's copy in Kafka transactions: a transactional producer per partition, sendOffsets, read committed, no database
  *   C  exactly-once by hand: one Kafka and one PostgreSQL transaction per record (`--slow-count` records)
  *   D  consumer-app as shipped (the payments handler, a batch handler: the ledger rule in set-based SQL)
+ *   DJ D reading and writing JSON (EVENT_FORMAT=json): the same records, each value the JSON of its Avro record
+ *      (validated with the app's DTO), the outputs plain JSON; beside D, what the format costs (no latency phase)
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
  *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once (`--slow-count` records)
  *   J  the ledger rule by hand on the JVM, one Kafka and one PostgreSQL transaction per poll
@@ -91,6 +93,8 @@ const VARIANTS = {
   AT: { label: "AT. KafkaJS copy in Kafka transactions (a producer per partition, sendOffsets), no database", script: 'variants/transactional-copy.js', database: false, match: 'message-id', transactional: true },
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
+  // DJ: D with JSON in and out; its input is D's records, each value rewritten as the JSON of its Avro record.
+  DJ: { label: "DJ. consumer-app reading and writing JSON (EVENT_FORMAT=json), D's records as JSON", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { EVENT_FORMAT: 'json' }, json: true, noLatency: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
   // F: the cost of failing records in handler calls (BENCH_CALLS_FILE) and in throughput, against E.
   F: { label: 'F. the library, trivial handler, 1 record in 100 failing for good (dead-lettered)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100' }, countsCalls: true },
@@ -119,7 +123,7 @@ function args(argv) {
   };
   const count = int('count', 100000);
   if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
-  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,E,F,G,J').split(',').filter(Boolean);
+  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,DJ,E,F,G,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', 'O', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, O, ${Object.keys(VARIANTS).join(', ')})`);
   return {
     count,
@@ -418,7 +422,7 @@ class Bench {
     const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
-    if (key === 'D' || VARIANTS[key].countsCalls) topics.push(`${prefix}payments.requested.dlq`);
+    if (key === 'D' || key === 'DJ' || VARIANTS[key].countsCalls) topics.push(`${prefix}payments.requested.dlq`);
     await this.createTopics(topics, partitions);
     const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
     const database = databaseUrl ? new URL(databaseUrl).pathname.slice(1) : undefined;
@@ -666,6 +670,19 @@ function handlerCallsOf(files, records) {
   };
 }
 
+/**
+ * The input records as JSON (DJ): each value the JSON of its Avro PaymentRequested (decoded by avsc, not by the
+ * library), the amount an integer; same keys, partitions and message ids, `event-type: json`.
+ */
+function asJson(records) {
+  const avsc = require('avsc');
+  const type = avsc.Type.forSchema(JSON.parse(readFileSync(join(ROOT, 'schemas/payment-requested.v1.avsc'), 'utf8')));
+  return records.map((r) => {
+    const event = type.fromBuffer(r.value.subarray(10)); // after C3 01 and the 8-byte fingerprint
+    return { ...r, value: Buffer.from(JSON.stringify({ ...event, amountCents: Number(event.amountCents) })), headers: { ...r.headers, 'event-type': Buffer.from('json') } };
+  });
+}
+
 /** A stable partition for a record when the sweep repartitions (Kafka's own partitioner is not needed for a bench). */
 function hashPartition(key, partitions, i) {
   if (!key) return i % partitions;
@@ -714,14 +731,14 @@ async function main() {
     }
 
     for (const key of opts.variants.filter((v) => VARIANTS[v])) {
-      const input = VARIANTS[key].slow ? records.slice(0, opts.slowCount) : records;
+      const input = VARIANTS[key].json ? asJson(records) : VARIANTS[key].slow ? records.slice(0, opts.slowCount) : records;
       log(`${key}: ${VARIANTS[key].label}, ${input.length} records`);
       const result = await bench.runConsumer(key, input);
       results.push(result);
       log(`${key}: ${Math.round(result.recordsPerSecond)} records/s, start-up ${result.startupSeconds.toFixed(1)} s, CPU ${result.cpuSeconds.toFixed(1)} s, peak RSS ${result.peakRssMb.toFixed(0)} MB`);
       if (result.handlerCalls) log(report.handlerCallsLines([result])[0]);
       // F measures what failures cost in calls and throughput; its latency would be E's plus its retries' delays.
-      if (opts.latency && !VARIANTS[key].countsCalls) {
+      if (opts.latency && !VARIANTS[key].countsCalls && !VARIANTS[key].noLatency) {
         // Half the peak this run measured (a backlog), unless --latency-rate says otherwise.
         const rate = opts.latencyRate ?? Math.max(1, Math.round(result.recordsPerSecond / 2));
         log(`${key}: latency at ${rate} records/s for ${opts.latencySeconds} s (after ${LATENCY_WARMUP_MS / 1000} s of warm-up)`);
@@ -771,7 +788,7 @@ async function main() {
   writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
   if (results.some((r) => r.latency)) writeFileSync(join(bench.dir, 'latency.svg'), report.latencyChart(`end-to-end latency (read committed), ${opts.partitions} partitions`, results));
   const latencyText = results.some((r) => r.latency) ? `\n\n${report.latencyTable(results)}` : '';
-  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.latencyTargetLines(latencyTargets)];
+  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.formatLines(results), ...report.latencyTargetLines(latencyTargets)];
   process.stdout.write(`\n${report.table(publishers, results)}${latencyText}\n\n${lines.map((l) => `${l}\n`).join('')}${lines.length ? '\n' : ''}bench/results/${bench.id}/summary.md\n`);
 }
 

@@ -35,7 +35,7 @@ function ratios(results, publishers) {
   const ratio = (a, b, target) => (rate(a) && rate(b) ? { name: `${a}/${b}`, value: rate(a) / rate(b), target } : undefined);
   // K/K1 has no target: what key lanes gain for a handler that waits on a lookup.
   // F/E: what 1% of records failing for good costs in throughput.
-  return [ratio('E', 'A', 0.5), ratio('F', 'E'), ratio('G', 'E'), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1')].filter(Boolean);
+  return [ratio('E', 'A', 0.5), ratio('F', 'E'), ratio('G', 'E'), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1'), ratio('DJ', 'D')].filter(Boolean);
 }
 
 /** F's handler calls: per failing record (its in-place attempts), and extra calls of records that never failed. */
@@ -46,6 +46,14 @@ function handlerCallsLines(results) {
       const c = r.handlerCalls;
       return `${r.variant} handler calls: ${fmt(c.failing)} of ${fmt(c.records)} records failing, ${fmt(c.callsPerFailingRecord, 2)} calls per failing record; ${fmt(c.extraCallsPerThousand, 1)} extra calls per 1,000 records by records that never failed`;
     });
+}
+
+/** JSON against Avro in consumer-app (DJ against D): CPU µs per record of the consumer process. */
+function formatLines(results) {
+  const d = results.find((r) => r.variant === 'D')?.cpuUsPerRecord?.variant;
+  const dj = results.find((r) => r.variant === 'DJ')?.cpuUsPerRecord?.variant;
+  if (d === undefined || dj === undefined) return [];
+  return [`consumer-app CPU per record: Avro (D) ${fmt(d)} µs, JSON (DJ) ${fmt(dj)} µs (JSON/Avro = ${(dj / d).toFixed(2)}; target ≤ 1: ${dj <= d ? 'met' : 'missed'})`];
 }
 
 function ratioLines(list) {
@@ -188,6 +196,7 @@ function markdown(run, publishers, results, list, targets = []) {
     '',
     ...ratioLines(list).map((l) => `- ${l}`),
     ...handlerCallsLines(results).map((l) => `- ${l}`),
+    ...formatLines(results).map((l) => `- ${l}`),
     '',
     ...latencyMarkdown(results, targets),
     ...targets.filter((t) => t.spool).flatMap((t) => ['## Spool catch-up', '', `${t.line}: target (live again within ${t.target} s of Kafka's return, nothing lost, per-key order) ${t.met ? 'met' : 'missed'}.`, '']),
@@ -254,4 +263,4 @@ function latencyChart(title, results) {
   return parts.join('\n');
 }
 
-module.exports = { table, markdown, ratios, ratioLines, handlerCallsLines, chart, latencyTable, latencyLine, latencyTargets, quarterLatencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart };
+module.exports = { table, markdown, ratios, ratioLines, handlerCallsLines, chart, latencyTable, latencyLine, latencyTargets, quarterLatencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart, formatLines };

@@ -49,7 +49,11 @@ function markdown(run, results) {
     if (r.error) lines.push(`Error: ${r.error}`, '');
     if (r.check?.problems.length) lines.push(...r.check.problems.map((p) => `- ${p}`), '');
     const own = r.check?.[r.scenario];
-    if (own) {
+    if (own?.hostile) {
+      // The formats scenario's own check: each hostile record's dead letter, and the Nest service's payments.
+      lines.push('| hostile record | expected reason | dead letter |', '|---|---|---|', ...own.hostile.map((h) => `| ${h.kind} | ${h.expected} | ${h.found} |`), '');
+      lines.push(`Payments written by the Nest service (no message id, found by paymentId): ${own.nestAcknowledged} acknowledged, ${own.nestApplied} in the ledger.`, '');
+    } else if (own) {
       // A scenario's own check (transient-failures: the welcome emails and their retry topics).
       lines.push(`Welcome emails: ${own.requested} requested by ${own.signups} sign-ups, ${own.sent} sent, ${own.deadLettered} dead-lettered after the last tier, ${own.retried} retried through ${own.tierRecords} retry-topic records; ${own.lost} lost, ${own.duplicated} sent twice, ${own.unaccounted} retry-topic records unaccounted for.`, '');
       if (own.gatewayCalls !== undefined) {

@@ -199,6 +199,49 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
     }
   };
 
+  /**
+   * Where the producers of the registry formats plug into the formats scenario: each a function (stage, cfg) that
+   * writes `cfg.count` payments of the stage's accounts in a Schema Registry's framing (JSON Schema, Protobuf),
+   * with the registry's own serializers as another service would, appends every acknowledged paymentId to
+   * `stage.ackLog`, and resolves when all are acknowledged. Their consumers then need SCHEMA_REGISTRY_URL (and
+   * the Protobuf handlers `format: 'protobuf'`). None is here yet: the scenario writes through Nest's client only.
+   */
+  const REGISTRY_FORMAT_PRODUCERS = [];
+  const registryFormatLoads = (stage, cfg) => REGISTRY_FORMAT_PRODUCERS.map((produce) => produce(stage, cfg));
+
+  /**
+   * The hostile JSON records of the formats scenario: each an otherwise valid payment (so that only what is
+   * hostile about it can refuse it), on a key of its own, with the reason its dead letter must carry. Every one
+   * parks its key (payments are @OrderedEvent).
+   */
+  const hostileJson = (stage) => {
+    const kinds = [];
+    const add = (kind, reason, value) => kinds.push({ kind, reason, key: `hostile-${kind}`, value });
+    const payment = (kind, extra = {}) => ({ paymentId: randomUUID(), accountId: `hostile-${kind}`, amountCents: 100, requestedAt: new Date().toISOString(), ...extra });
+    const text = (kind, extra) => JSON.stringify(payment(kind, extra));
+    // 10 MB: over the module's json.maxBytes (1 MiB); the input topic is created with max.message.bytes 16 MiB.
+    add('10mb', 'decode-failed', Buffer.from(text('10mb', { note: 'x'.repeat(10 * 1024 * 1024) })));
+    const deep = 100000;
+    add('deep', 'decode-failed', Buffer.from(`${text('deep').slice(0, -1)},"nested":${'['.repeat(deep)}${']'.repeat(deep)}}`));
+    add('proto', 'decode-failed', Buffer.from(`{"__proto__":{"amountCents":1000000000},${text('proto').slice(1)}`));
+    const big = payment('int64');
+    add('int64', 'decode-failed', Buffer.from(`{"paymentId":"${big.paymentId}","accountId":"${big.accountId}","amountCents":9223372036854775807,"requestedAt":"${big.requestedAt}"}`));
+    add('utf8', 'decode-failed', Buffer.concat([Buffer.from(`${text('utf8').slice(0, -1)},"note":"`), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from('"}')]));
+    add('bom', 'decode-failed', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text('bom'))]));
+    add('nul', 'decode-failed', Buffer.concat([Buffer.from([0x00]), Buffer.from(text('nul'))]));
+    add('tombstone', 'decode-failed', null);
+    add('string-amount', 'validation-failed', Buffer.from(text('string-amount', { amountCents: '100' })));
+    const dup = payment('duplicate-keys');
+    add('duplicate-keys', 'decode-failed', Buffer.from(`{"paymentId":"${dup.paymentId}","accountId":"${dup.accountId}","amountCents":100,"amountCents":-100000,"requestedAt":"${dup.requestedAt}"}`));
+    return kinds.map((k) => ({ ...k, messageId: `hostile-${k.kind}-${randomUUID()}` }));
+  };
+
+  /** A stage's input topic, created before any consumer does, with room for a 10 MB record. */
+  const createLargeInput = async (stage, partitions = 6) => {
+    const { createTopicsAndWait } = require(join(ROOT, 'dist/libs/kafka-exactly-once/kafka-topics.js'));
+    await createTopicsAndWait(stage.admin, [{ topic: stage.topic('payments.requested'), numPartitions: partitions, replicationFactor: 1, configEntries: [{ name: 'max.message.bytes', value: String(16 * 1024 * 1024) }] }]);
+  };
+
   return [
     {
       name: 'consumer-kill',
@@ -724,6 +767,72 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
         }
         if (outputs.length === 0) problems.push(`no outputs on ${processed}`);
         return { outputs: outputs.length, framed, schemaId: latest, problems };
+      },
+    },
+    {
+      name: 'formats',
+      description:
+        "consumers reading JSON (EVENT_FORMAT=json); payments written without message ids by a Nest application's stock ClientKafka (emit), hostile JSON records mixed in (10 MB, 100,000 deep, __proto__, 2^63-1, invalid UTF-8, a BOM, a leading 00, a tombstone, a string amount, duplicate keys); a consumer SIGKILLed and the broker restarted under load",
+      consumerEnv: { EVENT_FORMAT: 'json' },
+      catchUpMs: 240000,
+      async run(stage, cfg) {
+        await createLargeInput(stage);
+        await stage.startConsumer();
+        await stage.startConsumer();
+        const nest = new Proc('nest-producer', join(__dirname, 'nest-producer.js'), [], {
+          KAFKA_BROKERS: stage.brokers.join(','),
+          NEST_TOPIC: stage.topic('payments.requested'),
+          NEST_COUNT: String(cfg.count),
+          NEST_ACCOUNTS: String(cfg.accounts),
+          NEST_ACCOUNT_PREFIX: stage.accountPrefix,
+          NEST_RATE: String(cfg.rate),
+          NEST_DUPLICATES: String(cfg.duplicates),
+          NEST_SEED: String(Math.floor(stage.random() * 2 ** 31)),
+          NEST_ACK_LOG: stage.ackLog,
+          KAFKAJS_NO_PARTITIONER_WARNING: '1',
+        }, join(stage.dir, 'logs', 'nest-producer.log'));
+        stage.loads.push(nest);
+        const others = registryFormatLoads(stage, cfg);
+        others.forEach((load) => load.catch(() => {})); // awaited below; a failure then fails the scenario
+
+        await stage.someTime(stage.loadTime(0.25));
+        const live = stage.liveConsumers();
+        const victim = live[Math.floor(stage.random() * live.length)];
+        stage.fault(`SIGKILL ${victim.name}`);
+        await victim.kill();
+        await stage.startConsumer({}, false);
+
+        const hostile = hostileJson(stage);
+        for (const h of hostile) {
+          stage.planted.set(h.messageId, h.reason);
+          stage.expectedParkedKeys.push(h.key);
+        }
+        stage.hostile = hostile;
+        for (const h of hostile) await sendRaw(stage, [{ key: h.key, value: h.value, headers: { 'message-id': h.messageId } }]);
+        stage.fault(`${hostile.length} hostile JSON records`);
+
+        await stage.someTime(stage.loadTime(0.2));
+        if (brokerControl()) {
+          stage.fault('broker SIGKILL');
+          kafkaScript('kill');
+          await sleep(2000);
+          kafkaScript('start');
+          stage.fault('broker back');
+        } else stage.fault('broker not started by scripts/kafka here: its restart is skipped');
+        await Promise.all(others);
+      },
+      async check(stage) {
+        // Each hostile record's dead letter, by the message id it was given, and the reason it carries.
+        const letters = await readTopic(stage.kafka, `${stage.topic('payments.requested')}.dlq`, { idleMs: 1000, timeoutMs: 30000 });
+        const reasons = new Map();
+        for (const r of letters) reasons.set(header(r.headers, 'message-id'), [...(reasons.get(header(r.headers, 'message-id')) ?? []), header(r.headers, 'dlq-reason')]);
+        const hostile = (stage.hostile ?? []).map((h) => ({ kind: h.kind, expected: h.reason, found: (reasons.get(h.messageId) ?? []).join(',') || 'none' }));
+        const problems = hostile.filter((h) => h.found !== h.expected).map((h) => `hostile ${h.kind}: dead letter ${h.found}, expected ${h.expected}`);
+        // The Nest service's payments carry no message id: each is found by its paymentId, in the ledger.
+        const acked = new Set(require('fs').readFileSync(stage.ackLog, 'utf8').split('\n').filter((l) => l.endsWith(' nest')).map((l) => l.split(' ')[0]));
+        const { rows } = await stage.db.query('SELECT payment_id::text AS id FROM ledger_entries WHERE payment_id = ANY($1::uuid[])', [[...acked]]);
+        if (rows.length !== acked.size) problems.push(`${acked.size - rows.length} of ${acked.size} payments the Nest service had acknowledged are not in the ledger`);
+        return { hostile, nestAcknowledged: acked.size, nestApplied: rows.length, problems };
       },
     },
     {

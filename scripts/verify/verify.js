@@ -362,11 +362,15 @@ async function collect(stage) {
   const total = stage.outbox ? stage.outbox.committed.size : ends.reduce((n, e) => n + Number(e.high) - Number(e.low), 0);
   // A value in a Schema Registry's framing (byte 0, an id) is read by the registry's own client (the scenario's
   // stage.registry), as another service would; a single-object one by the verifier's own codec.
-  const decode = async (schema, value) => (stage.registry && value && value[0] === 0 ? stage.registry.decode(value) : avro.decode(schema, value));
+  // A scenario whose consumers read JSON (EVENT_FORMAT=json) has JSON on both sides, read by JSON.parse.
+  const json = stage.scenario.consumerEnv?.EVENT_FORMAT === 'json';
+  const decode = async (schema, value) => (json ? jsonEvent(value) : stage.registry && value && value[0] === 0 ? stage.registry.decode(value) : avro.decode(schema, value));
   const inputs = await Promise.all(
     (await readTopic(stage.kafka, inputTopic, { enough: (rs) => rs.length >= total, idleMs: 500 })).map(async (r) => {
-      const payment = await decode(requested, r.value).catch(() => null);
-      return { partition: r.partition, offset: r.offset, messageId: header(r.headers, 'message-id'), payment: payment && { ...payment, amountCents: BigInt(payment.amountCents) } };
+      const payment = await decode(requested, r.value)
+        .then((p) => p && { ...p, amountCents: BigInt(p.amountCents) })
+        .catch(() => null);
+      return { partition: r.partition, offset: r.offset, messageId: header(r.headers, 'message-id'), payment };
     }),
   );
   const distinct = new Set(inputs.map((i) => i.payment?.paymentId).filter(Boolean)).size;
@@ -410,6 +414,17 @@ async function collect(stage) {
   };
 }
 
+/** A JSON object value, or null (not JSON, not an object, no value). */
+function jsonEvent(value) {
+  if (!value) return null;
+  try {
+    const event = JSON.parse(value.toString('utf8'));
+    return event !== null && typeof event === 'object' && !Array.isArray(event) ? event : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Sends records as they are (the verifier's own producer: hostile records, a special account, sign-ups). */
 async function sendRaw(stage, messages, topic = 'payments.requested') {
   const producer = stage.kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
@@ -450,6 +465,7 @@ async function runScenario(run, scenario) {
       const own = await scenario.check(stage);
       result.check = { ...result.check, [scenario.name]: own, problems: [...result.check.problems, ...own.problems] };
       result.check.pass = result.check.problems.length === 0;
+      for (const h of own.hostile ?? []) log(`  hostile ${h.kind.padEnd(15)} expected ${h.expected.padEnd(17)} dead letter ${h.found}`);
     }
   } catch (err) {
     result.error = err.message;

@@ -66,11 +66,23 @@ export async function publishPayments(
   kafka: Kafka,
   topic: string,
   payments: Payment[],
-  options: { duplicates?: (index: number) => number } = {},
+  options: PublishPaymentsOptions = {},
 ): Promise<PublishedPayment[]> {
   const published = payments.map((payment) => ({ payment, messageId: randomUUID() }));
   await republish(kafka, topic, published, options);
   return published;
+}
+
+export interface PublishPaymentsOptions {
+  /** How many more copies (same message id) of the payment at `index` follow it. */
+  duplicates?: (index: number) => number;
+  /** `avro` (default): single-object encoded; `json`: plain JSON, the amount an integer (consumer-app's EVENT_FORMAT=json). */
+  format?: 'avro' | 'json';
+}
+
+/** A payment as plain JSON, as consumer-app reads it with EVENT_FORMAT=json (amounts within 2^53). */
+export function paymentJson(payment: Payment): Buffer {
+  return Buffer.from(JSON.stringify({ ...payment, amountCents: Number(payment.amountCents) }), 'utf8');
 }
 
 /** Publishes already-published payments again, with their message ids (duplicate publishes). */
@@ -78,9 +90,10 @@ export async function republish(
   kafka: Kafka,
   topic: string,
   published: PublishedPayment[],
-  options: { duplicates?: (index: number) => number } = {},
+  options: PublishPaymentsOptions = {},
 ): Promise<void> {
   const schema = demoSchemas().current('com.example.PaymentRequested');
+  const json = options.format === 'json';
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
   await producer.connect();
   try {
@@ -88,8 +101,8 @@ export async function republish(
     for (const [index, { payment, messageId }] of published.entries()) {
       const message: Message = {
         key: payment.accountId,
-        value: encodeSingleObject(schema, payment),
-        headers: { ...published[index].headers, 'message-id': published[index].rawMessageId ?? messageId, 'event-type': schema.name },
+        value: json ? paymentJson(payment) : encodeSingleObject(schema, payment),
+        headers: { ...published[index].headers, 'message-id': published[index].rawMessageId ?? messageId, 'event-type': json ? 'json' : schema.name },
       };
       for (let copy = 0; copy <= (options.duplicates?.(index) ?? 0); copy++) batch.push(message);
       if (batch.length >= 500) {

@@ -1,6 +1,9 @@
 /** Injection token of the approval limit of payments (cents, bigint). */
 export const APPROVAL_LIMIT_CENTS = Symbol('consumer-app:approval-limit-cents');
 
+/** Injection token of EVENT_FORMAT (`avro` or `json`): how the demo events are written. */
+export const EVENT_FORMAT = Symbol('consumer-app:event-format');
+
 /** consumer-app's settings, read from the environment (the names of docs/demo.md, plus a few for tests). */
 export interface ConsumerAppConfig {
   kafkaBrokers: string[];
@@ -53,6 +56,12 @@ export interface ConsumerAppConfig {
   schemaRegistryUrl?: string;
   /** WIRE_FORMAT: `single-object` (default) or `schema-registry`, how the outputs are framed. */
   wireFormat: 'single-object' | 'schema-registry';
+  /**
+   * EVENT_FORMAT: what the demo events are. `avro` (default): read with the schemas of schemas/, written Avro.
+   * `json`: read as JSON (the fields of the same schemas, amounts as integers), validated with the DTOs of this
+   * application, and written as plain JSON.
+   */
+  eventFormat: 'avro' | 'json';
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -67,6 +76,13 @@ function wireFormat(raw: string | undefined): ConsumerAppConfig['wireFormat'] {
   if (raw === undefined || raw === '' || raw === 'single-object') return 'single-object';
   if (raw === 'schema-registry') return 'schema-registry';
   throw new Error(`WIRE_FORMAT must be "single-object" or "schema-registry", got "${raw}"`);
+}
+
+function eventFormat(raw: string | undefined, wire: ConsumerAppConfig['wireFormat']): ConsumerAppConfig['eventFormat'] {
+  if (raw === undefined || raw === '' || raw === 'avro') return 'avro';
+  if (raw !== 'json') throw new Error(`EVENT_FORMAT must be "avro" or "json", got "${raw}"`);
+  if (wire === 'schema-registry') throw new Error('EVENT_FORMAT=json writes plain JSON; WIRE_FORMAT=schema-registry frames Avro outputs: leave WIRE_FORMAT unset');
+  return 'json';
 }
 
 function transport(raw: string | undefined): ConsumerAppConfig['transport'] {
@@ -98,5 +114,6 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     welcomeEmailRetryDelays: (env.WELCOME_EMAIL_RETRY_DELAYS || '10s,1m,10m').split(',').map((d) => d.trim()),
     schemaRegistryUrl: env.SCHEMA_REGISTRY_URL || undefined,
     wireFormat: wireFormat(env.WIRE_FORMAT),
+    eventFormat: eventFormat(env.EVENT_FORMAT, wireFormat(env.WIRE_FORMAT)),
   };
 }

@@ -3,7 +3,7 @@ import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { KafkaExactlyOnceAdminModule, KafkaExactlyOnceMetricsController, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { join } from 'path';
-import { APPROVAL_LIMIT_CENTS, consumerAppConfig } from './consumer-app.config';
+import { APPROVAL_LIMIT_CENTS, EVENT_FORMAT, consumerAppConfig } from './consumer-app.config';
 import { HealthController } from './health/health.controller';
 import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create-demo-tables';
 import { CreatePaymentApprovals1764400500000 } from './migrations/1764400500000-create-payment-approvals';
@@ -58,10 +58,14 @@ const microservice = consumerAppConfig().transport === 'microservice';
           transactionalIdPrefix: 'consumer-app',
           schemas: { directory: schemasDirectory() },
           topicPrefix: config.topicPrefix,
-          topics: {
-            [DEMO_TOPICS.paymentsProcessed]: { schema: 'com.example.PaymentProcessed' },
-            [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
-          },
+          // EVENT_FORMAT=json: the outputs are plain JSON (the handlers read JSON, each saying so with its DTO).
+          topics:
+            config.eventFormat === 'json'
+              ? { [DEMO_TOPICS.paymentsProcessed]: { format: 'json' }, [DEMO_TOPICS.welcomeEmail]: { format: 'json' } }
+              : {
+                  [DEMO_TOPICS.paymentsProcessed]: { schema: 'com.example.PaymentProcessed' },
+                  [DEMO_TOPICS.welcomeEmail]: { schema: 'com.example.WelcomeEmailRequested' },
+                },
           // SCHEMA_REGISTRY_URL: inputs of both framings are read; WIRE_FORMAT=schema-registry writes the outputs in the registry's.
           wireFormat: config.wireFormat,
           ...(config.schemaRegistryUrl ? { schemaRegistry: { url: config.schemaRegistryUrl } } : {}),
@@ -97,6 +101,7 @@ const microservice = consumerAppConfig().transport === 'microservice';
     // payments.requested: an @IdempotentHandler, or an @EventPattern handler under KafkaExactlyOnceServer.
     ...(microservice ? [KafkaExactlyOnceServer] : [PaymentsHandler]),
     { provide: APPROVAL_LIMIT_CENTS, useFactory: () => consumerAppConfig().approvalLimitCents },
+    { provide: EVENT_FORMAT, useFactory: () => consumerAppConfig().eventFormat },
   ],
 })
 export class ConsumerAppModule {}

@@ -3,6 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { EventPublisher } from 'kafka-exactly-once';
 import { parseLoadOptions } from './load/load-options';
 import { runLoad } from './load/load-runner';
+import { producerAppConfig } from './producer-app.config';
 import { ProducerCliModule } from './producer-app.module';
 
 /**
@@ -32,7 +33,7 @@ async function main(): Promise<void> {
     const line = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} published, ${status.spooled} spooled, breaker ${status.breaker}`;
     process.stderr.write(process.stderr.isTTY ? `\r${line}` : `${line}\n`);
   };
-  const summary = await runLoad(publisher, options, draw);
+  const summary = await runLoad(publisher, options, draw, producerAppConfig().eventFormat);
   if (process.stderr.isTTY) process.stderr.write('\n');
   const backlog = publisher.status().spool.records;
   if (backlog > 0) process.stderr.write(`waiting for ${backlog} spooled events to reach Kafka...\n`);

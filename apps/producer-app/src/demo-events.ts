@@ -18,3 +18,14 @@ export interface PaymentRequested {
   amountCents: bigint | number;
   requestedAt: string;
 }
+
+/**
+ * A payment as its topic is written: Avro takes the amount as it is (a `long`); JSON as an integer, exact only up
+ * to 2^53 (what JSON readers parse without rounding), so a larger one is refused instead of being rounded.
+ */
+export function paymentForWire(event: PaymentRequested, format: 'avro' | 'json'): PaymentRequested {
+  if (format === 'avro' || typeof event.amountCents !== 'bigint') return event;
+  const amount = event.amountCents;
+  if (amount > BigInt(Number.MAX_SAFE_INTEGER) || amount < BigInt(Number.MIN_SAFE_INTEGER)) throw new RangeError(`amountCents ${amount} is beyond JSON's exact integers (2^53)`);
+  return { ...event, amountCents: Number(amount) };
+}

@@ -24,6 +24,11 @@ export interface ProducerAppConfig {
   databaseUrl: string;
   /** OUTBOX_CHECKPOINT_TOPIC: the outbox relay's checkpoint topic (the library's default when unset; topicPrefix does not apply to it). */
   outboxCheckpointTopic?: string;
+  /**
+   * EVENT_FORMAT: `avro` (default), the demo events written with the schemas of schemas/; `json`, written as plain
+   * JSON (amounts as integers), as consumer-app reads them with its own EVENT_FORMAT=json.
+   */
+  eventFormat: 'avro' | 'json';
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
@@ -41,7 +46,10 @@ export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): Produce
   if (grace !== undefined && (!Number.isInteger(grace) || grace < 0)) throw new Error(`MISSING_TOPIC_GRACE_MS must be an integer >= 0, got "${env.MISSING_TOPIC_GRACE_MS}"`);
   const paymentsMode = env.PAYMENTS_MODE ?? 'publisher';
   if (paymentsMode !== 'publisher' && paymentsMode !== 'outbox') throw new Error(`PAYMENTS_MODE must be publisher or outbox, got "${env.PAYMENTS_MODE}"`);
+  const eventFormat = env.EVENT_FORMAT || 'avro';
+  if (eventFormat !== 'avro' && eventFormat !== 'json') throw new Error(`EVENT_FORMAT must be avro or json, got "${env.EVENT_FORMAT}"`);
   return {
+    eventFormat,
     paymentsMode,
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
     outboxCheckpointTopic: env.OUTBOX_CHECKPOINT_TOPIC || undefined,

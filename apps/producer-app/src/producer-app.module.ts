@@ -25,8 +25,9 @@ export const publisherModule = () =>
         topicPrefix: config.topicPrefix,
         topics: {
           // One key per user and per account: each entity's events stay in order, load spreads over partitions.
-          [TOPICS.usersSignedUp]: { schema: 'com.example.UserSignedUp', key: (e: UserSignedUp) => `user-${e.userId}` },
-          [TOPICS.paymentsRequested]: { schema: 'com.example.PaymentRequested', key: (e: PaymentRequested) => e.accountId },
+          // EVENT_FORMAT=json: plain JSON instead of the Avro records.
+          [TOPICS.usersSignedUp]: { ...(config.eventFormat === 'json' ? { format: 'json' } : { schema: 'com.example.UserSignedUp' }), key: (e: UserSignedUp) => `user-${e.userId}` },
+          [TOPICS.paymentsRequested]: { ...(config.eventFormat === 'json' ? { format: 'json' } : { schema: 'com.example.PaymentRequested' }), key: (e: PaymentRequested) => e.accountId },
         },
         publisher: { spool: { directory: config.spoolDirectory }, sendTimeoutMs: config.sendTimeoutMs, missingTopicGraceMs: config.missingTopicGraceMs },
         // PAYMENTS_MODE=outbox: POST /payments writes its row and event in one transaction; the relay sends the event.

@@ -1,8 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { EventContext, IdempotentHandler } from 'kafka-exactly-once';
 import { consumerAppConfig } from '../consumer-app.config';
+import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import { DemoMailer } from './demo-mailer';
+import { WelcomeEmailRequestedDto } from './welcome-email-requested.dto';
 
 /** com.example.WelcomeEmailRequested (schemas/welcome-email-requested.v1.avsc). */
 export interface WelcomeEmailRequested {
@@ -22,7 +24,7 @@ export class WelcomeEmailsHandler {
 
   @IdempotentHandler({
     topic: DEMO_TOPICS.welcomeEmail,
-    schema: 'com.example.WelcomeEmailRequested',
+    ...readAs('com.example.WelcomeEmailRequested', WelcomeEmailRequestedDto),
     retry: { attempts: 2, initialDelayMs: 50 },
     retryTopics: { delays: consumerAppConfig().welcomeEmailRetryDelays },
   })

@@ -2,10 +2,12 @@ import { Controller, UseGuards, UseInterceptors } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { EventContext, OrderedEvent } from 'kafka-exactly-once';
 import type { KafkaExactlyOnceEventExtras } from 'kafka-exactly-once/microservices';
+import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import { FrozenAccountsGuard } from './frozen-accounts.guard';
 import { HandlerCallsInterceptor } from './handler-calls.interceptor';
 import type { PaymentRequested } from './payment.events';
+import { PaymentRequestedDto, paymentRequested } from './payment-requested.dto';
 import { accountOrderingKey } from './payments.handler';
 import { PaymentsLedger } from './payments.ledger';
 
@@ -20,9 +22,9 @@ import { PaymentsLedger } from './payments.ledger';
 export class PaymentsController {
   constructor(private readonly ledger: PaymentsLedger) {}
 
-  @EventPattern(DEMO_TOPICS.paymentsRequested, { schema: 'com.example.PaymentRequested' } satisfies KafkaExactlyOnceEventExtras)
+  @EventPattern(DEMO_TOPICS.paymentsRequested, readAs('com.example.PaymentRequested', PaymentRequestedDto) satisfies KafkaExactlyOnceEventExtras)
   @OrderedEvent({ key: accountOrderingKey })
-  async onPaymentRequested(@Payload() payment: PaymentRequested, @Ctx() ctx: EventContext): Promise<void> {
-    await this.ledger.apply([{ event: payment, ctx }], ctx.manager);
+  async onPaymentRequested(@Payload() payment: PaymentRequested | PaymentRequestedDto, @Ctx() ctx: EventContext): Promise<void> {
+    await this.ledger.apply([{ event: paymentRequested(payment), ctx }], ctx.manager);
   }
 }

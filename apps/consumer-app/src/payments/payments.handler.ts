@@ -1,7 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { BatchContext, BatchEvent, IdempotentHandler, OrderedEvent } from 'kafka-exactly-once';
+import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import type { PaymentRequested } from './payment.events';
+import { PaymentRequestedDto, paymentRequested } from './payment-requested.dto';
 import { PaymentsLedger } from './payments.ledger';
 
 /**
@@ -14,16 +16,16 @@ import { PaymentsLedger } from './payments.ledger';
 export class PaymentsHandler {
   constructor(private readonly ledger: PaymentsLedger) {}
 
-  @IdempotentHandler({ topic: DEMO_TOPICS.paymentsRequested, schema: 'com.example.PaymentRequested', batch: true })
+  @IdempotentHandler({ topic: DEMO_TOPICS.paymentsRequested, ...readAs('com.example.PaymentRequested', PaymentRequestedDto), batch: true })
   // The ordering key is the account (blank around it ignored): an account id of only blanks has none, and such a
   // payment is dead-lettered (key-unresolved) instead of parking anything.
   @OrderedEvent({ key: accountOrderingKey })
-  async onPaymentsRequested(events: ReadonlyArray<BatchEvent<PaymentRequested>>, { manager }: BatchContext): Promise<void> {
-    await this.ledger.apply(events, manager);
+  async onPaymentsRequested(events: ReadonlyArray<BatchEvent<PaymentRequested | PaymentRequestedDto>>, { manager }: BatchContext): Promise<void> {
+    await this.ledger.apply(events.map(({ event, ctx }) => ({ event: paymentRequested(event), ctx })), manager);
   }
 }
 
 /** A payment's ordering key: its account, blank around it ignored (only blanks: none, key-unresolved). */
-export function accountOrderingKey(e: PaymentRequested): string {
+export function accountOrderingKey(e: PaymentRequested | PaymentRequestedDto): string {
   return e.accountId.trim();
 }

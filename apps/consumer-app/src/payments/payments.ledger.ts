@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { BatchEvent, NonRetriableHandlerError } from 'kafka-exactly-once';
 import type { EntityManager } from 'typeorm';
-import { APPROVAL_LIMIT_CENTS } from '../consumer-app.config';
+import { APPROVAL_LIMIT_CENTS, EVENT_FORMAT } from '../consumer-app.config';
+import { jsonInteger } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import type { PaymentProcessed, PaymentRequested } from './payment.events';
 
@@ -32,7 +33,10 @@ interface PaymentFacts {
 export class PaymentsLedger {
   private readonly logger = new Logger(PaymentsLedger.name);
 
-  constructor(@Optional() @Inject(APPROVAL_LIMIT_CENTS) private readonly approvalLimitCents: bigint = 1_000_000n) {}
+  constructor(
+    @Optional() @Inject(APPROVAL_LIMIT_CENTS) private readonly approvalLimitCents: bigint = 1_000_000n,
+    @Optional() @Inject(EVENT_FORMAT) private readonly eventFormat: 'avro' | 'json' = 'avro',
+  ) {}
 
   async apply(events: ReadonlyArray<BatchEvent<PaymentRequested>>, manager: EntityManager): Promise<void> {
     // 1. One round trip: each payment's canonical id, whether the ledger has it, whether it is approved. A
@@ -103,6 +107,12 @@ export class PaymentsLedger {
        SELECT p, a, c, s, b, $6::timestamptz FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS v(p, a, c, s, b)`,
       [apply.map((a) => a.id), outcomes.map((o) => o.accountId), outcomes.map((o) => String(o.amountCents)), outcomes.map((o) => o.status), outcomes.map((o) => String(o.balanceAfterCents)), new Date()],
     );
-    for (const [i, { item }] of apply.entries()) item.ctx.emit(DEMO_TOPICS.paymentsProcessed, outcomes[i], { key: outcomes[i].accountId });
+    for (const [i, { item }] of apply.entries()) item.ctx.emit(DEMO_TOPICS.paymentsProcessed, this.written(outcomes[i]), { key: outcomes[i].accountId });
+  }
+
+  /** PaymentProcessed as its topic carries it: Avro's longs as bigint, or JSON's integers (EVENT_FORMAT=json). */
+  private written(outcome: PaymentProcessed): object {
+    if (this.eventFormat === 'avro') return outcome;
+    return { ...outcome, amountCents: jsonInteger(outcome.amountCents, 'amountCents'), balanceAfterCents: jsonInteger(outcome.balanceAfterCents, 'balanceAfterCents') };
   }
 }

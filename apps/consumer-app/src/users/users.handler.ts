@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { EventContext, IdempotentHandler } from 'kafka-exactly-once';
+import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
+import { UserSignedUpDto } from './user-signed-up.dto';
 
 /** com.example.UserSignedUp (schemas/user-signed-up.v1.avsc). */
 export interface UserSignedUp {
@@ -12,7 +14,7 @@ export interface UserSignedUp {
 /** Records new users and asks for their welcome email, once per sign-up. */
 @Injectable()
 export class UsersHandler {
-  @IdempotentHandler({ topic: DEMO_TOPICS.usersSignedUp, schema: 'com.example.UserSignedUp' })
+  @IdempotentHandler({ topic: DEMO_TOPICS.usersSignedUp, ...readAs('com.example.UserSignedUp', UserSignedUpDto) })
   async onUserSignedUp(event: UserSignedUp, ctx: EventContext): Promise<void> {
     // RETURNING says whether this sign-up inserted the row (an INSERT without it reports nothing either way).
     const inserted: unknown[] = await ctx.manager.query(

@@ -2,7 +2,8 @@ import { Body, Controller, Headers, HttpException, Optional, Post, Res } from '@
 import type { Response } from 'express';
 import { EventPublisher, PublishResult } from 'kafka-exactly-once';
 import { PaymentRequestOutcome, PaymentRequestsService, RolledBackOnPurpose } from '../outbox/payment-requests.service';
-import { PaymentRequested, TOPICS, UserSignedUp } from '../demo-events';
+import { PaymentRequested, TOPICS, UserSignedUp, paymentForWire } from '../demo-events';
+import { producerAppConfig } from '../producer-app.config';
 import { scopedMessageId } from './idempotency-key';
 import { InvalidRequestError } from './invalid-request.error';
 
@@ -48,7 +49,7 @@ export class EventsController {
     }
     // JSON has no 64-bit integers: accept amountCents as a number or as a string of digits.
     const amount = typeof body?.amountCents === 'string' && /^-?\d+$/.test(body.amountCents) ? BigInt(body.amountCents) : body?.amountCents;
-    const event = { ...body, amountCents: amount, requestedAt: body?.requestedAt ?? new Date().toISOString() } as unknown as PaymentRequested;
+    const event = forWire({ ...body, amountCents: amount, requestedAt: body?.requestedAt ?? new Date().toISOString() } as unknown as PaymentRequested);
     const messageId = scopedMessageId('POST /payments', clientId, idempotencyKey, body);
     if (this.paymentRequests) {
       if (typeof event.paymentId !== 'string') throw new InvalidRequestError([{ path: 'paymentId', problem: 'required in outbox mode (the request is idempotent on it)' }]);
@@ -64,5 +65,14 @@ export class EventsController {
     const published = await this.publisher.publish(TOPICS.paymentsRequested, event, { messageId });
     res.status(202);
     return { messageId: published.messageId, status: published.status };
+  }
+}
+
+/** The payment as its topic is written (EVENT_FORMAT); an amount JSON cannot carry exactly is the caller's error (400). */
+function forWire(event: PaymentRequested): PaymentRequested {
+  try {
+    return paymentForWire(event, producerAppConfig().eventFormat);
+  } catch (err) {
+    throw new InvalidRequestError([{ path: 'amountCents', problem: (err as Error).message }]);
   }
 }

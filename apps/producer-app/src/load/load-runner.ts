@@ -1,7 +1,7 @@
 import { closeSync, openSync, writeSync } from 'fs';
 import { randomUUID } from 'crypto';
 import { EventPublisher } from 'kafka-exactly-once';
-import { PaymentRequested, TOPICS, UserSignedUp } from '../demo-events';
+import { PaymentRequested, TOPICS, UserSignedUp, paymentForWire } from '../demo-events';
 import type { LoadOptions } from './load-options';
 import { prng } from './prng';
 
@@ -35,7 +35,7 @@ interface Publish {
 }
 
 /** Generates the workload and publishes it with at most `concurrency` publishes in flight, paced by `rate`. */
-export async function runLoad(publisher: EventPublisher, options: LoadOptions, onProgress: (done: number, total: number) => void): Promise<LoadSummary> {
+export async function runLoad(publisher: EventPublisher, options: LoadOptions, onProgress: (done: number, total: number) => void, format: 'avro' | 'json' = 'avro'): Promise<LoadSummary> {
   const random = prng(options.seed);
   const recent: Publish[] = [];
   const plan: Publish[] = [];
@@ -88,7 +88,7 @@ export async function runLoad(publisher: EventPublisher, options: LoadOptions, o
         if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
       }
       const { topic, event, messageId } = plan[index];
-      const result = await publisher.publish(topic, event, { messageId });
+      const result = await publisher.publish(topic, topic === TOPICS.paymentsRequested ? paymentForWire(event as PaymentRequested, format) : event, { messageId });
       // Written before anything else happens: a verifier checks that every acknowledged publish reaches Kafka,
       // also when this process is killed right after.
       if (ackLog !== undefined) writeSync(ackLog, `${result.messageId} ${result.status}\n`);
