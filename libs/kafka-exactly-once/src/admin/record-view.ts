@@ -122,10 +122,20 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
       const writer = remote.writer(id!);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
-      if (!('type' in writer)) return failed('schema-registry', null, `schema id ${id}: ${notAvroReason(writer)}`);
-      schema = (writer.type as { name?: string }).name ?? null;
-      checkBlockCounts(writer.type, value.subarray(5));
-      decoded = writer.type.fromBuffer(value.subarray(5));
+      if ('jsonSchema' in writer) {
+        schema = `JSON Schema id ${id}`;
+        decoded = parseJsonValue(value.subarray(5), { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
+      } else if ('protobuf' in writer) {
+        const read = writer.protobuf.decode(value.subarray(5));
+        schema = `${read.message} (Protobuf id ${id})`;
+        decoded = read.value;
+      } else if (!('type' in writer)) {
+        return failed('schema-registry', null, `schema id ${id}: ${notAvroReason(writer)}`);
+      } else {
+        schema = (writer.type as { name?: string }).name ?? null;
+        checkBlockCounts(writer.type, value.subarray(5));
+        decoded = writer.type.fromBuffer(value.subarray(5));
+      }
     }
   } catch (err) {
     return failed(singleObject ? 'single-object' : 'schema-registry', schema, `cannot decode: ${wellFormed((err as Error).message).slice(0, 500)}`);

@@ -1,10 +1,12 @@
 import { DecodeError } from '../errors/decode.error';
+import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { registryIdOf, type Writer } from '../serde/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
 import { decodeEvent } from '../serde/single-object.codec';
 import type { EventValidator } from './event-validator';
 import { parseJsonValue, type JsonLimits } from './json.codec';
+import { fieldErrorsOf } from './registry-json-schema';
 
 /**
  * What a topic's values are: `avro` (Avro single-object encoding, or Avro in a Schema Registry's framing),
@@ -45,7 +47,7 @@ export function eventReader(registry: SchemaRegistry, spec: ReaderSpec): EventRe
     format: spec.format,
     schema: spec.schema,
     describe: spec.validatorName ? `${base}, validated with ${spec.validatorName}` : base,
-    read: validator ? async (bytes) => validator(decode(bytes)) : async (bytes) => decode(bytes),
+    read: validator ? async (bytes) => validated(validator, spec.validatorName!, decode(bytes)) : async (bytes) => decode(bytes),
   };
 }
 
@@ -85,10 +87,36 @@ function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'js
   return readWithWriter(id, writer, bytes, format, limits);
 }
 
-/** Reads a registry-framed value with its writer schema, for the handler's format. */
+/**
+ * Reads a registry-framed value with its writer schema, for the handler's format: JSON Schema with the safe JSON
+ * reader, then the writer's schema (its problems make the record `validation-failed`); Protobuf with the writer's
+ * `.proto` and the record's message indexes.
+ */
 function readWithWriter(id: number, writer: Exclude<Writer, 'unknown'>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
-  void bytes;
-  void limits;
   if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
-  throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which is not a ${format === 'json' ? 'JSON Schema' : 'Protobuf'} schema this handler reads`);
+  if (format === 'json' && 'jsonSchema' in writer) {
+    let value: Record<string, unknown>;
+    try {
+      value = parseJsonValue(bytes.subarray(5), limits);
+    } catch (err) {
+      throw new DecodeError(`value of JSON Schema id ${id}: ${(err as Error).message}`, { cause: err });
+    }
+    const problems = writer.jsonSchema.validate(value);
+    if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id}`, fieldErrorsOf(problems));
+    return value;
+  }
+  if (format === 'protobuf' && 'protobuf' in writer) return writer.protobuf.decode(bytes.subarray(5)).value;
+  const kind = 'type' in writer ? 'an Avro' : 'jsonSchema' in writer ? 'a JSON Schema' : 'protobuf' in writer ? 'a Protobuf' : 'another kind of';
+  throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind} schema, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
 }
+
+/** The validator's answer; a validator that throws (not a validation result) fails the record the same way. */
+async function validated(validator: EventValidator, name: string, event: unknown): Promise<unknown> {
+  try {
+    return await validator(event);
+  } catch (err) {
+    if (err instanceof EventValidationError) throw err;
+    throw Object.assign(new EventValidationError(name, [{ path: '', problem: `the validator threw: ${(err as Error)?.message ?? String(err)}` }]), { cause: err });
+  }
+}
+

@@ -1,3 +1,4 @@
+import type { FieldError } from '../errors/event-validation.error';
 import type { ErrorObject, Options as AjvOptions, ValidateFunction } from 'ajv';
 import { DecodeError } from '../errors/decode.error';
 
@@ -210,4 +211,12 @@ export function pathOf(pointer: string): string {
     else path += `[${JSON.stringify(segment)}]`;
   }
   return path;
+}
+
+/** JSON Schema problems (`$.lines[2].sku: must be string`) as field errors (`lines[2].sku`, `must be string`). */
+export function fieldErrorsOf(problems: readonly string[]): FieldError[] {
+  return problems.map((problem) => {
+    const at = /^\$([^:]*): (.*)$/s.exec(problem);
+    return at ? { path: at[1].replace(/^\./, ''), problem: at[2] } : { path: '', problem };
+  });
 }

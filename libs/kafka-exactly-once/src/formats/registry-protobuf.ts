@@ -209,6 +209,9 @@ function codecOf(
       if (!path) throw new Error(`Protobuf schema id ${id} declares no message ${messageName} (its messages: ${ownTop.map((t) => ownName(t.fullName)).join(', ')})`);
       if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new TypeError(`Protobuf schema id ${id}: a message's value is an object, not ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
       const type = inFull(typeAt(path) as Protobuf.Type);
+      // protobufjs's fromObject drops unknown fields and coerces wrong types ("abc" into an int32 is 0): checked first.
+      const problems = messageProblems(protobuf, type, value, '$', 0);
+      if (problems.length > 0) throw new TypeError(`not a valid ${ownName(type.fullName)} of Protobuf schema id ${id}: ${problems.slice(0, 20).join('; ')}`);
       const body = type.encode(type.fromObject(withoutBigints(value) as Record<string, unknown>)).finish();
       return Buffer.concat([encodeMessageIndexes(path), Buffer.from(body.buffer, body.byteOffset, body.byteLength)]);
     },
@@ -225,9 +228,55 @@ function withoutBigints(value: unknown, depth = 0): unknown {
   if (typeof value === 'bigint') return value.toString();
   if (depth > 100 || value === null || typeof value !== 'object' || Buffer.isBuffer(value) || ArrayBuffer.isView(value)) return value;
   if (Array.isArray(value)) return value.map((v) => withoutBigints(v, depth + 1));
+  // Defined, never assigned: a key `__proto__` stays a plain (unknown, refused) field and reaches no prototype.
   const out: Record<string, unknown> = {};
-  for (const [key, v] of Object.entries(value)) out[key] = withoutBigints(v, depth + 1);
+  for (const [key, v] of Object.entries(value)) Object.defineProperty(out, key, { value: withoutBigints(v, depth + 1), enumerable: true, writable: true, configurable: true });
   return out;
+}
+
+const INTEGER_TYPES = new Set(['int32', 'uint32', 'sint32', 'fixed32', 'sfixed32', 'int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
+
+/** What in `value` is not a `type` message as protobufjs's fromObject takes it: unknown fields, wrong types (paths named). */
+function messageProblems(protobuf: typeof Protobuf, type: Protobuf.Type, value: unknown, path: string, depth: number): string[] {
+  if (depth > 100) return [`${path}: nested deeper than 100`];
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return [`${path}: expected a ${ownName(type.fullName)} object`];
+  const problems: string[] = [];
+  for (const [key, v] of Object.entries(value)) {
+    const field = type.fields[key];
+    const at = `${path}.${key}`;
+    if (!field) {
+      if (!(type.oneofs && key in type.oneofs)) problems.push(`${at}: no such field`);
+      continue;
+    }
+    if (v === null || v === undefined) continue;
+    field.resolve();
+    const check = (item: unknown, where: string): void => {
+      if (field.resolvedType instanceof protobuf.Type) problems.push(...messageProblems(protobuf, field.resolvedType, item, where, depth + 1));
+      else if (field.resolvedType instanceof protobuf.Enum) {
+        if (!(typeof item === 'string' && item in field.resolvedType.values) && !(typeof item === 'number' && Object.values(field.resolvedType.values).includes(item))) problems.push(`${where}: not a value of ${ownName(field.resolvedType.fullName)}`);
+      } else problems.push(...scalarProblem(field.type, item, where));
+    };
+    if (field.map) {
+      if (typeof v !== 'object' || Array.isArray(v)) problems.push(`${at}: expected a map (an object)`);
+      else for (const [k, item] of Object.entries(v as object)) check(item, `${at}[${JSON.stringify(k)}]`);
+    } else if (field.repeated) {
+      if (!Array.isArray(v)) problems.push(`${at}: expected a list`);
+      else v.forEach((item, i) => check(item, `${at}[${i}]`));
+    } else check(v, at);
+  }
+  return problems;
+}
+
+function scalarProblem(kind: string, value: unknown, where: string): string[] {
+  if (INTEGER_TYPES.has(kind)) {
+    const ok = typeof value === 'bigint' || (typeof value === 'number' && Number.isSafeInteger(value)) || (typeof value === 'string' && /^-?\d{1,20}$/.test(value));
+    return ok ? [] : [`${where}: expected an integer (${kind})`];
+  }
+  if (kind === 'double' || kind === 'float') return typeof value === 'number' ? [] : [`${where}: expected a number (${kind})`];
+  if (kind === 'bool') return typeof value === 'boolean' ? [] : [`${where}: expected true or false`];
+  if (kind === 'string') return typeof value === 'string' ? [] : [`${where}: expected a string`];
+  if (kind === 'bytes') return typeof value === 'string' || Buffer.isBuffer(value) || value instanceof Uint8Array ? [] : [`${where}: expected bytes (base64 text or a Buffer)`];
+  return [];
 }
 
 function writeZigzag(bytes: number[], n: number): void {

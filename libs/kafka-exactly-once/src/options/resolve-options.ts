@@ -64,7 +64,11 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     if (!config || typeof config !== 'object') throw new InvalidOptionsError(`topics["${topic}"]`, "must be an object, e.g. { format: 'json' } or { schema: 'com.example.Event' }");
     const format = formatOf(`topics["${topic}"].format`, config.format) ?? 'avro';
     if (format === 'avro') nonEmpty(`topics["${topic}"].schema`, config.schema, "the full name of the Avro record written to this topic (or format: 'json' for JSON)");
-    else if (config.schema !== undefined && format === 'json') throw new InvalidOptionsError(`topics["${topic}"].schema`, "names an Avro record, and the topic's format is json: leave it out");
+    const framed = format === 'protobuf' || (wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry';
+    if (config.schema !== undefined && format === 'json' && !framed) throw new InvalidOptionsError(`topics["${topic}"].schema`, "names an Avro record, and the topic's format is plain json: leave it out");
+    if (format !== 'avro' && framed && schemaRegistry && schemaRegistry.subjectNameStrategy !== 'topic' && config.schema === undefined) {
+      throw new InvalidOptionsError(`topics["${topic}"].schema`, `is needed for the subject name strategy '${schemaRegistry.subjectNameStrategy}': the record's (the JSON Schema's title, the Protobuf message's full name) name in the subject`);
+    }
     if (format === 'protobuf' && !schemaRegistry) throw new InvalidOptionsError(`topics["${topic}"].format`, "'protobuf' is read and written in a Schema Registry's framing: it needs the option schemaRegistry ({ url: ... })");
     if (config.key !== undefined && typeof config.key !== 'function') {
       throw new InvalidOptionsError(`topics["${topic}"].key`, 'must be a function (event) => key');

@@ -6,7 +6,9 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { frameForRegistry } from './registry-schemas';
 import { encodeSingleObject, validationErrors } from './single-object.codec';
-import { encodeJsonValue } from '../formats/json.codec';
+import { encodeJsonValue, parseJsonValue } from '../formats/json.codec';
+import { fieldErrorsOf, frameJsonSchema } from '../formats/registry-json-schema';
+import { frameProtobuf } from '../formats/registry-protobuf';
 
 /** An event encoded for one of the module's declared topics. */
 export interface EncodedEvent {
@@ -32,7 +34,7 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   if (typeof recordKey !== 'string' || recordKey === '') throw new MissingKeyError(topic);
   const written = `${options.topicPrefix}${topic}`;
   const format = declared.format ?? 'avro';
-  if (format !== 'avro') return { topic: written, key: recordKey, value: encodeOther(options, registry, topic, written, format, declared.wireFormat ?? options.wireFormat, event), eventType: format === 'json' ? 'json' : 'protobuf' };
+  if (format !== 'avro') return { topic: written, key: recordKey, value: encodeOther(options, registry, topic, written, format, declared.wireFormat ?? options.wireFormat, event, declared.schema), eventType: format === 'json' ? 'json' : (declared.schema ?? 'protobuf') };
   const schema = registry.current(declared.schema!);
   if ((declared.wireFormat ?? options.wireFormat) !== 'schema-registry') return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
   // Confluent's framing: the event validated first (an invalid one is the caller's error whatever the registry
@@ -45,17 +47,40 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   return { topic: written, key: recordKey, value: frameForRegistry(id, schema.type.toBuffer(event)), eventType: schema.name };
 }
 
-/** A JSON or Protobuf event as the topic is written: plain JSON, or in the registry's framing with its subject's latest schema. */
-function encodeOther(options: Pick<ResolvedOptions, 'topicPrefix'>, registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', wireFormat: string, event: unknown): Buffer {
-  if (format === 'json' && wireFormat !== 'schema-registry') {
-    try {
-      return encodeJsonValue(event);
-    } catch (err) {
-      throw new EventValidationError(`JSON event of ${topic}`, [{ path: '', problem: (err as Error).message }]);
-    }
-  }
+/**
+ * A JSON or Protobuf event as the topic is written: plain JSON, or in the registry's framing with the latest schema
+ * of the topic's subject (registered at deploy time), the event checked against it first: a JSON event by its JSON
+ * Schema, a Protobuf event by its message's fields (EventValidationError naming the problems; nothing written).
+ */
+function encodeOther(options: Pick<ResolvedOptions, 'topicPrefix'>, registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', wireFormat: string, event: unknown, message: string | undefined): Buffer {
   void options;
-  void registry;
-  void written;
-  throw new SchemaRegistryError('unavailable', `topic ${topic}: writing ${format} in the Schema Registry's framing is not available yet`);
+  if (format === 'json' && wireFormat !== 'schema-registry') return jsonBytes(topic, event);
+  const remote = registry.remote;
+  if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
+  const subject = remote.subjectOf(written, message ?? '');
+  const { id, writer } = remote.latestNow(subject);
+  if (format === 'json') {
+    if (!('jsonSchema' in writer)) throw new SchemaRegistryError('incompatible', `topic ${topic} is written as JSON Schema, and the latest schema of subject ${subject} (id ${id}) is not one`, subject);
+    const bytes = jsonBytes(topic, event);
+    // Checked as a reader will check it: the bytes read back (big integers exact), against the writer's schema.
+    const problems = writer.jsonSchema.validate(parseJsonValue(bytes, { maxBytes: bytes.length + 2, maxDepth: 1000, bigIntegers: 'bigint' }));
+    if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id} (subject ${subject})`, fieldErrorsOf(problems));
+    return frameJsonSchema(id, bytes);
+  }
+  if (!('protobuf' in writer)) throw new SchemaRegistryError('incompatible', `topic ${topic} is written as Protobuf, and the latest schema of subject ${subject} (id ${id}) is not a Protobuf schema`, subject);
+  let body: Buffer;
+  try {
+    body = writer.protobuf.encode(message, event);
+  } catch (err) {
+    throw new EventValidationError(`${message ?? 'the first message'} of Protobuf schema id ${id}`, [{ path: '', problem: (err as Error).message }]);
+  }
+  return frameProtobuf(id, body);
+}
+
+function jsonBytes(topic: string, event: unknown): Buffer {
+  try {
+    return encodeJsonValue(event);
+  } catch (err) {
+    throw new EventValidationError(`JSON event of ${topic}`, [{ path: '', problem: (err as Error).message }]);
+  }
 }

@@ -71,22 +71,29 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
  * its id is looked up at its first write instead. Resolves when every id is known or `running()` turns false.
  */
 export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
+  // Avro: the id of the local schema under the subject. JSON Schema and Protobuf: the subject's latest schema.
   const wanted = Object.entries(options.topics)
-    .filter(([topic, declared]) => (declared.format ?? 'avro') === 'avro' && writesToRegistry(options, topic) && !read.has(`${options.topicPrefix}${topic}`))
+    .filter(([topic, declared]) => (declared.format === 'protobuf' || writesToRegistry(options, topic)) && !read.has(`${options.topicPrefix}${topic}`))
     .map(([topic, declared]) => {
+      const written = `${options.topicPrefix}${topic}`;
+      if ((declared.format ?? 'avro') !== 'avro') {
+        const subject = remote.subjectOf(written, declared.schema ?? '');
+        return { subject, what: `the latest ${declared.format === 'json' ? 'JSON Schema' : 'Protobuf'} schema`, lookUp: () => remote.latestFor(subject).then((latest) => latest.id) };
+      }
       const schema = registry.current(declared.schema!);
-      return { subject: remote.subjectOf(`${options.topicPrefix}${topic}`, schema.name), schema };
+      const subject = remote.subjectOf(written, schema.name);
+      return { subject, what: schema.name, lookUp: () => remote.idFor(subject, schema) };
     });
   const warned = new Set<string>();
   for (let round = 0; wanted.length > 0 && running(); round++) {
-    for (const { subject, schema } of [...wanted]) {
+    for (const entry of [...wanted]) {
       try {
-        const id = await remote.idFor(subject, schema);
-        wanted.splice(wanted.findIndex((w) => w.subject === subject && w.schema === schema), 1);
-        logger.log(`Schema Registry: ${schema.name} is id ${id} under subject ${subject}`);
+        const id = await entry.lookUp();
+        wanted.splice(wanted.indexOf(entry), 1);
+        logger.log(`Schema Registry: ${entry.what} is id ${id} under subject ${entry.subject}`);
       } catch (err) {
         const message = (err as Error).message;
-        if (!warned.has(message)) logger.warn(`Schema Registry: ${message}; writes of ${schema.name} under ${subject} fail until it is found (looked up again every few seconds)`);
+        if (!warned.has(message)) logger.warn(`Schema Registry: ${message}; writes of ${entry.what} under ${entry.subject} fail until it is found (looked up again every few seconds)`);
         warned.add(message);
       }
     }
