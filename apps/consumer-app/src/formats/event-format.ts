@@ -3,11 +3,11 @@ import { consumerAppConfig } from '../consumer-app.config';
 
 /**
  * How a handler of the demo reads its topic, by EVENT_FORMAT: the Avro record of schemas/ (`avro`), or JSON
- * validated with the DTO that mirrors that record (`json`). Evaluated when the handler's class is defined, as the
+ * validated with the DTO class or zod schema that mirrors that record (`json`). Evaluated when the handler's class is defined, as the
  * decorators' other settings from the environment are.
  */
-export function readAs(schema: string, dto: new () => object): Pick<IdempotentHandlerOptions, 'schema' | 'format' | 'validate'> {
-  return consumerAppConfig().eventFormat === 'json' ? { format: 'json', validate: dto } : { schema };
+export function readAs(schema: string, validate: NonNullable<IdempotentHandlerOptions['validate']>): Pick<IdempotentHandlerOptions, 'schema' | 'format' | 'validate'> {
+  return consumerAppConfig().eventFormat === 'json' ? { format: 'json', validate } : { schema };
 }
 
 /**

@@ -7,7 +7,7 @@ import { DEMO_TOPICS } from '../topics/demo-topics';
 import { FrozenAccountsGuard } from './frozen-accounts.guard';
 import { HandlerCallsInterceptor } from './handler-calls.interceptor';
 import type { PaymentRequested } from './payment.events';
-import { PaymentRequestedDto, paymentRequested } from './payment-requested.dto';
+import { PaymentRequestedJson, type PaymentRequestedDto, paymentRequested } from './payment-requested.dto';
 import { accountOrderingKey } from './payments.handler';
 import { PaymentsLedger } from './payments.ledger';
 
@@ -22,7 +22,7 @@ import { PaymentsLedger } from './payments.ledger';
 export class PaymentsController {
   constructor(private readonly ledger: PaymentsLedger) {}
 
-  @EventPattern(DEMO_TOPICS.paymentsRequested, readAs('com.example.PaymentRequested', PaymentRequestedDto) satisfies KafkaExactlyOnceEventExtras)
+  @EventPattern(DEMO_TOPICS.paymentsRequested, readAs('com.example.PaymentRequested', PaymentRequestedJson) satisfies KafkaExactlyOnceEventExtras)
   @OrderedEvent({ key: accountOrderingKey })
   async onPaymentRequested(@Payload() payment: PaymentRequested | PaymentRequestedDto, @Ctx() ctx: EventContext): Promise<void> {
     await this.ledger.apply([{ event: paymentRequested(payment), ctx }], ctx.manager);

@@ -3,7 +3,7 @@ import { BatchContext, BatchEvent, IdempotentHandler, OrderedEvent } from 'kafka
 import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import type { PaymentRequested } from './payment.events';
-import { PaymentRequestedDto, paymentRequested } from './payment-requested.dto';
+import { PaymentRequestedJson, type PaymentRequestedDto, paymentRequested } from './payment-requested.dto';
 import { PaymentsLedger } from './payments.ledger';
 
 /**
@@ -16,7 +16,7 @@ import { PaymentsLedger } from './payments.ledger';
 export class PaymentsHandler {
   constructor(private readonly ledger: PaymentsLedger) {}
 
-  @IdempotentHandler({ topic: DEMO_TOPICS.paymentsRequested, ...readAs('com.example.PaymentRequested', PaymentRequestedDto), batch: true })
+  @IdempotentHandler({ topic: DEMO_TOPICS.paymentsRequested, ...readAs('com.example.PaymentRequested', PaymentRequestedJson), batch: true })
   // The ordering key is the account (blank around it ignored): an account id of only blanks has none, and such a
   // payment is dead-lettered (key-unresolved) instead of parking anything.
   @OrderedEvent({ key: accountOrderingKey })
