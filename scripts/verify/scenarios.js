@@ -206,8 +206,111 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
    * `stage.ackLog`, and resolves when all are acknowledged. Their consumers then need SCHEMA_REGISTRY_URL (and
    * the Protobuf handlers `format: 'protobuf'`). None is here yet: the scenario writes through Nest's client only.
    */
-  const REGISTRY_FORMAT_PRODUCERS = [];
-  const registryFormatLoads = (stage, cfg) => REGISTRY_FORMAT_PRODUCERS.map((produce) => produce(stage, cfg));
+  // Payments as two other services write them in a Schema Registry's framing, each with tools of its own and none of
+  // the library's: JSON Schema by the registry's own Node client (its encode validates and frames), Protobuf by
+  // protobufjs with Confluent's framing written out (00, the id, the message indexes [0] as one 00 byte, the body).
+  const PAYMENT_JSON_SCHEMA = {
+    $schema: 'http://json-schema.org/draft-07/schema#',
+    title: 'PaymentRequested',
+    type: 'object',
+    properties: { paymentId: { type: 'string' }, accountId: { type: 'string' }, amountCents: { type: 'integer' }, requestedAt: { type: 'string' } },
+    required: ['paymentId', 'accountId', 'amountCents', 'requestedAt'],
+  };
+  const PAYMENT_PROTO = `syntax = "proto3";
+package com.example;
+message PaymentRequested { string paymentId = 1; string accountId = 2; int32 amountCents = 3; string requestedAt = 4; }
+`;
+
+  /**
+   * Registers the two writers' schemas under the input topic's subject (JSON Schema first, then Protobuf: the
+   * subject holds both types, as a topic moving from one to the other does) and gives the stage a decoder of their
+   * records for the checker. Resolves to the two loads' producers.
+   */
+  const registryFormatWriters = async (stage) => {
+    const { SchemaRegistry, SchemaType } = require('@kafkajs/confluent-schema-registry');
+    const protobuf = require('protobufjs');
+    const client = new SchemaRegistry({ host: REGISTRY_URL });
+    const subject = { subject: `${stage.topic('payments.requested')}-value` };
+    // Registered over the registry's REST API, as a deploy step does (the client parses a subject's other schemas
+    // with its own type's parser when it registers). The subject takes both types only without a compatibility check.
+    const rest = async (method, path, body) => {
+      const answer = await fetch(`${REGISTRY_URL}${path}`, { method, headers: { 'content-type': 'application/vnd.schemaregistry.v1+json' }, body: JSON.stringify(body) });
+      const json = await answer.json();
+      if (!answer.ok) throw new Error(`registry ${method} ${path}: ${answer.status} ${JSON.stringify(json)}`);
+      return json;
+    };
+    const versions = `/subjects/${encodeURIComponent(subject.subject)}/versions`;
+    const jsonId = (await rest('POST', versions, { schemaType: SchemaType.JSON, schema: JSON.stringify(PAYMENT_JSON_SCHEMA) })).id;
+    await rest('PUT', `/config/${encodeURIComponent(subject.subject)}`, { compatibility: 'NONE' });
+    const protoId = (await rest('POST', versions, { schemaType: SchemaType.PROTOBUF, schema: PAYMENT_PROTO })).id;
+    const Payment = protobuf.parse(PAYMENT_PROTO, { keepCase: true }).root.lookupType('com.example.PaymentRequested');
+    const header = (id, ...more) => {
+      const h = Buffer.alloc(5);
+      h.writeUInt32BE(id, 1);
+      return Buffer.concat([h, ...more]);
+    };
+    stage.framedDecoder = (value) => {
+      const id = value.readUInt32BE(1);
+      if (id === jsonId) return JSON.parse(value.subarray(5).toString('utf8'));
+      if (id === protoId && value[5] === 0) return Payment.toObject(Payment.decode(value.subarray(6)), { defaults: true });
+      return null;
+    };
+    stage.fault(`JSON Schema (id ${jsonId}) and Protobuf (id ${protoId}) of PaymentRequested registered under ${subject.subject}`);
+    return [
+      { name: 'json-schema', encode: (payment) => client.encode(jsonId, payment) },
+      { name: 'protobuf', encode: async (payment) => header(protoId, Buffer.from([0]), Buffer.from(Payment.encode(Payment.fromObject(payment)).finish())) },
+    ];
+  };
+
+  /** One writer's share of the payments: `count` at `rate` per second, a share sent twice with the same message id. */
+  const framedLoad = async (stage, cfg, writer, count, rate) => {
+    const { appendFileSync } = require('fs');
+    const producer = stage.kafka.producer({ idempotent: true, createPartitioner: require('kafkajs').Partitioners.DefaultPartitioner });
+    await producer.connect();
+    try {
+      const sent = [];
+      const batch = 10;
+      for (let n = 0; n < count; n += batch) {
+        const started = Date.now();
+        const messages = [];
+        for (let i = n; i < Math.min(count, n + batch); i++) {
+          if (sent.length > 0 && stage.random() < cfg.duplicates) {
+            messages.push(sent[Math.floor(stage.random() * sent.length)]);
+            continue;
+          }
+          const accountId = `${stage.accountPrefix}${Math.floor(stage.random() * cfg.accounts)}`;
+          const amountCents = Math.floor(stage.random() * 9000) - 3000 || 1;
+          const payment = { paymentId: randomUUID(), accountId, amountCents, requestedAt: new Date().toISOString() };
+          const message = { key: accountId, value: await writer.encode(payment), headers: { 'message-id': randomUUID() } };
+          sent.push(message);
+          messages.push(message);
+        }
+        await sendWithRetries(producer, { topic: stage.topic('payments.requested'), acks: -1, messages });
+        appendFileSync(stage.ackLog, messages.map((m) => `${m.headers['message-id']} ${writer.name}\n`).join(''));
+        await sleep(Math.max(0, (batch * 1000) / rate - (Date.now() - started)));
+      }
+    } finally {
+      await producer.disconnect();
+    }
+  };
+
+  /** A send tried again while the broker is away (the scenario restarts it), as a producer that must not drop a payment does. */
+  const sendWithRetries = async (producer, record) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await producer.send(record);
+      } catch (err) {
+        if (attempt >= 60) throw err;
+        await sleep(1000);
+      }
+    }
+  };
+
+  const registryFormatLoads = async (stage, cfg) => {
+    const writers = await registryFormatWriters(stage);
+    const share = Math.floor(cfg.count / 5);
+    return writers.map((writer) => framedLoad(stage, cfg, writer, share, Math.max(5, cfg.rate / 5)));
+  };
 
   /**
    * The hostile JSON records of the formats scenario: each an otherwise valid payment (so that only what is
@@ -772,10 +875,15 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
     {
       name: 'formats',
       description:
-        "consumers reading JSON (EVENT_FORMAT=json); payments written without message ids by a Nest application's stock ClientKafka (emit), hostile JSON records mixed in (10 MB, 100,000 deep, __proto__, 2^63-1, invalid UTF-8, a BOM, a leading 00, a tombstone, a string amount, duplicate keys); a consumer SIGKILLed and the broker restarted under load",
-      consumerEnv: { EVENT_FORMAT: 'json' },
+        "consumers reading JSON (EVENT_FORMAT=json); payments written without message ids by a Nest application's stock ClientKafka (emit), and in a Schema Registry's framing by a JSON Schema writer (the registry's own client) and a Protobuf writer (protobufjs), all on one topic; hostile JSON records mixed in (10 MB, 100,000 deep, __proto__, 2^63-1, invalid UTF-8, a BOM, a leading 00, a tombstone, a string amount, duplicate keys); a consumer SIGKILLed and the broker restarted under load",
+      consumerEnv: { EVENT_FORMAT: 'json', SCHEMA_REGISTRY_URL: REGISTRY_URL },
       catchUpMs: 240000,
       async run(stage, cfg) {
+        if (registryScript('status').status !== 0) {
+          const started = registryScript('start');
+          if (started.status !== 0) throw new Error(`scripts/registry/registry.sh start failed: ${started.stdout}${started.stderr}`);
+          stage.cleanup.push(() => registryScript('stop'));
+        }
         await createLargeInput(stage);
         await stage.startConsumer();
         await stage.startConsumer();
@@ -792,7 +900,7 @@ module.exports = ({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, 
           KAFKAJS_NO_PARTITIONER_WARNING: '1',
         }, join(stage.dir, 'logs', 'nest-producer.log'));
         stage.loads.push(nest);
-        const others = registryFormatLoads(stage, cfg);
+        const others = await registryFormatLoads(stage, cfg);
         others.forEach((load) => load.catch(() => {})); // awaited below; a failure then fails the scenario
 
         await stage.someTime(stage.loadTime(0.25));

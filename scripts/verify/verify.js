@@ -364,7 +364,9 @@ async function collect(stage) {
   // stage.registry), as another service would; a single-object one by the verifier's own codec.
   // A scenario whose consumers read JSON (EVENT_FORMAT=json) has JSON on both sides, read by JSON.parse.
   const json = stage.scenario.consumerEnv?.EVENT_FORMAT === 'json';
-  const decode = async (schema, value) => (json ? jsonEvent(value) : stage.registry && value && value[0] === 0 ? stage.registry.decode(value) : avro.decode(schema, value));
+  // Its inputs in a registry's framing (JSON Schema, Protobuf) are read by the scenario's own decoder of them.
+  const decode = async (schema, value) =>
+    json ? (value && value[0] === 0 && stage.framedDecoder ? stage.framedDecoder(value) : jsonEvent(value)) : stage.registry && value && value[0] === 0 ? stage.registry.decode(value) : avro.decode(schema, value);
   const inputs = await Promise.all(
     (await readTopic(stage.kafka, inputTopic, { enough: (rs) => rs.length >= total, idleMs: 500 })).map(async (r) => {
       const payment = await decode(requested, r.value)

@@ -1,7 +1,7 @@
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { registryIdOf, type Writer } from '../serde/registry-schemas';
+import { notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
 import { decodeEvent } from '../serde/single-object.codec';
 import type { EventValidator } from './event-validator';
@@ -94,7 +94,9 @@ function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'js
  */
 function readWithWriter(id: number, writer: Exclude<Writer, 'unknown'>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
   if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
-  if (format === 'json' && 'jsonSchema' in writer) {
+  // The writer's schema type decides how the value reads: a topic may move from JSON Schema to Protobuf (or carry
+  // both) under a json or protobuf handler, which gets a plain object either way.
+  if ('jsonSchema' in writer) {
     let value: Record<string, unknown>;
     try {
       value = parseJsonValue(bytes.subarray(5), limits);
@@ -105,9 +107,9 @@ function readWithWriter(id: number, writer: Exclude<Writer, 'unknown'>, bytes: B
     if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id}`, fieldErrorsOf(problems));
     return value;
   }
-  if (format === 'protobuf' && 'protobuf' in writer) return writer.protobuf.decode(bytes.subarray(5)).value;
-  const kind = 'type' in writer ? 'an Avro' : 'jsonSchema' in writer ? 'a JSON Schema' : 'protobuf' in writer ? 'a Protobuf' : 'another kind of';
-  throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind} schema, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
+  if ('protobuf' in writer) return writer.protobuf.decode(bytes.subarray(5)).value;
+  const kind = 'type' in writer ? 'an Avro schema (read by a handler of format avro, with its reader schema)' : `a schema of a kind not read here (${notAvroReason(writer)})`;
+  throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind}, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
 }
 
 /** The validator's answer; a validator that throws (not a validation result) fails the record the same way. */
