@@ -210,5 +210,32 @@ describe('KafkaExactlyOnceExplorer', () => {
     expect(() => OrderedEvent({ lanes: 256 })).not.toThrow();
     expect(() => IdempotentHandler({ topic: '', schema: 't.Ping' })).toThrow(/needs a topic/);
     expect(() => IdempotentHandler({ topic: 'x', schema: '' })).toThrow(/"schema" must be the full name of an Avro record/);
+    expect(() => IdempotentHandler({ topic: 'x', format: 'xml' as never })).toThrow(/"format" must be one of 'avro', 'json', 'protobuf'/);
+    expect(() => IdempotentHandler({ topic: 'x', format: 'json', validate: {} as never })).toThrow(/"validate" must be a DTO class/);
+    expect(() => IdempotentHandler({ topic: 'x', format: 'json', validate: class Dto {} })).not.toThrow();
+  });
+
+  it('boots a JSON handler without any schema, and refuses an Avro handler without one or a JSON handler naming one', async () => {
+    @Injectable()
+    class JsonHandler {
+      @IdempotentHandler({ topic: 'json.in', format: 'json' })
+      async on(): Promise<void> {}
+    }
+    @Injectable()
+    class NoSchemaHandler {
+      @IdempotentHandler({ topic: 'avro.in' })
+      async on(): Promise<void> {}
+    }
+    @Injectable()
+    class JsonWithSchemaHandler {
+      @IdempotentHandler({ topic: 'json.in', format: 'json', schema: 't.Ping' })
+      async on(): Promise<void> {}
+    }
+    const json = await moduleWith([JsonHandler]);
+    await json.init();
+    expect(json.get(KafkaExactlyOnceExplorer).explore().map((h) => [h.reader.format, h.reader.describe])).toEqual([['json', 'JSON']]);
+    await json.close();
+    await expect(moduleWith([NoSchemaHandler]).then((m) => m.init())).rejects.toThrow(/no schema for topic "avro.in": its format is Avro \(the default\)/);
+    await expect(moduleWith([JsonWithSchemaHandler]).then((m) => m.init())).rejects.toThrow(/"schema" names an Avro record, and the handler reads json/);
   });
 });

@@ -41,6 +41,13 @@ describe('record views', () => {
     expect(await valueView(schemas, null)).toMatchObject({ bytes: null, framing: 'none' });
   });
 
+  it('shows a JSON value as read, its big integers as their digits, and says why a brace-started value is not JSON', async () => {
+    const view = await valueView(schemas, Buffer.from('{"orderId":"o-1","amount":9223372036854775807}'));
+    expect(view).toMatchObject({ framing: 'json', schema: null, error: null, truncated: false });
+    expect(JSON.parse(view.decoded!)).toEqual({ orderId: 'o-1', amount: '9223372036854775807' });
+    expect(await valueView(schemas, Buffer.from('{"a":1,"a":2}'))).toMatchObject({ framing: 'unknown', decoded: null, error: expect.stringMatching(/not readable as JSON: .*duplicate key/) });
+  });
+
   it('cuts a large value: its JSON at 65536 characters, its hex at 256 bytes', async () => {
     const value = encodeSingleObject(thing, { n: 1n, raw: Buffer.alloc(0), note: 'x'.repeat(1_000_000) });
     const view = await valueView(schemas, value);

@@ -43,6 +43,12 @@ describe('resolveOptions', () => {
     expect(resolved.topicPrefix).toBe('');
   });
 
+  it('needs no schemas for a module of JSON topics, and keeps JSON limits over the defaults', () => {
+    const resolved = resolveOptions({ ...valid, schemas: undefined, topics: { out: { format: 'json' } }, json: { bigIntegers: 'bigint' } });
+    expect(resolved.schemas.directory).toBe('');
+    expect(resolved.json).toEqual({ maxBytes: 1048576, maxDepth: 64, bigIntegers: 'bigint' });
+  });
+
   it.each([
     [{ ...valid, kafka: undefined }, 'kafka'],
     [{ ...valid, kafka: { clientId: 'a', brokers: [] } }, 'kafka.brokers'],
@@ -58,6 +64,13 @@ describe('resolveOptions', () => {
     [{ ...valid, schemas: 'schemas' as never }, 'schemas'],
     [{ ...valid, schemas: { directory: 'x', longs: 'float' } }, 'schemas.longs'],
     [{ ...valid, topics: { out: { schema: '' } } }, 'topics["out"].schema'],
+    [{ ...valid, topics: { out: {} } }, 'topics["out"].schema'],
+    [{ ...valid, topics: { out: { format: 'xml' as never } } }, 'topics["out"].format'],
+    [{ ...valid, topics: { out: { format: 'json', schema: 'x.Y' } } }, 'topics["out"].schema'],
+    [{ ...valid, topics: { out: { format: 'protobuf' } } }, 'topics["out"].format'],
+    [{ ...valid, schemaRegistry: { url: 'http://r', subjectNameStrategy: 'record' }, topics: { out: { format: 'protobuf' } } }, 'topics["out"].schema'],
+    [{ ...valid, json: { bigIntegers: 'round' as never } }, 'json.bigIntegers'],
+    [{ ...valid, json: { maxDepth: 0 } }, 'json.maxDepth'],
     [{ ...valid, consumer: { sessionTimeout: 500 } }, 'consumer.sessionTimeout'],
     [{ ...valid, consumer: { sessionTimeout: 6000, heartbeatInterval: 6000 } }, 'consumer.heartbeatInterval'],
     [{ ...valid, chunk: { maxRecords: 0 } }, 'chunk.maxRecords'],

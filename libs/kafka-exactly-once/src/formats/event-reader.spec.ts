@@ -1,0 +1,123 @@
+import 'reflect-metadata';
+import { IsInt, IsString, Min } from 'class-validator';
+import * as v from 'valibot';
+import { z } from 'zod';
+import { DecodeError } from '../errors/decode.error';
+import { EventValidationError } from '../errors/event-validation.error';
+import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { RegistrySchemas } from '../serde/registry-schemas';
+import type { RegistryAnswer, RegistryTransport } from '../serde/registry-http';
+import { SchemaRegistry } from '../serde/schema-registry';
+import { encodeSingleObject } from '../serde/single-object.codec';
+import { eventReader } from './event-reader';
+import { eventValidator, validationProblem } from './event-validator';
+import { DEFAULT_JSON_LIMITS } from './json.codec';
+import { frameJsonSchema } from './registry-json-schema';
+import { encodeMessageIndexes, frameProtobuf } from './registry-protobuf';
+
+class Order {
+  @IsString()
+  orderId!: string;
+
+  @IsInt()
+  @Min(1)
+  amountCents!: number;
+}
+
+const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+/** A registry answering from a table of schemas by id (the unit's stand-in for the REST API). */
+function registryOf(schemas: Record<number, { schemaType?: string; schema: string }>): SchemaRegistry {
+  const transport: RegistryTransport = {
+    async request(_method, path): Promise<RegistryAnswer> {
+      const id = Number(/^\/schemas\/ids\/(\d+)$/.exec(path)?.[1]);
+      const found = schemas[id];
+      return found ? { status: 200, body: found } : { status: 404, body: { error_code: 40403, message: 'Schema not found' } };
+    },
+  };
+  const registry = SchemaRegistry.fromSchemas([]);
+  registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000 }, 'bigint', transport);
+  return registry;
+}
+
+describe('event readers', () => {
+  it('reads JSON and hands it over as it is without a validator', async () => {
+    const reader = eventReader(SchemaRegistry.fromSchemas([]), { format: 'json', json: DEFAULT_JSON_LIMITS });
+    expect(reader.describe).toBe('JSON');
+    await expect(reader.read(json({ orderId: 'o', amountCents: 'any' }))).resolves.toEqual({ orderId: 'o', amountCents: 'any' });
+    await expect(reader.read(Buffer.from('[1]'))).rejects.toThrow(DecodeError);
+    await expect(reader.read(Buffer.from([0, 0, 0, 0, 1, 0x7b]))).rejects.toThrow(/Schema Registry/);
+  });
+
+  it('validates with a class-validator DTO: the handler gets the instance; problems name their fields', async () => {
+    const reader = eventReader(SchemaRegistry.fromSchemas([]), { format: 'json', json: DEFAULT_JSON_LIMITS, validator: eventValidator(Order), validatorName: 'Order' });
+    const order = await reader.read(json({ orderId: 'o-1', amountCents: 5 }));
+    expect(order).toBeInstanceOf(Order);
+    expect(order).toEqual(Object.assign(new Order(), { orderId: 'o-1', amountCents: 5 }));
+    const refused = await reader.read(json({ orderId: 7, amountCents: 0 })).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(EventValidationError);
+    expect((refused as EventValidationError).fieldErrors.map((e) => e.path).sort()).toEqual(['amountCents', 'orderId']);
+    expect((refused as Error).message).toMatch(/^Event is not a valid Order: /);
+  });
+
+  it('validates with Standard Schemas (zod, valibot): the handler gets their output', async () => {
+    const zodReader = eventReader(SchemaRegistry.fromSchemas([]), {
+      format: 'json',
+      json: { ...DEFAULT_JSON_LIMITS, bigIntegers: 'bigint' },
+      validator: eventValidator(z.object({ id: z.string(), amount: z.union([z.bigint(), z.number().int().transform(BigInt)]) })),
+      validatorName: 'a zod schema',
+    });
+    await expect(zodReader.read(Buffer.from('{"id":"a","amount":9223372036854775807,"dropped":1}'))).resolves.toEqual({ id: 'a', amount: 9223372036854775807n });
+    await expect(zodReader.read(Buffer.from('{"id":"a","amount":1.5}'))).rejects.toThrow(/amount/);
+    const valibot = eventValidator(v.object({ n: v.pipe(v.number(), v.minValue(2)) }));
+    await expect(valibot({ n: 3 })).resolves.toEqual({ n: 3 });
+    await expect(valibot({ n: 1 })).rejects.toThrow(EventValidationError);
+  });
+
+  it('makes a validator that throws a validation failure of the record, and refuses what is not a validator', async () => {
+    const throwing = { '~standard': { version: 1 as const, vendor: 'custom', validate: () => { throw new RangeError('boom'); } } };
+    const reader = eventReader(SchemaRegistry.fromSchemas([]), { format: 'json', json: DEFAULT_JSON_LIMITS, validator: eventValidator(throwing), validatorName: 'a custom schema' });
+    const failure = await reader.read(json({ a: 1 })).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(EventValidationError);
+    expect((failure as Error).message).toMatch(/the validator threw: boom/);
+    expect(validationProblem({})).toMatch(/DTO class .* or a Standard Schema/);
+    expect(validationProblem(null)).toMatch(/got null/);
+    expect(validationProblem(Order)).toBeUndefined();
+  });
+
+  it('reads Avro with its reader schema, and validates it too when asked', async () => {
+    const registry = SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'Order', namespace: 't', fields: [{ name: 'orderId', type: 'string' }, { name: 'amountCents', type: 'int' }] } }]);
+    const schema = registry.current('t.Order');
+    const reader = eventReader(registry, { format: 'avro', schema, json: DEFAULT_JSON_LIMITS, validator: eventValidator(Order), validatorName: 'Order' });
+    expect(reader.describe).toBe('t.Order (Avro), validated with Order');
+    await expect(reader.read(encodeSingleObject(schema, { orderId: 'o', amountCents: 2 }))).resolves.toBeInstanceOf(Order);
+    await expect(reader.read(encodeSingleObject(schema, { orderId: 'o', amountCents: 0 }))).rejects.toThrow(EventValidationError);
+    await expect(reader.read(json({ orderId: 'o' }))).rejects.toThrow(DecodeError);
+  });
+
+  it('reads JSON Schema and Protobuf in the registry framing by the writer type, whichever of the two the handler reads', async () => {
+    const registry = registryOf({
+      1: { schemaType: 'JSON', schema: JSON.stringify({ $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] }) },
+      2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; package p; message M { int64 n = 1; string s = 2; }' },
+      3: { schema: JSON.stringify({ type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] }) },
+    });
+    const protobuf = require('protobufjs') as typeof import('protobufjs');
+    const M = protobuf.parse('syntax = "proto3"; package p; message M { int64 n = 1; string s = 2; }', { keepCase: true }).root.lookupType('p.M');
+    const protoValue = frameProtobuf(2, Buffer.concat([encodeMessageIndexes([0]), Buffer.from(M.encode(M.fromObject({ n: '9007199254740993', s: 'x' })).finish())]));
+    const values = [frameJsonSchema(1, json({ n: 4 })), frameJsonSchema(1, json({ n: 'four' })), protoValue, frameJsonSchema(3, Buffer.from([2])), frameJsonSchema(99, json({}))];
+    // Not fetched yet: the registry's part, waited on (never dead-lettered).
+    await expect(eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS }).read(values[0])).rejects.toThrow(SchemaRegistryError);
+    await registry.remote!.prefetch(values);
+    for (const format of ['json', 'protobuf'] as const) {
+      const reader = eventReader(registry, { format, json: DEFAULT_JSON_LIMITS });
+      await expect(reader.read(values[0])).resolves.toEqual({ n: 4 });
+      await expect(reader.read(values[1])).rejects.toThrow(EventValidationError);
+      await expect(reader.read(values[2])).resolves.toEqual({ n: '9007199254740993', s: 'x' });
+      await expect(reader.read(values[3])).rejects.toThrow(/an Avro schema/);
+      await expect(reader.read(values[4])).rejects.toThrow(/does not exist/);
+    }
+    const protobufReader = eventReader(registry, { format: 'protobuf', json: DEFAULT_JSON_LIMITS });
+    await expect(protobufReader.read(json({ n: 1 }))).rejects.toThrow(/not in a Schema Registry's framing/);
+    await expect(protobufReader.read(null)).rejects.toThrow(/tombstone/);
+  });
+});
