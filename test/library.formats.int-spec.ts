@@ -5,7 +5,9 @@ import { IsInt, IsString, Min } from 'class-validator';
 import { Kafka } from 'kafkajs';
 import { Client } from 'pg';
 import { z } from 'zod';
-import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceModule, OrderedEvent } from 'kafka-exactly-once';
+import { DataSource } from 'typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { DEAD_LETTER_HEADERS, EventContext, EventValidationError, IdempotentHandler, KafkaExactlyOnceModule, OrderedEvent, Outbox } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
@@ -77,6 +79,7 @@ describe('library: JSON format', () => {
           transactionalIdPrefix: 'formats-test',
           topicPrefix: prefix,
           topics: { 'orders.confirmed': { format: 'json' } },
+          outbox: { relay: true, checkpointTopic: `${prefix}checkpoints`, pollIntervalMs: 200 },
           consumer: { sessionTimeout: 6000 },
         }),
       ],
@@ -157,6 +160,22 @@ describe('library: JSON format', () => {
     } finally {
       await db.end();
     }
+  });
+
+  it('writes JSON through the outbox as ctx.emit does, and refuses an event JSON cannot hold', async () => {
+    const outbox = moduleRef.get(Outbox);
+    const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+    await dataSource.transaction(async (manager) => {
+      await outbox.add(manager, 'orders.confirmed', { orderId: 'ob-1', micros: 2n ** 64n, at: new Date(Date.UTC(2026, 11, 5)) }, { key: 'ob-1', messageId: 'ob-1' });
+    });
+    await dataSource.transaction(async (manager) => {
+      await expect(outbox.add(manager, 'orders.confirmed', { orderId: 'ob-2', amount: Number.NaN }, { key: 'ob-2' })).rejects.toThrow(EventValidationError);
+      await expect(outbox.add(manager, 'orders.confirmed', ['not', 'an', 'object'], { key: 'ob-2' })).rejects.toThrow(/an array/);
+    });
+    const relayed = await readTopic(kafka, `${prefix}orders.confirmed`, { until: (r) => r.some((x) => x.headers['message-id'] === 'ob-1'), timeoutMs: 60000 });
+    const record = relayed.find((r) => r.headers['message-id'] === 'ob-1')!;
+    expect(record.value!.toString('utf8')).toBe('{"orderId":"ob-1","micros":18446744073709551616,"at":"2026-12-05T00:00:00.000Z"}');
+    expect(record.headers['event-type']).toBe('json');
   });
 
   it('reads integers past 2^53 exactly where the handler asks for bigint, and parks a key whose event fails validation', async () => {
