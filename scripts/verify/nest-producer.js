@@ -21,21 +21,11 @@ const { Module, Logger } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { ClientsModule, Transport } = require('@nestjs/microservices');
 const { lastValueFrom } = require('rxjs');
+// mulberry32, as the verifier's own and the load command's: the same seed, the same payments (npm run build made it).
+const { prng } = require(require('path').join(__dirname, '..', '..', 'dist/apps/producer-app/apps/producer-app/src/load/prng.js'));
 
 const env = (name, fallback) => process.env[name] ?? fallback;
 const PAYMENTS_CLIENT = 'PAYMENTS_CLIENT';
-
-/** mulberry32, as the verifier's own: the same seed, the same payments. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class PaymentsClientModule {}
 Module({

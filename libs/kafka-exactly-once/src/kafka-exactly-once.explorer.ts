@@ -7,7 +7,7 @@ import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { resolveJsonLimits, resolveRetry } from './options/resolve-options';
 import { eventReader, type EventReader } from './formats/event-reader';
-import { eventValidator, validationProblem, type EventValidator, type StandardSchemaV1 } from './formats/event-validator';
+import { eventValidator, validationName, validationProblem, type EventValidator } from './formats/event-validator';
 import type { JsonLimits } from './formats/json.codec';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
@@ -184,7 +184,7 @@ export class KafkaExactlyOnceExplorer {
       } catch (err) {
         throw new HandlerRegistrationError(name, (err as Error).message);
       }
-      validatorName = typeof spec.validate === 'function' ? spec.validate.name : `a ${(spec.validate as StandardSchemaV1)['~standard'].vendor} schema`;
+      validatorName = validationName(spec.validate);
     }
     let json: JsonLimits;
     try {

@@ -493,7 +493,7 @@ export class UnitOfWork {
   private async handleClaimed(runner: QueryRunner, record: ChunkRecord, claim: Claim): Promise<HandledRecord> {
     const prep = this.prepared?.get(record.offset);
     if (prep) return this.handleOrdered(runner, record, claim, prep);
-    const { handler, registry, options } = this.deps;
+    const { handler, options } = this.deps;
     if (claim.failures >= options.isolation.maxFailures) return this.failedForNow(record, this.isolatedFailure(claim), claim.failures);
     let event: unknown;
     try {
@@ -764,7 +764,7 @@ export class UnitOfWork {
 
   /** Decodes the claimed records and derives their ordering keys; reads which of those keys are parked. */
   private async prepareOrdering(runner: QueryRunner, records: ChunkRecord[]): Promise<void> {
-    const { handler, registry, options, topic } = this.deps;
+    const { handler, options, topic } = this.deps;
     const keyOfEvent = handler.ordering!.key;
     this.prepared = new Map();
     for (const record of records) {

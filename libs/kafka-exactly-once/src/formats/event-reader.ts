@@ -3,7 +3,7 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
-import { decodeEvent } from '../serde/single-object.codec';
+import { decodeEvent, describeStart } from '../serde/single-object.codec';
 import type { EventValidator } from './event-validator';
 import { parseJsonValue, type JsonLimits } from './json.codec';
 import { fieldErrorsOf } from './registry-json-schema';
@@ -65,7 +65,7 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer |
     case 'protobuf':
       return (bytes) => {
         if (!bytes || bytes.length === 0 || bytes[0] !== 0x00) {
-          throw new DecodeError(bytes ? `value is not in a Schema Registry's framing (00, then a 4-byte schema id), which Protobuf records need here; ${startOf(bytes)}` : 'record has no value (a tombstone)');
+          throw new DecodeError(bytes ? `value is not in a Schema Registry's framing (00, then a 4-byte schema id), which Protobuf records need here; ${describeStart(bytes)}` : 'record has no value (a tombstone)');
         }
         if (!registry.remote) throw new DecodeError('value is Protobuf in a Schema Registry\'s framing, and this module has no schemaRegistry option to read it with');
         return readRegistryFramed(registry, bytes, 'protobuf', spec.json);
@@ -73,18 +73,11 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer |
   }
 }
 
-function startOf(bytes: Buffer): string {
-  return `it starts with ${bytes.subarray(0, 4).toString('hex').replace(/(..)(?=.)/g, '$1 ')} (${bytes.length} bytes)`;
-}
-
 /** A value in Confluent's framing whose writer schema (fetched before the unit of work) is JSON Schema or Protobuf. */
 function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
   const id = registryIdOf(bytes);
-  if (id === undefined) throw new DecodeError(`value starts with 00 as a Schema Registry's framing does, and is too short to hold a schema id; ${startOf(bytes)}`);
-  const writer: Writer | undefined = registry.remote!.writer(id);
-  if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
-  if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
-  return readWithWriter(id, writer, bytes, format, limits);
+  if (id === undefined) throw new DecodeError(`value starts with 00 as a Schema Registry's framing does, and is too short to hold a schema id; ${describeStart(bytes)}`);
+  return readWithWriter(id, registry.remote!.readableWriter(id), bytes, format, limits);
 }
 
 /**
@@ -92,8 +85,7 @@ function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'js
  * reader, then the writer's schema (its problems make the record `validation-failed`); Protobuf with the writer's
  * `.proto` and the record's message indexes.
  */
-function readWithWriter(id: number, writer: Exclude<Writer, 'unknown'>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
-  if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
+function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unreadable: string }>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
   // The writer's schema type decides how the value reads: a topic may move from JSON Schema to Protobuf (or carry
   // both) under a json or protobuf handler, which gets a plain object either way.
   if ('jsonSchema' in writer) {

@@ -50,6 +50,11 @@ function load<T>(name: string, why: string): T {
   }
 }
 
+/** How a validation is named in logs and in its failures: the DTO class's name, or `a <vendor> schema`. */
+export function validationName(validate: EventValidation): string {
+  return isStandardSchema(validate) ? `a ${validate['~standard'].vendor} schema` : validate.name;
+}
+
 /** The validator of `validate` (a DTO class or a Standard Schema). Throws at boot when a peer it needs is missing. */
 export function eventValidator(validate: EventValidation): EventValidator {
   if (isStandardSchema(validate)) return standardValidator(validate);
@@ -57,7 +62,7 @@ export function eventValidator(validate: EventValidation): EventValidator {
 }
 
 function standardValidator(schema: StandardSchemaV1): EventValidator {
-  const name = `a ${schema['~standard'].vendor} schema`;
+  const name = validationName(schema);
   return async (event) => {
     const result = await schema['~standard'].validate(event);
     if (result.issues) {

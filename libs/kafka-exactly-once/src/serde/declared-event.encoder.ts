@@ -4,6 +4,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from './schema-registry';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { writesToRegistry } from './registry-boot';
 import { frameForRegistry } from './registry-schemas';
 import { encodeSingleObject, validationErrors } from './single-object.codec';
 import { encodeJsonValue, parseJsonValue } from '../formats/json.codec';
@@ -34,9 +35,9 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   if (typeof recordKey !== 'string' || recordKey === '') throw new MissingKeyError(topic);
   const written = `${options.topicPrefix}${topic}`;
   const format = declared.format ?? 'avro';
-  if (format !== 'avro') return { topic: written, key: recordKey, value: encodeOther(options, registry, topic, written, format, declared.wireFormat ?? options.wireFormat, event, declared.schema), eventType: format === 'json' ? 'json' : (declared.schema ?? 'protobuf') };
+  if (format !== 'avro') return { topic: written, key: recordKey, value: encodeOther(registry, topic, written, format, writesToRegistry(options, topic), event, declared.schema), eventType: format === 'json' ? 'json' : (declared.schema ?? 'protobuf') };
   const schema = registry.current(declared.schema!);
-  if ((declared.wireFormat ?? options.wireFormat) !== 'schema-registry') return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
+  if (!writesToRegistry(options, topic)) return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
   // Confluent's framing: the event validated first (an invalid one is the caller's error whatever the registry
   // does), then the schema's id under the topic's subject, cached (SchemaRegistryError when there is none yet).
   const errors = validationErrors(schema, event);
@@ -52,9 +53,8 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
  * of the topic's subject (registered at deploy time), the event checked against it first: a JSON event by its JSON
  * Schema, a Protobuf event by its message's fields (EventValidationError naming the problems; nothing written).
  */
-function encodeOther(options: Pick<ResolvedOptions, 'topicPrefix'>, registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', wireFormat: string, event: unknown, message: string | undefined): Buffer {
-  void options;
-  if (format === 'json' && wireFormat !== 'schema-registry') return jsonBytes(topic, event);
+function encodeOther(registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', framed: boolean, event: unknown, message: string | undefined): Buffer {
+  if (!framed) return jsonBytes(topic, event);
   const remote = registry.remote;
   if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
   const subject = remote.subjectOf(written, message ?? '');

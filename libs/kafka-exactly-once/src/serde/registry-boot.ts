@@ -15,7 +15,8 @@ export interface RegistryReader {
 
 /** Whether values written to `topic` (a name of the module's `topics`, without prefix) use the registry's framing. */
 export function writesToRegistry(options: Pick<ResolvedOptions, 'topics' | 'wireFormat'>, topic: string): boolean {
-  return (options.topics[topic]?.wireFormat ?? options.wireFormat) === 'schema-registry';
+  const declared = options.topics[topic];
+  return declared?.format === 'protobuf' || (declared?.wireFormat ?? options.wireFormat) === 'schema-registry';
 }
 
 /**
@@ -73,7 +74,7 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
 export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
   // Avro: the id of the local schema under the subject. JSON Schema and Protobuf: the subject's latest schema.
   const wanted = Object.entries(options.topics)
-    .filter(([topic, declared]) => (declared.format === 'protobuf' || writesToRegistry(options, topic)) && !read.has(`${options.topicPrefix}${topic}`))
+    .filter(([topic]) => writesToRegistry(options, topic) && !read.has(`${options.topicPrefix}${topic}`))
     .map(([topic, declared]) => {
       const written = `${options.topicPrefix}${topic}`;
       if ((declared.format ?? 'avro') !== 'avro') {

@@ -1,10 +1,12 @@
 import * as avro from 'avsc';
 import { withDeadline } from '../engine/deadline';
+import { DecodeError } from '../errors/decode.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { buildJsonSchemaValidator, type JsonSchemaValidator } from '../formats/registry-json-schema';
 import { buildProtobufCodec, type ProtobufCodec } from '../formats/registry-protobuf';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { BigIntLongType } from './long-type';
+import { CachedLookups } from './cached-lookups';
 import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryTransport } from './registry-http';
 import type { LoadedSchema } from './schema-registry';
 
@@ -67,14 +69,10 @@ export class RegistrySchemas {
   private readonly unknownIds = new Map<number, number>();
   /** Writer lookups in flight, shared by the partitions that need the same id at the same moment. */
   private readonly fetching = new Map<number, Promise<void>>();
-  private readonly ids = new Map<string, number>();
-  private readonly lookups = new Map<string, Promise<number>>();
-  /** Why the last lookup of an id failed, by subject and schema, until one succeeds. */
-  private readonly failures = new Map<string, SchemaRegistryError>();
+  /** The ids of the schemas this process writes, by subject and schema. */
+  private readonly ids = new CachedLookups<number>();
   /** The latest schema of a subject to write with (JSON Schema, Protobuf), by subject, once looked up. */
-  private readonly latestWriters = new Map<string, { id: number; writer: Exclude<Writer, 'unknown'> }>();
-  private readonly latestLookups = new Map<string, Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }>>();
-  private readonly latestFailures = new Map<string, SchemaRegistryError>();
+  private readonly latestWriters = new CachedLookups<{ id: number; writer: Exclude<Writer, 'unknown'> }>();
 
   constructor(
     private readonly options: RegistryOptions,
@@ -100,6 +98,19 @@ export class RegistrySchemas {
   /** The writer schema of an id, if it was fetched (undefined: not fetched yet, see prefetch). */
   writer(id: number): Writer | undefined {
     return this.writers.get(id) ?? (this.unknownIds.has(id) ? 'unknown' : undefined);
+  }
+
+  /**
+   * The writer schema of a record framed with schema `id`, as decoding needs it: SchemaRegistryError (`unavailable`:
+   * wait) when it has not been fetched (see prefetch), DecodeError when the registry has no schema of the id or it
+   * cannot be built here (the record's failure).
+   */
+  readableWriter(id: number): Exclude<Writer, 'unknown' | { unreadable: string }> {
+    const writer = this.writer(id);
+    if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
+    if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
+    if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
+    return writer;
   }
 
   /** Whether the writer schema of `id` must be asked for (not cached, or a "not found" no longer believed). */
@@ -260,7 +271,7 @@ export class RegistrySchemas {
 
   /** The id of `schema` under `subject`, if known (see idFor). */
   cachedId(subject: string, schema: LoadedSchema): number | undefined {
-    return this.ids.get(idKey(subject, schema));
+    return this.ids.values.get(idKey(subject, schema));
   }
 
   /**
@@ -269,12 +280,10 @@ export class RegistrySchemas {
    * later write finds it once the registry answers.
    */
   idNow(subject: string, schema: LoadedSchema): number {
-    const cached = this.cachedId(subject, schema);
-    if (cached !== undefined) return cached;
-    void this.idFor(subject, schema).catch(() => undefined);
-    throw (
-      this.failures.get(idKey(subject, schema)) ??
-      new SchemaRegistryError('unavailable', `no id of ${schema.name} under subject ${subject} has come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject)
+    return this.ids.now(
+      idKey(subject, schema),
+      () => this.lookUp(subject, schema),
+      () => new SchemaRegistryError('unavailable', `no id of ${schema.name} under subject ${subject} has come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject),
     );
   }
 
@@ -284,25 +293,7 @@ export class RegistrySchemas {
    * is off, `unavailable` when the registry does not answer.
    */
   idFor(subject: string, schema: LoadedSchema): Promise<number> {
-    const key = idKey(subject, schema);
-    const cached = this.ids.get(key);
-    if (cached !== undefined) return Promise.resolve(cached);
-    let lookup = this.lookups.get(key);
-    if (!lookup) {
-      lookup = this.lookUp(subject, schema).then(
-        (id) => {
-          this.failures.delete(key);
-          return id;
-        },
-        (err: unknown) => {
-          if (err instanceof SchemaRegistryError) this.failures.set(key, err);
-          throw err;
-        },
-      );
-      lookup.finally(() => this.lookups.delete(key)).catch(() => undefined);
-      this.lookups.set(key, lookup);
-    }
-    return lookup;
+    return this.ids.get(idKey(subject, schema), () => this.lookUp(subject, schema));
   }
 
   private async lookUp(subject: string, schema: LoadedSchema): Promise<number> {
@@ -322,7 +313,6 @@ export class RegistrySchemas {
     } else {
       id = idIn(what, this.expectOk(what, answer), this.options.url);
     }
-    this.ids.set(idKey(subject, schema), id);
     this.keepWriter(id, { type: schema.type });
     return id;
   }
@@ -330,7 +320,7 @@ export class RegistrySchemas {
   /** Registers `schema` under `subject` (the deploy-time step: `kafka-eo schemas register`); its id. */
   async register(subject: string, schema: LoadedSchema): Promise<number> {
     const id = await this.registerNow(subject, schema);
-    this.ids.set(idKey(subject, schema), id);
+    this.ids.values.set(idKey(subject, schema), id);
     return id;
   }
 
@@ -360,12 +350,10 @@ export class RegistrySchemas {
    * started meanwhile, so that a later write finds it once the registry answers.
    */
   latestNow(subject: string): { id: number; writer: Exclude<Writer, 'unknown'> } {
-    const cached = this.latestWriters.get(subject);
-    if (cached) return cached;
-    void this.latestFor(subject).catch(() => undefined);
-    throw (
-      this.latestFailures.get(subject) ??
-      new SchemaRegistryError('unavailable', `the latest schema of subject ${subject} has not come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject)
+    return this.latestWriters.now(
+      subject,
+      () => this.lookUpLatest(subject),
+      () => new SchemaRegistryError('unavailable', `the latest schema of subject ${subject} has not come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject),
     );
   }
 
@@ -376,25 +364,7 @@ export class RegistrySchemas {
    * answer or its latest schema's id does not resolve.
    */
   latestFor(subject: string): Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
-    const cached = this.latestWriters.get(subject);
-    if (cached) return Promise.resolve(cached);
-    let lookup = this.latestLookups.get(subject);
-    if (!lookup) {
-      lookup = this.lookUpLatest(subject).then(
-        (found) => {
-          this.latestFailures.delete(subject);
-          this.latestWriters.set(subject, found);
-          return found;
-        },
-        (err: unknown) => {
-          if (err instanceof SchemaRegistryError) this.latestFailures.set(subject, err);
-          throw err;
-        },
-      );
-      lookup.finally(() => this.latestLookups.delete(subject)).catch(() => undefined);
-      this.latestLookups.set(subject, lookup);
-    }
-    return lookup;
+    return this.latestWriters.get(subject, () => this.lookUpLatest(subject));
   }
 
   private async lookUpLatest(subject: string): Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {

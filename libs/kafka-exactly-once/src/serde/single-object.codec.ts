@@ -49,7 +49,7 @@ function isSingleObject(bytes: Buffer): boolean {
 }
 
 /** What a value that is in no known framing starts with, for its decode failure's message. */
-function describeStart(bytes: Buffer): string {
+export function describeStart(bytes: Buffer): string {
   if (bytes.length === 0) return 'it is empty (0 bytes)';
   return `it starts with ${bytes.subarray(0, 4).toString('hex').replace(/(..)(?=.)/g, '$1 ')} (${bytes.length} byte${bytes.length === 1 ? '' : 's'})`;
 }
@@ -76,10 +76,7 @@ export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, byte
   if (!remote) {
     throw new DecodeError(`value is framed for a Schema Registry (byte 0, schema id ${id}), and this module has no schemaRegistry option to read it with`);
   }
-  const writer = remote.writer(id);
-  if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
-  if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
-  if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
+  const writer = remote.readableWriter(id);
   if (!('type' in writer)) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${notAvroReason(writer)}`);
   const body = (bytes as Buffer).subarray(5);
   try {
