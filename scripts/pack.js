@@ -22,8 +22,8 @@ const OUT = join(ROOT, 'dist/packages');
 
 /** Files the package cannot do without: its entry points (package.json `exports` and `bin`). */
 const REQUIRED = [
-  'package.json', 'README.md', 'LICENSE', 'index.js', 'index.d.ts', 'testing.js', 'testing.d.ts', 'microservices/index.js', 'microservices/index.d.ts', 'cli/kafka-eo.js',
-  'esm/package.json', 'esm/index.js', 'esm/testing.js', 'esm/microservices/index.js',
+  'package.json', 'README.md', 'LICENSE', 'index.js', 'index.d.ts', 'testing.js', 'testing.d.ts', 'microservices/index.js', 'microservices/index.d.ts', 'prisma.js', 'prisma.d.ts', 'drizzle.js', 'drizzle.d.ts', 'kysely.js', 'kysely.d.ts', 'cli/kafka-eo.js',
+  'esm/package.json', 'esm/index.js', 'esm/testing.js', 'esm/microservices/index.js', 'esm/prisma.js', 'esm/drizzle.js', 'esm/kysely.js',
   'kafka/kafka.sh', 'kafka/pom.xml', 'kafka/probe.js',
 ];
 

@@ -45,3 +45,7 @@ export { HEADERS, DEAD_LETTER_HEADERS, RETRY_HEADERS, INBOX_TABLE } from './kafk
 export type { ConsumerStatus, ConsumerState, RetryTierStatus } from './engine/exactly-once.consumer';
 export type { PartitionHealth, PartitionActivity } from './engine/partition-progress';
 export type { DeduplicationScope } from './engine/record-identity';
+export { typeormDatabase, type TypeOrmDatabasePort } from './database/typeorm.database';
+export type { DatabasePort, DatabaseSession, DatabaseIsolationLevel, LentDatabase, PgPoolLike } from './database/database.port';
+export { UnitConnectionError } from './database/unit-connection';
+export type { OutboxTransaction } from './outbox/outbox';

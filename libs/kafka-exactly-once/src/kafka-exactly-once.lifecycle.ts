@@ -8,9 +8,10 @@ import {
   OnModuleInit,
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { getDataSourceToken } from '@nestjs/typeorm';
 import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
+import type { DatabasePort } from './database/database.port';
+import { typeormDatabase, type TypeOrmDatabasePort } from './database/typeorm.database';
 import { ConsumerStatus, ExactlyOnceConsumer } from './engine/exactly-once.consumer';
 import { brokerAnswered, isKafkaUnavailable } from './engine/error-classification';
 import { wakeableSleep } from './engine/sleep';
@@ -75,7 +76,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   /** The retention job's reader of the group's committed offsets. */
   private retentionOffsets?: StableOffsets;
   private replays?: ReplayWorker;
-  private dataSource?: DataSource;
+  private database?: DatabasePort;
   private transport?: { owner: object; name: string; handlers: () => TransportHandlerSpec[] };
   private explored = false;
   /** The background start of the Kafka side: `checked` settles the boot's wait, `loop` ends with the tries. */
@@ -183,7 +184,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       if (!this.options.publisher && !this.options.outbox) this.logger.warn('no @IdempotentHandler found and neither a publisher nor an outbox configured: this module does nothing');
       return;
     }
-    const dataSource = this.getDataSource();
+    const dataSource = this.getDatabase();
     const hardened = hardenPool(dataSource, Math.max(5000, this.options.inbox.statementTimeoutMs));
     if (hardened.length > 0) this.logger.log(`PostgreSQL pool: set ${hardened.join(' and ')} (the application left them unset; a server that stops answering must end as an error)`);
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
@@ -223,7 +224,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   /** Tries to start the Kafka side until it runs or the application stops; settles the boot's wait on the way. */
-  private async runKafkaSide(dataSource: DataSource, boot: { resolve: () => void; reject: (err: Error) => void }): Promise<void> {
+  private async runKafkaSide(dataSource: DatabasePort, boot: { resolve: () => void; reject: (err: Error) => void }): Promise<void> {
     let booting = true;
     const release = () => {
       if (!booting) return;
@@ -303,7 +304,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * One try: checks against the brokers and topics (then `checked`), the consumer's launch, the replay worker.
    * Resolves the consumer (undefined when the application stopped meanwhile); its join follows.
    */
-  private async startKafkaSide(dataSource: DataSource, checked: () => void): Promise<ExactlyOnceConsumer | undefined> {
+  private async startKafkaSide(dataSource: DatabasePort, checked: () => void): Promise<ExactlyOnceConsumer | undefined> {
     // The loop above retries: the probe's checks fail fast rather than hold a boot or a shutdown.
     this.probe ??= createProbeClient(this.options);
     const probe = this.probe.admin({ retry: { retries: 0 } });
@@ -440,19 +441,46 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     return found;
   }
 
-  getDataSource(): DataSource {
-    if (this.dataSource) return this.dataSource;
-    const token = getDataSourceToken(this.options.dataSourceName);
+  /**
+   * The module's data layer: the `database` option, else the TypeORM DataSource of `TypeOrmModule`
+   * (`dataSourceName`), as it always was.
+   */
+  getDatabase(): DatabasePort {
+    if (this.database) return this.database;
+    const given = this.options.database;
+    if (given) {
+      given.configure?.({ handlerTimeoutMs: this.options.consumer.handlerTimeoutMs });
+      return (this.database = given);
+    }
+    let token: unknown;
     try {
-      this.dataSource = this.moduleRef.get<DataSource>(token, { strict: false });
+      // NOTE: @nestjs/typeorm is needed only when the module runs on TypeORM (no `database` option).
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      token = (require('@nestjs/typeorm') as { getDataSourceToken(name?: string): unknown }).getDataSourceToken(this.options.dataSourceName);
+    } catch {
+      throw new InvalidOptionsError(
+        'database',
+        'is not set, and @nestjs/typeorm is not installed: give the module its data layer (database: prismaDatabase(...), drizzleDatabase(...), kyselyDatabase(...) or typeormDatabase(dataSource))',
+      );
+    }
+    let dataSource: DataSource;
+    try {
+      dataSource = this.moduleRef.get<DataSource>(token as string, { strict: false });
     } catch {
       throw new InvalidOptionsError(
         'dataSourceName',
-        `names a TypeORM DataSource (${String(this.options.dataSourceName ?? 'default')}) that is not registered: import TypeOrmModule.forRoot(...) in the application`,
+        `names a TypeORM DataSource (${String(this.options.dataSourceName ?? 'default')}) that is not registered: import TypeOrmModule.forRoot(...) in the application, or give the module its data layer with the database option`,
       );
     }
-    return this.dataSource;
+    return (this.database = typeormDatabase(dataSource));
   }
+
+  /** The TypeORM DataSource the module runs on, when its data layer is TypeORM. */
+  getDataSource(): DataSource | undefined {
+    const database = this.getDatabase();
+    return database.kind === 'typeorm' ? (database as TypeOrmDatabasePort).dataSource : undefined;
+  }
+
 
   /**
    * Input and declared output topics must exist (a typo would otherwise stop the line at runtime); each input

@@ -82,7 +82,7 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
   private tools() {
     if (this.cached) return this.cached;
     const lifecycle = this.lifecycle();
-    const sql = dataSourceSql(lifecycle.getDataSource());
+    const sql = dataSourceSql(lifecycle.getDatabase());
     const store = new OperatorStore(sql, lifecycle.groupId, this.find(SchemaRegistry));
     this.cached = { sql, store, stories: new MessageStories(sql, store), outbox: new OutboxOperations(sql) };
     return this.cached;

@@ -1,7 +1,7 @@
-import type { DataSource, QueryRunner } from 'typeorm';
+import type { DatabaseSession, SessionSource } from '../database/database.port';
 import { releaseClean } from '../engine/clean-release';
 
-/** The little SQL the operator tools need, over a TypeORM DataSource (the admin module) or a pg Pool (the CLI). */
+/** The little SQL the operator tools need, over the module's data layer (the admin module) or a pg Pool (the CLI). */
 export interface SqlClient {
   query<T = any>(sql: string, params?: unknown[]): Promise<T[]>;
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
@@ -9,7 +9,7 @@ export interface SqlClient {
 }
 
 /** A client over one query runner (statements run on its connection, inside its transaction if any). */
-export function runnerSql(runner: QueryRunner): SqlClient {
+export function runnerSql(runner: DatabaseSession): SqlClient {
   const sql: SqlClient = {
     query: async (text, params) => (await runner.query(text, params, true)).records,
     transaction: (work) => work(sql),
@@ -17,7 +17,7 @@ export function runnerSql(runner: QueryRunner): SqlClient {
   return sql;
 }
 
-export function dataSourceSql(dataSource: DataSource): SqlClient {
+export function dataSourceSql(dataSource: SessionSource): SqlClient {
   return {
     query: async (text, params) => {
       const runner = dataSource.createQueryRunner();

@@ -1,5 +1,6 @@
-import type { QueryRunner } from 'typeorm';
+import type { DatabaseSession } from '../database/database.port';
 import { withDeadline } from './deadline';
+import { endLent } from '../database/lent-database';
 
 export interface PgClient {
   query(sql: string): Promise<unknown>;
@@ -13,11 +14,13 @@ export interface PgClient {
 }
 
 /**
- * The node-postgres client under a TypeORM query runner (after connect), for what only it can tell: whether a
- * statement on it still waits (isBusy) and whether its transaction failed (`getTransactionStatus()` 'E').
+ * The node-postgres client under a session (after connect), for what only it can tell: whether a statement on it
+ * still waits (isBusy) and whether its transaction failed (`getTransactionStatus()` 'E'). A TypeORM query runner
+ * keeps it as `databaseConnection`, the library's own sessions as `pgClient`.
  */
-export function pgClientOf(runner: QueryRunner): PgClient | undefined {
-  return (runner as unknown as { databaseConnection?: PgClient }).databaseConnection;
+export function pgClientOf(runner: DatabaseSession): PgClient | undefined {
+  const r = runner as unknown as { pgClient?: PgClient; databaseConnection?: PgClient };
+  return 'pgClient' in r ? r.pgClient : r.databaseConnection;
 }
 
 /** Whether a statement on the connection still waits for its answer (without touching pg's deprecated getters). */
@@ -33,9 +36,9 @@ export function isBusy(client: PgClient): boolean {
  * pooled connection inside a failed transaction would make the next user's queries fail with "current
  * transaction is aborted").
  */
-export async function releaseClean(runner: QueryRunner, destroy = false): Promise<void> {
-  const internals = runner as unknown as { databaseConnection?: PgClient; databaseConnectionPromise?: Promise<unknown>; releaseCallback?: (err?: Error) => void };
-  const client = internals.databaseConnection;
+export async function releaseClean(runner: DatabaseSession, destroy = false): Promise<void> {
+  const internals = runner as unknown as { databaseConnectionPromise?: Promise<unknown>; releaseCallback?: (err?: Error) => void };
+  const client = pgClientOf(runner);
   if (!client && internals.databaseConnectionPromise) {
     // Still connecting (a server that does not answer): the connection is destroyed when it comes, not leaked.
     void internals.databaseConnectionPromise.then(
@@ -59,7 +62,12 @@ export async function releaseClean(runner: QueryRunner, destroy = false): Promis
   } catch (err) {
     broken = err as Error;
   }
-  const release = (runner as unknown as { releasePostgresConnection?: (err?: Error) => Promise<void> }).releasePostgresConnection;
+  // The library's own sessions (releaseConnection) and TypeORM's query runner (releasePostgresConnection) both
+  // destroy the connection when given an error, instead of pooling it.
+  // What the unit lent its handler refuses from now on (closed: a call of it may still be running).
+  endLent(runner, broken !== undefined);
+  const own = runner as unknown as { releaseConnection?: (err?: Error) => Promise<void>; releasePostgresConnection?: (err?: Error) => Promise<void> };
+  const release = own.releaseConnection ?? own.releasePostgresConnection;
   if (release) await release.call(runner, broken).catch(() => undefined);
   else await runner.release().catch(() => undefined);
 }
@@ -69,7 +77,7 @@ export async function releaseClean(runner: QueryRunner, destroy = false): Promis
  * connection of its own, given up after `timeoutMs`: a server that stops answering fails it instead of holding
  * the caller (and the connection, which is then closed, not reused) for good.
  */
-export async function queryWithin<T = any>(dataSource: { createQueryRunner(): QueryRunner }, sql: string, params: unknown[] = [], timeoutMs: number): Promise<T> {
+export async function queryWithin<T = any>(dataSource: { createQueryRunner(): DatabaseSession }, sql: string, params: unknown[] = [], timeoutMs: number): Promise<T> {
   const runner = dataSource.createQueryRunner();
   try {
     return await withDeadline(runner.query(sql, params), timeoutMs, 'PostgreSQL');

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { Admin, Consumer, EachBatchPayload, Kafka } from 'kafkajs';
-import type { DataSource } from 'typeorm';
+import type { DatabasePort } from '../database/database.port';
 import { InboxRepository } from '../inbox/inbox.repository';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { HandlerDefinition } from './handler-definition';
@@ -110,7 +110,7 @@ export class ExactlyOnceConsumer {
   constructor(
     private readonly kafka: Kafka,
     private readonly admin: Admin,
-    private readonly dataSource: DataSource,
+    private readonly dataSource: DatabasePort,
     private readonly registry: SchemaRegistry,
     private readonly options: ResolvedOptions,
     private readonly faults: FaultInjector,
@@ -308,10 +308,10 @@ export class ExactlyOnceConsumer {
   private warnIfPoolTooSmall(assignment: Record<string, number[]>): void {
     const assigned = Object.values(assignment).reduce((n, ps) => n + ps.length, 0);
     const { atOnce, needed } = connectionsNeeded({ assignedPartitions: assigned, partitionsConsumedConcurrently: this.options.consumer.partitionsConsumedConcurrently, outboxRelay: this.options.outbox?.relay === true });
-    const poolMax = (this.dataSource.driver as { master?: { options?: { max?: number } } }).master?.options?.max;
+    const poolMax = this.dataSource.pgPool()?.options?.max;
     if (poolMax !== undefined && poolMax < needed) {
       this.logger.warn(
-        `group ${this.options.groupId}: ${atOnce} partitions are handled at once (retry tiers' partitions included), each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax} (it needs ${needed} with the library's replay and retention jobs${this.options.outbox?.relay ? ' and the outbox relay' : ''}, before the application's own): partitions wait for a connection. Raise the DataSource's extra.max (or lower consumer.partitionsConsumedConcurrently).`,
+        `group ${this.options.groupId}: ${atOnce} partitions are handled at once (retry tiers' partitions included), each needing a PostgreSQL connection during a unit of work, and the pool has ${poolMax} (it needs ${needed} with the library's replay and retention jobs${this.options.outbox?.relay ? ' and the outbox relay' : ''}, before the application's own): partitions wait for a connection. Raise the pool's max (TypeORM: the DataSource's extra.max), or lower consumer.partitionsConsumedConcurrently.`,
       );
     }
   }
@@ -925,7 +925,7 @@ function brokerList(brokers: unknown): string {
 }
 
 /**
- * The connections of the module's DataSource the library may hold at once: one per partition handled at once (a
+ * The connections of the module's pool the library may hold at once: one per partition handled at once (a
  * unit of work's transaction; every assigned partition counts, those of the retry tiers too, up to
  * `partitionsConsumedConcurrently`), two for its jobs (the replay worker's lock and step, the inbox retention),
  * and one for the outbox relay while it is the active one in this application (it holds its connection). The

@@ -1,8 +1,9 @@
 import type { Logger } from '@nestjs/common';
-import type { QueryRunner } from 'typeorm';
+import type { DatabasePort, DatabaseSession } from '../database/database.port';
+import { lentFor } from '../database/lent-database';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { OutputTooLargeError } from '../errors/output-too-large.error';
-import type { EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
+import type { BatchContext, EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
 import { HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
@@ -20,6 +21,8 @@ import { pauseWithHeartbeats } from './sleep';
 
 /** What a handler call needs besides the record. */
 export interface InvocationDeps {
+  /** The data layer: what a handler is lent of the unit's transaction (`ctx.db`, `ctx.manager`). */
+  database: DatabasePort;
   handler: HandlerDefinition;
   registry: SchemaRegistry;
   options: ResolvedOptions;
@@ -33,9 +36,14 @@ export interface InvocationDeps {
   ambient?: AmbientTransactions;
 }
 
-/** A handler's call, with the application's TransactionHost (if any) showing the unit's transaction meanwhile. */
-function lent(deps: InvocationDeps, runner: QueryRunner, call: () => Promise<void>): Promise<void> {
-  return deps.ambient ? deps.ambient.run(runner.manager, call) : call();
+/**
+ * A handler's call with the data layer bound to the unit's transaction, and the application's TransactionHost (if
+ * any) showing that transaction meanwhile.
+ */
+function lent(deps: InvocationDeps, runner: DatabaseSession, call: () => Promise<void>): Promise<void> {
+  const db = lentFor(deps.database, runner);
+  const host = deps.ambient ? () => deps.ambient!.run((db.manager ?? db.db) as never, call) : call;
+  return db.run ? db.run(host) : host();
 }
 
 /** The record a handler is called for. */
@@ -102,7 +110,7 @@ export interface CarriedAttempt {
  */
 export async function invokeHandler(
   deps: InvocationDeps,
-  runner: QueryRunner,
+  runner: DatabaseSession,
   record: InvocationRecord,
   event: unknown,
   { savepoints = true, carried }: { savepoints?: boolean; carried?: CarriedAttempt } = {},
@@ -120,7 +128,7 @@ export async function invokeHandler(
 
 async function attempts(
   deps: InvocationDeps,
-  runner: QueryRunner,
+  runner: DatabaseSession,
   record: InvocationRecord,
   event: unknown,
   savepoints: boolean,
@@ -174,13 +182,13 @@ function logAttemptFailure(deps: InvocationDeps, record: InvocationRecord, attem
  * failure but a connection fault is thrown as OptimisticInvocationFailed, and the unit of work runs again with
  * every event alone (a batch of one) behind its savepoint.
  */
-export async function invokeBatchHandler(deps: InvocationDeps, runner: QueryRunner, items: BatchedInvocation[]): Promise<void> {
+export async function invokeBatchHandler(deps: InvocationDeps, runner: DatabaseSession, items: BatchedInvocation[]): Promise<void> {
   // A span per event (each the child of its record's trace), so that each event's outputs continue its trace.
   const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name, item.record.headers));
   const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers) }));
   const where = () => `${items[0].record.info.topic}[${items[0].record.info.partition}]@${items[0].record.info.offset}..${items[items.length - 1].record.info.offset} (${items.length} events)`;
   try {
-    await whileHeartbeating(deps, () => optimistically(() => withinHandlerTimeout(deps, where, lent(deps, runner, () => deps.handler.invokeBatch!(events, { manager: runner.manager, attempt: 1 })))));
+    await whileHeartbeating(deps, () => optimistically(() => withinHandlerTimeout(deps, where, lent(deps, runner, () => deps.handler.invokeBatch!(events, batchContext(deps, runner))))));
   } catch (err) {
     for (const span of spans) span.end(err);
     throw err;
@@ -227,12 +235,35 @@ async function withinHandlerTimeout(deps: InvocationDeps, where: () => string, c
   }
 }
 
+/** TypeORM's EntityManager of the unit (`ctx.manager`): other data layers have `ctx.db` only. */
+function managerOf(deps: InvocationDeps, db: { manager?: unknown }): any {
+  if (db.manager === undefined) {
+    throw new TypeError(`ctx.manager is TypeORM's EntityManager, and this module's data layer is ${deps.database.kind}: write through ctx.db (it is in the unit's transaction)`);
+  }
+  return db.manager;
+}
+
+function batchContext(deps: InvocationDeps, runner: DatabaseSession): BatchContext {
+  const db = lentFor(deps.database, runner);
+  return {
+    db: db.db as any,
+    get manager() {
+      return managerOf(deps, db);
+    },
+    attempt: 1,
+  };
+}
+
 /** `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own). */
-function eventContext(deps: InvocationDeps, runner: QueryRunner, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>): EventContext {
+function eventContext(deps: InvocationDeps, runner: DatabaseSession, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>): EventContext {
   const { options, registry, topicLimits } = deps;
+  const db = lentFor(deps.database, runner);
   let key: string | undefined;
   return {
-    manager: runner.manager,
+    db: db.db as any,
+    get manager() {
+      return managerOf(deps, db);
+    },
     message: record.info,
     // Computed when a handler reads it (a SHA-256 per record otherwise, for handlers that call nothing outside).
     get idempotencyKey() {

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { KafkaMessage } from 'kafkajs';
-import type { DataSource, QueryRunner } from 'typeorm';
+import type { DatabasePort, DatabaseSession } from '../database/database.port';
+import { lentFor, refuseLentTransactions } from '../database/lent-database';
 import { DecodeError } from '../errors/decode.error';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { EventValidationError } from '../errors/event-validation.error';
@@ -83,7 +84,7 @@ export interface CarriedFailure {
 }
 
 export interface UnitOfWorkDeps {
-  dataSource: DataSource;
+  dataSource: DatabasePort;
   inbox: InboxRepository;
   producer: PartitionProducer;
   handler: HandlerDefinition;
@@ -252,7 +253,7 @@ export class UnitOfWork {
   async run(): Promise<UnitOfWorkOutcome> {
     const { dataSource, inbox, producer, options, faults, topic, partition } = this.deps;
     const group = options.groupId;
-    let runner: QueryRunner | undefined;
+    let runner: DatabaseSession | undefined;
     let lanes: KeyLanesRun | undefined;
     try {
       // The writer schemas of the records in the Schema Registry's framing, before any transaction: a registry
@@ -490,7 +491,7 @@ export class UnitOfWork {
     return { kind: 'aborted', error };
   }
 
-  private async handleClaimed(runner: QueryRunner, record: ChunkRecord, claim: Claim): Promise<HandledRecord> {
+  private async handleClaimed(runner: DatabaseSession, record: ChunkRecord, claim: Claim): Promise<HandledRecord> {
     const prep = this.prepared?.get(record.offset);
     if (prep) return this.handleOrdered(runner, record, claim, prep);
     const { handler, options } = this.deps;
@@ -547,7 +548,7 @@ export class UnitOfWork {
    * dead-lettered and parks its key, so that no later record of the key overtakes it. A record without an
    * ordering key is dead-lettered (`key-unresolved`) and parks nothing.
    */
-  private async handleOrdered(runner: QueryRunner, record: ChunkRecord, claim: Claim, prep: OrderingPrep): Promise<HandledRecord> {
+  private async handleOrdered(runner: DatabaseSession, record: ChunkRecord, claim: Claim, prep: OrderingPrep): Promise<HandledRecord> {
     const { options } = this.deps;
     if (prep.key && this.parkedKeys.has(prep.key.digest)) {
       const failure = { name: 'KeyParked', message: `ordering key ${prep.key.display} is parked; this record waits for its release`, stack: '', reason: 'key-parked' };
@@ -582,7 +583,7 @@ export class UnitOfWork {
    * connection when the unit rolls back) and throws that failure, and the unit runs again carefully, one record
    * after the other.
    */
-  private lanes(runner: QueryRunner, unitStarted: number): KeyLanesRun | undefined {
+  private lanes(runner: DatabaseSession, unitStarted: number): KeyLanesRun | undefined {
     const limit = this.deps.handler.ordering?.lanes ?? 1;
     if (limit <= 1 || this.deps.careful || this.batch) return undefined;
     const lanes = new KeyLanes(limit);
@@ -632,16 +633,21 @@ export class UnitOfWork {
   }
 
   /** For the time of the lanes: statements queued in the order issued, and no transaction of a handler's own. */
-  private guardRunnerForLanes(runner: QueryRunner): () => void {
-    const guarded = runner as QueryRunner & Record<'query' | 'startTransaction', unknown>;
+  private guardRunnerForLanes(runner: DatabaseSession): () => void {
+    const guarded = runner as DatabaseSession & Record<'query' | 'startTransaction', unknown>;
     const own = { query: runner.query, startTransaction: runner.startTransaction };
     // One lane: each statement starts when the one before it has settled.
     const statements = new KeyLanes(1);
-    guarded.query = (...args: Parameters<QueryRunner['query']>) => statements.run('statements', () => own.query.apply(runner, args));
+    guarded.query = (...args: Parameters<DatabaseSession['query']>) => statements.run('statements', () => own.query.apply(runner, args));
     guarded.startTransaction = () => Promise.reject(new TransactionInLanesError(this.deps.handler.name));
+    // Other data layers send on the unit's connection itself (node-postgres runs its statements in the order
+    // issued): their own transactions are refused there.
+    lentFor(this.deps.dataSource, runner);
+    refuseLentTransactions(runner, () => new TransactionInLanesError(this.deps.handler.name));
     return () => {
       guarded.query = own.query;
       guarded.startTransaction = own.startTransaction;
+      refuseLentTransactions(runner, undefined);
     };
   }
 
@@ -657,7 +663,7 @@ export class UnitOfWork {
    * Runs the handler for one record; a batch handler run optimistically only takes the event into its batch
    * (it cannot fail here: if the batch call fails, the whole unit runs again carefully, one event at a time).
    */
-  private async invoke(runner: QueryRunner, record: ChunkRecord, event: unknown): Promise<Invocation> {
+  private async invoke(runner: DatabaseSession, record: ChunkRecord, event: unknown): Promise<Invocation> {
     const invocation = { info: this.recordInfo(record), id: record.id, headers: new MessageHeaderReader(record.message) };
     if (this.batch) {
       const emitted: OutputRecord[] = [];
@@ -699,7 +705,7 @@ export class UnitOfWork {
    * sending any can be told apart: the transaction is untouched by it (invoke). Optimistic units of a handler
    * called record by record only.
    */
-  private countStatements(runner: QueryRunner): void {
+  private countStatements(runner: DatabaseSession): void {
     // On the node-postgres client itself: TypeORM's query and stream, and a handler's own use of the client
     // (pg-cursor, COPY streams) all send through its `query`.
     const client = pgClientOf(runner) as unknown as { query: (...args: unknown[]) => unknown } | undefined;
@@ -723,7 +729,7 @@ export class UnitOfWork {
    * Whether the unit's transaction is as good as before a handler call that failed without a savepoint: the call
    * sent no statement, none of anyone's still waits on the connection, and the transaction has not failed.
    */
-  private untouchedSince(runner: QueryRunner, statementsBefore: number | undefined): boolean {
+  private untouchedSince(runner: DatabaseSession, statementsBefore: number | undefined): boolean {
     const client = pgClientOf(runner);
     if (statementsBefore === undefined || !client || this.statements !== statementsBefore || isBusy(client)) return false;
     return client.getTransactionStatus?.() === 'T';
@@ -739,7 +745,7 @@ export class UnitOfWork {
   }
 
   /** Dead-letters the record and parks it (with its key, when `parkKey`) in the unit's transaction. */
-  private async park(runner: QueryRunner, record: ChunkRecord, key: OrderingKeyId, failure: RecordedFailure, attempts: number, parkKey: boolean): Promise<HandledRecord> {
+  private async park(runner: DatabaseSession, record: ChunkRecord, key: OrderingKeyId, failure: RecordedFailure, attempts: number, parkKey: boolean): Promise<HandledRecord> {
     const { options, topic, partition } = this.deps;
     const handled = this.deadLetter(record, failure, attempts, key);
     const parked = {
@@ -763,7 +769,7 @@ export class UnitOfWork {
   }
 
   /** Decodes the claimed records and derives their ordering keys; reads which of those keys are parked. */
-  private async prepareOrdering(runner: QueryRunner, records: ChunkRecord[]): Promise<void> {
+  private async prepareOrdering(runner: DatabaseSession, records: ChunkRecord[]): Promise<void> {
     const { handler, options, topic } = this.deps;
     const keyOfEvent = handler.ordering!.key;
     this.prepared = new Map();
@@ -816,8 +822,8 @@ export class UnitOfWork {
   }
 
   private invocationDeps() {
-    const { handler, registry, options, topicLimits, heartbeat, tracing, ambient } = this.deps;
-    return { handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing, ambient };
+    const { dataSource: database, handler, registry, options, topicLimits, heartbeat, tracing, ambient } = this.deps;
+    return { database, handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing, ambient };
   }
 
   private recordInfo(record: ChunkRecord): RecordInfo {

@@ -34,7 +34,7 @@ export class InboxHealthIndicator {
 
   /** Each statement on a connection of its own, closed when it goes unanswered (never left holding a pooled one). */
   private async parkedKeys(ms: number): Promise<Record<string, unknown>> {
-    const dataSource = this.lifecycle.getDataSource();
+    const dataSource = this.lifecycle.getDatabase();
     const query = (sql: string, params: unknown[] = []) => queryWithin(dataSource, sql, params, ms);
     if (!this.lifecycle.groupId) {
       await query('SELECT 1');

@@ -50,7 +50,7 @@ export class OutboxHealthIndicator {
   }
 
   private async waiting(ms: number): Promise<{ waiting: number; oldestAgeMs: number; oldestTopic?: string; setAside: number }> {
-    const dataSource = this.lifecycle.getDataSource();
+    const dataSource = this.lifecycle.getDatabase();
     const exists = await queryWithin(dataSource, `SELECT to_regclass($1) IS NOT NULL AS present`, [OUTBOX_TABLE], ms);
     if (!exists[0]?.present) return { waiting: 0, oldestAgeMs: 0, setAside: 0 };
     // Rows of batches at or below the relayed one are in Kafka, and about to be deleted.

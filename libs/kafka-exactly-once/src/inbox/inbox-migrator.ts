@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
-import type { DataSource, MigrationInterface } from 'typeorm';
+import type { SessionSource } from '../database/database.port';
+import type { MigrationInterface } from 'typeorm';
 import { MIGRATIONS_TABLE } from '../kafka-exactly-once.constants';
 import { KAFKA_EXACTLY_ONCE_MIGRATIONS } from './migrations';
 
@@ -20,7 +21,7 @@ function commitsInPages(migration: MigrationInterface): boolean {
  * table. The migrations run in one transaction, except one that commits page by page (re-keying a whole inbox):
  * that one runs after the transaction of those before it commits, and is recorded once it has finished.
  */
-export async function runInboxMigrations(dataSource: DataSource, logger = new Logger('KafkaExactlyOnceMigrations')): Promise<void> {
+export async function runInboxMigrations(dataSource: SessionSource, logger = new Logger('KafkaExactlyOnceMigrations')): Promise<void> {
   const queryRunner = dataSource.createQueryRunner();
   await queryRunner.connect();
   let locked = false;
@@ -39,7 +40,8 @@ export async function runInboxMigrations(dataSource: DataSource, logger = new Lo
       } else if (!queryRunner.isTransactionActive) {
         await queryRunner.startTransaction();
       }
-      await migration.up(queryRunner);
+      // The library's migrations use a session's statements and transaction only (a TypeORM QueryRunner's subset).
+      await migration.up(queryRunner as never);
       await queryRunner.query(`INSERT INTO ${MIGRATIONS_TABLE} (name) VALUES ($1)`, [migration.name]);
       logger.log(`applied ${migration.name}`);
     }

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
+import type { SessionSource } from '../database/database.port';
 import { queryWithin } from '../engine/clean-release';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
 
@@ -47,7 +47,7 @@ export class InboxRetention {
   private running?: Promise<number>;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly dataSource: SessionSource,
     private readonly groupId: string,
     private readonly committed: CommittedOffsets,
     private readonly options: InboxRetentionOptions,

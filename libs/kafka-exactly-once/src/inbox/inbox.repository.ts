@@ -1,4 +1,4 @@
-import type { QueryRunner } from 'typeorm';
+import type { DatabaseSession } from '../database/database.port';
 import { INBOX_TABLE, UNIT_OUTPUTS_TABLE, UNIT_SEQUENCE } from '../kafka-exactly-once.constants';
 import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord } from '../engine/output-record';
 
@@ -144,7 +144,7 @@ export class InboxRepository {
    * instance) makes this wait on its lock, bounded by the session's lock_timeout. Ids repeated within the chunk
    * are claimed once (the first occurrence).
    */
-  async claim(runner: QueryRunner, group: string, topic: string, partition: number, records: ClaimRequest[]): Promise<Claims> {
+  async claim(runner: DatabaseSession, group: string, topic: string, partition: number, records: ClaimRequest[]): Promise<Claims> {
     const seen = new Set<string>();
     const unique = records.filter((r) => !seen.has(keyOf(r)) && seen.add(keyOf(r)));
     // Rows are locked in digest order, the same in every unit of work, so that two partitions claiming the same
@@ -175,7 +175,7 @@ export class InboxRepository {
    * order, each with what it emitted (none is fine: the row says so). `lastOffset` is the unit's last record
    * (inbox retention deletes the row with the last of its records).
    */
-  async recordUnitOutputs(runner: QueryRunner, group: string, topic: string, partition: number, unit: string, lastOffset: string, records: ReadonlyArray<{ offset: string; outputs: readonly OutputRecord[] }>): Promise<void> {
+  async recordUnitOutputs(runner: DatabaseSession, group: string, topic: string, partition: number, unit: string, lastOffset: string, records: ReadonlyArray<{ offset: string; outputs: readonly OutputRecord[] }>): Promise<void> {
     await runner.query(`INSERT INTO ${UNIT_OUTPUTS_TABLE} (id, consumer_group, topic, partition, last_offset, outputs) VALUES ($1, $2, $3, $4, $5, $6)`, [
       unit,
       group,
@@ -192,7 +192,7 @@ export class InboxRepository {
    * earlier delivery. Any other row is a duplicate publish, skipped: its outputs come back empty and its unit's
    * blob is not read (nor needed: retention may already have deleted it). Without `at`, every row's outputs.
    */
-  async find(runner: QueryRunner, group: string, keys: Array<InboxKey & { offset?: string }>, at?: { topic: string; partition: number }): Promise<Map<string, InboxRow>> {
+  async find(runner: DatabaseSession, group: string, keys: Array<InboxKey & { offset?: string }>, at?: { topic: string; partition: number }): Promise<Map<string, InboxRow>> {
     if (keys.length === 0) return new Map();
     const rows: Array<{ scope: string; digest: string; topic: string; partition: number; offset: string; status: string; outputs: RecordedOutput[] }> =
       await runner.query(
@@ -246,7 +246,7 @@ export class InboxRepository {
    * Gives back claims this transaction made but will not handle (the chunk was cut short): a row the claim
    * took over gets its previous state back, a new one (written as handled in unit `unit`) is deleted.
    */
-  async release(runner: QueryRunner, group: string, keys: InboxKey[], unit: string | undefined): Promise<void> {
+  async release(runner: DatabaseSession, group: string, keys: InboxKey[], unit: string | undefined): Promise<void> {
     if (keys.length === 0) return;
     const params = [group, keys.map((k) => k.scope), keys.map((k) => k.digest)];
     const match = `i.consumer_group = $1 AND (i.scope, i.id_digest) IN (SELECT k.scope, decode(k.digest, 'hex') FROM unnest($2::text[], $3::text[]) AS k(scope, digest))`;
@@ -262,7 +262,7 @@ export class InboxRepository {
   }
 
   /** Records how each claimed record ended and what it emitted. */
-  async complete(runner: QueryRunner, group: string, completions: InboxCompletion[]): Promise<void> {
+  async complete(runner: DatabaseSession, group: string, completions: InboxCompletion[]): Promise<void> {
     if (completions.length === 0) return;
     await runner.query(
       `UPDATE ${INBOX_TABLE} AS i
@@ -288,7 +288,7 @@ export class InboxRepository {
    * back), so that the count survives restarts. Returns the new count, or 0 when the record is done already.
    */
   async recordFailure(
-    runner: QueryRunner,
+    runner: DatabaseSession,
     group: string,
     record: ClaimRequest & { topic: string; partition: number },
     failure: RecordedFailure,

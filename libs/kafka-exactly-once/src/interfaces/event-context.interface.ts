@@ -25,9 +25,23 @@ export interface EmitOptions {
   headers?: EventHeaders;
 }
 
-/** What a handler gets besides the decoded event. */
-export interface EventContext {
-  /** EntityManager of the same PostgreSQL transaction as the inbox claim: write through it. */
+/**
+ * What a handler gets besides the decoded event. `Db` is the type of `ctx.db`, the module's data layer bound to
+ * the unit of work's transaction: TypeORM's `EntityManager` (the default), a `PrismaClient`, a Drizzle database or
+ * a `Kysely<DB>`, as the module's `database` option builds it.
+ *
+ * @example
+ * async handle(event: PaymentRequested, ctx: EventContext<PrismaClient>) {
+ *   await ctx.db.account.update({ where: { accountId: event.accountId }, data: { balanceCents: { increment: event.amountCents } } });
+ * }
+ */
+export interface EventContext<Db = EntityManager> {
+  /**
+   * The module's data layer on the same PostgreSQL transaction as the inbox claim: write through it, and the
+   * writes commit exactly once with the record's offset. Its own `transaction()` calls nest as savepoints.
+   */
+  readonly db: Db;
+  /** TypeORM's EntityManager of the unit's transaction (TypeORM data layer only; the same object as `db`). */
   readonly manager: EntityManager;
   readonly message: RecordInfo;
   /**
@@ -58,17 +72,19 @@ export interface EventContext {
 }
 
 /** A method decorated with @IdempotentHandler. */
-export type IdempotentHandlerMethod<T = any> = (event: T, ctx: EventContext) => Promise<void> | void;
+export type IdempotentHandlerMethod<T = any> = (event: T, ctx: EventContext<any>) => Promise<void> | void;
 
 /** One event of a batch, with its own context: `ctx.emit` adds an output of this event, `ctx.message` is its record. */
-export interface BatchEvent<T = any> {
+export interface BatchEvent<T = any, Db = any> {
   readonly event: T;
-  readonly ctx: EventContext;
+  readonly ctx: EventContext<Db>;
 }
 
 /** What a batch handler gets besides its events. */
-export interface BatchContext {
-  /** EntityManager of the unit of work's PostgreSQL transaction (the same as every event's `ctx.manager`). */
+export interface BatchContext<Db = EntityManager> {
+  /** The data layer on the unit of work's PostgreSQL transaction (the same as every event's `ctx.db`). */
+  readonly db: Db;
+  /** EntityManager of the unit of work's PostgreSQL transaction (TypeORM data layer only; the same as `ctx.manager`). */
   readonly manager: EntityManager;
   /** 1 on the first try, 2 on the first retry... (a retry runs one event alone). */
   readonly attempt: number;
@@ -80,4 +96,4 @@ export interface BatchContext {
  * work; when it throws, the unit is rolled back and the events are handled one at a time (a batch of one each),
  * so that only the failing event is retried and dead-lettered or parks its key.
  */
-export type IdempotentBatchHandlerMethod<T = any> = (events: ReadonlyArray<BatchEvent<T>>, batch: BatchContext) => Promise<void> | void;
+export type IdempotentBatchHandlerMethod<T = any> = (events: ReadonlyArray<BatchEvent<T>>, batch: BatchContext<any>) => Promise<void> | void;

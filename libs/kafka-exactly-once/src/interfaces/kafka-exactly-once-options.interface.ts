@@ -1,3 +1,4 @@
+import type { DatabasePort } from '../database/database.port';
 import type { KafkaConfig } from 'kafkajs';
 import type { EventFormat } from '../formats/event-reader';
 import type { JsonLimits } from '../formats/json.codec';
@@ -50,6 +51,13 @@ export interface KafkaExactlyOnceModuleOptions {
   topicPrefix?: string;
   /** Name of the TypeORM DataSource to use (`TypeOrmModule.forRoot({ name })`); the default one if omitted. */
   dataSourceName?: string;
+  /**
+   * The data layer the library runs its SQL on and lends handlers as `ctx.db`: `prismaDatabase(...)`,
+   * `drizzleDatabase(...)`, `kyselyDatabase(...)` (from `kafka-exactly-once/prisma`, `/drizzle`, `/kysely`) or
+   * `typeormDatabase(dataSource)`. Left out: the TypeORM DataSource of `TypeOrmModule` (`dataSourceName`).
+   * docs/data-layers.md.
+   */
+  database?: DatabasePort;
   consumer?: ConsumerOptions;
   /**
    * A unit of work is a chunk of consecutive records of one partition, capped by count (default 500), by the

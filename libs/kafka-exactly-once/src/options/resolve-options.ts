@@ -1,3 +1,4 @@
+import type { DatabasePort } from '../database/database.port';
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../formats/json.codec';
 import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
@@ -157,6 +158,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     ...(schemaRegistry ? { schemaRegistry } : {}),
     ambientTransactions: resolveAmbient(options.ambientTransactions),
     dataSourceName: options.dataSourceName,
+    database: databaseOption(options.database),
     consumer: {
       sessionTimeout,
       heartbeatInterval,
@@ -355,4 +357,17 @@ function resolveAmbient(value: KafkaExactlyOnceModuleOptions['ambientTransaction
     throw new InvalidOptionsError('ambientTransactions.connectionName', 'must be the non-empty name of a TransactionHost (ClsPluginTransactional connectionName)');
   }
   return { connectionName: value.connectionName };
+}
+
+/** The `database` option: a data layer built by typeormDatabase, prismaDatabase, drizzleDatabase or kyselyDatabase. */
+function databaseOption(database: unknown): DatabasePort | undefined {
+  if (database === undefined) return undefined;
+  const d = database as Partial<DatabasePort> | null;
+  if (!d || typeof d !== 'object' || typeof d.createQueryRunner !== 'function' || typeof d.lend !== 'function' || typeof d.sessionOf !== 'function' || typeof d.kind !== 'string') {
+    throw new InvalidOptionsError(
+      'database',
+      'must be a data layer built by typeormDatabase(dataSource), prismaDatabase({ pool, client }), drizzleDatabase({ pool, drizzle }) or kyselyDatabase({ pool, kysely }) (or left out for the DataSource of TypeOrmModule)',
+    );
+  }
+  return d as DatabasePort;
 }

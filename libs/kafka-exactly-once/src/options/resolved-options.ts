@@ -1,3 +1,4 @@
+import type { DatabasePort } from '../database/database.port';
 import type { JsonLimits } from '../formats/json.codec';
 import type { KafkaExactlyOnceModuleOptions, RegistryConnectionOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 
@@ -19,6 +20,8 @@ export interface ResolvedOptions {
   /** undefined: no Schema Registry. */
   schemaRegistry?: Required<Pick<RegistryConnectionOptions, 'url' | 'subjectNameStrategy' | 'autoRegister' | 'requestTimeoutMs'>> & Pick<RegistryConnectionOptions, 'auth' | 'tls'>;
   dataSourceName?: string;
+  /** The data layer given in the options (else the TypeORM DataSource of dataSourceName). */
+  database?: DatabasePort;
   consumer: {
     sessionTimeout: number;
     heartbeatInterval: number;

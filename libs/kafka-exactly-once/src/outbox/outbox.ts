@@ -16,6 +16,13 @@ import { SchemaRegistry } from '../serde/schema-registry';
 import { encodeHeaders, keyLockId, lockedPosition } from './outbox-event';
 import { OutboxRelay, type OutboxRelayStatus, type PgPool } from './outbox-relay';
 
+/**
+ * The caller's transaction, as its data layer has it: TypeORM's EntityManager of a transaction or a QueryRunner
+ * with one started; Prisma's interactive transaction client; a Drizzle transaction; a Kysely transaction; or
+ * what a handler was lent as `ctx.db` (the unit of work's transaction).
+ */
+export type OutboxTransaction = EntityManager | QueryRunner | object;
+
 export interface OutboxAddOptions {
   /** Record key; required unless the topic declares a key function (module option `topics`). */
   key?: string;
@@ -69,15 +76,15 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
   async onApplicationBootstrap(): Promise<void> {
     const config = this.options.outbox;
     if (!config) return;
-    const dataSource = this.lifecycle.getDataSource();
-    if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
+    const database = this.lifecycle.getDatabase();
+    if (this.options.inbox.runMigrations) await runInboxMigrations(database);
     this.ready = true;
     this.topics = new TopicInspector(this.kafka, { lookupTimeoutMs: 5000 });
     // Learn the declared topics' size limits in the background: Kafka may be down at boot, writes go on.
     for (const topic of Object.keys(this.options.topics)) void this.topics.get(`${this.options.topicPrefix}${topic}`, 0);
     if (config.relay) {
-      const pool = (dataSource.driver as unknown as { master?: PgPool }).master;
-      if (!pool) throw new OutboxWriteError('other-data-source', "the outbox needs the module's DataSource to be a PostgreSQL one (TypeORM type 'postgres')");
+      const pool = database.pgPool() as PgPool | undefined;
+      if (!pool) throw new OutboxWriteError('other-data-source', "the outbox relay needs the module's data layer to run on node-postgres (TypeORM: type 'postgres')");
       this.relay = new OutboxRelay(this.kafka, pool, { ...config, transactionalIdPrefix: this.options.transactionalIdPrefix, transactionTimeoutMs: this.options.transactionTimeoutMs, abortHangingTransactions: this.options.abortHangingTransactions, retry: this.options.kafka.retry, declaredTopics: Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`) }, this.metrics);
       this.relay.start();
     }
@@ -101,7 +108,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
    * in one transaction, add the events of several keys in the same key order everywhere (or PostgreSQL may end
    * one transaction as a deadlock).
    */
-  async add(manager: EntityManager | QueryRunner, topic: string, event: unknown, options?: OutboxAddOptions): Promise<OutboxAddResult>;
+  async add(manager: OutboxTransaction, topic: string, event: unknown, options?: OutboxAddOptions): Promise<OutboxAddResult>;
   /**
    * Writes an event to the outbox in the transaction the application's `@nestjs-cls/transactional` has open here
    * (`@Transactional()`, `TransactionHost.withTransaction`), beside the service's own writes through
@@ -116,9 +123,9 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
    * }
    */
   async add(topic: string, event: unknown, options?: OutboxAddOptions): Promise<OutboxAddResult>;
-  async add(...args: [EntityManager | QueryRunner, string, unknown, OutboxAddOptions?] | [string, unknown, OutboxAddOptions?]): Promise<OutboxAddResult> {
+  async add(...args: [OutboxTransaction, string, unknown, OutboxAddOptions?] | [string, unknown, OutboxAddOptions?]): Promise<OutboxAddResult> {
     if (!this.options.outbox) throw new OutboxWriteError('not-enabled', 'the outbox is not enabled: add the "outbox" option ({} for the defaults) to KafkaExactlyOnceModule.forRoot');
-    const [manager, topic, event, options = {}] = typeof args[0] === 'string' ? [this.ambientManager(), ...(args as [string, unknown, OutboxAddOptions?])] : (args as [EntityManager | QueryRunner, string, unknown, OutboxAddOptions?]);
+    const [manager, topic, event, options = {}] = typeof args[0] === 'string' ? [this.ambientManager(), ...(args as [string, unknown, OutboxAddOptions?])] : (args as [OutboxTransaction, string, unknown, OutboxAddOptions?]);
     const runner = this.transactionOf(manager);
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing written
     const idProblem = messageIdProblem(options.messageId);
@@ -168,25 +175,26 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     return manager;
   }
 
-  private transactionOf(manager: EntityManager | QueryRunner): QueryRunner {
-    const runner = typeof (manager as QueryRunner)?.startTransaction === 'function' ? (manager as QueryRunner) : (manager as EntityManager | undefined)?.queryRunner;
-    if (!runner || !runner.isTransactionActive) {
+  /** Where the row is written: the caller's transaction, as the module's data layer knows it. */
+  private transactionOf(transaction: OutboxTransaction): { query(sql: string, params?: unknown[]): Promise<any> } {
+    const database = this.lifecycle.getDatabase();
+    const session = database.sessionOf(transaction);
+    if (!session || !session.inTransaction) {
       throw new OutboxWriteError(
         'not-in-transaction',
-        'Outbox.add needs the EntityManager of a transaction (dataSource.transaction(async (manager) => ...)) or a QueryRunner with a transaction started: written outside one, the event would not commit with your rows',
+        `Outbox.add needs ${database.transactionName}: written outside one, the event would not commit with your rows`,
       );
     }
-    const dataSource = this.lifecycle.getDataSource();
-    const own = (runner as unknown as { dataSource?: unknown }).dataSource ?? runner.connection;
-    if (own !== dataSource) {
+    if (!session.sameDatabase) {
       throw new OutboxWriteError(
         'other-data-source',
         `the transaction is of another DataSource than the module's (dataSourceName ${JSON.stringify(this.options.dataSourceName ?? 'default')}): the relay reads the outbox of the module's DataSource only`,
       );
     }
     if (!this.ready) throw new OutboxWriteError('not-enabled', 'the outbox is not ready: Outbox.add is for after the application has started (its migrations run at bootstrap)');
-    return runner;
+    return session;
   }
+
 
   /** The record size Kafka takes for a topic: its max.message.bytes once learnt, never more than the library's own limit. */
   private sizeLimit(topic: string): { bytes: number; source: string } {

@@ -1,4 +1,4 @@
-import type { QueryRunner } from 'typeorm';
+import type { DatabaseSession } from '../database/database.port';
 import type { HeaderPair } from '../engine/record-headers';
 import type { RecordIdentity } from '../engine/record-identity';
 import type { RecordedFailure } from '../inbox/inbox.repository';
@@ -27,7 +27,7 @@ export class ParkingRepository {
    * finishing (it deletes the row under an exclusive lock) waits for this unit of work, or this unit waits for
    * the release: a record is never handled while earlier records of its key are still parked.
    */
-  async parkedAmong(runner: QueryRunner, group: string, topic: string, digests: string[]): Promise<Set<string>> {
+  async parkedAmong(runner: DatabaseSession, group: string, topic: string, digests: string[]): Promise<Set<string>> {
     if (digests.length === 0) return new Set();
     const rows: Array<{ digest: string }> = await runner.query(
       `SELECT encode(key_digest, 'hex') AS digest FROM ${PARKED_KEYS_TABLE}
@@ -39,7 +39,7 @@ export class ParkingRepository {
   }
 
   /** Parks the record's key (when it is not parked yet) at this record, and the record under it. */
-  async parkKey(runner: QueryRunner, group: string, record: ParkedRecordInput): Promise<void> {
+  async parkKey(runner: DatabaseSession, group: string, record: ParkedRecordInput): Promise<void> {
     await runner.query(
       `INSERT INTO ${PARKED_KEYS_TABLE} (consumer_group, topic, key_digest, ordering_key, reason, error, partition, "offset", message_id)
        VALUES ($1, $2, decode($3, 'hex'), $4, $5, $6::jsonb, $7, $8, $9)
@@ -50,7 +50,7 @@ export class ParkingRepository {
   }
 
   /** Adds a record to its parked key's queue (after every record parked before it). */
-  async parkRecord(runner: QueryRunner, group: string, record: ParkedRecordInput): Promise<void> {
+  async parkRecord(runner: DatabaseSession, group: string, record: ParkedRecordInput): Promise<void> {
     await runner.query(
       `INSERT INTO ${PARKED_RECORDS_TABLE}
          (consumer_group, topic, key_digest, partition, "offset", scope, id_digest, message_id, record_key, value, headers, record_timestamp, reason, error)

@@ -2,7 +2,7 @@ import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/ou
 import { Logger } from '@nestjs/common';
 import type { Kafka } from 'kafkajs';
 import type { CheckedTransaction } from '../producer/checked-producer';
-import type { DataSource, QueryRunner } from 'typeorm';
+import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
 import { queryWithin, releaseClean } from '../engine/clean-release';
 import { withDeadline } from '../engine/deadline';
@@ -105,7 +105,7 @@ export class ReplayWorker {
 
   constructor(
     kafka: Kafka,
-    private readonly dataSource: DataSource,
+    private readonly dataSource: DatabasePort,
     private readonly registry: SchemaRegistry,
     private readonly options: ResolvedOptions,
     handlers: HandlerDefinition[],
@@ -325,7 +325,7 @@ export class ReplayWorker {
    * nothing committed), PostgreSQL committed, then the marker offset and the Kafka commit.
    */
   private async step(
-    work: (runner: QueryRunner, send: (replay: Replay, at?: Record<string, unknown>) => Promise<StepResult>) => Promise<StepResult>,
+    work: (runner: DatabaseSession, send: (replay: Replay, at?: Record<string, unknown>) => Promise<StepResult>) => Promise<StepResult>,
     onRefused?: (error: RecordedFailure) => Promise<void>,
   ): Promise<StepResult> {
     let sent: Replay | undefined;
@@ -365,12 +365,12 @@ export class ReplayWorker {
     return (await this.offsets.committed(this.options.groupId, topic, partition)) > BigInt(offset);
   }
 
-  private async countReleaseFailure(runner: QueryRunner, seq: string, error: RecordedFailure): Promise<void> {
+  private async countReleaseFailure(runner: DatabaseSession, seq: string, error: RecordedFailure): Promise<void> {
     await runner.query(`UPDATE ${PARKED_RECORDS_TABLE} SET release_failures = release_failures + 1, last_release_error = $2::jsonb WHERE seq = $1`, [seq, JSON.stringify(error)]);
   }
 
   private async runHandler(
-    runner: QueryRunner,
+    runner: DatabaseSession,
     handler: HandlerDefinition,
     original: Original,
     replay: { kind: 'release' | 'dead-letter'; auditId: string },
@@ -398,13 +398,13 @@ export class ReplayWorker {
     // One attempt: a step holds its key's lock while the handler runs (the consumer waits on it), and the
     // operator is there to try again.
     const once = { ...handler, retry: { ...handler.retry, attempts: 1 } };
-    const deps = { handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger, tracing: this.tracing, ambient: this.ambient };
+    const deps = { database: this.dataSource, handler: once, registry: this.registry, options: this.options, topicLimits: this.topicLimits, heartbeat: async () => undefined, logger: this.logger, tracing: this.tracing, ambient: this.ambient };
     const result = await invokeHandler(deps, runner, { info, id, replay }, event);
     if (!result.ok) return { ok: false, error: describeFailure(result.error, reasonOf(result.error)) };
     return { ok: true, outputs: result.outputs, digest: Buffer.from(id.digest, 'hex') };
   }
 
-  private async recordReplay(runner: QueryRunner, operation: Operation, original: Original, emitted: OutputRecord[]): Promise<Replay> {
+  private async recordReplay(runner: DatabaseSession, operation: Operation, original: Original, emitted: OutputRecord[]): Promise<Replay> {
     const outputs = emitted.map(toRecordedOutput);
     const [row] = await runner.query(
       `INSERT INTO ${REPLAYS_TABLE} (consumer_group, topic, partition, audit_id, outputs, settled) VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING seq::text AS seq`,
@@ -489,7 +489,7 @@ export class ReplayWorker {
     return queryWithin<T>(this.dataSource, query, params, this.options.inbox.statementTimeoutMs + 1000);
   }
 
-  private async inTransaction<T>(work: (runner: QueryRunner) => Promise<T>): Promise<T> {
+  private async inTransaction<T>(work: (runner: DatabaseSession) => Promise<T>): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     let overran = false;
     try {

@@ -61,7 +61,7 @@ export class AmbientTransactions {
    * (nothing to join). A host that cannot be joined is returned with its problem (and a warning is logged), so
    * that units refuse to run with it.
    */
-  static detect(dataSource: DataSource, connectionName: string | undefined, logger: Logger, dataSourceName?: string): AmbientTransactions | undefined {
+  static detect(dataSource: DataSource | undefined, connectionName: string | undefined, logger: Logger, dataSourceName?: string): AmbientTransactions | undefined {
     let transactional: { TransactionHost: { getInstance(name?: string): unknown } };
     let cls: { ClsServiceManager: { getClsService(): unknown } };
     try {
@@ -86,7 +86,8 @@ export class AmbientTransactions {
         cause: `its TransactionHost${named} is not one this library can join (it joins @nestjs-cls/transactional 3.x, whose TransactionHost has setTxInstance)`,
         fix: `Use @nestjs-cls/transactional 3.x; ${OPT_OUT}.`,
       };
-    } else if (dataSourceOf(host.tx) !== dataSource) {
+    } else if (dataSource && dataSourceOf(host.tx) !== dataSource) {
+      // (TypeORM only: another data layer's TransactionHost is checked by the join itself, in every unit.)
       // Outside a transaction `tx` is the adapter's fallback, the manager of the DataSource it names; inside one,
       // the manager of that transaction, of the same DataSource.
       const token = dataSourceName ? `getDataSourceToken('${dataSourceName}')` : 'getDataSourceToken()';
@@ -113,6 +114,7 @@ export class AmbientTransactions {
     if (this.problem) return undefined;
     return this.host.isTransactionActive() ? (this.host.tx as EntityManager) : undefined;
   }
+
 
   /**
    * Runs `call` in a CLS context of its own where the TransactionHost's transaction is `manager`. Rejects with
