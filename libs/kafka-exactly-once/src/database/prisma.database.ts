@@ -88,10 +88,13 @@ export function prismaDatabase<Client>(options: PrismaDatabaseOptions<Client>): 
     return slot;
   }
 
-  /** Interactive transaction clients have `$queryRawUnsafe` but no `$transaction`. */
+  /**
+   * An interactive transaction's client: it has `$queryRawUnsafe` and, unlike the PrismaClient itself, none of
+   * `$connect` and `$disconnect` (Prisma leaves them out of transaction clients).
+   */
   function isPrismaTransaction(x: unknown): x is { $queryRawUnsafe(sql: string, ...values: unknown[]): Promise<any[]> } {
     const c = x as Record<string, unknown> | undefined;
-    return typeof c?.$queryRawUnsafe === 'function' && typeof c.$transaction !== 'function';
+    return typeof c?.$queryRawUnsafe === 'function' && typeof c.$connect !== 'function' && typeof c.$disconnect !== 'function';
   }
 
   const port = pgDatabase(options.pool, {

@@ -1,0 +1,250 @@
+import { execFileSync } from 'child_process';
+import { writeFileSync } from 'fs';
+import { join } from 'path';
+import { Kafka } from 'kafkajs';
+import { Pool } from 'pg';
+import { UnitConnectionError } from 'kafka-exactly-once';
+import { createSuiteDatabase } from './support/database';
+import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic } from './support/kafka';
+import { queryDatabase, sendRaw, startLibraryModule } from './support/library';
+import { waitUntil } from './support/payments';
+import { AppProcess, ProcessGroup } from './support/processes';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const fixture = require('./fixtures/data-layer-app.js') as {
+  appModule(options: { kind: string; pool: Pool; prefix: string; brokers: string[]; handlerOptions?: { failAfterWrite?: (p: Payment) => boolean }; extra?: object }): new () => unknown;
+  TABLES: string;
+};
+
+interface Payment {
+  paymentId: string;
+  accountId: string;
+  amountCents: number;
+}
+
+const LAYERS = ['prisma', 'drizzle', 'kysely'] as const;
+
+/** Payments of a few accounts, deposits and withdrawals mixed, so that outcomes depend on order. */
+function payments(label: string, count: number, accounts: number): Payment[] {
+  return Array.from({ length: count }, (_, i) => ({
+    paymentId: `${label}-${i}`,
+    accountId: `${label}-acc-${i % accounts}`,
+    amountCents: i % 3 === 2 ? -((i * 37) % 500) - 1 : ((i * 53) % 400) + 1,
+  }));
+}
+
+/** The balances the ledger must end with: the in-order fold of each account's payments. */
+function fold(list: Payment[]): Record<string, string> {
+  const balances: Record<string, bigint> = {};
+  for (const p of list) {
+    const b = balances[p.accountId] ?? 0n;
+    const after = b + BigInt(p.amountCents);
+    balances[p.accountId] = after >= 0n ? after : b;
+  }
+  return Object.fromEntries(Object.entries(balances).map(([k, v]) => [k, String(v)]));
+}
+
+async function publish(kafka: Kafka, topic: string, list: Payment[], copies = 1): Promise<void> {
+  const messages = list.flatMap((p) => Array.from({ length: copies }, () => ({ key: p.accountId, value: JSON.stringify(p), headers: { 'message-id': p.paymentId } })));
+  await sendRaw(kafka, topic, messages);
+}
+
+async function balances(databaseUrl: string, label: string): Promise<Record<string, string>> {
+  const rows = await queryDatabase<{ account_id: string; balance_cents: string }>(databaseUrl, 'SELECT account_id, balance_cents::text FROM dl_accounts WHERE account_id LIKE $1', [`${label}-acc-%`]);
+  return Object.fromEntries(rows.map((r) => [r.account_id, r.balance_cents]));
+}
+
+/**
+ * Handlers that write through Prisma 7, Drizzle or Kysely only (`ctx.db`, the module's `database` option), each
+ * against the real broker and PostgreSQL: duplicates applied once, a nested `transaction()` a savepoint that the
+ * unit's rollback discards, a statement after the unit refused, `Outbox.add` in each ORM's transaction, and a
+ * SIGKILL between the PostgreSQL and the Kafka commit with one effect per payment after the restart.
+ */
+describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
+  const processes = new ProcessGroup();
+  let kafka: Kafka;
+  let databaseUrl: string;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    if (kind === 'prisma') {
+      // The client of test/fixtures/prisma/schema.prisma. Offline, `prisma generate` only needs a path for the
+      // schema engine it never runs here (docs/data-layers.md).
+      const engine = join(REPO_ROOT, 'test-logs', 'no-schema-engine');
+      writeFileSync(engine, '');
+      execFileSync(process.execPath, [require.resolve('prisma/build/index.js'), 'generate', '--schema', join(REPO_ROOT, 'test/fixtures/prisma/schema.prisma')], {
+        env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? engine, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+        stdio: 'pipe',
+      });
+    }
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase(`dl-${kind}`);
+    await queryDatabase(databaseUrl, fixture.TABLES);
+    pool = new Pool({ connectionString: databaseUrl, max: 10 });
+  });
+
+  afterAll(async () => {
+    await processes.killAll();
+    await pool?.end();
+  });
+
+  it('applies each payment once through ctx.db, duplicates skipped, balances the in-order fold, one output each', async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 2);
+    const list = payments(`${kind}-a`, 60, 6);
+    await publish(kafka, `${prefix}payments`, list, 2);
+    const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers() }));
+    try {
+      const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(60, 2000), pollIdleMs: 250, timeoutMs: 60000 });
+      expect(outputs).toHaveLength(60);
+      expect(new Set(outputs.map((o) => JSON.parse(o.value!.toString()).paymentId)).size).toBe(60);
+      const ledger = await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM dl_ledger WHERE payment_id LIKE '${kind}-a-%'`);
+      expect(ledger[0].n).toBe(60);
+      expect(await balances(databaseUrl, `${kind}-a`)).toEqual(fold(list));
+      // The library's own inbox rows and the ORM's writes went into the same transactions: one row per payment.
+      const inbox = await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1`, [`${prefix}payments`]);
+      expect(inbox[0].n).toBe(60);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("rolls back a failed record's writes made in a nested transaction() that had committed (a savepoint), and dead-letters it", async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-fail`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+    const list = payments(`${kind}-f`, 5, 1);
+    await publish(kafka, `${prefix}payments`, list);
+    const failing = list[2].paymentId;
+    const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), handlerOptions: { failAfterWrite: (p) => p.paymentId === failing } }));
+    try {
+      const dead = await readTopic(kafka, `${prefix}payments.dlq`, { until: (r) => r.length >= 1, timeoutMs: 60000 });
+      expect(dead[0].headers['dlq-reason']).toBe('handler-failed');
+      await readTopic(kafka, `${prefix}processed`, { until: quietAfter(4, 1500), pollIdleMs: 250, timeoutMs: 60000 });
+      const rows = await queryDatabase<{ payment_id: string }>(databaseUrl, `SELECT payment_id FROM dl_ledger WHERE payment_id LIKE '${kind}-f-%' ORDER BY payment_id`);
+      expect(rows.map((r) => r.payment_id)).toEqual(list.filter((p) => p.paymentId !== failing).map((p) => p.paymentId));
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('refuses a statement of the data layer it lent once the unit of work has ended', async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-late`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+    let kept: unknown;
+    const app = await startLibraryModule(
+      fixture.appModule({
+        kind,
+        pool,
+        prefix,
+        brokers: kafkaBrokers(),
+      }),
+    );
+    try {
+      // What a handler would keep of ctx.db beyond its call: lent for a unit that then ends.
+      const { KafkaExactlyOnceLifecycle } = await import('kafka-exactly-once');
+      const database = app.get(KafkaExactlyOnceLifecycle).getDatabase();
+      const session = database.createQueryRunner();
+      await session.connect();
+      await session.startTransaction();
+      const lent = database.lend(session);
+      kept = lent.db;
+      lent.end(false);
+      await session.rollbackTransaction();
+      await session.release();
+      const late = kind === 'prisma' ? (kept as any).account.count() : kind === 'drizzle' ? (kept as any).execute('SELECT 1') : (kept as any).selectFrom('dl_accounts').selectAll().execute();
+      const refused = await late.then(() => undefined, (err: Error) => err);
+      // Prisma and Drizzle wrap what the connection threw (Drizzle keeps it as the cause).
+      const cause = kind === 'drizzle' ? (refused as Error & { cause?: unknown })?.cause : refused;
+      expect(String((cause as Error)?.message)).toMatch(kind === 'prisma' ? /lent to a handler's call that has ended/ : /the unit of work this data layer was lent for has ended/);
+      if (kind !== 'prisma') expect(cause).toBeInstanceOf(UnitConnectionError);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('writes outbox events in the data layer\'s own transaction: committed with it, rolled back with it, refused outside one', async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-outbox`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+    const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), extra: { outbox: { relay: false } } }));
+    try {
+      const { Outbox } = await import('kafka-exactly-once');
+      const outbox = app.get(Outbox);
+      const event = (id: string) => ({ paymentId: id, accountId: 'acc-o', status: 'ACCEPTED', balanceAfterCents: '1' });
+      const orm = ormClient(kind, pool);
+      try {
+        await orm.transaction(async (tx) => {
+          await tx.insert(`${kind}-o-1`);
+          await outbox.add(tx.handle, 'processed', event(`${kind}-o-1`), { key: 'acc-o' });
+        });
+        await expect(
+          orm.transaction(async (tx) => {
+            await tx.insert(`${kind}-o-2`);
+            await outbox.add(tx.handle, 'processed', event(`${kind}-o-2`), { key: 'acc-o' });
+            throw new Error('rolled back on purpose');
+          }),
+        ).rejects.toThrow('rolled back on purpose');
+        await expect(outbox.add(orm.outside, 'processed', event(`${kind}-o-3`), { key: 'acc-o' })).rejects.toMatchObject({ refusal: 'not-in-transaction' });
+      } finally {
+        await orm.close();
+      }
+      const rows = await queryDatabase<{ payment_id: string }>(databaseUrl, `SELECT payment_id FROM dl_ledger WHERE payment_id LIKE '${kind}-o-%'`);
+      expect(rows).toEqual([{ payment_id: `${kind}-o-1` }]);
+      const events = await queryDatabase<{ payload: Buffer }>(databaseUrl, `SELECT payload FROM kafka_eo_outbox WHERE aggregatetype = $1`, [`${prefix}processed`]);
+      expect(events.map((e) => JSON.parse(e.payload.toString()).paymentId)).toEqual([`${kind}-o-1`]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('keeps one effect per payment across a SIGKILL between the PostgreSQL and the Kafka commit (a process of its own)', async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-kill`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 2);
+    const list = payments(`${kind}-k`, 200, 8);
+    await publish(kafka, `${prefix}payments`, list);
+    const env = { KAFKA_BROKERS: kafkaBrokers().join(','), DATABASE_URL: databaseUrl, DATA_LAYER: kind, DL_PREFIX: prefix };
+    const first = processes.add(new AppProcess(`dl-${kind}-1`, 'test/fixtures/data-layer-app.js', { ...env, KAFKA_EO_FAULT: 'after-db-commit:2' }, join(REPO_ROOT, 'test-logs', `dl-${kind}-1.log`)));
+    await first.waitForExit(90000);
+    expect(first.logs()).toContain('fault injection: SIGKILL at after-db-commit #2');
+    const second = processes.add(new AppProcess(`dl-${kind}-2`, 'test/fixtures/data-layer-app.js', env, join(REPO_ROOT, 'test-logs', `dl-${kind}-2.log`)));
+    await waitUntil(async () => (await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM dl_ledger WHERE payment_id LIKE '${kind}-k-%'`))[0].n === 200, 90000, 'every payment applied');
+    const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(200, 3000), pollIdleMs: 250, timeoutMs: 90000 });
+    expect(outputs).toHaveLength(200);
+    expect(new Set(outputs.map((o) => JSON.parse(o.value!.toString()).paymentId)).size).toBe(200);
+    expect(await balances(databaseUrl, `${kind}-k`)).toEqual(fold(list));
+    await second.stop();
+  });
+});
+
+/** The data layer's own client outside the library, for Outbox.add: a transaction, and the client outside one. */
+function ormClient(kind: string, pool: Pool): { transaction(work: (tx: { handle: object; insert(id: string): Promise<unknown> }) => Promise<void>): Promise<void>; outside: object; close(): Promise<void> } {
+  const insert = (run: (sql: string, params: unknown[]) => Promise<unknown>) => (id: string) => run(`INSERT INTO dl_ledger (payment_id, account_id, amount_cents, status) VALUES ($1, 'acc-o', 1, 'ACCEPTED')`, [id]);
+  if (kind === 'prisma') {
+    /* eslint-disable @typescript-eslint/no-require-imports */
+    const { PrismaClient } = require('./fixtures/prisma/generated');
+    const { PrismaPg } = require('@prisma/adapter-pg');
+    const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+    return {
+      transaction: (work) => prisma.$transaction((tx: any) => work({ handle: tx, insert: insert((sql, params) => tx.$executeRawUnsafe(sql, ...params)) })),
+      outside: prisma,
+      close: () => prisma.$disconnect(),
+    };
+  }
+  if (kind === 'drizzle') {
+    const { drizzle } = require('drizzle-orm/node-postgres');
+    const { sql } = require('drizzle-orm');
+    const db = drizzle(pool);
+    return {
+      transaction: (work) => db.transaction((tx: any) => work({ handle: tx, insert: (id) => tx.execute(sql`INSERT INTO dl_ledger (payment_id, account_id, amount_cents, status) VALUES (${id}, 'acc-o', 1, 'ACCEPTED')`) })),
+      outside: db,
+      close: async () => undefined,
+    };
+  }
+  const { Kysely, PostgresDialect, sql } = require('kysely');
+  const db = new Kysely({ dialect: new PostgresDialect({ pool }) });
+  return {
+    transaction: (work) => db.transaction().execute((trx: any) => work({ handle: trx, insert: (id) => sql`INSERT INTO dl_ledger (payment_id, account_id, amount_cents, status) VALUES (${id}, 'acc-o', 1, 'ACCEPTED')`.execute(trx) })),
+    outside: db,
+    close: async () => undefined,
+  };
+}
