@@ -161,8 +161,8 @@ export interface AuditEntry {
   messageId: string | null;
   reason: string | null;
   /**
-   * Who acted, as the admin API authenticated them: the application's `actorOf`, or the token (`token:<name>`);
-   * from `kafka-eo`, its `--actor` (default `$USER`).
+   * Who acted, as the admin API authenticated them: the application's `actorOf`, the token (`token:<name>`), or
+   * both (`alice (token:<name>)`, actorOf with tokens); from `kafka-eo`, its `--actor` (default `$USER`).
    */
   actor: string | null;
   /** The name the caller gave of itself (the body's `actor`): a label the library did not check. */
