@@ -1,18 +1,23 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * `node bench/console-queries.js [--rows 1000000] [--database NAME] [--keep] [--source]`: what each request of the
- * operator console (the admin API, `kafka-eo`) costs PostgreSQL on a large inbox. Fills a fresh database (or
- * reuses `--database`, filled by an earlier run) with `--rows` inbox rows of one group (1 in 100 dead-lettered, 1
- * in 100 on a retry tier, keys acct-0 .. acct-4999), a parked key with 10,000 records and 99 with 10, 10,000
- * events waiting in the outbox and 1,000 set aside; applies the library's migrations not applied yet, timed (on a
- * database filled by an earlier version, that is the upgrade's cost); then runs each request once with every
- * statement under EXPLAIN (ANALYZE, BUFFERS) and five times plainly, and prints per request: its statements, their
- * execution time in PostgreSQL, the blocks they read, the whole tables they scanned, and the median time of the
- * request. The library is loaded from dist/ (build first), or with `--source` from libs/kafka-exactly-once/src.
+ * `node bench/console-queries.js [--rows 1000000] [--database NAME] [--keep] [--source] [--library DIR]`: what each
+ * request of the operator console (the admin API, `kafka-eo`) costs PostgreSQL on a large inbox. Fills a fresh
+ * database (or reuses `--database`, filled by an earlier run) with `--rows` inbox rows of one group (1 in 100
+ * dead-lettered, 1 in 100 on a retry tier, keys acct-0 .. acct-4999), a parked key with 10,000 records and 99 with
+ * 10 (each parked record with its inbox row, as parking writes them), 10,000 events waiting in the outbox and 1,000
+ * set aside; applies the library's migrations not applied yet, timed (on a database filled by an earlier version,
+ * that is the upgrade's cost); then runs each request once with every statement under EXPLAIN (ANALYZE, BUFFERS) and
+ * five times plainly, and prints per request: its statements, their execution time in PostgreSQL, the blocks they
+ * read, the whole tables they scanned, and the median time of the request. The overview is read as the admin
+ * module reads it, with the inbox and outbox health indicators it asks. The library is loaded from dist/ (build
+ * first), with `--source` from libs/kafka-exactly-once/src, or from `--library DIR` (an earlier version's sources
+ * with `--source`, or its build).
  *
- * Before and after a change of the queries: run the old code with `--keep`, then the new one with `--database`
- * naming the database the first run printed (the new migrations are applied and timed on its rows).
+ * Before and after a change of the queries: run the old code with `--keep` (e.g. `git archive <commit>
+ * libs/kafka-exactly-once/src | tar -x -C .old` and `--source --library .old/libs/kafka-exactly-once/src`), then the
+ * new one with `--database` naming the database the first run printed (the new migrations are applied and timed on
+ * its rows).
  */
 const fs = require('fs');
 const path = require('path');
@@ -33,7 +38,7 @@ if (argv.includes('--source')) {
     module._compile(outputText, filename);
   };
 }
-const lib = argv.includes('--source') ? path.join(__dirname, '../libs/kafka-exactly-once/src') : path.join(__dirname, '../dist/libs/kafka-exactly-once');
+const lib = opt('--library') ? path.resolve(opt('--library')) : argv.includes('--source') ? path.join(__dirname, '../libs/kafka-exactly-once/src') : path.join(__dirname, '../dist/libs/kafka-exactly-once');
 const load = (file) => require(path.join(lib, file));
 const { Pool } = require('pg');
 const { DataSource } = require('typeorm');
@@ -42,6 +47,8 @@ const { MessageStories } = load('admin/message-story');
 const { OperatorOverview } = load('admin/operator-overview');
 const { pgPoolSql } = load('admin/sql-client');
 const { OutboxOperations } = load('outbox/outbox-operations');
+const { InboxHealthIndicator } = load('health/inbox.health-indicator');
+const { OutboxHealthIndicator } = load('health/outbox.health-indicator');
 const { runInboxMigrations } = load('inbox/inbox-migrator');
 const { KAFKA_EXACTLY_ONCE_MIGRATIONS } = load('inbox/migrations');
 
@@ -76,15 +83,23 @@ async function fill(dataSource) {
       [from, Math.min(rows, from + 99999)],
     );
   }
-  // 100 parked keys: acct-parked-0 with 10,000 records waiting, the others with 10.
+  // 100 parked keys: acct-parked-0 with 10,000 records waiting, the others with 10; each record's inbox row as the
+  // unit that parked it wrote it (a dead letter of the key, status parked, processed when it was parked).
+  await dataSource.query(
+    `INSERT INTO kafka_eo_inbox (consumer_group, scope, id_digest, message_id, topic, partition, "offset", status, attempts, outputs, claimed_at, processed_at, dlq_reason)
+     SELECT 'g', 'payments', sha256(convert_to('pr-' || k || '-' || n, 'UTF8')), 'pr-' || k || '-' || n, 'payments', 100, 10000000 + k * 100000 + n, 'parked', 1,
+            jsonb_build_array(jsonb_build_object('topic', 'payments.dlq', 'key', encode(convert_to('acct-parked-' || k, 'UTF8'), 'base64'), 'value', NULL, 'h', '[]'::jsonb)),
+            now() - interval '2 hours' + n * interval '10 ms', now() - interval '2 hours' + n * interval '10 ms', 'key-parked'
+     FROM generate_series(0, 99) k, generate_series(1, 10000) n WHERE k = 0 OR n <= 10`,
+  );
   await dataSource.query(
     `INSERT INTO kafka_eo_parked_keys (consumer_group, topic, key_digest, ordering_key, reason, partition, "offset", message_id, parked_at)
      SELECT 'g', 'payments', sha256(convert_to('acct-parked-' || k, 'UTF8')), 'acct-parked-' || k, 'handler-failed', 0, k, 'p-' || k, now() - k * interval '1 s' FROM generate_series(0, 99) k`,
   );
   await dataSource.query(
-    `INSERT INTO kafka_eo_parked_records (consumer_group, topic, key_digest, partition, "offset", scope, id_digest, message_id, record_key, value, reason)
+    `INSERT INTO kafka_eo_parked_records (consumer_group, topic, key_digest, partition, "offset", scope, id_digest, message_id, record_key, value, reason, parked_at)
      SELECT 'g', 'payments', sha256(convert_to('acct-parked-' || k, 'UTF8')), 100, 10000000 + k * 100000 + n, 'payments', sha256(convert_to('pr-' || k || '-' || n, 'UTF8')), 'pr-' || k || '-' || n,
-            convert_to('acct-parked-' || k, 'UTF8'), convert_to(repeat('v', 120), 'UTF8'), 'key-parked'
+            convert_to('acct-parked-' || k, 'UTF8'), convert_to(repeat('v', 120), 'UTF8'), 'key-parked', now() - interval '2 hours' + n * interval '10 ms'
      FROM generate_series(0, 99) k, generate_series(1, 10000) n WHERE k = 0 OR n <= 10`,
   );
   await dataSource.query(
@@ -145,24 +160,33 @@ function explaining(pool) {
     console.log(`kafka_eo_inbox with its indexes: ${size}\n`);
 
     const firstLetters = await new OperatorStore(pgPoolSql(pool), 'g').listDeadLetters({});
+    const bigKey = await new MessageStories(pgPoolSql(pool), new OperatorStore(pgPoolSql(pool), 'g')).story({ key: 'acct-parked-0' });
     const requests = [
-      ['overview (counts, outbox)', async (sql) => {
+      ['overview (counts, outbox, health)', async (sql) => {
+        // The health indicators ask through a query runner of their own: here, on the measured statements.
+        const runners = { createQueryRunner: () => ({ query: (text, params) => sql.query(text, params || []), release: async () => undefined }) };
+        const lifecycle = { groupId: 'g', getDataSource: () => runners, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
+        const inbox = new InboxHealthIndicator(lifecycle);
+        const outbox = new OutboxHealthIndicator({ outbox: { unhealthyAgeMs: 60000 } }, lifecycle, { relayStatus: () => undefined });
         const overview = new OperatorOverview({
-          lifecycle: { groupId: 'g', status: () => undefined, startStatus: () => ({ phase: 'starting' }) },
+          lifecycle,
           kafka: { admin: () => ({ connect: () => Promise.reject(new Error('not asked')), disconnect: async () => undefined }) },
           sql,
           outbox: new OutboxOperations(sql),
-          indicators: {},
+          indicators: { inbox: () => inbox.isHealthy('inbox', { timeoutMs: 60000 }), outbox: () => outbox.isHealthy('outbox', { timeoutMs: 60000 }) },
         });
         await overview.read();
         await overview.close();
       }],
       ['story by message id', (sql) => new MessageStories(sql, new OperatorStore(sql, 'g')).story({ messageId: 'm-500000' })],
       ['story by key', (sql) => new MessageStories(sql, new OperatorStore(sql, 'g')).story({ key: 'acct-700' })],
+      ['story by key (10,000 parked records)', (sql) => new MessageStories(sql, new OperatorStore(sql, 'g')).story({ key: 'acct-parked-0' })],
+      ['its next page', (sql) => new MessageStories(sql, new OperatorStore(sql, 'g')).story({ key: 'acct-parked-0', after: bigKey.next })],
       ['story by coordinates', (sql) => new MessageStories(sql, new OperatorStore(sql, 'g')).story({ topic: 'payments', partition: 4, offset: '41666' })],
       ['dead letters, first page', (sql) => new OperatorStore(sql, 'g').listDeadLetters({})],
       ['dead letters, next page', (sql) => new OperatorStore(sql, 'g').listDeadLetters({ after: firstLetters.next })],
       ['dead letters of a key', (sql) => new OperatorStore(sql, 'g').listDeadLetters({ key: 'acct-700' })],
+      ['dead letters of a key (10,000)', (sql) => new OperatorStore(sql, 'g').listDeadLetters({ key: 'acct-parked-0' })],
       ['a dead letter', (sql) => new OperatorStore(sql, 'g').showDeadLetter(firstLetters.items[0].id)],
       ['retry tiers', (sql) => new OperatorStore(sql, 'g').listRetrying({})],
       ['parked keys', (sql) => new OperatorStore(sql, 'g').listParkedKeys({})],

@@ -190,4 +190,73 @@ describe('console and admin API behind the application guard', () => {
     expect(await watch.violations()).toEqual([]);
     expect(watch.foreign(origin, ['/api/'])).toEqual([]);
   }, 90000);
+
+  (browserFound || process.env.KEO_REQUIRE_BROWSER ? it : it.skip)('sends no request outside its API under a global prefix whatever the address says: the token to the API routes only, the cookie nowhere else', async () => {
+    browser ??= await launchChromium();
+    // The same console with a token, in an application of the same group and database (no handler) under the same
+    // global prefix: the page at /api/ops/kafka/, its API at /api/kafka-eo/, the application's other routes beside
+    // them, where a crafted link would take the token.
+    const TOKEN = 'app-guard-suite-token-0123456789abcdef';
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({ kafka: { clientId: 'app-guard-token', brokers: kafkaBrokers() }, groupId: `${prefix}group`, transactionalIdPrefix: `${prefix}tx-token`, topicPrefix: prefix }),
+        KafkaExactlyOnceAdminModule.forRoot({ token: TOKEN, console: '/ops/kafka' }),
+      ],
+    })
+    class TokenModule {}
+    const tokenApp = await NestFactory.create(TokenModule, { logger: new ConsoleLogger({ logLevels: ['error'] }) });
+    tokenApp.setGlobalPrefix('api');
+    await tokenApp.listen(0, '127.0.0.1');
+    const tokenOrigin = `http://127.0.0.1:${(tokenApp.getHttpServer().address() as AddressInfo).port}`;
+    // Links that climb out of the API's path, in each spelling the browser reads as `..`, and routes naming another host.
+    const crafted = ['#/parked/../..', '#/parked/%2e%2e/%2e%2e', '#/parked/%2E%2E/%2E%2E', '#/parked/.%2e/%2e.', '#/dead-letters/..', '#/dead-letters/%2e%2e?topic=x', '#//127.0.0.1:1/x', '#/parked//127.0.0.1:1/x', '#/dead-letters//127.0.0.1:1'];
+    const open = async (at: string, cookie: boolean, signIn: (page: import('playwright-core').Page) => Promise<void>) => {
+      const context = await browser!.newContext({ viewport: { width: 1360, height: 900 } });
+      if (cookie) await context.addCookies([{ name: 'session', value: 's-alice', url: at, httpOnly: true, sameSite: 'Lax' }]);
+      const page = await context.newPage();
+      const watch = await watchPage(page);
+      await page.goto(`${at}/api/ops/kafka/#/overview`);
+      await signIn(page);
+      await page.waitForSelector('header nav');
+      const logged: Array<Promise<{ path: string; origin: string; token: boolean; cookie: boolean }>> = [];
+      page.on('request', (request) =>
+        logged.push(request.allHeaders().then((headers) => ({ path: new URL(request.url()).pathname, origin: new URL(request.url()).origin, token: headers.authorization !== undefined, cookie: headers.cookie !== undefined }))),
+      );
+      for (const hash of crafted) {
+        // The page's own elements gone first, so that waiting for the next address's means it rendered.
+        await page.evaluate(`document.querySelector('main')?.remove()`);
+        await page.goto(`${at}/api/ops/kafka/${hash}`);
+        await page.waitForSelector('main h1, main .status-error');
+      }
+      await page.evaluate(`document.querySelector('main')?.remove()`);
+      await page.goto(`${at}/api/ops/kafka/#/dead-letters`);
+      await page.waitForSelector('main h1');
+      const requests = await Promise.all(logged);
+      expect(watch.errors).toEqual([]);
+      await context.close();
+      return requests;
+    };
+    try {
+      const withToken = await open(tokenOrigin, false, async (page) => {
+        await page.fill('input[name=token]', TOKEN);
+        await page.fill('input[name=actor]', 'jane');
+        await page.click('form.signin button[type=submit]');
+      });
+      expect(withToken.filter((r) => r.token).length).toBeGreaterThan(0);
+      // Nothing outside the page's and the API's paths; the token to the API's routes only, never to the page or its
+      // assets, nor to the prefix's other routes (`/api/`, `/`), where the crafted links would have sent it.
+      expect(withToken.filter((r) => r.origin !== tokenOrigin || !(r.path.startsWith('/api/kafka-eo/') || r.path.startsWith('/api/ops/kafka/')))).toEqual([]);
+      expect(withToken.filter((r) => r.token && !r.path.startsWith('/api/kafka-eo/'))).toEqual([]);
+
+      // Behind the application's guard the page holds no token: it sends none, and its requests (which the browser
+      // sends the session cookie with) stay on the page's and the API's paths.
+      const withCookie = await open(origin, true, async () => undefined);
+      expect(withCookie.filter((r) => r.cookie && r.path.startsWith('/api/kafka-eo/')).length).toBeGreaterThan(0);
+      expect(withCookie.filter((r) => r.token)).toEqual([]);
+      expect(withCookie.filter((r) => r.origin !== origin || !(r.path.startsWith('/api/kafka-eo/') || r.path.startsWith('/api/ops/kafka/')))).toEqual([]);
+    } finally {
+      await tokenApp.close();
+    }
+  }, 120000);
 });

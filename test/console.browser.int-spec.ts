@@ -311,7 +311,7 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     expect(elements).toEqual({ scripts: 1, foreign: 0, handlers: [], links: [], overrides: false });
   }, 180000);
 
-  it('sends no request outside its API whatever the address says, finds a key from the top search box, keeps a 10 kB key within the window, and shows the consumer as it is now', async () => {
+  it('sends no request outside its API whatever the address says, finds a key from the top search box, keeps a 10 kB key within the window on every page, and shows the overview as it is now', async () => {
     const topic = scope.topic('payments.requested');
     // Signed in as the tests before left it, or now when this test runs alone.
     await page.goto(`${origin}/kafka-eo/#/overview`);
@@ -401,6 +401,48 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     expect(shownKey.length).toBeGreaterThan(2000);
     await within('its key shown whole');
 
+    // The audit: the long key's record discarded, with a reason of 1,000 characters without a space.
+    const discarded = await call('POST', `parked-records/${longRecord.seq}/discard`, TOKEN, { reason: 'R'.repeat(1000), actor: OPERATOR });
+    expect(discarded.status).toBe(200);
+    await go(`#/audit?action=discard`, '[data-testid=audit] tbody tr');
+    expect(await page.textContent('[data-testid=audit]')).toMatch(/sha256:[0-9a-f]{64} \(10245 b/); // the key, named by its digest and size
+    await within('the audit');
+
+    // The retry tiers: a welcome email with a 10 kB key and message id, whose user the gateway refuses for now
+    // (an outage for user 977 alone), waiting on its first tier.
+    const welcome = scope.topic('notifications.welcome-email');
+    const welcomeId = `email-${'E'.repeat(10 * 1024)}`;
+    const [outage] = await query<{ id: number }>(`INSERT INTO demo_mailer_outages (down_until, every_nth_user) VALUES (now() + interval '1 hour', 977) RETURNING id`);
+    await sendRaw(kafka, welcome, [
+      {
+        key: `user-${'K'.repeat(10 * 1024)}`,
+        value: encodeSingleObject(demoSchemas().current('com.example.WelcomeEmailRequested'), { userId: 977, email: 'user-977@example.com', requestedAt: new Date().toISOString() }),
+        headers: { 'message-id': welcomeId },
+      },
+    ]);
+    const waiting = async () => (await query<{ status: string }>(`SELECT status FROM kafka_eo_inbox WHERE id_digest = sha256($1::bytea)`, [Buffer.from(welcomeId)]))[0]?.status;
+    await waitUntil(async () => (await waiting()) === 'retrying', 60000, 'the long welcome email on a retry tier');
+    await go('#/retries', '[data-testid=retrying] tbody tr');
+    expect(await page.textContent('[data-testid=retrying]')).toMatch(/sha256:[0-9a-f]{64} \(10246 b/); // its message id, named by its digest and size
+    await within('the retry tiers');
+    // The gateway back for that user: the email leaves its tier (sent on the next tier at the latest), so that the
+    // tests after this one see no record waiting.
+    await query('DELETE FROM demo_mailer_outages WHERE id = $1', [outage.id]);
+
+    // The outbox's events set aside: one with a 10 kB key and message id (written into the table as the relay sets an
+    // event aside: what the page reads; a relay refusing a 10 kB key is not what is checked here).
+    const position = String(9_000_000_000_000 + Math.floor(Math.random() * 1_000_000));
+    await query(
+      `INSERT INTO kafka_eo_outbox_set_aside (position, id, aggregatetype, aggregateid, type, payload, headers, created_at, reason)
+       VALUES ($1, $2, $3, $4, 'com.example.PaymentRequested', '\\x00'::bytea, convert_to('{}', 'UTF8'), now(), 'Kafka refused it for good (MESSAGE_TOO_LARGE)')`,
+      [position, `ob-${'O'.repeat(10 * 1024)}`, scope.topic('console-outbox'), Buffer.from(`acct-${'Y'.repeat(10 * 1024)}`)],
+    );
+    await go('#/outbox', '[data-testid=outbox-events] tbody tr');
+    expect(await page.textContent('[data-testid=outbox-events]')).toContain('acct-YYYY');
+    await within('the outbox\'s events set aside');
+    expect((await call('POST', `outbox/events/${position}/discard`, TOKEN, { reason: 'written by the width check', actor: OPERATOR })).status).toBe(200);
+    await waitUntil(async () => (await waiting()) !== 'retrying', 60000, 'the long welcome email off its tiers');
+
     // The overview's banners say what is true now. The consumer keeps its last error after it recovered (a
     // coordinator loading at the first join): with the consumer running again, no red banner; crashed, one.
     // (The overview the application serves, with only the consumer's state and last error set so.)
@@ -417,6 +459,17 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
     expect(await page.textContent('main .tile')).toContain('recovered from: The coordinator is loading');
     await consumerAs('crashed');
     expect(await page.textContent('[data-testid=consumer-banner].status-error')).toContain('The consumer is crashed; its last error: The coordinator is loading');
+    // A count the API stopped at its cap (named in atLeast) reads 10,000+; the others as they are.
+    await page.unroute('**/kafka-eo/overview');
+    await page.route('**/kafka-eo/overview', async (route) => {
+      const served = await (await route.fetch()).json();
+      await route.fulfill({ status: 200, json: { ...served, counts: { parkedKeys: 3, parkedRecords: 10000, deadLetters: 10000, retrying: 0, atLeast: { parkedRecords: true, deadLetters: true } } } });
+    });
+    await fresh('#/overview', '[data-testid=partitions]');
+    expect(await page.textContent('[data-testid=tile-dead-letters]')).toBe('10,000+');
+    expect(await page.textContent('[data-testid=tile-parked-keys]')).toBe('3');
+    expect(await page.textContent('main .tiles')).toContain('10,000+ records wait');
+    expect(await page.textContent('[data-testid=tile-on-retry-tiers]')).toBe('0');
     // PostgreSQL away: the overview (200, as library.admin-api shows with its database dropped) has no counts and no
     // outbox and says why; the page shows the partitions and health it has, and which parts were not read.
     await page.unroute('**/kafka-eo/overview');

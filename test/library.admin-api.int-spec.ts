@@ -35,6 +35,7 @@ describe('admin REST API', () => {
   let app: INestApplication;
   let origin: string;
   let databaseUrl: string;
+  let directory: string;
   const prefix = `${uniqueTopic('admin-api')}.`;
   const kafka = testKafka();
 
@@ -50,7 +51,7 @@ describe('admin REST API', () => {
   beforeAll(async () => {
     databaseUrl = await createSuiteDatabase('admin-api');
     await createTopics(kafka, [`${prefix}refunds`], 1);
-    const directory = schemasDirectory('admin-api', { 'refund.v1.avsc': REFUND });
+    directory = schemasDirectory('admin-api', { 'refund.v1.avsc': REFUND });
 
     @Module({
       imports: [
@@ -128,6 +129,43 @@ describe('admin REST API', () => {
     expect(audit.body.items).toEqual([expect.objectContaining({ id: queued.body.id, actor: 'token:oncall-team', declaredActor: 'mallory' })]);
     expect((await request('GET', 'audit?actor=mallory')).body.items).toEqual([]);
   });
+
+  it('records the token that acted beside the name actorOf gives, when an application uses both', async () => {
+    // A second application of the same group and database (no handler: it consumes nothing), whose admin module
+    // takes the same tokens and names the person from a header its proxy sets.
+    await sendRaw(kafka, `${prefix}refunds`, [{ key: 'r-2', value: encodeSingleObject(SchemaRegistry.fromDirectory(directory).current('test.refunds.RefundRequested'), { refundId: 'r-2' }), headers: { 'message-id': 'r-2' } }]);
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE dlq_reason IS NOT NULL`))[0].n === 2, 60000, 'the second refund dead-lettered');
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({ kafka: { clientId: 'admin-api-test-2', brokers: kafkaBrokers() }, groupId: `${prefix}group`, transactionalIdPrefix: `${prefix}tx2`, topicPrefix: prefix }),
+        KafkaExactlyOnceAdminModule.forRoot({ token: TOKEN, readOnlyToken: READ_ONLY, tokenName: 'oncall-team', actorOf: (req: { headers: Record<string, string> }) => req.headers['x-operator'], waitMs: 0 }),
+      ],
+    })
+    class ProxiedAdminModule {}
+    const proxied = await NestFactory.create(ProxiedAdminModule, { logger: new ConsoleLogger({ logLevels: ['error'] }) });
+    try {
+      await proxied.listen(0, '127.0.0.1');
+      const at = `http://127.0.0.1:${(proxied.getHttpServer().address() as AddressInfo).port}/kafka-eo`;
+      const post = (path: string, headers: Record<string, string>, body: unknown) =>
+        fetch(`${at}/${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: JSON.parse(await r.text()) }));
+      const letters = (await request('GET', 'dead-letters')).body.items as Array<{ id: string; messageId: string }>;
+      const letter = letters.find((l) => l.messageId === 'r-2')!;
+      const before = (await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM kafka_eo_audit'))[0].n;
+      // actorOf names no one (no header): refused, whatever the token; the read-only token may not act at all.
+      expect(await post(`dead-letters/${letter.id}/replay`, { authorization: `Bearer ${TOKEN}` }, { actor: 'mallory', wait: false })).toMatchObject({ status: 403, body: { message: expect.stringContaining('actorOf names no one') } });
+      expect(await post(`dead-letters/${letter.id}/replay`, { authorization: `Bearer ${READ_ONLY}`, 'x-operator': 'carol' }, { wait: false })).toMatchObject({ status: 403 });
+      expect((await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM kafka_eo_audit'))[0].n).toBe(before);
+
+      const queued = await post(`dead-letters/${letter.id}/replay`, { authorization: `Bearer ${TOKEN}`, 'x-operator': 'carol' }, { actor: 'mallory', wait: false });
+      expect(queued).toMatchObject({ status: 202, body: { action: 'replay', actor: 'carol (token:oncall-team)', declaredActor: 'mallory' } });
+      expect(await queryDatabase(databaseUrl, 'SELECT actor, declared_actor FROM kafka_eo_audit WHERE id = $1', [queued.body.id])).toEqual([{ actor: 'carol (token:oncall-team)', declared_actor: 'mallory' }]);
+      const audit = await request('GET', `audit?actor=${encodeURIComponent('carol (token:oncall-team)')}`);
+      expect(audit.body.items).toEqual([expect.objectContaining({ id: queued.body.id, messageId: 'r-2' })]);
+    } finally {
+      await proxied.close();
+    }
+  }, 90000);
 
   it("names the outbox relay's holder without a made-up time when PostgreSQL hides it from this role", async () => {
     const role = `keo_viewer_${randomUUID().replace(/-/g, '').slice(0, 10)}`;

@@ -45,7 +45,8 @@ const READS = new Set(['GET', 'HEAD']);
  * in constant time; the read-only token lets GET requests through and refuses every action (403). With the
  * application's guard: that guard decides, and an action must come as JSON from the application's own origin (a
  * cookie alone cannot act). An action is recorded with the actor the authentication names: the application's
- * `actorOf` (refused when it names no one), else the token that acted (`token:<tokenName>`).
+ * `actorOf` (refused when it names no one; with a token, followed by the token: `alice (token:admin)`), else the
+ * token that acted (`token:<tokenName>`).
  */
 @Injectable()
 export class AdminAccessGuard implements CanActivate {
@@ -98,7 +99,9 @@ export class AdminAccessGuard implements CanActivate {
 
   /**
    * Who acts: the name the application's `actorOf` gives (an action it names no one for is refused: the audit
-   * must say who did it), else `byToken`, the token that acted. Never the name the caller gives of itself.
+   * must say who did it), else `byToken`, the token that acted. With both, the name and the token that acted:
+   * `alice (token:admin)`, so that the audit still says which token a person used. Never the name the caller gives
+   * of itself.
    */
   private actorOf(request: AdminRequest, byToken: string | undefined): string {
     const actorOf = this.options.actorOf;
@@ -107,7 +110,7 @@ export class AdminAccessGuard implements CanActivate {
     if (typeof named !== 'string' || named.trim() === '') {
       throw new ForbiddenException("the application's actorOf names no one for this request: an action is recorded with who did it, so it needs a signed-in user that actorOf names");
     }
-    return named.slice(0, 200);
+    return byToken === undefined ? named.slice(0, 200) : `${named.slice(0, 200)} (${byToken})`;
   }
 
   /** The application's guard: its provider when it is one (with its dependencies), else a new instance. */

@@ -37,8 +37,9 @@ export interface KafkaExactlyOnceAdminOptions {
   /**
    * Who acts, from the request as your authentication left it (e.g. `(req) => req.user?.email`): recorded as the
    * audit's `actor` of every action. Required with `guard`. When it is given, an action it names no one for is
-   * refused (403). Without it (tokens only), the actor is the token that acted (`token:<tokenName>`). The name a
-   * caller gives in the body (`actor`) is kept apart, as `declaredActor`: a label, never the identity.
+   * refused (403). With tokens too, the audit records the name and the token that acted: `alice (token:admin)`.
+   * Without it (tokens only), the actor is the token that acted (`token:<tokenName>`). The name a caller gives in
+   * the body (`actor`) is kept apart, as `declaredActor`: a label, never the identity.
    */
   actorOf?: (request: any) => string | undefined;
   /**

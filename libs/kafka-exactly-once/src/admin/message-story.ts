@@ -101,10 +101,8 @@ const DEFAULT_RECORDS = 50;
 const MAX_OUTBOX_EVENTS = 50;
 /** The largest offset (a bigint): a larger one names no record, and PostgreSQL could not compare it. */
 const MAX_OFFSET = 2n ** 63n - 1n;
-/** A key story's cursor: the last record's claim time in microseconds, its digest, its scope. */
+/** A key story's cursor: the last record's set-aside time in microseconds, its digest, its scope. */
 const KEY_CURSOR = /^([0-9]{1,18}):([0-9a-f]{64}):(.{0,249})$/s;
-/** The claim time in microseconds (exact: a timestamptz holds microseconds), as a key story's cursor holds it. */
-const CLAIMED_MICROS = `(extract(epoch FROM claimed_at) * 1000000)::bigint`;
 const FROM_MICROS = (param: string) => `('epoch'::timestamptz + ${param}::bigint * interval '1 microsecond')`;
 const iso = (value: Date | string | null | undefined) => (value === null || value === undefined ? null : new Date(value).toISOString());
 
@@ -194,26 +192,43 @@ export class MessageStories {
     const cursor = query.after ? KEY_CURSOR.exec(query.after) : null;
     if (query.after && !cursor) throw new OperatorRequestError('invalid', `after must be the "next" cursor of a previous answer, got "${query.after.slice(0, 100)}"`, 'after');
     const parkedKeys = query.after ? [] : (await this.store.listParkedKeys({ key, topic: query.topic, limit: 50 })).items;
-    // Records parked under that ordering key or with that record key, dead letters and records on a retry tier
-    // with that record key (as recorded: base64, which is what its index holds), in the order they were claimed.
+    // The key's records are found in three places: dead letters and records on a retry tier with that record key
+    // (as recorded: base64), records parked under that ordering key, and records parked with that record key. Each
+    // is read through its index in the order the library set the record aside (processed_at, which the unit that
+    // parks a record also writes as its parked_at), after the cursor, at most one page and one more: a page reads
+    // what it shows whatever number of records the key has (OperatorPaging1764401100000). A record found in
+    // several places is shown once, at its first.
+    const after = (at: string) => `($6::bigint IS NULL OR (${at}, id_digest, scope) > (${FROM_MICROS('$6')}, decode($7, 'hex'), $8::text))`;
     const rows = await this.sql.query(
-      `WITH found AS (
-         SELECT scope, id_digest FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND ($4::text IS NULL OR topic = $4) AND key_digest = decode($2, 'hex')
-         UNION
-         SELECT scope, id_digest FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND ($4::text IS NULL OR topic = $4) AND record_key = $3
-         UNION
-         SELECT scope, id_digest FROM ${INBOX_TABLE}
-         WHERE consumer_group = $1 AND (dlq_reason IS NOT NULL OR status = 'retrying') AND outputs->0->>'key' = $5 AND ($4::text IS NULL OR topic = $4 OR scope = $4))
-       SELECT i.*, ${CLAIMED_MICROS}::text || ':' || encode(i.id_digest, 'hex') || ':' || i.scope AS cursor
-       FROM found f JOIN ${INBOX_TABLE} i ON i.consumer_group = $1 AND i.scope = f.scope AND i.id_digest = f.id_digest
-       WHERE $6::bigint IS NULL OR (i.claimed_at, i.id_digest, i.scope) > (${FROM_MICROS('$6')}, decode($7, 'hex'), $8::text)
-       ORDER BY i.claimed_at, i.id_digest, i.scope LIMIT $9`,
+      `WITH letters AS (
+         SELECT scope, id_digest, processed_at AS at FROM ${INBOX_TABLE}
+         WHERE consumer_group = $1 AND (dlq_reason IS NOT NULL OR status = 'retrying') AND md5(outputs->0->>'key') = md5($5) AND outputs->0->>'key' = $5
+           AND ($4::text IS NULL OR topic = $4 OR scope = $4) AND ${after('processed_at')}
+         ORDER BY processed_at, id_digest, scope LIMIT $9),
+       by_ordering_key AS (
+         SELECT scope, id_digest, parked_at AS at FROM ${PARKED_RECORDS_TABLE}
+         WHERE consumer_group = $1 AND key_digest = decode($2, 'hex') AND ($4::text IS NULL OR topic = $4) AND ${after('parked_at')}
+         ORDER BY parked_at, id_digest, scope LIMIT $9),
+       by_record_key AS (
+         SELECT scope, id_digest, parked_at AS at FROM ${PARKED_RECORDS_TABLE}
+         WHERE consumer_group = $1 AND md5(record_key) = md5($3::bytea) AND record_key = $3::bytea AND ($4::text IS NULL OR topic = $4) AND ${after('parked_at')}
+         ORDER BY parked_at, id_digest, scope LIMIT $9),
+       found AS (
+         SELECT DISTINCT ON (scope, id_digest) scope, id_digest, at
+         FROM (SELECT * FROM letters UNION ALL SELECT * FROM by_ordering_key UNION ALL SELECT * FROM by_record_key) AS candidates
+         ORDER BY scope, id_digest, at),
+       page AS (SELECT * FROM found ORDER BY at, id_digest, scope LIMIT $9)
+       SELECT i.*, (extract(epoch FROM f.at) * 1000000)::bigint::text || ':' || encode(f.id_digest, 'hex') || ':' || f.scope AS cursor, i.consumer_group IS NOT NULL AS known
+       FROM page f LEFT JOIN ${INBOX_TABLE} i ON i.consumer_group = $1 AND i.scope = f.scope AND i.id_digest = f.id_digest
+       ORDER BY f.at, f.id_digest, f.scope`,
       [this.group, keyDigestFromOperator(key), keyBytes, topic, keyBytes.toString('base64'), cursor?.[1] ?? null, cursor?.[2] ?? null, cursor?.[3] ?? null, limit + 1],
     );
-    const records = rows.slice(0, limit);
+    // Paged by what was found: a parked record whose inbox row retention deleted first still moves the cursor.
+    const page = rows.slice(0, limit);
     const more = rows.length > limit;
+    const records = page.filter((r) => r.known);
     const outbox = query.after ? { events: [], truncated: false } : await this.outboxEvents('aggregateid = $1 AND ($2::text IS NULL OR aggregatetype = $2)', [keyBytes, topic]);
-    return { query, records: await this.stories(records), parkedKeys, outbox: outbox.events, truncated: more || outbox.truncated, next: more ? records[limit - 1].cursor : null };
+    return { query, records: await this.stories(records), parkedKeys, outbox: outbox.events, truncated: more || outbox.truncated, next: more ? page[limit - 1].cursor : null };
   }
 
   private async stories(rows: any[]): Promise<RecordStory[]> {

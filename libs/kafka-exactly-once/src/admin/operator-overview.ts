@@ -9,6 +9,7 @@ import type { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle'
 import type { OutboxRelayStatus } from '../outbox/outbox-relay';
 import type { OutboxOperations, OutboxSummary } from '../outbox/outbox-operations';
 import type { PublisherStatus } from '../publishing/publish.interfaces';
+import { cappedCount, cappedCounts, type AtLeast } from './capped-count';
 import type { SqlClient } from './sql-client';
 
 /** What a partition is doing, in an operator's words, and what to do when it does not move. */
@@ -48,8 +49,11 @@ export interface OperatorOverviewDocument {
   partitions: OverviewPartition[];
   retryTiers: RetryTierStatus[];
   totals: { lag: number; unitsPerSecond: number; recordsPerSecond: number; stalled: number };
-  /** null when PostgreSQL could not be read (`unreadable.counts` says why). */
-  counts: { parkedKeys: number; parkedRecords: number; deadLetters: number; retrying: number } | null;
+  /**
+   * null when PostgreSQL could not be read (`unreadable.counts` says why). Each count stops at 10,000
+   * (COUNT_CAP): one that reached it is 10,000 and named in `atLeast` (there are more; the page shows "10,000+").
+   */
+  counts: ({ parkedKeys: number; parkedRecords: number; deadLetters: number; retrying: number } & { atLeast: AtLeast<OverviewCount> }) | null;
   /** This instance's publisher (null when the module has no `publisher` option). */
   publisher: PublisherStatus | null;
   /**
@@ -65,6 +69,9 @@ export interface OperatorOverviewDocument {
    */
   unreadable: { counts?: string; outbox?: string };
 }
+
+/** The overview's counts, each capped (COUNT_CAP). */
+export type OverviewCount = 'parkedKeys' | 'parkedRecords' | 'deadLetters' | 'retrying';
 
 /** The parts of the application the overview reads, found by the admin module. */
 export interface OverviewSources {
@@ -200,15 +207,18 @@ export class OperatorOverview {
   private async counts(): Promise<OperatorOverviewDocument['counts']> {
     const group = this.sources.lifecycle.groupId;
     const [present] = await this.sources.sql.query(`SELECT to_regclass($1) IS NOT NULL AS parking`, [PARKED_KEYS_TABLE]);
-    if (!present.parking) return { parkedKeys: 0, parkedRecords: 0, deadLetters: 0, retrying: 0 };
+    if (!present.parking) return { parkedKeys: 0, parkedRecords: 0, deadLetters: 0, retrying: 0, atLeast: {} };
+    // Each counted through its index up to the cap: a refresh reads at most 10,001 entries per count, whatever the
+    // tables hold.
     const [row] = await this.sources.sql.query(
-      `SELECT (SELECT count(*)::int FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1) AS parked_keys,
-              (SELECT count(*)::int FROM ${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND state = 'parked') AS parked_records,
-              (SELECT count(*)::int FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND dlq_reason IS NOT NULL AND status IN ('dead-lettered', 'deferred')) AS dead_letters,
-              (SELECT count(*)::int FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND dlq_reason IS NULL AND status = 'retrying') AS retrying`,
+      `SELECT ${cappedCount(`${PARKED_KEYS_TABLE} WHERE consumer_group = $1`)} AS parked_keys,
+              ${cappedCount(`${PARKED_RECORDS_TABLE} WHERE consumer_group = $1 AND state = 'parked'`)} AS parked_records,
+              ${cappedCount(`${INBOX_TABLE} WHERE consumer_group = $1 AND dlq_reason IS NOT NULL AND status IN ('dead-lettered', 'deferred')`)} AS dead_letters,
+              ${cappedCount(`${INBOX_TABLE} WHERE consumer_group = $1 AND dlq_reason IS NULL AND status = 'retrying'`)} AS retrying`,
       [group],
     );
-    return { parkedKeys: row.parked_keys, parkedRecords: row.parked_records, deadLetters: row.dead_letters, retrying: row.retrying };
+    const { values, atLeast } = cappedCounts<OverviewCount>({ parkedKeys: row.parked_keys, parkedRecords: row.parked_records, deadLetters: row.dead_letters, retrying: row.retrying });
+    return { ...values, atLeast };
   }
 
   private async outbox(): Promise<OperatorOverviewDocument['outbox']> {

@@ -161,8 +161,8 @@ export interface AuditEntry {
   messageId: string | null;
   reason: string | null;
   /**
-   * Who acted, as the admin API authenticated them: the application's `actorOf`, or the token (`token:<name>`);
-   * from `kafka-eo`, its `--actor` (default `$USER`).
+   * Who acted, as the admin API authenticated them: the application's `actorOf`, the token (`token:<name>`), or
+   * both (`alice (token:<name>)`, actorOf with tokens); from `kafka-eo`, its `--actor` (default `$USER`).
    */
   actor: string | null;
   /** The name the caller gave of itself (the body's `actor`): a label the library did not check. */
@@ -310,11 +310,12 @@ export class OperatorStore {
        FROM ${INBOX_TABLE}
        WHERE consumer_group = $1 AND dlq_reason IS NOT NULL
          AND ($2::text IS NULL OR topic = $2 OR left(topic, length($2) + 7) = $2 || '.retry.') AND ($3::text IS NULL OR dlq_reason = $3)
-         AND ($4::text IS NULL OR outputs->0->>'key' = $4)
+         AND ($4::text IS NULL OR (md5(outputs->0->>'key') = md5($4) AND outputs->0->>'key' = $4))
          AND ($5::bigint IS NULL OR (processed_at, id_digest) < (${fromMicros('$5')}, decode($6, 'hex')))
        ORDER BY processed_at DESC, id_digest DESC
        LIMIT $7`,
-      // The key as recorded (base64 of its bytes): what the index of dead letters' keys holds.
+      // The key as recorded (base64 of its bytes): what the index of dead letters' keys holds (by its MD5, in the
+      // order a page is read: OperatorPaging1764401100000).
       [this.group, query.topic || null, reasonOf(query), query.key === undefined ? null : Buffer.from(query.key, 'utf8').toString('base64'), ...cursorOf(query), limit + 1],
     );
     const items = rows.slice(0, limit).map((r) => this.deadLetterSummary(r));

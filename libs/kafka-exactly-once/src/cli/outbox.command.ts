@@ -40,7 +40,9 @@ export async function runOutboxCommand(ctx: Context): Promise<number> {
   switch (verb) {
     case 'status': {
       const summary = await operations.summary();
-      print(summary, () => ctx.fields({ ...summary }));
+      // A count that reached the cap reads 10000+ (the JSON keeps the number and names it in atLeast).
+      const { atLeast, ...shown } = summary;
+      print(summary, () => ctx.fields({ ...shown, waiting: `${summary.waiting}${atLeast.waiting ? '+' : ''}`, setAside: `${summary.setAside}${atLeast.setAside ? '+' : ''}` }));
       return 0;
     }
     case 'list': {

@@ -72,15 +72,20 @@ function isLoopback(hostname: string): boolean {
   return host === 'localhost' || host.endsWith('.localhost') || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === '::1';
 }
 
+/** A capped count as an operator reads it: `10000+` when it reached the cap (an overview without `atLeast`: as it is). */
+function count<Name extends string>(document: Record<Name, number> & { atLeast?: Partial<Record<Name, true>> }, name: Name): string {
+  return `${document[name]}${document.atLeast?.[name] ? '+' : ''}`;
+}
+
 function describe(o: OperatorOverviewDocument, ctx: OverviewContext): string {
   const lines = [
     `group            ${o.group.id} (${o.group.state ?? `Kafka did not answer${o.group.error ? `: ${o.group.error}` : ''}`}), ${o.group.members.length} member(s)`,
     `consumer         ${o.consumer.state}${o.consumer.lastError ? ` (${o.consumer.lastError})` : ''}`,
     `lag              ${o.totals.lag} records; ${o.totals.unitsPerSecond} units/s, ${o.totals.recordsPerSecond} records/s; ${o.totals.stalled} partition(s) stalled`,
-    o.counts ? `parked           ${o.counts.parkedKeys} key(s), ${o.counts.parkedRecords} record(s)` : `counts           not read: ${o.unreadable?.counts ?? 'unknown'}`,
-    ...(o.counts ? [`dead letters     ${o.counts.deadLetters}; ${o.counts.retrying} record(s) on retry tiers`] : []),
+    o.counts ? `parked           ${count(o.counts, 'parkedKeys')} key(s), ${count(o.counts, 'parkedRecords')} record(s)` : `counts           not read: ${o.unreadable?.counts ?? 'unknown'}`,
+    ...(o.counts ? [`dead letters     ${count(o.counts, 'deadLetters')}; ${count(o.counts, 'retrying')} record(s) on retry tiers`] : []),
     `publisher        ${o.publisher ? `breaker ${o.publisher.breaker}, spool ${o.publisher.spool.records} record(s)${o.publisher.quarantined ? `, ${o.publisher.quarantined} quarantined` : ''}` : '-'}`,
-    `outbox           ${o.unreadable?.outbox ? `not read: ${o.unreadable.outbox}` : o.outbox ? `${o.outbox.waiting} waiting (oldest ${Math.round(o.outbox.oldestAgeMs / 1000)} s), ${o.outbox.setAside} set aside, relay ${o.outbox.holder ? `held by pid ${o.outbox.holder.pid} (${o.outbox.holder.applicationName || 'no name'})` : 'not running'}` : '-'}`,
+    `outbox           ${o.unreadable?.outbox ? `not read: ${o.unreadable.outbox}` : o.outbox ? `${count(o.outbox, 'waiting')} waiting (oldest ${Math.round(o.outbox.oldestAgeMs / 1000)} s), ${count(o.outbox, 'setAside')} set aside, relay ${o.outbox.holder ? `held by pid ${o.outbox.holder.pid} (${o.outbox.holder.applicationName || 'no name'})` : 'not running'}` : '-'}`,
     `health           ${Object.entries(o.health).map(([name, h]) => `${name} ${h.status}`).join(', ') || '-'}`,
     '',
     'partitions:',

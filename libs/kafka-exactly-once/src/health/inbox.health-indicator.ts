@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { cappedCount, cappedValue } from '../admin/capped-count';
 import { queryWithin } from '../engine/clean-release';
 import { withDeadline } from '../engine/deadline';
 import { PARKED_KEYS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
@@ -43,9 +44,13 @@ export class InboxHealthIndicator {
     // Before the library's migrations ran (no handler started yet) there is no table: nothing is parked.
     const exists = await query(`SELECT to_regclass($1) IS NOT NULL AS present`, [PARKED_KEYS_TABLE]);
     if (!exists[0]?.present) return {};
+    // Counted up to the cap and the first ten read in order from the parked keys' list index: the operator
+    // console's overview asks this on every refresh, whatever number of keys an incident parks.
     const [row] = await query(
-      `SELECT count(*)::int AS n, min(parked_at) AS oldest, (array_agg(topic || ' ' || ordering_key ORDER BY parked_at))[1:10] AS keys
-       FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1`,
+      `SELECT ${cappedCount(`${PARKED_KEYS_TABLE} WHERE consumer_group = $1`)} AS n,
+              (SELECT array_agg(k.name ORDER BY k.parked_at, k.key_digest) FROM (
+                 SELECT topic || ' ' || ordering_key AS name, parked_at, key_digest FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 ORDER BY parked_at, key_digest LIMIT 10) AS k) AS keys,
+              (SELECT parked_at FROM ${PARKED_KEYS_TABLE} WHERE consumer_group = $1 ORDER BY parked_at, key_digest LIMIT 1) AS oldest`,
       [this.lifecycle.groupId],
     );
     const [blocked] = await query(
@@ -53,6 +58,8 @@ export class InboxHealthIndicator {
       [this.lifecycle.groupId],
     );
     const replays = blocked?.seqs?.length ? { blockedReplays: blocked.seqs as string[] } : {};
-    return row.n === 0 ? { parkedKeys: 0, ...replays } : { parkedKeys: row.n, oldestParkedAt: new Date(row.oldest).toISOString(), parked: row.keys, ...replays };
+    const parked = cappedValue(row.n);
+    const atLeast = parked.atLeast ? { atLeast: { parkedKeys: true } } : {};
+    return parked.value === 0 ? { parkedKeys: 0, ...replays } : { parkedKeys: parked.value, ...atLeast, oldestParkedAt: new Date(row.oldest).toISOString(), parked: row.keys, ...replays };
   }
 }

@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { cappedCount, cappedCounts, type AtLeast } from '../admin/capped-count';
 import { queryWithin } from '../engine/clean-release';
 import { withDeadline } from '../engine/deadline';
 import { OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE, RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
@@ -49,22 +50,32 @@ export class OutboxHealthIndicator {
     }
   }
 
-  private async waiting(ms: number): Promise<{ waiting: number; oldestAgeMs: number; oldestTopic?: string; setAside: number }> {
+  private async waiting(ms: number): Promise<{ waiting: number; oldestAgeMs: number; oldestTopic?: string; setAside: number; atLeast?: AtLeast<'waiting' | 'setAside'> }> {
     const dataSource = this.lifecycle.getDatabase();
     const exists = await queryWithin(dataSource, `SELECT to_regclass($1) IS NOT NULL AS present`, [OUTBOX_TABLE], ms);
     if (!exists[0]?.present) return { waiting: 0, oldestAgeMs: 0, setAside: 0 };
-    // Rows of batches at or below the relayed one are in Kafka, and about to be deleted.
+    // Rows of batches at or below the relayed one are in Kafka, and about to be deleted. The oldest waiting event
+    // is the first by position (the relay's order: the one it sends next), read from the primary key; the counts
+    // stop at the cap, so that a backlog of millions costs a health check (and the console's refresh) no more than
+    // 10,001 index entries each.
     const [row] = await queryWithin(
       dataSource,
-      `WITH r AS (SELECT coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0) AS relayed),
-            w AS (SELECT o.position, o.created_at, o.aggregatetype FROM ${OUTBOX_TABLE} o, r WHERE o.batch IS NULL OR o.batch > r.relayed)
-       SELECT (SELECT count(*)::int FROM w) AS waiting,
-              (SELECT extract(epoch FROM clock_timestamp() - min(created_at)) * 1000 FROM w) AS age,
-              (SELECT aggregatetype FROM w ORDER BY position LIMIT 1) AS topic,
-              (SELECT count(*)::int FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE state = 'set-aside') AS set_aside`,
+      `WITH r AS (SELECT coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0) AS relayed)
+       SELECT ${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch IS NULL`)} + ${cappedCount(`${OUTBOX_TABLE} o, r WHERE o.batch > r.relayed`)} AS waiting,
+              extract(epoch FROM clock_timestamp() - first.created_at) * 1000 AS age, first.aggregatetype AS topic,
+              ${cappedCount(`${OUTBOX_SET_ASIDE_TABLE} WHERE state = 'set-aside'`)} AS set_aside
+       FROM (SELECT 1) AS one
+       LEFT JOIN LATERAL (SELECT o.created_at, o.aggregatetype FROM ${OUTBOX_TABLE} o, r WHERE o.batch IS NULL OR o.batch > r.relayed ORDER BY o.position LIMIT 1) AS first ON true`,
       [],
       ms,
     );
-    return { waiting: row.waiting, oldestAgeMs: Math.round(Number(row.age ?? 0)), ...(row.topic ? { oldestTopic: row.topic } : {}), setAside: row.set_aside };
+    const { values, atLeast } = cappedCounts({ waiting: row.waiting, setAside: row.set_aside });
+    return {
+      waiting: values.waiting,
+      oldestAgeMs: Math.round(Number(row.age ?? 0)),
+      ...(row.topic ? { oldestTopic: row.topic } : {}),
+      setAside: values.setAside,
+      ...(Object.keys(atLeast).length > 0 ? { atLeast } : {}),
+    };
   }
 }

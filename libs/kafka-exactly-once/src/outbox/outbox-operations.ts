@@ -1,3 +1,4 @@
+import { cappedCount, cappedCounts, type AtLeast } from '../admin/capped-count';
 import type { SqlClient } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { OUTBOX_RELAY_LOCK, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
@@ -36,12 +37,16 @@ interface ResolveOptions {
 /** The outbox at a glance. */
 export interface OutboxSummary {
   relayName: string | null;
+  /** Events waiting for the relay, counted up to 10,000 (COUNT_CAP; `atLeast.waiting` when there are more). */
   waiting: number;
   oldestWrittenAt: string | null;
   lastBatch: string;
   relayedBatch: string;
   relayed: string;
+  /** Events set aside, waiting for an operator, counted up to 10,000 (`atLeast.setAside` when there are more). */
   setAside: number;
+  /** The counts that reached the cap: their number is 10,000, and there are more. */
+  atLeast: AtLeast<'waiting' | 'setAside'>;
   /**
    * The PostgreSQL session holding the relay lock: the active relay (any process of this database), null when
    * no relay runs. `since`, `clientAddress` and `state` are null when PostgreSQL does not show them to this
@@ -69,13 +74,13 @@ export class OutboxOperations {
   async summary(): Promise<OutboxSummary> {
     const [row] = await this.sql.query(
       `SELECT (SELECT name FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS name,
-              (SELECT count(*)::int FROM ${OUTBOX_TABLE} o WHERE o.batch IS NULL)
-                + (SELECT count(*)::int FROM ${OUTBOX_TABLE} o WHERE o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)) AS waiting,
+              ${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch IS NULL`)}
+                + ${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)`)} AS waiting,
               (SELECT created_at FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1) AS oldest,
               (SELECT last_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS last_batch,
               (SELECT relayed_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed_batch,
               (SELECT relayed::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed,
-              (SELECT count(*)::int FROM ${OUTBOX_SET_ASIDE_TABLE} WHERE state = 'set-aside') AS set_aside`,
+              ${cappedCount(`${OUTBOX_SET_ASIDE_TABLE} WHERE state = 'set-aside'`)} AS set_aside`,
     );
     // A session-level advisory lock on a bigint: its high and low 32 bits as classid and objid, objsubid 1.
     const [holder] = await this.sql.query(
@@ -86,14 +91,18 @@ export class OutboxOperations {
        LIMIT 1`,
       [OUTBOX_RELAY_LOCK],
     );
+    // The backlog is what the relay has not sent (the relay deletes what it sent): counted up to the cap, so that the
+    // overview's refresh does not read a backlog of millions.
+    const { values, atLeast } = cappedCounts({ waiting: row.waiting, setAside: row.set_aside });
     return {
       relayName: row.name ?? null,
-      waiting: row.waiting,
+      waiting: values.waiting,
       oldestWrittenAt: row.oldest ? new Date(row.oldest).toISOString() : null,
       lastBatch: row.last_batch ?? '0',
       relayedBatch: row.relayed_batch ?? '0',
       relayed: row.relayed ?? '0',
-      setAside: row.set_aside,
+      setAside: values.setAside,
+      atLeast,
       holder: holder
         ? { pid: holder.pid, applicationName: holder.application_name, clientAddress: holder.client_addr ?? null, since: holder.backend_start ? new Date(holder.backend_start).toISOString() : null, state: holder.state ?? null }
         : null,

@@ -184,6 +184,11 @@
     return n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US');
   }
 
+  /** A count the API stopped at its cap (named in the document's `atLeast`): "10,000+". */
+  function capped(document, name) {
+    return number(document[name]) + (document.atLeast && document.atLeast[name] ? '+' : '');
+  }
+
   function ago(iso) {
     if (!iso) return '–';
     var ms = Date.now() - new Date(iso).getTime();
@@ -473,9 +478,9 @@
         tile('Lag', number(o.totals.lag), 'records still to handle'),
         tile('Records/s', number(o.totals.recordsPerSecond), 'over the last minute'),
         tile('Stalled', number(o.totals.stalled), 'partitions', o.totals.stalled > 0 ? 'bad' : null),
-        tile('Parked keys', link('#/parked', number(counts.parkedKeys)), number(counts.parkedRecords) + ' records wait', counts.parkedKeys > 0 ? 'warn' : null),
-        tile('Dead letters', link('#/dead-letters', number(counts.deadLetters)), 'not replayed'),
-        tile('On retry tiers', link('#/retries', number(counts.retrying)), 'records waiting'));
+        tile('Parked keys', link('#/parked', capped(counts, 'parkedKeys')), capped(counts, 'parkedRecords') + ' records wait', counts.parkedKeys > 0 ? 'warn' : null),
+        tile('Dead letters', link('#/dead-letters', capped(counts, 'deadLetters')), 'not replayed'),
+        tile('On retry tiers', link('#/retries', capped(counts, 'retrying')), 'records waiting'));
       var health = Object.keys(o.health).map(function (k) {
         var h = o.health[k];
         return el('div', { class: 'health-item' }, el('strong', null, k), ' ', badge(h.status), h.message ? el('span', { class: 'muted' }, ' ' + cut(h.message, 600)) : null);
@@ -583,9 +588,9 @@
 
   function outboxFields(s) {
     return fields([
-      ['Waiting', number(s.waiting) + (s.waiting ? ', the oldest written ' + ago(s.oldestWrittenAt) : '')],
+      ['Waiting', capped(s, 'waiting') + (s.waiting ? ', the oldest written ' + ago(s.oldestWrittenAt) : '')],
       ['Relayed', number(s.relayed) + ' events (batch ' + s.relayedBatch + ' of ' + s.lastBatch + ')'],
-      ['Set aside', s.setAside ? link('#/outbox', number(s.setAside) + ' waiting for an operator') : '0'],
+      ['Set aside', s.setAside ? link('#/outbox', capped(s, 'setAside') + ' waiting for an operator') : '0'],
       ['Relay lock held by', s.holder ? 'pid ' + s.holder.pid + ' (' + (s.holder.applicationName || 'no application name') + (s.holder.clientAddress ? ' at ' + s.holder.clientAddress : '') + '), connected ' + ago(s.holder.since) : 'no session: no relay runs'],
       s.relay ? ['This instance\'s relay', el('span', null, badge(s.relay.state), s.relay.lastError ? ' ' + cut(s.relay.lastError, 500) : '')] : null,
       ['Relay name', s.relayName],
