@@ -1,6 +1,6 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
-import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, registryIdOf, RegistrySchemas, UNKNOWN_ID_TTL_MS } from './registry-schemas';
+import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_TTL_MS } from './registry-schemas';
 import { SchemaRegistry } from './schema-registry';
 import { decodeEvent, encodeSingleObject } from './single-object.codec';
 
@@ -297,6 +297,40 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
       await remote.prefetch(Array.from({ length: 16 }, (_, i) => frameForRegistry(100_000 + n + i, Buffer.alloc(1))));
     }
     expect((remote as unknown as { unknownIds: Map<number, number> }).unknownIds.size).toBeLessThanOrEqual(MAX_UNKNOWN_IDS);
+  });
+
+  it('keeps at most MAX_WRITERS writer schemas: the oldest fetched is forgotten, and fetched again when a record needs it', async () => {
+    const { client, remote, registry } = setUp();
+    const writers = (remote as unknown as { writers: Map<number, unknown> }).writers;
+    // The first five records, the others primitive schemas (ten thousand records take a while to build).
+    const ids = Array.from({ length: MAX_WRITERS + 5 }, (_, i) => client.add(JSON.stringify(i < 5 ? V1 : 'string')));
+    const bodies = new Map(Array.from({ length: 5 }, (_, i) => [ids[i], body(V1, { id: `n-${ids[i]}` })]));
+    const value = (id: number) => frameForRegistry(id, bodies.get(id) ?? Buffer.from('02', 'hex'));
+    let largest = 0;
+    // One id per unit of work, in order; the first few decoded as records of them would be.
+    for (const id of ids) {
+      await remote.prefetch([value(id)]);
+      largest = Math.max(largest, writers.size);
+      if (id <= ids[4]) expect(decodeEvent(registry, note, value(id))).toEqual({ id: `n-${id}`, n: 0n });
+    }
+    expect(largest).toBe(MAX_WRITERS);
+    expect(writers.size).toBe(MAX_WRITERS);
+    // The five fetched first are forgotten; every later one is kept, without asking the registry again.
+    for (const id of ids.slice(0, 5)) expect(remote.writer(id)).toBeUndefined();
+    expect(() => decodeEvent(registry, note, value(ids[0]))).toThrow(SchemaRegistryError); // not fetched (any more)
+    const before = client.calls;
+    await remote.prefetch(ids.slice(5).map(value));
+    expect(client.calls).toBe(before);
+    for (const id of [ids[5], ids[ids.length - 1]]) expect(remote.writer(id)).toEqual({ type: expect.anything() });
+    // A forgotten writer's next record fetches it again (one request), and makes room by forgetting the oldest kept.
+    await remote.prefetch([value(ids[0])]);
+    expect(client.calls).toBe(before + 1);
+    expect(decodeEvent(registry, note, value(ids[0]))).toEqual({ id: `n-${ids[0]}`, n: 0n });
+    expect(remote.writer(ids[5])).toBeUndefined();
+    expect(writers.size).toBe(MAX_WRITERS);
+    // Nothing else holds the writers of every id ever read: the resolvers of a reader are not kept by id.
+    const resolvers = (registry as unknown as { resolvers: Map<string, unknown> }).resolvers;
+    expect([...resolvers.keys()].filter((key) => key.includes(':id-')).length).toBe(0);
   });
 
   it('says which framings a topic reads when a value has neither', async () => {
