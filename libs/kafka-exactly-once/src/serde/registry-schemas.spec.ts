@@ -19,6 +19,8 @@ function fakeClient(_local?: SchemaRegistry) {
   const error = (status: number, code: number) => ({ status, body: { error_code: code, message: `error ${code}` } });
   const client = {
     calls: 0,
+    /** While set, every answer waits for it (a registry that answers slowly). */
+    hold: undefined as undefined | Promise<void>,
     /** What answers instead of the registry, while set (a proxy's page, say). */
     proxy: undefined as undefined | { status: number; body: unknown },
     set down(value: boolean) {
@@ -36,6 +38,7 @@ function fakeClient(_local?: SchemaRegistry) {
     async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
       client.calls++;
       await new Promise((resolve) => setImmediate(resolve));
+      await client.hold;
       if (down) throw new Error('connect ECONNREFUSED');
       if (client.proxy) return client.proxy;
       let m: RegExpMatchArray | null;
@@ -63,6 +66,17 @@ function fakeClient(_local?: SchemaRegistry) {
     },
   };
   return client;
+}
+
+/** `promise`, settled `ms` later than it settles. */
+async function withDelay<T>(promise: Promise<T>, ms: number): Promise<T> {
+  const settled = await promise.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  if ('error' in settled) throw settled.error;
+  return settled.value;
 }
 
 const options = (overrides: Partial<ConstructorParameters<typeof RegistrySchemas>[0]> = {}) => ({
@@ -131,18 +145,56 @@ describe('the Schema Registry as the library uses it', () => {
   it('writes with the id of the schema under its subject: cached, looked up again when missing, registered only with autoRegister', async () => {
     const client = fakeClient(local);
     const remote = new RegistrySchemas(options(), 'bigint', client);
-    expect(() => remote.idNow('orders-value', v2)).toThrow(/no id of t.Note under subject orders-value has come/);
     await expect(remote.idFor('orders-value', v2)).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/registering at run time is off: register it at deploy time \(npx kafka-eo schemas register\)/) });
-    // The last failure is what a write says now.
-    expect(() => remote.idNow('orders-value', v2)).toThrow(/registering at run time is off/);
+    // A write looks it up again, and says why there is none.
+    await expect(remote.idSoon('orders-value', v2)).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/registering at run time is off/) });
     const id = await remote.register('orders-value', v2);
     expect(await remote.idFor('orders-value', v2)).toBe(id);
-    expect(remote.idNow('orders-value', v2)).toBe(id);
+    expect(remote.idSoon('orders-value', v2)).toBe(id); // cached: at once, no promise
     client.down = true;
-    expect(remote.idNow('orders-value', v2)).toBe(id); // cached: writes go on while the registry is away
+    expect(remote.idSoon('orders-value', v2)).toBe(id); // cached: writes go on while the registry is away
 
     const registering = new RegistrySchemas(options({ autoRegister: true }), 'bigint', fakeClient(local));
     expect(await registering.idFor('payments-value', v2)).toBeGreaterThan(0);
+  });
+
+  it('makes a write whose id is still being looked up wait for that lookup (no second request), within requestTimeoutMs', async () => {
+    const client = fakeClient(local);
+    const id = (await client.register({ schema: v2.text }, { subject: 'orders-value' })).id;
+    const remote = new RegistrySchemas(options({ requestTimeoutMs: 200 }), 'bigint', client);
+    let answer!: () => void;
+    client.hold = new Promise((resolve) => (answer = resolve));
+    const boot = remote.idFor('orders-value', v2); // the boot's lookup, under way
+    const write = remote.idSoon('orders-value', v2);
+    expect(write).toBeInstanceOf(Promise);
+    setTimeout(answer, 50);
+    await expect(write).resolves.toBe(id);
+    await expect(boot).resolves.toBe(id);
+    expect(client.calls).toBe(1);
+    // A write of a subject never looked up starts the lookup itself, and waits for it.
+    client.hold = undefined;
+    const other = (await client.register({ schema: v2.text }, { subject: 'other-value' })).id;
+    await expect(remote.idSoon('other-value', v2)).resolves.toBe(other);
+    // Registering at run time, each request within requestTimeoutMs but both together later: the write fails as
+    // the registry away does, and the lookup runs on, for a later write to find at once.
+    const slow = fakeClient(local);
+    const registering = new RegistrySchemas(options({ requestTimeoutMs: 100, autoRegister: true }), 'bigint', { request: (method, path, body) => withDelay(slow.request(method, path, body), 60) });
+    await expect(registering.idSoon('late-value', v2)).rejects.toMatchObject({ failure: 'unavailable', message: expect.stringMatching(/did not give the id of t\.Note under subject late-value within 100 ms \(schemaRegistry\.requestTimeoutMs\)/) });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(registering.idSoon('late-value', v2)).toEqual(expect.any(Number));
+    expect(slow.calls).toBe(2); // the lookup and the registration, once
+  });
+
+  it('finds the id of a topic it may only read at boot without registering it, whatever autoRegister says', async () => {
+    const client = fakeClient(local);
+    const remote = new RegistrySchemas(options({ autoRegister: true }), 'bigint', client);
+    expect(await remote.findId('orders-value', v2)).toBeUndefined();
+    expect(await remote.latest('orders-value')).toBeUndefined(); // nothing registered
+    const id = (await client.register({ schema: v2.text }, { subject: 'orders-value' })).id;
+    expect(await remote.findId('orders-value', v2)).toBe(id);
+    const calls = client.calls;
+    expect(remote.idSoon('orders-value', v2)).toBe(id); // kept for writes
+    expect(client.calls).toBe(calls);
   });
 
   it('gives the latest schema of a subject, or none', async () => {
@@ -379,17 +431,19 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
 
   it('gives the id and writer of a subject\'s latest schema to write with, cached after the first lookup', async () => {
     const { client, remote } = setUp();
-    expect(() => remote.latestNow('notes-value')).toThrow(/the latest schema of subject notes-value has not come from the Schema Registry at http:\/\/registry\.test yet/);
     await expect(remote.latestFor('notes-value')).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/subject notes-value .* has no schema to write with/) });
-    expect(() => remote.latestNow('notes-value')).toThrow(/has no schema to write with/); // the last lookup's failure
+    await expect(remote.latestSoon('notes-value')).rejects.toThrow(/has no schema to write with/); // a write looks it up again
     const v1 = client.add(JSON.stringify({ type: 'object' }), { schemaType: 'JSON' }, 'notes-value');
-    await expect(remote.latestFor('notes-value')).resolves.toMatchObject({ id: v1, writer: { jsonSchema: { id: v1 } } });
+    // A write while the lookup is under way waits for it.
+    const lookup = remote.latestFor('notes-value');
+    await expect(remote.latestSoon('notes-value')).resolves.toMatchObject({ id: v1, writer: { jsonSchema: { id: v1 } } });
+    await expect(lookup).resolves.toMatchObject({ id: v1 });
     client.add(JSON.stringify({ type: 'object', required: ['a'] }), { schemaType: 'JSON' }, 'notes-value');
     client.down = true;
-    expect(remote.latestNow('notes-value')).toMatchObject({ id: v1 }); // cached: writes go on while the registry is away
+    expect(remote.latestSoon('notes-value')).toMatchObject({ id: v1 }); // cached: at once, while the registry is away
     const other = new RegistrySchemas(options(), 'bigint', client);
     await expect(other.latestFor('notes-value')).rejects.toMatchObject({ failure: 'unavailable' });
-    expect(() => other.latestNow('notes-value')).toThrow(/did not give the latest schema of subject notes-value: connect ECONNREFUSED/);
+    await expect(other.latestSoon('notes-value')).rejects.toThrow(/did not give the latest schema of subject notes-value: connect ECONNREFUSED/);
   });
 
 });
