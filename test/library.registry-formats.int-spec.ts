@@ -149,7 +149,7 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     // The writer side: the subject's latest schema (v2), framed as Confluent's serializer frames it.
     const latest = await remote.latestFor(subject);
     expect(latest.id).toBe(v2);
-    expect(remote.latestNow(subject)).toBe(latest);
+    expect(remote.latestSoon(subject)).toBe(latest); // cached: given at once
     if (!('jsonSchema' in latest.writer)) throw new Error('latest is not a JSON Schema writer');
     const value = { orderId: 'o-5', amount: 500, currency: 'USD' };
     expect(latest.writer.jsonSchema.validate(value)).toEqual([]);
@@ -217,6 +217,6 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     await remote.prefetch([missing]);
     expect(remote.writer(0x7ffffff0)).toBe('unknown');
     await expect(remote.latestFor(`${prefix}.nothing-value`)).rejects.toMatchObject({ failure: 'no-id' });
-    expect(() => remote.latestNow(`${prefix}.nothing-value`)).toThrow(/has no schema to write with/);
+    await expect(Promise.resolve(remote.latestSoon(`${prefix}.nothing-value`))).rejects.toThrow(/has no schema to write with/);
   });
 });

@@ -2,15 +2,17 @@ import { Injectable, Module, Type } from '@nestjs/common';
 import { Test, TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { SchemaRegistry as ConfluentClient, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import { Kafka, Message } from 'kafkajs';
-import { DEAD_LETTER_HEADERS, EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry, SchemaRegistryError } from 'kafka-exactly-once';
+import { DataSource } from 'typeorm';
+import { DEAD_LETTER_HEADERS, EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, Outbox, SchemaRegistry, SchemaRegistryError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { frameForRegistry } from 'kafka-exactly-once/serde/registry-schemas';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
+import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
 import { newSpoolDirectory } from './support/producer-app';
 import { registryFreeze, startRegistryProxy, startTestRegistry } from './support/registry';
@@ -252,7 +254,7 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
           topicPrefix: prefix,
           wireFormat: 'schema-registry',
           schemaRegistry: { url, requestTimeoutMs: 2000 },
-          // The handler's own topic declared, as a user may: the module reads it, and never writes it.
+          // The handler's own topic declared, as a user may: the module reads it, and never writes it here.
           topics: { evolving: { schema: 'test.registry.Order' } },
           consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
         }),
@@ -315,8 +317,11 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
     expect(await handled(['order-50', 'order-51'])).toEqual([{ order_id: 'order-50', note: '', n: 1 }, { order_id: 'order-51', note: '', n: 1 }]);
   });
 
-  it('never looks up the id of the handler\'s own topic, declared in topics, as one it writes', () => {
-    expect(proxy.count(new RegExp(`^POST /subjects/${subject.replace(/\./g, '\\.')}`))).toBe(0);
+  it('looks up the id of the handler\'s own topic, declared in topics, once at boot (the module may write it): never registered, never polled', () => {
+    const escaped = subject.replace(/\./g, '\\.');
+    // At boot the subject had v1 only, not the local v2: the lookup found none, and left it to a first write.
+    expect(proxy.count(new RegExp(`^POST /subjects/${escaped}$`))).toBe(1);
+    expect(proxy.count(new RegExp(`^POST /subjects/${escaped}/versions$`))).toBe(0);
   });
 
   it('waits on a 404 that is not the registry\'s (a proxy whose upstream is away), and reads the record once the registry answers', async () => {
@@ -352,5 +357,136 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
     const perUnit = await queryDatabase<{ n: number }>(databaseUrl, "SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1 AND message_id LIKE '%flood-%' GROUP BY xmin::text", [input]);
     expect(perUnit.reduce((sum, r) => sum + r.n, 0)).toBe(120);
     expect(Math.max(...perUnit.map((r) => r.n))).toBeLessThanOrEqual(16);
+  });
+});
+
+const NOTE = { type: 'record', name: 'Note', namespace: 'test.registry', fields: [{ name: 'noteId', type: 'string' }, { name: 'text', type: 'string' }] };
+
+/** How often the echo handler was called for each order (a second call is a unit of work rolled back and run again). */
+const echoCalls = new Map<string, number>();
+
+@Injectable()
+class EchoHandler {
+  @IdempotentHandler({ topic: 'events', schema: 'test.registry.Order' })
+  async onOrder(event: { orderId: string }, ctx: EventContext): Promise<void> {
+    echoCalls.set(event.orderId, (echoCalls.get(event.orderId) ?? 0) + 1);
+    ctx.emit('notes', { noteId: event.orderId, text: 'emitted' });
+  }
+}
+
+@Injectable()
+class NotesHandler {
+  @IdempotentHandler({ topic: 'notes', schema: 'test.registry.Note' })
+  async onNote(event: { noteId: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO notes_seen (topic, note_id) VALUES ($1, $2)', ['notes', event.noteId]);
+  }
+
+  @IdempotentHandler({ topic: 'published', schema: 'test.registry.Note' })
+  async onPublished(event: { noteId: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO notes_seen (topic, note_id) VALUES ($1, $2)', ['published', event.noteId]);
+  }
+
+  @IdempotentHandler({ topic: 'outboxed', schema: 'test.registry.Note' })
+  async onOutboxed(event: { noteId: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO notes_seen (topic, note_id) VALUES ($1, $2)', ['outboxed', event.noteId]);
+  }
+}
+
+/**
+ * Topics the module both reads (a handler's) and writes (declared in `topics`), as the demo's welcome emails are:
+ * their ids are looked up at boot like those of any topic the module writes, and a write that comes while the
+ * lookup is still under way (a slow registry) waits for it: no caller sees an error, no unit of work is rolled back.
+ */
+describe('library: Schema Registry framing, topics the module reads and writes', () => {
+  let kafka: Kafka;
+  let registry: ReturnType<typeof startTestRegistry>;
+  let proxy: Awaited<ReturnType<typeof startRegistryProxy>>;
+  let independent: ConfluentClient;
+  let databaseUrl: string;
+  let moduleRef: TestingModule | undefined;
+  const prefix = `${uniqueTopic('readwrite')}.`;
+  const dir = schemasDirectory('readwrite', { 'order.v1.avsc': ORDER_V1, 'note.avsc': NOTE });
+  const local = SchemaRegistry.fromDirectory(dir);
+  const written = ['notes', 'published', 'outboxed'];
+  const order = (n: number) => ({ orderId: `order-${n}`, amount: BigInt(n) * 100n });
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    registry = startTestRegistry();
+    proxy = await startRegistryProxy(registry.url);
+    independent = new ConfluentClient({ host: registry.url });
+    databaseUrl = await createSuiteDatabase('readwrite');
+    await queryDatabase(databaseUrl, 'CREATE TABLE notes_seen (topic text, note_id text)');
+    await createTopics(kafka, [`${prefix}events`, ...written.map((t) => `${prefix}${t}`), ...[`events`, ...written].map((t) => `${prefix}${t}.dlq`)], 1);
+  });
+
+  afterAll(async () => {
+    await moduleRef?.close().catch(() => undefined);
+    await proxy?.close();
+    registry?.stop();
+  });
+
+  function app(logger: CapturingLogger): Promise<TestingModule> {
+    const note = { schema: 'test.registry.Note', key: (e: { noteId: string }) => e.noteId };
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'readwrite', brokers: kafkaBrokers() },
+          groupId: `${prefix}readwrite`,
+          transactionalIdPrefix: `${prefix}readwrite`,
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          wireFormat: 'schema-registry',
+          schemaRegistry: { url: proxy.url, requestTimeoutMs: 10000 },
+          // Written by the module (ctx.emit, EventPublisher, Outbox) and read by its own handlers.
+          topics: { notes: note, published: note, outboxed: note },
+          publisher: { spool: { directory: newSpoolDirectory() } },
+          outbox: { relay: true, checkpointTopic: `${prefix}checkpoints`, pollIntervalMs: 200 },
+          consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
+        }),
+      ],
+      providers: [EchoHandler, NotesHandler],
+    })
+    class ReadWriteApp {}
+    return Test.createTestingModule({ imports: [ReadWriteApp] }).setLogger(logger).compile();
+  }
+
+  it('writes each such topic at once from boot on (ctx.emit, EventPublisher.publish, Outbox.add), while its id is still being looked up', async () => {
+    // Registered at deploy time (autoRegister is off), as the docs say.
+    for (const topic of written) await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(NOTE) }, { subject: `${prefix}${topic}-value` });
+    await sendRaw(kafka, `${prefix}events`, [1, 2, 3].map((n) => ({ key: `order-${n}`, value: encodeSingleObject(local.current('test.registry.Order'), order(n)), headers: { 'message-id': `rw-${n}` } })));
+    // A registry that answers, slowly: each id is still being looked up when the first writes come.
+    proxy.slow = { pattern: /^POST \/subjects\/[^/]+$/, ms: 2500 };
+    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
+    moduleRef = await app(logger);
+    await moduleRef.init();
+    const publisher = moduleRef.get(EventPublisher);
+    const outbox = moduleRef.get(Outbox);
+    const dataSource = moduleRef.get<DataSource>(getDataSourceToken());
+    // The first writes, right after boot: neither throws.
+    expect((await publisher.publish('published', { noteId: 'p-1', text: 'published' })).status).toBe('sent');
+    await dataSource.transaction((manager) => outbox.add(manager, 'outboxed', { noteId: 'o-1', text: 'outboxed' }));
+    await moduleRef.get(KafkaExactlyOnceLifecycle).whenRunning();
+    const rows = async () => queryDatabase<{ topic: string; note_id: string; n: number }>(databaseUrl, 'SELECT topic, note_id, count(*)::int AS n FROM notes_seen GROUP BY topic, note_id ORDER BY topic, note_id');
+    await waitUntil(async () => (await rows()).length >= 5, 60000, 'every note read back');
+    expect(await rows()).toEqual([
+      { topic: 'notes', note_id: 'order-1', n: 1 },
+      { topic: 'notes', note_id: 'order-2', n: 1 },
+      { topic: 'notes', note_id: 'order-3', n: 1 },
+      { topic: 'outboxed', note_id: 'o-1', n: 1 },
+      { topic: 'published', note_id: 'p-1', n: 1 },
+    ]);
+    // Each order's handler called once: its emit did not roll its unit of work back.
+    expect(Object.fromEntries(echoCalls)).toEqual({ 'order-1': 1, 'order-2': 1, 'order-3': 1 });
+    expect(logger.lines.filter((l) => /try again shortly|rolled back|Schema Registry/.test(l.message))).toEqual([]);
+    // Every write in the registry's framing with the subject's id, as another service's client reads it.
+    for (const topic of written) {
+      const records = await readTopic(kafka, `${prefix}${topic}`, { until: (r) => r.length >= 1, timeoutMs: 30000 });
+      expect(records.every((r) => r.value?.[0] === 0)).toBe(true);
+      for (const r of records) expect(await independent.decode(r.value!)).toMatchObject({ text: topic === 'notes' ? 'emitted' : topic });
+    }
+    // Each id looked up once per subject at boot or by a write sharing it, never polled.
+    for (const topic of written) expect(proxy.count(new RegExp(`^POST /subjects/${`${prefix}${topic}-value`.replace(/\./g, '\\.')}$`))).toBeLessThanOrEqual(2);
   });
 });

@@ -51,22 +51,26 @@ export function registryFreeze(signal: 'SIGSTOP' | 'SIGCONT'): void {
 /**
  * An HTTP proxy in front of the test registry, on 127.0.0.1: it forwards every request (counting them by method
  * and path), or, while `away` is set, answers 404 with a page of its own, as a proxy whose upstream is away does.
+ * While `slow` is set, the requests whose `METHOD path` it matches are forwarded `slow.ms` late (a registry that
+ * answers, slowly).
  */
 export async function startRegistryProxy(target = registryUrl()): Promise<{
   url: string;
   requests: Map<string, number>;
   count: (pattern: RegExp) => number;
   away: boolean;
+  slow: { pattern: RegExp; ms: number } | undefined;
   close: () => Promise<void>;
 }> {
   const { createServer, request } = await import('http');
   const upstream = new URL(target);
   const requests = new Map<string, number>();
-  const state = { away: false };
-  const server = createServer((req, res) => {
+  const state: { away: boolean; slow?: { pattern: RegExp; ms: number } } = { away: false };
+  const server = createServer(async (req, res) => {
     const path = (req.url ?? '').slice(upstream.pathname.length);
     const key = `${req.method} ${path}`;
     requests.set(key, (requests.get(key) ?? 0) + 1);
+    if (state.slow?.pattern.test(key)) await new Promise((resolve) => setTimeout(resolve, state.slow!.ms));
     if (state.away) {
       res.writeHead(404, { 'content-type': 'text/html' });
       res.end('<html><body>404 Not Found</body></html>');
@@ -93,6 +97,12 @@ export async function startRegistryProxy(target = registryUrl()): Promise<{
     },
     set away(value: boolean) {
       state.away = value;
+    },
+    get slow() {
+      return state.slow;
+    },
+    set slow(value: { pattern: RegExp; ms: number } | undefined) {
+      state.slow = value;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -139,7 +139,11 @@ async function attempts(
   const where = () => `${record.info.topic}[${record.info.partition}]@${record.info.offset} (message ${record.id.displayId})`;
   if (!savepoints) {
     const emitted: OutputRecord[] = [];
-    await optimistically(() => withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders)))), record.info.offset);
+    const waiting: WaitingEmits = [];
+    await optimistically(async () => {
+      await withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders, waiting))));
+      await Promise.all(waiting);
+    }, record.info.offset);
     return { ok: true, attempts: 1, outputs: emitted };
   }
   let first = 1;
@@ -153,8 +157,10 @@ async function attempts(
   for (let attempt = first; ; attempt++) {
     await runner.query(`SAVEPOINT ${SAVEPOINT}`);
     const emitted: OutputRecord[] = [];
+    const waiting: WaitingEmits = [];
     try {
-      await withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders))));
+      await withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders, waiting))));
+      await Promise.all(waiting);
       await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
       return { ok: true, attempts: attempt, outputs: emitted };
     } catch (err) {
@@ -185,10 +191,16 @@ function logAttemptFailure(deps: InvocationDeps, record: InvocationRecord, attem
 export async function invokeBatchHandler(deps: InvocationDeps, runner: DatabaseSession, items: BatchedInvocation[]): Promise<void> {
   // A span per event (each the child of its record's trace), so that each event's outputs continue its trace.
   const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name, item.record.headers));
-  const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers) }));
+  const waiting: WaitingEmits = [];
+  const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers, waiting) }));
   const where = () => `${items[0].record.info.topic}[${items[0].record.info.partition}]@${items[0].record.info.offset}..${items[items.length - 1].record.info.offset} (${items.length} events)`;
   try {
-    await whileHeartbeating(deps, () => optimistically(() => withinHandlerTimeout(deps, where, lent(deps, runner, () => deps.handler.invokeBatch!(events, batchContext(deps, runner))))));
+    await whileHeartbeating(deps, () =>
+      optimistically(async () => {
+        await withinHandlerTimeout(deps, where, lent(deps, runner, () => deps.handler.invokeBatch!(events, batchContext(deps, runner))));
+        await Promise.all(waiting);
+      }),
+    );
   } catch (err) {
     for (const span of spans) span.end(err);
     throw err;
@@ -254,8 +266,19 @@ function batchContext(deps: InvocationDeps, runner: DatabaseSession): BatchConte
   };
 }
 
-/** `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own). */
-function eventContext(deps: InvocationDeps, runner: DatabaseSession, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>): EventContext {
+/**
+ * The emits of a handler call whose value waits for the Schema Registry (the first write of a topic whose id, or
+ * latest schema, is still being looked up: see EncodedEvent.value), each filling its output in. The call is done
+ * once all are: awaited after the handler returns, before its outputs are used, each failing as the emit would have
+ * failed had it thrown (SchemaRegistryError: an infrastructure fault; OutputTooLargeError, EventValidationError).
+ */
+type WaitingEmits = Array<Promise<void>>;
+
+/**
+ * `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own).
+ * `waiting`: where an emit whose value waits for the registry puts its wait.
+ */
+function eventContext(deps: InvocationDeps, runner: DatabaseSession, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>, waiting: WaitingEmits): EventContext {
   const { options, registry, topicLimits } = deps;
   const db = lentFor(deps.database, runner);
   let key: string | undefined;
@@ -288,10 +311,22 @@ function eventContext(deps: InvocationDeps, runner: DatabaseSession, record: Inv
         if (value === undefined) continue;
         headers.push([name, typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength)]);
       }
-      const output: OutputRecord = { topic: encoded.topic, key: Buffer.from(encoded.key, 'utf8'), value: encoded.value, headers };
+      const output: OutputRecord = { topic: encoded.topic, key: Buffer.from(encoded.key, 'utf8'), value: null, headers };
       const limit = topicLimits.get(output.topic);
-      const size = outputRecordSize(output);
-      if (limit !== undefined && size > limit) throw new OutputTooLargeError(output.topic, size, limit);
+      const fill = (value: Buffer) => {
+        output.value = value;
+        const size = outputRecordSize(output);
+        if (limit !== undefined && size > limit) throw new OutputTooLargeError(output.topic, size, limit);
+      };
+      if (Buffer.isBuffer(encoded.value)) {
+        fill(encoded.value);
+        emitted.push(output);
+        return;
+      }
+      // The output keeps its place (its message id is its index) while its value waits for the registry.
+      const filled = encoded.value.then(fill);
+      filled.catch(() => undefined); // the call's failure once awaited (the handler may throw before that)
+      waiting.push(filled);
       emitted.push(output);
     },
   };

@@ -132,10 +132,12 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     if (idProblem) throw new OutboxWriteError('invalid-message-id', idProblem, topic);
     const headerProblem = headersProblem(options.headers);
     if (headerProblem) throw new OutboxWriteError('invalid-headers', headerProblem, topic);
+    // The first write of a registry topic may wait for its id, still being looked up (rejects: nothing written).
+    const value = await encoded.value;
     const messageId = options.messageId ?? uuidv7();
     const headers = toDurableHeaders({ ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType });
     const key = Buffer.from(encoded.key, 'utf8');
-    const bytes = estimateRecordBytes({ key: key.toString('base64'), value: encoded.value.toString('base64'), headers });
+    const bytes = estimateRecordBytes({ key: key.toString('base64'), value: value.toString('base64'), headers });
     const limit = this.sizeLimit(encoded.topic);
     if (bytes > limit.bytes) {
       throw new OutboxWriteError(
@@ -151,7 +153,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
       `INSERT INTO ${OUTBOX_TABLE} (position, id, aggregatetype, aggregateid, type, payload, headers)
        SELECT ${position}, $2, $3, $4, $5, $6, $7 FROM ${from}
        RETURNING position::text AS position`,
-      [keyLockId(encoded.topic, key), messageId, encoded.topic, key, encoded.eventType, encoded.value, encodeHeaders(headers)],
+      [keyLockId(encoded.topic, key), messageId, encoded.topic, key, encoded.eventType, value, encodeHeaders(headers)],
     );
     return { messageId, position: rows[0].position };
   }

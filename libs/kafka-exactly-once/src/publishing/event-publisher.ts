@@ -185,9 +185,10 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     // The record carries the send span's traceparent (OpenTelemetry), unless the caller set headers of its own.
     const span = this.tracing.send(`${this.options.topicPrefix}${topic}`);
     try {
-      const record = this.prepare(topic, event, options, span.headers);
+      const { record, ready } = this.prepare(topic, event, options, span.headers);
       // Checked inside the key's chain, so that publishes of a key keep their call order whatever a look-up costs.
       const result = await this.inKeyOrder([record], async () => {
+        await ready;
         const undeliverable = await this.undeliverable(record, this.breaker?.state !== CircuitState.Open);
         if (undeliverable) throw undeliverable;
         return this.deliver(record);
@@ -243,16 +244,18 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
   async publishAll(items: PublishAllItem[]): Promise<Array<Required<Pick<PublishResult, 'messageId'>>>> {
     this.config();
     const span = this.tracing.send([...new Set(items.map((item) => `${this.options.topicPrefix}${item.topic}`))].join(','), items.length);
-    let records: SpooledRecord[];
+    let prepared: Array<ReturnType<EventPublisher['prepare']>>;
     try {
-      records = items.map((item) => this.prepare(item.topic, item.event, item, span.headers));
+      prepared = items.map((item) => this.prepare(item.topic, item.event, item, span.headers));
     } catch (err) {
       span.end(err);
       throw err;
     }
+    const records = prepared.map((p) => p.record);
     const messageIds = records.map((r) => r.messageId);
     const transactions = this.transactionalQueue.catch(() => undefined);
     const run = this.inKeyOrder(records, async () => {
+      await Promise.all(prepared.map((p) => p.ready));
       await transactions; // one open transaction at a time
       for (const record of records) {
         if (this.spool?.hasKey(record.topic, keyString(record))) {
@@ -331,9 +334,12 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 
   /**
    * The record of an event, checked: what Kafka cannot take (an invalid event, a header value that is neither text
-   * nor bytes, a message id that is not a usable string) throws here, before anything is sent or spooled.
+   * nor bytes, a message id that is not a usable string) throws here, before anything is sent or spooled. `ready`,
+   * when the record's value waits for the Schema Registry (the first write of a topic whose id is still being looked
+   * up), fills it in: awaited in the key's chain before the record is sent or spooled, and rejects as the lookup
+   * does (nothing sent or spooled then).
    */
-  private prepare(topic: string, event: unknown, options: PublishOptions, traceHeaders: Record<string, string>): SpooledRecord {
+  private prepare(topic: string, event: unknown, options: PublishOptions, traceHeaders: Record<string, string>): { record: SpooledRecord; ready?: Promise<void> } {
     const headerProblem = headersProblem(options.headers);
     if (headerProblem) throw new InvalidPublishOptionsError('headers', topic, headerProblem);
     const idProblem = messageIdProblem(options.messageId);
@@ -341,14 +347,20 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
     const encoded = encodeDeclaredEvent(this.options, this.registry, topic, event, options.key); // throws: nothing sent or spooled
     const messageId = options.messageId ?? uuidv7();
     const headers: EventHeaders = { ...traceHeaders, ...options.headers, [HEADERS.messageId]: messageId, [HEADERS.eventType]: encoded.eventType };
-    return {
+    const record: SpooledRecord = {
       topic: encoded.topic,
       key: Buffer.from(encoded.key).toString('base64'),
-      value: encoded.value.toString('base64'),
+      value: Buffer.isBuffer(encoded.value) ? encoded.value.toString('base64') : '',
       headers: toDurableHeaders(headers),
       messageId,
       spooledAt: 0,
     };
+    if (Buffer.isBuffer(encoded.value)) return { record };
+    const ready = encoded.value.then((value) => {
+      record.value = value.toString('base64');
+    });
+    ready.catch(() => undefined); // the publish's failure once awaited in the key's chain
+    return { record, ready };
   }
 
   /**

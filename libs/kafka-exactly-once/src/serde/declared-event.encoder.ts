@@ -5,7 +5,7 @@ import type { SchemaRegistry } from './schema-registry';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { writesToRegistry } from './registry-boot';
-import { frameForRegistry } from './registry-schemas';
+import { frameForRegistry, type RegistrySchemas } from './registry-schemas';
 import { encodeSingleObject, validationErrors } from './single-object.codec';
 import { encodeJsonValue, parseJsonValue } from '../formats/json.codec';
 import { fieldErrorsOf, frameJsonSchema } from '../formats/registry-json-schema';
@@ -16,8 +16,15 @@ export interface EncodedEvent {
   /** The topic as written (with the module's topicPrefix). */
   topic: string;
   key: string;
-  /** The topic's current schema's Avro body, framed as the topic is written (single-object, or the registry's). */
-  value: Buffer;
+  /**
+   * The event's bytes, framed as the topic is written (Avro single-object, the registry's, or plain JSON). A promise
+   * of them while the registry's answer they need (the schema's id under the topic's subject, or the subject's
+   * latest schema) is still being looked up, the first time: it is waited for at most `schemaRegistry.requestTimeoutMs`
+   * and rejects with SchemaRegistryError when the registry does not give it (or EventValidationError, for a JSON
+   * Schema or Protobuf event, which is checked against the registry's schema). Nothing may be written before it
+   * resolves.
+   */
+  value: Buffer | Promise<Buffer>;
   /** The schema's full name, the record's `event-type`. */
   eventType: string;
 }
@@ -26,7 +33,7 @@ export interface EncodedEvent {
  * Encodes an event for a topic of the module option `topics`, as both `EventPublisher.publish` and a handler's
  * `ctx.emit` write it: the topic must be declared (UndeclaredTopicError), the key given or derived by the
  * topic's key function (MissingKeyError), and the event valid for the topic's current schema
- * (EventValidationError, naming the fields). Nothing is written when it throws.
+ * (EventValidationError, naming the fields). Nothing is written when it throws, nor when its `value` rejects.
  */
 export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 'topicPrefix' | 'wireFormat'>, registry: SchemaRegistry, topic: string, event: unknown, key: string | undefined): EncodedEvent {
   const declared = options.topics[topic];
@@ -39,13 +46,23 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   const schema = registry.current(declared.schema!);
   if (!writesToRegistry(options, topic)) return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
   // Confluent's framing: the event validated first (an invalid one is the caller's error whatever the registry
-  // does), then the schema's id under the topic's subject, cached (SchemaRegistryError when there is none yet).
+  // does), then the schema's id under the topic's subject: cached, or the lookup's, waited for.
   const errors = validationErrors(schema, event);
   if (errors.length > 0) throw new EventValidationError(schema.name, errors);
   const remote = registry.remote;
   if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
-  const id = remote.idNow(remote.subjectOf(written, schema.name), schema);
-  return { topic: written, key: recordKey, value: frameForRegistry(id, schema.type.toBuffer(event)), eventType: schema.name };
+  const body = schema.type.toBuffer(event);
+  const id = remote.idSoon(remote.subjectOf(written, schema.name), schema);
+  return { topic: written, key: recordKey, value: typeof id === 'number' ? frameForRegistry(id, body) : quiet(id.then((known) => frameForRegistry(known, body))), eventType: schema.name };
+}
+
+/**
+ * A promise whose rejection is the awaiting caller's, never an unhandled one (a handler may throw after an emit,
+ * before anything awaits its value).
+ */
+function quiet<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => undefined);
+  return promise;
 }
 
 /**
@@ -53,12 +70,18 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
  * of the topic's subject (registered at deploy time), the event checked against it first: a JSON event by its JSON
  * Schema, a Protobuf event by its message's fields (EventValidationError naming the problems; nothing written).
  */
-function encodeOther(registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', framed: boolean, event: unknown, message: string | undefined): Buffer {
+function encodeOther(registry: SchemaRegistry, topic: string, written: string, format: 'json' | 'protobuf', framed: boolean, event: unknown, message: string | undefined): Buffer | Promise<Buffer> {
   if (!framed) return jsonBytes(topic, event);
   const remote = registry.remote;
   if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
   const subject = remote.subjectOf(written, message ?? '');
-  const { id, writer } = remote.latestNow(subject);
+  const latest = remote.latestSoon(subject);
+  if (!(latest instanceof Promise)) return encodeWithLatest(topic, subject, latest, format, event, message);
+  return quiet(latest.then((known) => encodeWithLatest(topic, subject, known, format, event, message)));
+}
+
+/** A JSON or Protobuf event in the registry's framing with the subject's latest schema, checked against it first. */
+function encodeWithLatest(topic: string, subject: string, { id, writer }: Awaited<ReturnType<RegistrySchemas['latestSoon']>>, format: 'json' | 'protobuf', event: unknown, message: string | undefined): Buffer {
   if (format === 'json') {
     if (!('jsonSchema' in writer)) throw new SchemaRegistryError('incompatible', `topic ${topic} is written as JSON Schema, and the latest schema of subject ${subject} (id ${id}) is not one`, subject);
     const bytes = jsonBytes(topic, event);

@@ -67,23 +67,34 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
 
 /**
  * Looks up the ids the module writes with (the declared topics in the registry's framing) until each is known,
- * in the background: writes of a topic whose id is not known yet throw SchemaRegistryError meanwhile, saying
- * why. A declared topic that a handler of the module reads (`read`, as consumed) is not written by it as a rule:
- * its id is looked up at its first write instead. Resolves when every id is known or `running()` turns false.
+ * in the background, so that writes find them cached; a write that comes first waits for the lookup (see
+ * RegistrySchemas.idSoon). A declared topic that a handler of the module also reads (`read`, as consumed) is looked
+ * up the same way, without registering (the module may only read it, whatever `autoRegister` says): when its subject
+ * does not have the schema, that is logged once and left to the topic's first write (which registers it with
+ * `autoRegister`, and fails as any write without an id does otherwise), without the warning and the repeated lookups
+ * of a topic only written. Resolves when every id is known, or left to its writes, or `running()` turns false.
  */
 export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
   // Avro: the id of the local schema under the subject. JSON Schema and Protobuf: the subject's latest schema.
   const wanted = Object.entries(options.topics)
-    .filter(([topic]) => writesToRegistry(options, topic) && !read.has(`${options.topicPrefix}${topic}`))
+    .filter(([topic]) => writesToRegistry(options, topic))
     .map(([topic, declared]) => {
       const written = `${options.topicPrefix}${topic}`;
+      const alsoRead = read.has(written);
       if ((declared.format ?? 'avro') !== 'avro') {
         const subject = remote.subjectOf(written, declared.schema ?? '');
-        return { subject, what: `the latest ${declared.format === 'json' ? 'JSON Schema' : 'Protobuf'} schema`, lookUp: () => remote.latestFor(subject).then((latest) => latest.id) };
+        return { subject, alsoRead, what: `the latest ${declared.format === 'json' ? 'JSON Schema' : 'Protobuf'} schema`, lookUp: () => remote.latestFor(subject).then((latest) => latest.id) };
       }
       const schema = registry.current(declared.schema!);
       const subject = remote.subjectOf(written, schema.name);
-      return { subject, what: schema.name, lookUp: () => remote.idFor(subject, schema) };
+      const lookUp = alsoRead
+        ? () =>
+            remote.findId(subject, schema).then((id) => {
+              if (id === undefined) throw new SchemaRegistryError('no-id', `subject ${subject} has no version of ${schema.name} as this application writes it (${schema.file})`, subject);
+              return id;
+            })
+        : () => remote.idFor(subject, schema);
+      return { subject, alsoRead, what: schema.name, lookUp };
     });
   const warned = new Set<string>();
   for (let round = 0; wanted.length > 0 && running(); round++) {
@@ -94,7 +105,12 @@ export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistr
         logger.log(`Schema Registry: ${entry.what} is id ${id} under subject ${entry.subject}`);
       } catch (err) {
         const message = (err as Error).message;
-        if (!warned.has(message)) logger.warn(`Schema Registry: ${message}; writes of ${entry.what} under ${entry.subject} fail until it is found (looked up again every few seconds)`);
+        if (entry.alsoRead && (err as SchemaRegistryError).failure === 'no-id') {
+          wanted.splice(wanted.indexOf(entry), 1);
+          logger.log(`Schema Registry: ${message}; its topic is one this application's handlers read: looked up again when the application first writes to it`);
+          continue;
+        }
+        if (!warned.has(message)) logger.warn(`Schema Registry: ${message}; writes of ${entry.what} under ${entry.subject} fail while this lasts (looked up again every few seconds, and by each write)`);
         warned.add(message);
       }
     }

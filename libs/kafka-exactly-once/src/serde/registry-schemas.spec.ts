@@ -1,6 +1,6 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
-import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, registryIdOf, RegistrySchemas, UNKNOWN_ID_TTL_MS } from './registry-schemas';
+import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_TTL_MS } from './registry-schemas';
 import { SchemaRegistry } from './schema-registry';
 import { decodeEvent, encodeSingleObject } from './single-object.codec';
 
@@ -19,6 +19,8 @@ function fakeClient(_local?: SchemaRegistry) {
   const error = (status: number, code: number) => ({ status, body: { error_code: code, message: `error ${code}` } });
   const client = {
     calls: 0,
+    /** While set, every answer waits for it (a registry that answers slowly). */
+    hold: undefined as undefined | Promise<void>,
     /** What answers instead of the registry, while set (a proxy's page, say). */
     proxy: undefined as undefined | { status: number; body: unknown },
     set down(value: boolean) {
@@ -36,6 +38,7 @@ function fakeClient(_local?: SchemaRegistry) {
     async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
       client.calls++;
       await new Promise((resolve) => setImmediate(resolve));
+      await client.hold;
       if (down) throw new Error('connect ECONNREFUSED');
       if (client.proxy) return client.proxy;
       let m: RegExpMatchArray | null;
@@ -63,6 +66,17 @@ function fakeClient(_local?: SchemaRegistry) {
     },
   };
   return client;
+}
+
+/** `promise`, settled `ms` later than it settles. */
+async function withDelay<T>(promise: Promise<T>, ms: number): Promise<T> {
+  const settled = await promise.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  if ('error' in settled) throw settled.error;
+  return settled.value;
 }
 
 const options = (overrides: Partial<ConstructorParameters<typeof RegistrySchemas>[0]> = {}) => ({
@@ -131,18 +145,56 @@ describe('the Schema Registry as the library uses it', () => {
   it('writes with the id of the schema under its subject: cached, looked up again when missing, registered only with autoRegister', async () => {
     const client = fakeClient(local);
     const remote = new RegistrySchemas(options(), 'bigint', client);
-    expect(() => remote.idNow('orders-value', v2)).toThrow(/no id of t.Note under subject orders-value has come/);
     await expect(remote.idFor('orders-value', v2)).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/registering at run time is off: register it at deploy time \(npx kafka-eo schemas register\)/) });
-    // The last failure is what a write says now.
-    expect(() => remote.idNow('orders-value', v2)).toThrow(/registering at run time is off/);
+    // A write looks it up again, and says why there is none.
+    await expect(remote.idSoon('orders-value', v2)).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/registering at run time is off/) });
     const id = await remote.register('orders-value', v2);
     expect(await remote.idFor('orders-value', v2)).toBe(id);
-    expect(remote.idNow('orders-value', v2)).toBe(id);
+    expect(remote.idSoon('orders-value', v2)).toBe(id); // cached: at once, no promise
     client.down = true;
-    expect(remote.idNow('orders-value', v2)).toBe(id); // cached: writes go on while the registry is away
+    expect(remote.idSoon('orders-value', v2)).toBe(id); // cached: writes go on while the registry is away
 
     const registering = new RegistrySchemas(options({ autoRegister: true }), 'bigint', fakeClient(local));
     expect(await registering.idFor('payments-value', v2)).toBeGreaterThan(0);
+  });
+
+  it('makes a write whose id is still being looked up wait for that lookup (no second request), within requestTimeoutMs', async () => {
+    const client = fakeClient(local);
+    const id = (await client.register({ schema: v2.text }, { subject: 'orders-value' })).id;
+    const remote = new RegistrySchemas(options({ requestTimeoutMs: 200 }), 'bigint', client);
+    let answer!: () => void;
+    client.hold = new Promise((resolve) => (answer = resolve));
+    const boot = remote.idFor('orders-value', v2); // the boot's lookup, under way
+    const write = remote.idSoon('orders-value', v2);
+    expect(write).toBeInstanceOf(Promise);
+    setTimeout(answer, 50);
+    await expect(write).resolves.toBe(id);
+    await expect(boot).resolves.toBe(id);
+    expect(client.calls).toBe(1);
+    // A write of a subject never looked up starts the lookup itself, and waits for it.
+    client.hold = undefined;
+    const other = (await client.register({ schema: v2.text }, { subject: 'other-value' })).id;
+    await expect(remote.idSoon('other-value', v2)).resolves.toBe(other);
+    // Registering at run time, each request within requestTimeoutMs but both together later: the write fails as
+    // the registry away does, and the lookup runs on, for a later write to find at once.
+    const slow = fakeClient(local);
+    const registering = new RegistrySchemas(options({ requestTimeoutMs: 100, autoRegister: true }), 'bigint', { request: (method, path, body) => withDelay(slow.request(method, path, body), 60) });
+    await expect(registering.idSoon('late-value', v2)).rejects.toMatchObject({ failure: 'unavailable', message: expect.stringMatching(/did not give the id of t\.Note under subject late-value within 100 ms \(schemaRegistry\.requestTimeoutMs\)/) });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(registering.idSoon('late-value', v2)).toEqual(expect.any(Number));
+    expect(slow.calls).toBe(2); // the lookup and the registration, once
+  });
+
+  it('finds the id of a topic it may only read at boot without registering it, whatever autoRegister says', async () => {
+    const client = fakeClient(local);
+    const remote = new RegistrySchemas(options({ autoRegister: true }), 'bigint', client);
+    expect(await remote.findId('orders-value', v2)).toBeUndefined();
+    expect(await remote.latest('orders-value')).toBeUndefined(); // nothing registered
+    const id = (await client.register({ schema: v2.text }, { subject: 'orders-value' })).id;
+    expect(await remote.findId('orders-value', v2)).toBe(id);
+    const calls = client.calls;
+    expect(remote.idSoon('orders-value', v2)).toBe(id); // kept for writes
+    expect(client.calls).toBe(calls);
   });
 
   it('gives the latest schema of a subject, or none', async () => {
@@ -299,6 +351,40 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     expect((remote as unknown as { unknownIds: Map<number, number> }).unknownIds.size).toBeLessThanOrEqual(MAX_UNKNOWN_IDS);
   });
 
+  it('keeps at most MAX_WRITERS writer schemas: the oldest fetched is forgotten, and fetched again when a record needs it', async () => {
+    const { client, remote, registry } = setUp();
+    const writers = (remote as unknown as { writers: Map<number, unknown> }).writers;
+    // The first five records, the others primitive schemas (ten thousand records take a while to build).
+    const ids = Array.from({ length: MAX_WRITERS + 5 }, (_, i) => client.add(JSON.stringify(i < 5 ? V1 : 'string')));
+    const bodies = new Map(Array.from({ length: 5 }, (_, i) => [ids[i], body(V1, { id: `n-${ids[i]}` })]));
+    const value = (id: number) => frameForRegistry(id, bodies.get(id) ?? Buffer.from('02', 'hex'));
+    let largest = 0;
+    // One id per unit of work, in order; the first few decoded as records of them would be.
+    for (const id of ids) {
+      await remote.prefetch([value(id)]);
+      largest = Math.max(largest, writers.size);
+      if (id <= ids[4]) expect(decodeEvent(registry, note, value(id))).toEqual({ id: `n-${id}`, n: 0n });
+    }
+    expect(largest).toBe(MAX_WRITERS);
+    expect(writers.size).toBe(MAX_WRITERS);
+    // The five fetched first are forgotten; every later one is kept, without asking the registry again.
+    for (const id of ids.slice(0, 5)) expect(remote.writer(id)).toBeUndefined();
+    expect(() => decodeEvent(registry, note, value(ids[0]))).toThrow(SchemaRegistryError); // not fetched (any more)
+    const before = client.calls;
+    await remote.prefetch(ids.slice(5).map(value));
+    expect(client.calls).toBe(before);
+    for (const id of [ids[5], ids[ids.length - 1]]) expect(remote.writer(id)).toEqual({ type: expect.anything() });
+    // A forgotten writer's next record fetches it again (one request), and makes room by forgetting the oldest kept.
+    await remote.prefetch([value(ids[0])]);
+    expect(client.calls).toBe(before + 1);
+    expect(decodeEvent(registry, note, value(ids[0]))).toEqual({ id: `n-${ids[0]}`, n: 0n });
+    expect(remote.writer(ids[5])).toBeUndefined();
+    expect(writers.size).toBe(MAX_WRITERS);
+    // Nothing else holds the writers of every id ever read: the resolvers of a reader are not kept by id.
+    const resolvers = (registry as unknown as { resolvers: Map<string, unknown> }).resolvers;
+    expect([...resolvers.keys()].filter((key) => key.includes(':id-')).length).toBe(0);
+  });
+
   it('says which framings a topic reads when a value has neither', async () => {
     const { registry } = setUp();
     for (const [value, start] of [[Buffer.from([1, 2, 3]), '01 02 03 (3 bytes)'], [Buffer.from([0, 0, 1]), '00 00 01 (3 bytes)'], [Buffer.alloc(0), 'empty']] as const) {
@@ -345,17 +431,19 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
 
   it('gives the id and writer of a subject\'s latest schema to write with, cached after the first lookup', async () => {
     const { client, remote } = setUp();
-    expect(() => remote.latestNow('notes-value')).toThrow(/the latest schema of subject notes-value has not come from the Schema Registry at http:\/\/registry\.test yet/);
     await expect(remote.latestFor('notes-value')).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/subject notes-value .* has no schema to write with/) });
-    expect(() => remote.latestNow('notes-value')).toThrow(/has no schema to write with/); // the last lookup's failure
+    await expect(remote.latestSoon('notes-value')).rejects.toThrow(/has no schema to write with/); // a write looks it up again
     const v1 = client.add(JSON.stringify({ type: 'object' }), { schemaType: 'JSON' }, 'notes-value');
-    await expect(remote.latestFor('notes-value')).resolves.toMatchObject({ id: v1, writer: { jsonSchema: { id: v1 } } });
+    // A write while the lookup is under way waits for it.
+    const lookup = remote.latestFor('notes-value');
+    await expect(remote.latestSoon('notes-value')).resolves.toMatchObject({ id: v1, writer: { jsonSchema: { id: v1 } } });
+    await expect(lookup).resolves.toMatchObject({ id: v1 });
     client.add(JSON.stringify({ type: 'object', required: ['a'] }), { schemaType: 'JSON' }, 'notes-value');
     client.down = true;
-    expect(remote.latestNow('notes-value')).toMatchObject({ id: v1 }); // cached: writes go on while the registry is away
+    expect(remote.latestSoon('notes-value')).toMatchObject({ id: v1 }); // cached: at once, while the registry is away
     const other = new RegistrySchemas(options(), 'bigint', client);
     await expect(other.latestFor('notes-value')).rejects.toMatchObject({ failure: 'unavailable' });
-    expect(() => other.latestNow('notes-value')).toThrow(/did not give the latest schema of subject notes-value: connect ECONNREFUSED/);
+    await expect(other.latestSoon('notes-value')).rejects.toThrow(/did not give the latest schema of subject notes-value: connect ECONNREFUSED/);
   });
 
 });

@@ -58,9 +58,10 @@ const MAX_REFERENCES = 100;
  *
  * Reading is in two steps: `prefetch` (asynchronous, before a unit of work: the writer schemas of its records
  * that are not cached yet, at most MAX_LOOKUPS_PER_UNIT ids: see `affordable`) and `writer` (synchronous, while
- * decoding). Writing too: `idFor` (asynchronous, at boot for the declared topics, and again whenever an id is
- * missing) and `cachedId` (synchronous, while encoding); for JSON Schema and Protobuf, whose schemas are the
- * registry's rather than the application's, `latestFor` and `latestNow` (a subject's latest schema) in the same way.
+ * decoding). Writing: `idFor` (at boot, for the declared topics) and `idSoon` (while encoding: the cached id at
+ * once, else the lookup under way, waited for at most `requestTimeoutMs`); for JSON Schema and Protobuf, whose
+ * schemas are the registry's rather than the application's, `latestFor` and `latestSoon` (a subject's latest schema)
+ * in the same way.
  */
 export class RegistrySchemas {
   private readonly http: RegistryTransport;
@@ -275,16 +276,33 @@ export class RegistrySchemas {
   }
 
   /**
-   * The id to write `schema` with under `subject`, now: the cached one, or SchemaRegistryError saying why there
-   * is none yet (the last lookup's failure: `no-id` or `unavailable`), a lookup started meanwhile, so that a
-   * later write finds it once the registry answers.
+   * The id to write `schema` with under `subject`: the cached one at once; else a promise of it, from the lookup
+   * under way (the boot's, or another write's) or one started now (registering with `autoRegister`), waited for at
+   * most `requestTimeoutMs`. The promise rejects as idFor does, or `unavailable` when no answer came in time.
    */
-  idNow(subject: string, schema: LoadedSchema): number {
-    return this.ids.now(
-      idKey(subject, schema),
-      () => this.lookUp(subject, schema),
-      () => new SchemaRegistryError('unavailable', `no id of ${schema.name} under subject ${subject} has come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject),
-    );
+  idSoon(subject: string, schema: LoadedSchema): number | Promise<number> {
+    return this.ids.soon(idKey(subject, schema), () => this.lookUp(subject, schema), this.options.requestTimeoutMs, () => this.late(`the id of ${schema.name} under subject ${subject}`, subject));
+  }
+
+  /**
+   * The id of `schema` under `subject` if the subject has it (kept, as idFor keeps it), or undefined: never
+   * registers, whatever `autoRegister` says (the boot's lookup for a topic the module may only read). Throws
+   * SchemaRegistryError `unavailable` when the registry does not answer.
+   */
+  async findId(subject: string, schema: LoadedSchema): Promise<number | undefined> {
+    const cached = this.cachedId(subject, schema);
+    if (cached !== undefined) return cached;
+    const id = await this.find(subject, schema);
+    if (id !== undefined) {
+      this.ids.values.set(idKey(subject, schema), id);
+      this.keepWriter(id, { type: schema.type });
+    }
+    return id;
+  }
+
+  /** A write's wait for the registry ran out: `unavailable`, naming what it waited for. */
+  private late(what: string, subject: string): SchemaRegistryError {
+    return new SchemaRegistryError('unavailable', `the Schema Registry at ${this.options.url} did not give ${what} within ${this.options.requestTimeoutMs} ms (schemaRegistry.requestTimeoutMs)`, subject);
   }
 
   /**
@@ -297,11 +315,8 @@ export class RegistrySchemas {
   }
 
   private async lookUp(subject: string, schema: LoadedSchema): Promise<number> {
-    const what = `the id of ${schema.name} under subject ${subject}`;
-    const answer = await this.call(what, 'POST', `/subjects/${encodeURIComponent(subject)}`, { schema: schema.text });
-    let id: number;
-    // 40401: no such subject; 40403: the subject has no such schema.
-    if (answer.status === 404 && (errorCodeOf(answer) === 40401 || errorCodeOf(answer) === 40403)) {
+    let id = await this.find(subject, schema);
+    if (id === undefined) {
       if (!this.options.autoRegister) {
         throw new SchemaRegistryError(
           'no-id',
@@ -310,11 +325,18 @@ export class RegistrySchemas {
         );
       }
       id = await this.registerNow(subject, schema);
-    } else {
-      id = idIn(what, this.expectOk(what, answer), this.options.url);
     }
     this.keepWriter(id, { type: schema.type });
     return id;
+  }
+
+  /** The id of `schema` under `subject`, or undefined when the subject (or the schema under it) is not there. */
+  private async find(subject: string, schema: LoadedSchema): Promise<number | undefined> {
+    const what = `the id of ${schema.name} under subject ${subject}`;
+    const answer = await this.call(what, 'POST', `/subjects/${encodeURIComponent(subject)}`, { schema: schema.text });
+    // 40401: no such subject; 40403: the subject has no such schema.
+    if (answer.status === 404 && (errorCodeOf(answer) === 40401 || errorCodeOf(answer) === 40403)) return undefined;
+    return idIn(what, this.expectOk(what, answer), this.options.url);
   }
 
   /** Registers `schema` under `subject` (the deploy-time step: `kafka-eo schemas register`); its id. */
@@ -344,17 +366,13 @@ export class RegistrySchemas {
   }
 
   /**
-   * The id and writer to write `subject`'s records with, now (the writer side of JSON Schema and Protobuf: values are
-   * written with whatever version the subject has registered last): the cached one, or SchemaRegistryError saying
-   * why there is none yet (the last lookup's failure, or `unavailable` while the first is under way), a lookup
-   * started meanwhile, so that a later write finds it once the registry answers.
+   * The id and writer to write `subject`'s records with (the writer side of JSON Schema and Protobuf: values are
+   * written with whatever version the subject has registered last): the cached one at once; else a promise of it,
+   * from the lookup under way or one started now, waited for at most `requestTimeoutMs`. The promise rejects as
+   * latestFor does, or `unavailable` when no answer came in time.
    */
-  latestNow(subject: string): { id: number; writer: Exclude<Writer, 'unknown'> } {
-    return this.latestWriters.now(
-      subject,
-      () => this.lookUpLatest(subject),
-      () => new SchemaRegistryError('unavailable', `the latest schema of subject ${subject} has not come from the Schema Registry at ${this.options.url} yet (it is being looked up): try again shortly`, subject),
-    );
+  latestSoon(subject: string): { id: number; writer: Exclude<Writer, 'unknown'> } | Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
+    return this.latestWriters.soon(subject, () => this.lookUpLatest(subject), this.options.requestTimeoutMs, () => this.late(`the latest schema of subject ${subject}`, subject));
   }
 
   /**

@@ -50,6 +50,11 @@ export class SchemaRegistry {
   private readonly byFingerprint = new Map<bigint, LoadedSchema>();
   private readonly versions = new Map<string, LoadedSchema[]>();
   private readonly resolvers = new Map<string, Resolver>();
+  /**
+   * The resolvers of the registry's writer schemas, by writer type then reader: held only as long as the writer is
+   * (RegistrySchemas keeps at most MAX_WRITERS of them), so that a writer it forgets is not kept alive here.
+   */
+  private readonly registryResolvers = new WeakMap<avro.Type, Map<bigint, Resolver>>();
 
   static fromDirectory(directory: string, options: SchemaRegistryOptions = {}): SchemaRegistry {
     const root = resolve(directory);
@@ -124,15 +129,19 @@ export class SchemaRegistry {
   }
 
   /**
-   * The resolver that reads data written with the registry's schema `id` as `reader` (cached; throws when the
-   * reader cannot read the writer: a DecodeError for the record).
+   * The resolver that reads data written with the registry's writer schema `writer` as `reader` (cached with the
+   * writer; throws when the reader cannot read the writer: a DecodeError for the record).
    */
-  resolverFor(reader: LoadedSchema, id: number, writer: avro.Type): Resolver {
-    const key = `${reader.fingerprint}:id-${id}`;
-    let resolver = this.resolvers.get(key);
+  resolverFor(reader: LoadedSchema, writer: avro.Type): Resolver {
+    let byReader = this.registryResolvers.get(writer);
+    if (!byReader) {
+      byReader = new Map();
+      this.registryResolvers.set(writer, byReader);
+    }
+    let resolver = byReader.get(reader.fingerprint);
     if (!resolver) {
       resolver = reader.type.createResolver(writer);
-      this.resolvers.set(key, resolver);
+      byReader.set(reader.fingerprint, resolver);
     }
     return resolver;
   }

@@ -80,7 +80,7 @@ export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, byte
   if (!('type' in writer)) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${notAvroReason(writer)}`);
   const body = (bytes as Buffer).subarray(5);
   try {
-    return reader.type.fromBuffer(body, registry.resolverFor(reader, id, writer.type));
+    return reader.type.fromBuffer(body, registry.resolverFor(reader, writer.type));
   } catch (err) {
     throw new DecodeError(`value cannot be read as ${reader.name} from the registry's schema id ${id}: ${(err as Error).message}`, { cause: err });
   }
