@@ -248,3 +248,100 @@ function ormClient(kind: string, pool: Pool): { transaction(work: (tx: { handle:
     close: async () => undefined,
   };
 }
+
+/**
+ * `@nestjs-cls/transactional` with its Prisma and Drizzle adapters: a service written for `TransactionHost` (its
+ * writes through `txHost.tx`) called from a handler writes in the unit of work's transaction, as with TypeORM: the
+ * library lends the handler's `ctx.db` to the TransactionHost and checks in every unit that the join took.
+ */
+describe.each(['prisma', 'drizzle'] as const)('library: a %s TransactionHost service called from a handler', (kind) => {
+  let kafka: Kafka;
+  let databaseUrl: string;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase(`dl-cls-${kind}`);
+    await queryDatabase(databaseUrl, fixture.TABLES);
+    pool = new Pool({ connectionString: databaseUrl, max: 10 });
+  });
+
+  afterAll(async () => {
+    await pool?.end();
+  });
+
+  it("writes in the unit's transaction: committed once with it, rolled back with a record that fails", async () => {
+    /* eslint-disable @typescript-eslint/no-require-imports */
+    const { Injectable, Module } = require('@nestjs/common');
+    const { ClsModule } = require('nestjs-cls');
+    const { ClsPluginTransactional, TransactionHost } = require('@nestjs-cls/transactional');
+    const { IdempotentHandler, KafkaExactlyOnceModule } = require('kafka-exactly-once');
+    const layer = (require('./fixtures/data-layer-app.js') as { dataLayer(kind: string, pool: Pool): { database: unknown } }).dataLayer(kind, pool);
+    const CLIENT = Symbol('client');
+    let client: any;
+    let adapter: unknown;
+    if (kind === 'prisma') {
+      const { PrismaClient } = require('./fixtures/prisma/generated');
+      const { PrismaPg } = require('@prisma/adapter-pg');
+      const { TransactionalAdapterPrisma } = require('@nestjs-cls/transactional-adapter-prisma');
+      client = new PrismaClient({ adapter: new PrismaPg(pool) });
+      adapter = new TransactionalAdapterPrisma({ prismaInjectionToken: CLIENT });
+    } else {
+      const { drizzle } = require('drizzle-orm/node-postgres');
+      const { TransactionalAdapterDrizzleOrm } = require('@nestjs-cls/transactional-adapter-drizzle-orm');
+      client = drizzle(pool);
+      adapter = new TransactionalAdapterDrizzleOrm({ drizzleInstanceToken: CLIENT });
+    }
+    const insert = (tx: any, p: Payment) =>
+      kind === 'prisma'
+        ? tx.ledgerEntry.create({ data: { paymentId: p.paymentId, accountId: p.accountId, amountCents: BigInt(p.amountCents), status: 'ACCEPTED' } })
+        : tx.execute(require('drizzle-orm').sql`INSERT INTO dl_ledger (payment_id, account_id, amount_cents, status) VALUES (${p.paymentId}, ${p.accountId}, ${p.amountCents}, 'ACCEPTED')`);
+
+    class LedgerService {
+      constructor(readonly txHost: { tx: unknown }) {}
+      record(p: Payment) {
+        return insert(this.txHost.tx, p);
+      }
+    }
+    Reflect.decorate([Injectable(), Reflect.metadata('design:paramtypes', [TransactionHost])], LedgerService);
+    const list = payments(`${kind}-cls`, 5, 1);
+    const failing = list[3].paymentId;
+    class Handler {
+      constructor(readonly ledger: LedgerService) {}
+      async onPayment(p: Payment) {
+        await this.ledger.record(p);
+        if (p.paymentId === failing) throw new Error('failing after the service wrote, on purpose');
+      }
+    }
+    Reflect.decorate([IdempotentHandler({ topic: 'payments', format: 'json', retry: { attempts: 1 } })], Handler.prototype, 'onPayment', Object.getOwnPropertyDescriptor(Handler.prototype, 'onPayment')!);
+    Reflect.decorate([Injectable(), Reflect.metadata('design:paramtypes', [LedgerService])], Handler);
+    const prefix = `${uniqueTopic(`dl-cls-${kind}`)}.`;
+    await createTopics(kafka, [`${prefix}payments`], 1);
+    await publish(kafka, `${prefix}payments`, list);
+    class ClientModule {}
+    Reflect.decorate([Module({ providers: [{ provide: CLIENT, useValue: client }], exports: [CLIENT] })], ClientModule);
+    class App {}
+    Reflect.decorate(
+      [
+        Module({
+          imports: [
+            ClsModule.forRoot({ global: true, plugins: [new ClsPluginTransactional({ imports: [ClientModule], adapter })] }),
+            KafkaExactlyOnceModule.forRoot({ kafka: { clientId: `dl-cls-${kind}`, brokers: kafkaBrokers() }, groupId: `${prefix}group`, transactionalIdPrefix: `${prefix}app`, topicPrefix: prefix, database: layer.database }),
+          ],
+          providers: [LedgerService, Handler],
+        }),
+      ],
+      App,
+    );
+    const app = await startLibraryModule(App as never);
+    try {
+      await readTopic(kafka, `${prefix}payments.dlq`, { until: (r) => r.length >= 1, timeoutMs: 60000 });
+      await waitUntil(async () => (await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM dl_ledger WHERE payment_id LIKE '${kind}-cls-%'`))[0].n >= 4, 30000, 'four rows');
+      const rows = await queryDatabase<{ payment_id: string }>(databaseUrl, `SELECT payment_id FROM dl_ledger WHERE payment_id LIKE '${kind}-cls-%' ORDER BY payment_id`);
+      expect(rows.map((r) => r.payment_id)).toEqual(list.filter((p) => p.paymentId !== failing).map((p) => p.paymentId));
+    } finally {
+      await app.close();
+      if (kind === 'prisma') await client.$disconnect();
+    }
+  });
+});
