@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
 import { resolveOptions } from './resolve-options';
+import { drizzleDatabase } from '../database/drizzle.database';
 
 const valid: KafkaExactlyOnceModuleOptions = {
   kafka: { clientId: 'app', brokers: ['127.0.0.1:9092'] },
@@ -90,6 +91,13 @@ describe('resolveOptions', () => {
     [{ ...valid, outputs: { maxRequestBytes: 10 } }, 'outputs.maxRequestBytes'],
   ])('names the bad field (%#)', (options, field) => {
     expect(fieldOf(options)).toBe(field);
+  });
+
+  it('takes a data layer built by an adapter as database, and names the field for anything else', () => {
+    const database = drizzleDatabase({ pool: { connect: async () => ({}), query: async () => ({ rows: [] }) }, drizzle: (client) => client });
+    expect(resolveOptions({ ...valid, database }).database).toBe(database);
+    expect(resolveOptions(valid).database).toBeUndefined();
+    for (const bad of [null, {}, 'prisma', { kind: 'prisma', createQueryRunner: () => undefined }]) expect(fieldOf({ ...valid, database: bad })).toBe('database');
   });
 
   it('says which of two nested timeouts is wrong and why', () => {
