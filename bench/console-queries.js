@@ -165,7 +165,7 @@ function explaining(pool) {
       ['overview (counts, outbox, health)', async (sql) => {
         // The health indicators ask through a query runner of their own: here, on the measured statements.
         const runners = { createQueryRunner: () => ({ query: (text, params) => sql.query(text, params || []), release: async () => undefined }) };
-        const lifecycle = { groupId: 'g', getDataSource: () => runners, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
+        const lifecycle = { groupId: 'g', getDatabase: () => runners, getDataSource: () => runners, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
         const inbox = new InboxHealthIndicator(lifecycle);
         const outbox = new OutboxHealthIndicator({ outbox: { unhealthyAgeMs: 60000 } }, lifecycle, { relayStatus: () => undefined });
         const overview = new OperatorOverview({

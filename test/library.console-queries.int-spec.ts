@@ -259,7 +259,7 @@ describe('library: the operator tools read through indexes and page', () => {
       const { sql, plans } = explaining(pool);
       // The health indicators the overview asks, on this statement log (each asks through a query runner of its own).
       const dataSource = { createQueryRunner: () => ({ query: (text: string, params?: unknown[]) => sql.query(text, params ?? []), release: async () => undefined }) };
-      const lifecycle = { groupId: 'many', getDataSource: () => dataSource, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
+      const lifecycle = { groupId: 'many', getDatabase: () => dataSource, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
       const kafka = { admin: () => ({ connect: async () => Promise.reject(new Error('no Kafka in this test')), disconnect: async () => undefined }) };
       const inboxHealth = new InboxHealthIndicator(lifecycle as never);
       const outboxHealth = new OutboxHealthIndicator({ outbox: { unhealthyAgeMs: 3_600_000 } } as never, lifecycle as never, { relayStatus: () => undefined } as never);
