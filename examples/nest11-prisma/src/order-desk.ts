@@ -15,14 +15,13 @@ export class OrderDesk {
     private readonly outbox: Outbox,
   ) {}
 
-  /** Places an order; `fail` (a payment declined, say) throws after the writes, so that both roll back. */
-  async place(order: { orderId: string; customerId: string; amountCents: bigint }, fail?: () => void): Promise<string> {
+  /** Places an order: its request row and its OrderPlaced event, both or neither. */
+  async place(order: { orderId: string; customerId: string; amountCents: bigint }): Promise<string> {
     return this.prisma.$transaction(async (tx) => {
       await tx.orderRequest.create({ data: { orderId: order.orderId, customerId: order.customerId } });
       // The order id is the message id: placing the same order twice fails on the primary key above, and a
       // consumer would skip a second event with it anyway.
       const { messageId } = await this.outbox.add(tx, config.ordersTopic, order, { messageId: order.orderId });
-      fail?.();
       return messageId;
     });
   }

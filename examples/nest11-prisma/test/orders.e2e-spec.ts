@@ -2,7 +2,7 @@
 // real broker and PostgreSQL (test/global-setup.js), and the kafka-exactly-once/testing helpers.
 import 'reflect-metadata';
 import { Test, type TestingModule } from '@nestjs/testing';
-import { EventPublisher, KafkaExactlyOnceLifecycle } from 'kafka-exactly-once';
+import { EventPublisher, KafkaExactlyOnceLifecycle, Outbox } from 'kafka-exactly-once';
 import { createTestTopics, loadedPackageBuilds, waitForCommitted } from 'kafka-exactly-once/testing';
 import { AppModule, PublisherModule } from '../src/app.module';
 import { config } from '../src/config';
@@ -64,9 +64,13 @@ describe('orders, written through Prisma', () => {
 
   it('rolls the outbox event back with the row when the transaction it joined fails', async () => {
     const desk = app.get(OrderDesk);
+    const outbox = app.get(Outbox);
     const abandoned = { orderId: `order-abandoned-${Date.now()}`, customerId: 'customer-3', amountCents: 10n };
+    // The same writes as OrderDesk.place, in a transaction that fails after them (a payment declined, say).
     await expect(
-      desk.place(abandoned, () => {
+      prisma.$transaction(async (tx) => {
+        await tx.orderRequest.create({ data: { orderId: abandoned.orderId, customerId: abandoned.customerId } });
+        await outbox.add(tx, config.ordersTopic, abandoned, { messageId: abandoned.orderId });
         throw new Error('payment declined');
       }),
     ).rejects.toThrow('payment declined');
