@@ -16,22 +16,28 @@ import { AppProcess, ProcessGroup } from './support/processes';
  * The library as users get it: `npm pack` makes the tarball, and each application under examples/ is copied
  * OUTSIDE the repository (so that nothing resolves from the repository's node_modules), installs that tarball
  * and its peers from the registry (without a peer dependency warning: Nest 11 with TypeORM 0.3, Nest 12 with
- * TypeORM 1), compiles against the packed type declarations, and runs on the machine's Node.js, on Node.js 22
- * and on Node.js 24 against the real broker and PostgreSQL: orders published through EventPublisher, every
- * tenth twice, are applied once each, and each customer's outputs carry running totals in input order. The
- * examples' own end-to-end tests run too, through kafka-exactly-once/testing: the Nest 12 one under Vitest and
- * under Jest's ESM mode on each Node.js version, the Nest 11 one under Jest.
+ * TypeORM 1, Nest 11 with Prisma 7 and no TypeORM), compiles against the packed type declarations (the Prisma one
+ * after `prisma generate`, offline), and runs against the real broker and PostgreSQL (the TypeORM ones on the
+ * machine's Node.js, on Node.js 22 and on Node.js 24, the Prisma one on the machine's): orders published through
+ * EventPublisher, every tenth twice, are applied once each, and each customer's outputs carry running totals in
+ * input order. The examples' own end-to-end tests run too, through kafka-exactly-once/testing: the Nest 12 one
+ * under Vitest and under Jest's ESM mode on each Node.js version, the Nest 11 ones under Jest.
  */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { pack } = require('../scripts/pack.js') as { pack(): { tarball: string } };
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { nodeBinary } = require('../scripts/node/node-binary.js') as { nodeBinary(major: string): string };
 
-const EXAMPLES = ['nest11-commonjs', 'nest12-esm'];
-/** The TypeORM line each example installs (its package.json), checked after the install. */
-const TYPEORM_MAJOR: Record<string, string> = { 'nest11-commonjs': '0', 'nest12-esm': '1' };
+const EXAMPLES = ['nest11-commonjs', 'nest12-esm', 'nest11-prisma'];
+/** The TypeORM line each example installs (its package.json), checked after the install; null: none installed. */
+const TYPEORM_MAJOR: Record<string, string | null> = { 'nest11-commonjs': '0', 'nest12-esm': '1', 'nest11-prisma': null };
 /** Extra Node.js versions beside the machine's, by major (scripts/node/node-binary.js pins each). */
 const OTHER_NODES = ['22', '24'];
+/**
+ * The Node.js versions each example runs on: the TypeORM ones on all three, the Prisma one on the machine's only
+ * (its Node.js-specific code is the library's, which the other two run on each version).
+ */
+const NODES_OF: Record<string, string[]> = { 'nest11-commonjs': ['machine', ...OTHER_NODES], 'nest12-esm': ['machine', ...OTHER_NODES], 'nest11-prisma': ['machine'] };
 const ORDERS = 120;
 const CUSTOMERS = 7;
 
@@ -47,9 +53,9 @@ function run(command: string, args: string[], cwd: string, env: NodeJS.ProcessEn
 }
 
 /** Runs a command to its end without blocking the event loop; resolves with its stdout and stderr together. */
-function runAsync(command: string, args: string[], cwd: string): Promise<string> {
+function runAsync(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunk) => (output += chunk));
     child.stderr.on('data', (chunk) => (output += chunk));
@@ -70,6 +76,9 @@ function runtimes(): Runtime[] {
 describe('the packed library in applications of their own', () => {
   const processes = new ProcessGroup();
   const workspace = mkdtempSync(join(tmpdir(), 'kafka-eo-examples-'));
+  // `prisma generate` offline (the Prisma example's README): any file as the schema engine it would download.
+  const noSchemaEngine = join(workspace, 'no-schema-engine');
+  const offline = { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: noSchemaEngine, PRISMA_HIDE_UPDATE_MESSAGE: '1' };
   let kafka: Kafka;
   let nodes: Runtime[];
 
@@ -77,11 +86,13 @@ describe('the packed library in applications of their own', () => {
     kafka = testKafka('package-examples');
     const { tarball } = pack();
     nodes = runtimes();
+    writeFileSync(noSchemaEngine, '');
     // The examples install and build at the same time: npm's installs wait on the registry more than on the CPU.
     await Promise.all(
       EXAMPLES.map(async (example) => {
         const dir = join(workspace, example);
-        cpSync(join(REPO_ROOT, 'examples', example), dir, { recursive: true, filter: (src) => !/\/(node_modules|dist)$/.test(src) });
+        // Without what a build left in the repository's copy (the Prisma client is generated in the copy's build).
+        cpSync(join(REPO_ROOT, 'examples', example), dir, { recursive: true, filter: (src) => !/\/(node_modules|dist|src\/generated|\.spool[^/]*)$/.test(src) });
         const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
         expect(manifest.dependencies['kafka-exactly-once']).toBe('file:../../dist/packages/kafka-exactly-once.tgz');
         manifest.dependencies['kafka-exactly-once'] = `file:${tarball}`;
@@ -90,9 +101,10 @@ describe('the packed library in applications of their own', () => {
         // "ERESOLVE overriding peer dependency").
         const install = await runAsync('npm', ['install', '--no-audit', '--no-fund', '--no-package-lock', '--loglevel=warn'], dir);
         expect(install.split('\n').filter((line) => /peer|ERESOLVE/i.test(line))).toEqual([]);
-        const typeorm = JSON.parse(readFileSync(join(dir, 'node_modules', 'typeorm', 'package.json'), 'utf8')).version as string;
-        expect(typeorm.split('.')[0]).toBe(TYPEORM_MAJOR[example]);
-        await runAsync('npm', ['run', 'build'], dir); // tsc against the tarball's .d.ts files
+        const typeormManifest = join(dir, 'node_modules', 'typeorm', 'package.json');
+        const typeorm = existsSync(typeormManifest) ? (JSON.parse(readFileSync(typeormManifest, 'utf8')).version as string) : undefined;
+        expect(typeorm?.split('.')[0] ?? null).toBe(TYPEORM_MAJOR[example]);
+        await runAsync('npm', ['run', 'build'], dir, offline); // (prisma generate, then) tsc against the tarball's .d.ts files
         // @nestjs/microservices is an optional peer: the Nest 11 example runs without it (the main entry does not
         // need it), the Nest 12 one uses kafka-exactly-once/microservices with it.
         expect(existsSync(join(dir, 'node_modules', '@nestjs', 'microservices'))).toBe(example === 'nest12-esm');
@@ -115,7 +127,7 @@ describe('the packed library in applications of their own', () => {
 
   // One case per example and Node.js version: the table is built in beforeAll (Node 22 and 24 are fetched there).
   for (const example of EXAMPLES) {
-    for (const which of WHICH) {
+    for (const which of NODES_OF[example]) {
       it(`${example} on ${named(which)}: each order applied once, outputs in order per customer, clean stop`, async () => {
         const runtime = runtimeOf(which);
         if (!runtime) {
@@ -184,7 +196,7 @@ describe('the packed library in applications of their own', () => {
 
   // The examples' own tests (examples/*/test), as their teams run them, through kafka-exactly-once/testing: the
   // Nest 12 one under Vitest (`npm test`) on each Node.js version and under Jest in ESM mode (`npm run test:jest`)
-  // on the newest (the ESM loader of Jest is the same code on each), the Nest 11 one under Jest (CommonJS). Two runs
+  // on the newest (the ESM loader of Jest is the same code on each), the Nest 11 ones under Jest (CommonJS). Two runs
   // start their own broker from the package's kafka/kafka.sh (startTestKafka without KAFKA_BROKERS, on ports
   // 28092-28097), once through each build, and stop it; the others use this run's broker.
   const OWN_TESTS = [
@@ -192,6 +204,8 @@ describe('the packed library in applications of their own', () => {
     { example: 'nest12-esm', runner: 'Jest (ESM)', which: OTHER_NODES[OTHER_NODES.length - 1], ownBroker: false, tests: 2 },
     // Nest 11's also places orders through the outbox in a @nestjs-cls/transactional @Transactional() method.
     { example: 'nest11-commonjs', runner: 'Jest', which: 'machine', ownBroker: true, tests: 4 },
+    // Prisma's: a handler writing through ctx.db, an order placed through the outbox in prisma.$transaction.
+    { example: 'nest11-prisma', runner: 'Jest', which: 'machine', ownBroker: false, tests: 4 },
   ];
   for (const { example, runner, which, ownBroker, tests } of OWN_TESTS) {
     it(`${example}'s own ${runner} suite on ${named(which)}${ownBroker ? ', with a broker that startTestKafka starts' : ''}`, async () => {

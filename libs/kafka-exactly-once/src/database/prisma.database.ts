@@ -1,13 +1,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { dirname } from 'node:path';
+import type { PrismaPg as PrismaPgAdapter } from '@prisma/adapter-pg';
 import type { DatabasePort, PgPoolLike } from './database.port';
 import { pgDatabase } from './pg-database';
 import { UnitConnection, UnitConnectionError } from './unit-connection';
 
 /** What the library gives the application's PrismaClient factory. */
 export interface PrismaClientSettings {
-  /** A `@prisma/adapter-pg` driver adapter whose every statement runs on the unit of work's connection. */
-  adapter: unknown;
+  /**
+   * A `@prisma/adapter-pg` driver adapter whose every statement runs on the unit of work's connection. Typed as
+   * `PrismaPg` so that `(settings) => new PrismaClient(settings)` compiles against the generated client.
+   */
+  adapter: PrismaPgAdapter;
   /** Interactive transactions inside a unit (savepoints) may run as long as the handler's call (consumer.handlerTimeoutMs). */
   transactionOptions: { timeout: number; maxWait: number };
 }
@@ -34,9 +38,9 @@ interface PgModule {
 }
 
 /** node-postgres as @prisma/adapter-pg resolves it: its PrismaPg takes a pool only if it is an instance of that Pool. */
-function adapterPg(): { PrismaPg: new (pool: unknown) => unknown; pg: PgModule } {
+function adapterPg(): { PrismaPg: new (pool: unknown) => PrismaPgAdapter; pg: PgModule } {
   const adapterPath = require.resolve('@prisma/adapter-pg');
-  const { PrismaPg } = require(adapterPath) as { PrismaPg: new (pool: unknown) => unknown };
+  const { PrismaPg } = require(adapterPath) as { PrismaPg: new (pool: unknown) => PrismaPgAdapter };
   const pg = require(require.resolve('pg', { paths: [dirname(adapterPath)] })) as PgModule;
   return { PrismaPg, pg };
 }
