@@ -3,7 +3,7 @@
 /**
  * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
  *
- *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,AT,B,C,D,E,J] [--slow-count 1000]
+ *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,AT,B,C,D,DT,DP,DD,DK,E,J] [--slow-count 1000]
  *                    [--sweep] [--accounts 200] [--load-concurrency 64] [--cpu-prof]
  *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N]
  *
@@ -22,6 +22,9 @@
  *   D  consumer-app as shipped (the payments handler, a batch handler: the ledger rule in set-based SQL)
  *   DJ D reading and writing JSON (EVENT_FORMAT=json): the same records, each value the JSON of its Avro record
  *      (validated with the app's DTO), the outputs plain JSON; beside D, what the format costs (no latency phase)
+ *   DT, DP, DD, DK D's payments handler (consumer-app's PaymentsLedger, the same statements) on TypeORM, Prisma 7,
+ *      Drizzle and Kysely (bench/variants/data-layer-ledger.js), the ledger's statements sent through each data
+ *      layer's own API for SQL; CPU per record of each against DT's and D's (target ≤ 1.2 × TypeORM's; no latency phase)
  *   E  the library with a trivial handler (`ctx.emit` of the input), default settings
  *   B  the stock @nestjs/microservices Kafka transport, the ledger rule per event, at-least-once (`--slow-count` records)
  *   J  the ledger rule by hand on the JVM, one Kafka and one PostgreSQL transaction per poll
@@ -95,6 +98,12 @@ const VARIANTS = {
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   // DJ: D with JSON in and out; its input is D's records, each value rewritten as the JSON of its Avro record.
   DJ: { label: "DJ. consumer-app reading and writing JSON (EVENT_FORMAT=json), D's records as JSON", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { EVENT_FORMAT: 'json' }, json: true, noLatency: true },
+  // DT, DP, DD, DK: D's handler (consumer-app's PaymentsLedger, the same statements) on each data layer, in a
+  // process of their own (bench/variants/data-layer-ledger.js); DT is TypeORM, the control for the other three.
+  DT: { label: "DT. D's payments handler on TypeORM (ctx.manager), bench/variants/data-layer-ledger.js", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'typeorm' }, dlq: true, noLatency: true },
+  DP: { label: "DP. D's payments handler on Prisma 7 (prismaDatabase, ctx.db.$queryRawUnsafe)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'prisma' }, dlq: true, noLatency: true, prepare: () => require('./variants/prisma/client').generate() },
+  DD: { label: "DD. D's payments handler on Drizzle (drizzleDatabase, ctx.db.execute)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'drizzle' }, dlq: true, noLatency: true },
+  DK: { label: "DK. D's payments handler on Kysely (kyselyDatabase, ctx.db.executeQuery)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'kysely' }, dlq: true, noLatency: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
   // F: the cost of failing records in handler calls (BENCH_CALLS_FILE) and in throughput, against E.
   F: { label: 'F. the library, trivial handler, 1 record in 100 failing for good (dead-lettered)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100' }, countsCalls: true },
@@ -123,7 +132,7 @@ function args(argv) {
   };
   const count = int('count', 100000);
   if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
-  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,DJ,E,F,G,J').split(',').filter(Boolean);
+  const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,DJ,DT,DP,DD,DK,E,F,G,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', 'O', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, O, ${Object.keys(VARIANTS).join(', ')})`);
   return {
     count,
@@ -422,7 +431,7 @@ class Bench {
     const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
-    if (key === 'D' || key === 'DJ' || VARIANTS[key].countsCalls) topics.push(`${prefix}payments.requested.dlq`);
+    if (key === 'D' || key === 'DJ' || variant.dlq || variant.countsCalls) topics.push(`${prefix}payments.requested.dlq`);
     await this.createTopics(topics, partitions);
     const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
     const database = databaseUrl ? new URL(databaseUrl).pathname.slice(1) : undefined;
@@ -455,6 +464,7 @@ class Bench {
   async spawnVariant(setup, processes) {
     const { variant, name, env } = setup;
     const launched = variant.launch ? await variant.launch() : undefined;
+    if (variant.prepare) await variant.prepare();
     const started = Date.now();
     const children = Array.from({ length: processes }, (_, i) => {
       const prof = this.opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(this.dir, 'profiles'), '--cpu-prof-name', `${name}-${i + 1}.cpuprofile`] : [];
@@ -788,7 +798,7 @@ async function main() {
   writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
   if (results.some((r) => r.latency)) writeFileSync(join(bench.dir, 'latency.svg'), report.latencyChart(`end-to-end latency (read committed), ${opts.partitions} partitions`, results));
   const latencyText = results.some((r) => r.latency) ? `\n\n${report.latencyTable(results)}` : '';
-  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.formatLines(results), ...report.latencyTargetLines(latencyTargets)];
+  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.formatLines(results), ...report.dataLayerLines(results), ...report.latencyTargetLines(latencyTargets)];
   process.stdout.write(`\n${report.table(publishers, results)}${latencyText}\n\n${lines.map((l) => `${l}\n`).join('')}${lines.length ? '\n' : ''}bench/results/${bench.id}/summary.md\n`);
 }
 

@@ -56,6 +56,34 @@ function formatLines(results) {
   return [`consumer-app CPU per record: Avro (D) ${fmt(d)} µs, JSON (DJ) ${fmt(dj)} µs (JSON/Avro = ${(dj / d).toFixed(2)}; target ≤ 1: ${dj <= d ? 'met' : 'missed'})`];
 }
 
+/** The data layers' cost (issue 48): D's handler on TypeORM, Prisma, Drizzle and Kysely, CPU µs per record of the process. */
+const DATA_LAYERS = [
+  ['DT', 'TypeORM'],
+  ['DP', 'Prisma'],
+  ['DD', 'Drizzle'],
+  ['DK', 'Kysely'],
+];
+const DATA_LAYER_TARGET = 1.2;
+
+function dataLayerLines(results) {
+  const cpu = (v) => results.find((r) => r.variant === v)?.cpuUsPerRecord?.variant;
+  const typeorm = cpu('DT');
+  const d = cpu('D');
+  const measured = DATA_LAYERS.filter(([v]) => cpu(v) !== undefined);
+  if (measured.length === 0) return [];
+  const against = (x, base) => (base === undefined ? '' : `${(x / base).toFixed(2)} × `);
+  const parts = measured.map(([v, name]) => {
+    const x = cpu(v);
+    const ratios = [typeorm !== undefined && v !== 'DT' ? `${against(x, typeorm)}DT` : undefined, d !== undefined ? `${against(x, d)}D` : undefined].filter(Boolean);
+    return `${name} (${v}) ${fmt(x)} µs${ratios.length ? ` (${ratios.join(', ')})` : ''}`;
+  });
+  const line = `data layers, D's handler, CPU per record: ${d === undefined ? '' : `consumer-app (D) ${fmt(d)} µs, `}${parts.join(', ')}`;
+  const base = typeorm ?? d;
+  if (base === undefined) return [line];
+  const over = measured.filter(([v]) => v !== 'DT' && cpu(v) > DATA_LAYER_TARGET * base).map(([v]) => v);
+  return [`${line}; target ≤ ${DATA_LAYER_TARGET} × ${typeorm !== undefined ? 'DT' : 'D'}: ${over.length ? `missed by ${over.join(', ')}` : 'met'}`];
+}
+
 function ratioLines(list) {
   return list.map((r) => `${r.name} = ${r.value.toFixed(3)}${r.target === undefined ? '' : ` (target ≥ ${r.target}: ${r.value >= r.target ? 'met' : 'missed'})`}`);
 }
@@ -197,6 +225,7 @@ function markdown(run, publishers, results, list, targets = []) {
     ...ratioLines(list).map((l) => `- ${l}`),
     ...handlerCallsLines(results).map((l) => `- ${l}`),
     ...formatLines(results).map((l) => `- ${l}`),
+    ...dataLayerLines(results).map((l) => `- ${l}`),
     '',
     ...latencyMarkdown(results, targets),
     ...targets.filter((t) => t.spool).flatMap((t) => ['## Spool catch-up', '', `${t.line}: target (live again within ${t.target} s of Kafka's return, nothing lost, per-key order) ${t.met ? 'met' : 'missed'}.`, '']),
@@ -263,4 +292,4 @@ function latencyChart(title, results) {
   return parts.join('\n');
 }
 
-module.exports = { table, markdown, ratios, ratioLines, handlerCallsLines, chart, latencyTable, latencyLine, latencyTargets, quarterLatencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart, formatLines };
+module.exports = { table, markdown, ratios, ratioLines, handlerCallsLines, chart, latencyTable, latencyLine, latencyTargets, quarterLatencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart, formatLines, dataLayerLines };
