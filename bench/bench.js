@@ -224,6 +224,8 @@ class Bench {
     this.kafka = new Kafka({ clientId: 'bench', brokers: opts.brokers, logLevel: logLevel.NOTHING });
     this.admin = this.kafka.admin();
     this.databases = [];
+    /** How many times each consumer variant was prepared (a variant may be named more than once). */
+    this.runsOf = new Map();
   }
 
   async createTopics(names, partitions) {
@@ -426,7 +428,11 @@ class Bench {
   async prepareVariant(key, { partitions = this.opts.partitions, suffix = '' } = {}) {
     const variant = VARIANTS[key];
     const name = `${key}${suffix}`;
-    const prefix = `${this.tag}.${name.toLowerCase()}.`;
+    // A variant named twice in --variants (D,DJ,D,DJ) gets topics, a group and a database of its own each time: the
+    // second run would otherwise add its records to the first's topic and count the markers of both.
+    const nth = (this.runsOf.get(name) ?? 0) + 1;
+    this.runsOf.set(name, nth);
+    const prefix = `${this.tag}.${name.toLowerCase()}${nth > 1 ? `-${nth}` : ''}.`;
     const input = `${prefix}payments.requested`;
     const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
