@@ -189,6 +189,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     if (hardened.length > 0) this.logger.log(`PostgreSQL pool: set ${hardened.join(' and ')} (the application left them unset; a server that stops answering must end as an error)`);
     if (this.options.inbox.runMigrations) await runInboxMigrations(dataSource);
     if (this.stopRequested) return; // shut down during the migrations
+    // The data layer's one-off work (Prisma's first statement) before the first unit of work, not in it.
+    await dataSource.warmUp?.().catch((err: Error) => this.logger.warn(`warming up the ${dataSource.kind} data layer failed (its first unit of work does it instead): ${err.message}`));
     const offsets = (this.retentionOffsets = new StableOffsets(this.kafka));
     this.retention = new InboxRetention(dataSource, this.options.groupId, (topic, partitions) => offsets.committedOffsets(this.options.groupId, topic, partitions), {
       ...this.options.inbox,

@@ -79,6 +79,11 @@ export interface DatabasePort {
   readonly transactionName: string;
   /** Settings of the module the data layer follows (Prisma: its interactive transactions' timeout). */
   configure?(settings: { handlerTimeoutMs: number }): void;
+  /**
+   * Called once when the consumer starts, after the migrations: what the data layer would otherwise do at its
+   * first unit of work (Prisma: build a client and load its query interpreter with a first statement).
+   */
+  warmUp?(): Promise<void>;
 }
 
 /** Where sessions come from: a port, or a TypeORM DataSource as it is (the library's jobs and tools need no more). */
