@@ -31,10 +31,17 @@ function recordingPool(fail?: Error) {
   return { pool, connections };
 }
 
-/** A stand-in for a PrismaClient: its statements go to the pool of its driver adapter, as Prisma's do. */
+/**
+ * A stand-in for a PrismaClient: its statements go to the pool of its driver adapter, as Prisma's do, and, as
+ * Prisma's PrismaPromise, only once awaited (`then`), in the async context of whoever awaits them.
+ */
 function fakeClient(settings: PrismaClientSettings) {
   const adapter = settings.adapter as unknown as { pool: { query(sql: string): Promise<unknown> } };
-  return { $queryRawUnsafe: (sql: string) => adapter.pool.query(sql) };
+  return {
+    $queryRawUnsafe: (sql: string): PromiseLike<unknown> => ({
+      then: (resolve, reject) => adapter.pool.query(sql).then(resolve, reject),
+    }),
+  };
 }
 
 describe('prismaDatabase', () => {
@@ -54,7 +61,9 @@ describe('prismaDatabase', () => {
     await session.startTransaction();
     const lent = database.lend(session);
     expect(lent.db).toBe(client.mock.results[0].value);
-    await lent.run!(() => (lent.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT 2'));
+    await lent.run!(async () => {
+      await (lent.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT 2');
+    });
     expect(client).toHaveBeenCalledTimes(1);
     expect(connections[1].sent).toEqual(['START TRANSACTION', 'SELECT 2']);
     await session.commitTransaction();

@@ -141,7 +141,10 @@ export function prismaDatabase<Client>(
       try {
         const lent = port.lend(session);
         try {
-          await lent.run!(() => (lent.db as { $queryRawUnsafe(sql: string): Promise<unknown> }).$queryRawUnsafe('SELECT 1'));
+          // Awaited inside the call: a PrismaPromise runs when awaited, in the async context of whoever awaits it.
+          await lent.run!(async () => {
+            await (lent.db as { $queryRawUnsafe(sql: string): PromiseLike<unknown> }).$queryRawUnsafe('SELECT 1');
+          });
         } finally {
           lent.end(false);
         }
