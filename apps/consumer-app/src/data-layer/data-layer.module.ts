@@ -1,4 +1,4 @@
-import { Inject, Injectable, Module, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { Pool } from 'pg';
 import { type ConsumerAppConfig, consumerAppConfig } from '../consumer-app.config';
 import { DATA_LAYER, type DemoDataLayer } from './demo-store';
@@ -13,6 +13,10 @@ import { typeormStore } from './typeorm.store';
 export async function demoDataLayer(config: Pick<ConsumerAppConfig, 'dataLayer' | 'databaseUrl'>): Promise<DemoDataLayer> {
   if (config.dataLayer === 'typeorm') return { kind: 'typeorm', store: (db) => typeormStore(db as Parameters<typeof typeormStore>[0]), close: async () => undefined };
   const pool = new Pool({ connectionString: config.databaseUrl, max: 40 });
+  // node-postgres emits an idle connection's failure (PostgreSQL restarted, pg_terminate_backend, a network cut) on
+  // the pool: without a listener it ends the process. The pool drops that connection and opens another when needed.
+  const logger = new Logger('DemoDataLayer');
+  pool.on('error', (err) => logger.warn(`PostgreSQL pool (${config.dataLayer}): an idle connection failed (${err.message}); it is dropped`));
   switch (config.dataLayer) {
     case 'prisma':
       return (await import('./prisma.store')).prismaDataLayer(pool);
