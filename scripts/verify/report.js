@@ -37,7 +37,7 @@ function markdown(run, results) {
   const lines = [
     `# Verification run ${run.id}`,
     '',
-    `${run.date}, profile \`${run.profile}\`, seed ${run.seed}; Kafka ${run.kafka}, ${run.brokers}; Node ${process.version}; PostgreSQL ${run.postgres}.`,
+    `${run.date}, profile \`${run.profile}\`, seed ${run.seed}, consumer-app's data layer ${run.dataLayer ?? 'typeorm'}; Kafka ${run.kafka}, ${run.brokers}; Node ${process.version}; PostgreSQL ${run.postgres}.`,
     '',
     `| ${COLUMNS.map(([name]) => name).join(' | ')} |`,
     `|${COLUMNS.map(() => '---').join('|')}|`,

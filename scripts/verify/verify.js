@@ -10,9 +10,11 @@
  * committed, by KafkaJS and by the Java client), and checks it (checker.js). Results: a table on the terminal,
  * JSON, Markdown and one SVG lag chart per scenario under verify-results/<run>/.
  *
- *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--list] [--keep]
+ *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--data-layer LAYER] [--list] [--keep]
  *
  * --keep leaves each scenario's database in place (to inspect a failure); topics are never deleted.
+ * --data-layer runs every consumer-app with DATA_LAYER=LAYER (typeorm, the default; prisma, drizzle, kysely): its
+ * handlers then write through that ORM, and the checker reads the same tables.
  *
  * Environment: KAFKA_BROKERS (127.0.0.1:9092), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres; the
  * verifier creates and drops a database per scenario). Exits 0 only if every scenario passed.
@@ -41,6 +43,9 @@ const KAFKA_EO_CLI = join(ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js');
 const KAFKA_SCRIPT = join(ROOT, 'scripts/kafka/kafka.sh');
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 
+/** consumer-app's data layers (its DATA_LAYER): what its handlers write through. */
+const DATA_LAYERS = ['typeorm', 'prisma', 'drizzle', 'kysely'];
+
 const PROFILES = {
   quick: { count: 2400, accounts: 40, rate: 300, faults: 2, duplicates: 0.05 },
   full: { count: 100000, accounts: 500, rate: 1500, faults: 20, duplicates: 0.05 },
@@ -56,7 +61,9 @@ function args(argv) {
   const seed = Number(flag('seed', String(Math.floor(Math.random() * 2 ** 31))));
   if (!Number.isInteger(seed)) throw new Error('--seed must be an integer');
   const scenarios = flag('scenario', '').split(',').filter(Boolean);
-  return { profile, seed, scenarios, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
+  const dataLayer = flag('data-layer', 'typeorm');
+  if (!DATA_LAYERS.includes(dataLayer)) throw new Error(`--data-layer must be one of ${DATA_LAYERS.join(', ')}, got "${dataLayer}"`);
+  return { profile, seed, scenarios, dataLayer, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
 }
 
 /** A small seeded PRNG (mulberry32): the same seed, the same faults at the same points of the load. */
@@ -201,6 +208,8 @@ class Stage {
       HTTP_PORT: '0',
       KAFKA_SESSION_TIMEOUT_MS: '6000',
       ...this.scenario.consumerEnv,
+      // The run's data layer (--data-layer): consumer-app's handlers write through it.
+      DATA_LAYER: this.run.dataLayer,
       ...env,
     }, join(this.dir, 'logs', `consumer-app-${this.instance}.log`));
     this.consumers.push(proc);
@@ -512,9 +521,9 @@ async function main() {
   await pg.connect();
   const postgres = (await pg.query('SHOW server_version')).rows[0].server_version;
   await pg.end();
-  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}`;
-  const run = { id, dir, keep: options.keep, seed: options.seed, profile: options.profile, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
-  log(`run ${id}: profile ${options.profile}, seed ${options.seed}, ${chosen.length} scenario(s); results in verify-results/${id}/`);
+  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}`;
+  const run = { id, dir, keep: options.keep, seed: options.seed, profile: options.profile, dataLayer: options.dataLayer, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
+  log(`run ${id}: profile ${options.profile}, seed ${options.seed}, data layer ${options.dataLayer}, ${chosen.length} scenario(s); results in verify-results/${id}/`);
   const results = [];
   for (const scenario of chosen) {
     log(`scenario ${scenario.name}: ${scenario.description}`);

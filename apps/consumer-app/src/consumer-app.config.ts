@@ -62,7 +62,18 @@ export interface ConsumerAppConfig {
    * application, and written as plain JSON.
    */
   eventFormat: 'avro' | 'json';
+  /**
+   * DATA_LAYER: what the handlers write with, through their unit of work's `ctx.db`. `typeorm` (default): TypeORM's
+   * EntityManager (the module's default data layer, TypeOrmModule's DataSource). `prisma`, `drizzle`, `kysely`: that
+   * ORM over a node-postgres Pool of DATABASE_URL, given to the module as its `database` option. The tables are the
+   * same whatever the layer: TypeORM's migrations create them at start-up.
+   */
+  dataLayer: DataLayerKind;
 }
+
+/** The data layers consumer-app's handlers can write with (DATA_LAYER). */
+export const DATA_LAYERS = ['typeorm', 'prisma', 'drizzle', 'kysely'] as const;
+export type DataLayerKind = (typeof DATA_LAYERS)[number];
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
@@ -83,6 +94,12 @@ function eventFormat(raw: string | undefined, wire: ConsumerAppConfig['wireForma
   if (raw !== 'json') throw new Error(`EVENT_FORMAT must be "avro" or "json", got "${raw}"`);
   if (wire === 'schema-registry') throw new Error('EVENT_FORMAT=json writes plain JSON; WIRE_FORMAT=schema-registry frames Avro outputs: leave WIRE_FORMAT unset');
   return 'json';
+}
+
+function dataLayer(raw: string | undefined): DataLayerKind {
+  if (raw === undefined || raw === '') return 'typeorm';
+  if ((DATA_LAYERS as readonly string[]).includes(raw)) return raw as DataLayerKind;
+  throw new Error(`DATA_LAYER must be one of ${DATA_LAYERS.join(', ')}, got "${raw}"`);
 }
 
 function transport(raw: string | undefined): ConsumerAppConfig['transport'] {
@@ -115,5 +132,6 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     schemaRegistryUrl: env.SCHEMA_REGISTRY_URL || undefined,
     wireFormat: wireFormat(env.WIRE_FORMAT),
     eventFormat: eventFormat(env.EVENT_FORMAT, wireFormat(env.WIRE_FORMAT)),
+    dataLayer: dataLayer(env.DATA_LAYER),
   };
 }

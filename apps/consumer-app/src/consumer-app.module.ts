@@ -4,6 +4,8 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { KafkaExactlyOnceAdminModule, KafkaExactlyOnceMetricsController, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { join } from 'path';
 import { APPROVAL_LIMIT_CENTS, EVENT_FORMAT, consumerAppConfig } from './consumer-app.config';
+import { DemoDataLayerModule } from './data-layer/data-layer.module';
+import { DATA_LAYER, type DemoDataLayer } from './data-layer/demo-store';
 import { HealthController } from './health/health.controller';
 import { CreateDemoTables1764400100000 } from './migrations/1764400100000-create-demo-tables';
 import { CreatePaymentApprovals1764400500000 } from './migrations/1764400500000-create-payment-approvals';
@@ -37,6 +39,7 @@ const microservice = consumerAppConfig().transport === 'microservice';
 
 @Module({
   imports: [
+    // The tables are TypeORM's migrations' whatever DATA_LAYER says: the same tables for every data layer.
     TypeOrmModule.forRootAsync({
       useFactory: () => ({
         type: 'postgres',
@@ -49,11 +52,17 @@ const microservice = consumerAppConfig().transport === 'microservice';
         extra: { max: 40 },
       }),
     }),
+    DemoDataLayerModule,
     KafkaExactlyOnceModule.forRootAsync({
-      useFactory: () => {
+      imports: [DemoDataLayerModule],
+      inject: [DATA_LAYER],
+      useFactory: (data: DemoDataLayer) => {
         const config = consumerAppConfig();
         return {
           kafka: { clientId: 'consumer-app', brokers: config.kafkaBrokers },
+          // DATA_LAYER=prisma|drizzle|kysely: that ORM over a pool of DATABASE_URL, lent to the handlers as ctx.db.
+          // TypeORM (the default): no option, the DataSource of TypeOrmModule above.
+          ...(data.database ? { database: data.database } : {}),
           groupId: config.groupId,
           transactionalIdPrefix: 'consumer-app',
           schemas: { directory: schemasDirectory() },

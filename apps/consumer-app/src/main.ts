@@ -16,6 +16,7 @@ async function bootstrap(): Promise<void> {
   }
   await app.listen(config.httpPort, config.httpHost);
   const address = app.getHttpServer().address();
+  new Logger('consumer-app').log(`data layer: ${config.dataLayer} (DATA_LAYER); handlers write through ctx.db`);
   new Logger('consumer-app').log(`listening on http://${config.httpHost}:${typeof address === 'object' && address ? address.port : config.httpPort} (GET /health)`);
 }
 

@@ -53,6 +53,16 @@ class LanesBatchHandler {
 }
 
 @Injectable()
+class RecordingBatchHandler {
+  readonly seen: Array<{ db: unknown; attempt: number; events: number }> = [];
+
+  @IdempotentHandler({ topic: 'pings', schema: 't.Ping', batch: true })
+  async onPings(events: unknown[], batch: { db: unknown; attempt: number }) {
+    this.seen.push({ db: batch.db, attempt: batch.attempt, events: events.length });
+  }
+}
+
+@Injectable()
 class OrderedWithoutHandler {
   @OrderedEvent()
   onPing() {}
@@ -183,6 +193,22 @@ describe('KafkaExactlyOnceExplorer', () => {
     const [lanes] = (await moduleWith([LanesPingHandler])).get(KafkaExactlyOnceExplorer).explore();
     expect(lanes.ordering).toEqual({ key: undefined, lanes: 16 });
     await expect(moduleWith([LanesBatchHandler]).then((m) => m.init())).rejects.toThrow(/@OrderedEvent\(\{ lanes \}\) is for handlers called once per event/);
+  });
+
+  it("hands a batch handler's batch of one the event's ctx.db, and reads ctx.manager only when the handler does", async () => {
+    const moduleRef = await moduleWith([RecordingBatchHandler]);
+    const [handler] = moduleRef.get(KafkaExactlyOnceExplorer).explore();
+    const db = { kind: 'the unit\'s data layer' };
+    // ctx of a data layer other than TypeORM: its manager throws when read.
+    const ctx = {
+      db,
+      get manager(): never {
+        throw new TypeError('ctx.manager is TypeORM\'s EntityManager, and this module\'s data layer is prisma');
+      },
+      attempt: 2,
+    };
+    await handler.invoke({ n: 1 }, ctx as never);
+    expect(moduleRef.get(RecordingBatchHandler).seen).toEqual([{ db, attempt: 2, events: 1 }]);
   });
 
   it('reads retry topics: a topic per tier, the in-place attempts of each stage', async () => {

@@ -120,10 +120,20 @@ export class KafkaExactlyOnceExplorer {
       retry: this.handlerRetry(name, inPlace === undefined ? spec.retry : { ...spec.retry, attempts: inPlace }, source, inPlace === undefined ? 'retry' : 'retryTopics.maxInPlaceAttempts'),
       retryTopics,
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
-      // A batch handler gets one event as a batch of one.
+      // A batch handler gets one event as a batch of one (a failed batch's events one at a time, a release's replays),
+      // with the event's data layer: `db` is the unit's, whatever it is; `manager` is read only when the handler reads
+      // it (outside TypeORM, reading it throws).
       invoke: batch
         ? async (event, ctx) => {
-            await call([{ event, ctx }], { manager: ctx.manager, attempt: ctx.attempt });
+            await call([{ event, ctx }], {
+              get db() {
+                return ctx.db;
+              },
+              get manager() {
+                return ctx.manager;
+              },
+              attempt: ctx.attempt,
+            });
           }
         : async (event, ctx) => {
             await call(event, ctx);

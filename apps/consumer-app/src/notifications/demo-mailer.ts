@@ -20,7 +20,9 @@ export class MailerUnavailableError extends Error {
  */
 @Injectable()
 export class DemoMailer implements OnModuleDestroy {
-  private readonly gateway = new Pool({ connectionString: consumerAppConfig().databaseUrl, max: 2 });
+  private readonly gateway = new Pool({ connectionString: consumerAppConfig().databaseUrl, max: 2 }).on('error', () => {
+    // An idle connection that failed (PostgreSQL restarted or ended it): the pool drops it, and a call opens another.
+  });
 
   async onModuleDestroy(): Promise<void> {
     await this.gateway.end();

@@ -1,6 +1,7 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { EventContext, IdempotentHandler } from 'kafka-exactly-once';
 import { consumerAppConfig } from '../consumer-app.config';
+import { DATA_LAYER, type DemoDataLayer } from '../data-layer/demo-store';
 import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import { DemoMailer } from './demo-mailer';
@@ -20,7 +21,10 @@ export interface WelcomeEmailRequested {
  */
 @Injectable()
 export class WelcomeEmailsHandler {
-  constructor(private readonly mailer: DemoMailer) {}
+  constructor(
+    private readonly mailer: DemoMailer,
+    @Inject(DATA_LAYER) private readonly data: DemoDataLayer,
+  ) {}
 
   @IdempotentHandler({
     topic: DEMO_TOPICS.welcomeEmail,
@@ -28,15 +32,9 @@ export class WelcomeEmailsHandler {
     retry: { attempts: 2, initialDelayMs: 50 },
     retryTopics: { delays: consumerAppConfig().welcomeEmailRetryDelays },
   })
-  async onWelcomeEmail(event: WelcomeEmailRequested, ctx: EventContext): Promise<void> {
+  async onWelcomeEmail(event: WelcomeEmailRequested, ctx: EventContext<unknown>): Promise<void> {
     // The same key in every run of this record (in-place attempts, every tier, a replay): the gateway sends once.
     await this.mailer.send({ userId: event.userId, email: event.email, idempotencyKey: ctx.idempotencyKey });
-    await ctx.manager.query(`INSERT INTO welcome_emails_sent (user_id, email, message_id, topic, attempt) VALUES ($1, $2, $3, $4, $5)`, [
-      event.userId,
-      event.email,
-      ctx.message.messageId,
-      ctx.message.topic,
-      ctx.attempt,
-    ]);
+    await this.data.store(ctx.db).addWelcomeEmailSent({ userId: event.userId, email: event.email, messageId: ctx.message.messageId, topic: ctx.message.topic, attempt: ctx.attempt });
   }
 }

@@ -1,7 +1,8 @@
-import { Controller, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Controller, Inject, UseGuards, UseInterceptors } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { EventContext, OrderedEvent } from 'kafka-exactly-once';
 import type { KafkaExactlyOnceEventExtras } from 'kafka-exactly-once/microservices';
+import { DATA_LAYER, type DemoDataLayer } from '../data-layer/demo-store';
 import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import { FrozenAccountsGuard } from './frozen-accounts.guard';
@@ -20,11 +21,14 @@ import { PaymentsLedger } from './payments.ledger';
 @UseGuards(FrozenAccountsGuard)
 @UseInterceptors(HandlerCallsInterceptor)
 export class PaymentsController {
-  constructor(private readonly ledger: PaymentsLedger) {}
+  constructor(
+    private readonly ledger: PaymentsLedger,
+    @Inject(DATA_LAYER) private readonly data: DemoDataLayer,
+  ) {}
 
   @EventPattern(DEMO_TOPICS.paymentsRequested, readAs('com.example.PaymentRequested', PaymentRequestedJson) satisfies KafkaExactlyOnceEventExtras)
   @OrderedEvent({ key: accountOrderingKey })
-  async onPaymentRequested(@Payload() payment: PaymentRequested | PaymentRequestedDto, @Ctx() ctx: EventContext): Promise<void> {
-    await this.ledger.apply([{ event: paymentRequested(payment), ctx }], ctx.manager);
+  async onPaymentRequested(@Payload() payment: PaymentRequested | PaymentRequestedDto, @Ctx() ctx: EventContext<unknown>): Promise<void> {
+    await this.ledger.apply([{ event: paymentRequested(payment), ctx }], this.data.store(ctx.db));
   }
 }

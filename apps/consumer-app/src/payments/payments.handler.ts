@@ -1,5 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { BatchContext, BatchEvent, IdempotentHandler, OrderedEvent } from 'kafka-exactly-once';
+import { DATA_LAYER, type DemoDataLayer } from '../data-layer/demo-store';
 import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import type { PaymentRequested } from './payment.events';
@@ -14,14 +15,18 @@ import { PaymentsLedger } from './payments.ledger';
  */
 @Injectable()
 export class PaymentsHandler {
-  constructor(private readonly ledger: PaymentsLedger) {}
+  constructor(
+    private readonly ledger: PaymentsLedger,
+    @Inject(DATA_LAYER) private readonly data: DemoDataLayer,
+  ) {}
 
   @IdempotentHandler({ topic: DEMO_TOPICS.paymentsRequested, ...readAs('com.example.PaymentRequested', PaymentRequestedJson), batch: true })
   // The ordering key is the account (blank around it ignored): an account id of only blanks has none, and such a
   // payment is dead-lettered (key-unresolved) instead of parking anything.
   @OrderedEvent({ key: accountOrderingKey })
-  async onPaymentsRequested(events: ReadonlyArray<BatchEvent<PaymentRequested | PaymentRequestedDto>>, { manager }: BatchContext): Promise<void> {
-    await this.ledger.apply(events.map(({ event, ctx }) => ({ event: paymentRequested(event), ctx })), manager);
+  async onPaymentsRequested(events: ReadonlyArray<BatchEvent<PaymentRequested | PaymentRequestedDto>>, { db }: BatchContext<unknown>): Promise<void> {
+    // ctx.db: the data layer of DATA_LAYER on the unit of work's transaction (TypeORM's EntityManager by default).
+    await this.ledger.apply(events.map(({ event, ctx }) => ({ event: paymentRequested(event), ctx })), this.data.store(db));
   }
 }
 

@@ -1,5 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { EventContext, IdempotentHandler } from 'kafka-exactly-once';
+import { DATA_LAYER, type DemoDataLayer } from '../data-layer/demo-store';
 import { readAs } from '../formats/event-format';
 import { DEMO_TOPICS } from '../topics/demo-topics';
 import { UserSignedUpDto } from './user-signed-up.dto';
@@ -14,14 +15,12 @@ export interface UserSignedUp {
 /** Records new users and asks for their welcome email, once per sign-up. */
 @Injectable()
 export class UsersHandler {
+  constructor(@Inject(DATA_LAYER) private readonly data: DemoDataLayer) {}
+
   @IdempotentHandler({ topic: DEMO_TOPICS.usersSignedUp, ...readAs('com.example.UserSignedUp', UserSignedUpDto) })
-  async onUserSignedUp(event: UserSignedUp, ctx: EventContext): Promise<void> {
-    // RETURNING says whether this sign-up inserted the row (an INSERT without it reports nothing either way).
-    const inserted: unknown[] = await ctx.manager.query(
-      `INSERT INTO users (user_id, email, signed_up_at) VALUES ($1, $2, $3) ON CONFLICT (user_id) DO NOTHING RETURNING user_id`,
-      [event.userId, event.userEmail, new Date(event.timestamp)],
-    );
-    if (inserted.length === 0) return; // already signed up: no second welcome
+  async onUserSignedUp(event: UserSignedUp, ctx: EventContext<unknown>): Promise<void> {
+    const inserted = await this.data.store(ctx.db).addUser({ userId: event.userId, email: event.userEmail, signedUpAt: new Date(event.timestamp) });
+    if (!inserted) return; // already signed up: no second welcome
     ctx.emit(
       DEMO_TOPICS.welcomeEmail,
       { userId: event.userId, email: event.userEmail, requestedAt: new Date().toISOString() },
