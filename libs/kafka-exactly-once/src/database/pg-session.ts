@@ -4,6 +4,8 @@ import type { DatabaseIsolationLevel, DatabaseSession, PgPoolLike } from './data
 export interface PooledPgClient {
   query(text: string | { text: string; values?: unknown[] }, params?: unknown[]): Promise<{ command?: string; rows: any[]; rowCount: number | null }>;
   release(err?: Error | boolean): void;
+  on?(event: 'error', listener: (err: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (err: Error) => void): unknown;
 }
 
 /**
@@ -15,6 +17,17 @@ export class PgSession implements DatabaseSession {
   private client?: PooledPgClient;
   private connecting?: Promise<PooledPgClient>;
   private released = false;
+  /** The connection's failure while it was checked out and between statements (see onError). */
+  private broken?: Error;
+  /**
+   * node-postgres emits on the client a failure of a connection checked out of the pool and not running a statement
+   * (PostgreSQL ended it: pg_terminate_backend, a restart, idle_in_transaction_session_timeout): with no listener,
+   * that ends the process. Kept here: the next statement fails on the dead connection (an infrastructure fault the
+   * engine retries), and the release destroys it instead of pooling it.
+   */
+  private readonly onError = (err: Error): void => {
+    this.broken ??= err;
+  };
   isTransactionActive = false;
 
   constructor(private readonly pool: PgPoolLike) {}
@@ -38,6 +51,7 @@ export class PgSession implements DatabaseSession {
         throw new Error('the session was released while connecting');
       }
       this.client = client;
+      client.on?.('error', this.onError);
       return client;
     });
     return this.connecting;
@@ -83,7 +97,8 @@ export class PgSession implements DatabaseSession {
     const client = this.client;
     this.client = undefined;
     this.isTransactionActive = false;
-    client?.release(broken ?? false);
+    client?.removeListener?.('error', this.onError);
+    client?.release(broken ?? this.broken ?? false);
   }
 
   release(): Promise<void> {
