@@ -7,6 +7,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json nest-cli.json ./
 COPY libs ./libs
 COPY apps ./apps
+# npm run build runs scripts/console-assets.js and scripts/prisma-generate.js (consumer-app's Prisma client).
+COPY scripts ./scripts
 RUN npm run build
 
 FROM node:24-bookworm-slim AS runtime
