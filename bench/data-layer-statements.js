@@ -54,19 +54,10 @@ async function layers(url, pool) {
   const { PrismaClient } = withPrisma ? require('./variants/prisma/generated') : {};
   const { drizzleDatabase } = require(`${LIBRARY}/drizzle`);
   const { drizzle } = require('drizzle-orm/node-postgres');
-  const { sql } = require('drizzle-orm');
   const { kyselyDatabase } = require(`${LIBRARY}/kysely`);
   const { CompiledQuery, Kysely, PostgresDialect } = require('kysely');
-  const drizzleStatement = (text, params = []) => {
-    const chunks = [];
-    let last = 0;
-    for (const match of text.matchAll(/\$(\d+)/g)) {
-      chunks.push(sql.raw(text.slice(last, match.index)), sql.param(params[Number(match[1]) - 1]));
-      last = match.index + match[0].length;
-    }
-    chunks.push(sql.raw(text.slice(last)));
-    return sql.join(chunks);
-  };
+  // The library's own: a statement with `$1`... placeholders as a drizzle `sql`, each value one parameter.
+  const { drizzleSql: drizzleStatement } = require(`${LIBRARY}/database/drizzle.database`);
   return {
     list: [
       { name: 'TypeORM', port: typeormDatabase(dataSource), query: (db, text, params) => db.query(text, params) },

@@ -69,18 +69,8 @@ function dataLayer(kind, pool, databaseUrl) {
   if (kind === 'drizzle') {
     const { drizzleDatabase } = require(`${LIBRARY}/drizzle`);
     const { drizzle } = require('drizzle-orm/node-postgres');
-    const { sql } = require('drizzle-orm');
-    /** A statement with `$1`... placeholders as a drizzle `sql` (each value one parameter, arrays included). */
-    const statement = (text, params = []) => {
-      const chunks = [];
-      let last = 0;
-      for (const match of text.matchAll(/\$(\d+)/g)) {
-        chunks.push(sql.raw(text.slice(last, match.index)), sql.param(params[Number(match[1]) - 1]));
-        last = match.index + match[0].length;
-      }
-      chunks.push(sql.raw(text.slice(last)));
-      return sql.join(chunks);
-    };
+    // The library's own: a statement with `$1`... placeholders as a drizzle `sql`, each value one parameter.
+    const { drizzleSql: statement } = require(`${LIBRARY}/database/drizzle.database`);
     return {
       imports: [],
       options: { database: drizzleDatabase({ pool, drizzle: (client) => drizzle(client) }) },

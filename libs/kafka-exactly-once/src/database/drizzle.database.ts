@@ -21,8 +21,8 @@ function isDrizzleTransaction(x: unknown): x is { execute(query: unknown): Promi
   return typeof kind === 'string' && kind.endsWith('Transaction') && typeof (x as { execute?: unknown }).execute === 'function';
 }
 
-/** A drizzle-orm `sql` of a statement with `$1`... placeholders and its values. */
-function drizzleSql(text: string, params: unknown[] = []): unknown {
+/** A drizzle-orm `sql` of a statement with `$1`... placeholders and its values (each value one parameter). */
+export function drizzleSql(text: string, params: unknown[] = []): unknown {
   // NOTE: drizzle-orm is the application's (an optional peer); its `sql` is copy-safe (entity kinds, not classes).
   const { sql } = require('drizzle-orm') as { sql: { raw(s: string): unknown; param(v: unknown): unknown; join(chunks: unknown[]): unknown } };
   const chunks: unknown[] = [];

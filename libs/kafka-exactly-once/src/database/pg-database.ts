@@ -13,9 +13,6 @@ export interface DataLayerBinding<Db> {
   transactionOf(transaction: unknown): { query(sql: string, params?: unknown[]): Promise<any[]>; inTransaction: boolean } | undefined;
 }
 
-/** The unit connection lent for a session (one per unit of work). */
-const lentUnits = new WeakMap<object, UnitConnection>();
-
 /** The unit connection of what a handler was lent (`ctx.db`), for `Outbox.add` given it. */
 const lentDbs = new WeakMap<object, UnitConnection>();
 
@@ -28,7 +25,6 @@ export function pgDatabase<Db>(pool: PgPoolLike, binding: DataLayerBinding<Db>):
     pgPool: () => pool,
     lend(session: DatabaseSession): LentDatabase {
       const unit = new UnitConnection(session as PgSession);
-      lentUnits.set(session, unit);
       const bound = binding.bind(unit);
       if (bound.db && typeof bound.db === 'object') lentDbs.set(bound.db as object, unit);
       return {

@@ -37,11 +37,6 @@ export class PgSession implements DatabaseSession {
     return this.client;
   }
 
-  /** Still connecting: the connection to destroy when it comes (see releaseClean). */
-  get pendingConnection(): Promise<PooledPgClient> | undefined {
-    return this.client ? undefined : this.connecting;
-  }
-
   connect(): Promise<PooledPgClient> {
     if (this.released) return Promise.reject(new Error('the session was released: its connection is gone'));
     if (this.client) return Promise.resolve(this.client);
