@@ -12,7 +12,7 @@ export function prismaDataLayer(pool: Pool): DemoDataLayer {
   return {
     kind: 'prisma',
     // The cast: the library types the adapter it gives as `unknown` (a PrismaPg over the unit's connection).
-    database: prismaDatabase({ pool, client: (settings) => new PrismaClient(settings as ConstructorParameters<typeof PrismaClient>[0]) }),
+    database: prismaDatabase({ pool, client: (settings) => new PrismaClient(settings) }),
     store: (db) => prismaStore(db as PrismaClient),
     close: () => pool.end(),
   };
