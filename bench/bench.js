@@ -77,10 +77,10 @@ const report = require('./report');
 
 const ROOT = join(__dirname, '..');
 
-// The library's fixes of KafkaJS (its request queue, its read-committed filter), for this script's own KafkaJS
-// clients too (see kafkajs.fixes.ts).
-const KAFKAJS_FIXES = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs.fixes.js');
-if (existsSync(KAFKAJS_FIXES)) require(KAFKAJS_FIXES).fixKafkaJs();
+// This script's own Kafka client (P0's producer, the readers, the admin): one the library builds
+// (src/kafkajs/client.ts: its request queue, its read-committed filter), KafkaJS's own before the library is built.
+const LIBRARY_KAFKAJS = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs/index.js');
+const kafkaClient = (config) => (existsSync(LIBRARY_KAFKAJS) ? require(LIBRARY_KAFKAJS).createKafkaClient(config) : new Kafka(config));
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
 const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');
@@ -221,7 +221,7 @@ class Bench {
     this.tag = `bench-${this.id.toLowerCase()}-${Math.random().toString(36).slice(2, 6)}`;
     this.dir = join(ROOT, 'bench/results', this.id);
     mkdirSync(join(this.dir, 'logs'), { recursive: true });
-    this.kafka = new Kafka({ clientId: 'bench', brokers: opts.brokers, logLevel: logLevel.NOTHING });
+    this.kafka = kafkaClient({ clientId: 'bench', brokers: opts.brokers, logLevel: logLevel.NOTHING });
     this.admin = this.kafka.admin();
     this.databases = [];
     /** How many times each consumer variant was prepared (a variant may be named more than once). */

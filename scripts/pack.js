@@ -11,7 +11,7 @@
  * applications under examples/ install. Prints the tarball's path.
  */
 const { spawnSync } = require('child_process');
-const { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } = require('fs');
+const { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } = require('fs');
 const { builtinModules } = require('module');
 const { dirname, join, relative } = require('path');
 const { tmpdir } = require('os');
@@ -54,9 +54,10 @@ function checkTarball(tarball, packed) {
  * before Node 24.9, so an `import` of the package must reach ES modules all the way down. The same sources,
  * transpiled by TypeScript to ES modules, then made loadable by Node: relative specifiers get their file (`./x`
  * becomes `./x.js` or `./x/index.js`), and a file that calls `require` (the optional peers prom-client,
- * @opentelemetry/api, ajv and protobufjs, loaded only when used, and KafkaJS's internal modules that the library patches) gets one
+ * @opentelemetry/api, ajv and protobufjs, loaded only when used, and KafkaJS's modules, which the room src/kafkajs loads) gets one
  * from `createRequire(import.meta.url)`: it loads the same KafkaJS module instances as the application's
- * `import 'kafkajs'` (and, under Jest, the test's module registry). The CLI stays CommonJS only (its `bin`).
+ * `import 'kafkajs'` (and, under Jest, the test's module registry); the library's own KafkaJS modules
+ * (src/kafkajs/vendor/*.cjs) are copied beside it. The CLI stays CommonJS only (its `bin`).
  */
 function buildEsm(staging) {
   const esm = join(staging, 'esm');
@@ -124,6 +125,13 @@ function pack() {
     run(process.execPath, [join(ROOT, 'scripts/console-assets.js')], ROOT);
     run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(LIB, 'tsconfig.lib.json'), '--outDir', staging, '--sourceMap', 'false'], ROOT);
     buildEsm(staging);
+    // The KafkaJS modules the library's Kafka client is built from (src/kafkajs/vendor: CommonJS, with KafkaJS's
+    // licence), beside the code that loads them in both builds.
+    for (const build of [staging, join(staging, 'esm')]) {
+      const vendor = join(build, 'kafkajs/vendor');
+      mkdirSync(vendor, { recursive: true });
+      for (const file of readdirSync(join(LIB, 'src/kafkajs/vendor'))) copyFileSync(join(LIB, 'src/kafkajs/vendor', file), join(vendor, file));
+    }
     // The broker script of kafka-exactly-once/testing's startTestKafka (the one this repository is tested with).
     mkdirSync(join(staging, 'kafka'));
     for (const file of ['kafka.sh', 'pom.xml', 'probe.js']) copyFileSync(join(ROOT, 'scripts/kafka', file), join(staging, 'kafka', file));

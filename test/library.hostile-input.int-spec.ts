@@ -3,11 +3,12 @@ import { Injectable, Module } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { ConfigResourceTypes, IHeaders, Kafka, Message } from 'kafkajs';
+import { ConfigResourceTypes, IHeaders, Message } from 'kafkajs';
+import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
 import { Client } from 'pg';
 import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
-import { CheckedProducer } from '../libs/kafka-exactly-once/src/producer/checked-producer';
+import { CheckedProducer } from '../libs/kafka-exactly-once/src/kafkajs/producer/checked-producer';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
@@ -95,7 +96,7 @@ function headerBytes(headers: IHeaders | undefined, name: string): Buffer[] {
  * to the pool inside a transaction.
  */
 describe('library: hostile input never stops the line', () => {
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   let moduleRef: TestingModule;
   let databaseUrl: string;
   const prefix = `${uniqueTopic('hostile')}.`;
@@ -329,7 +330,7 @@ describe('library: hostile input never stops the line', () => {
  * offset committed: lost). (Rows of versions before 0.5: library.inbox, the CoordinateIdentities migration.)
  */
 describe('library: a message id cannot forge another record\'s identity', () => {
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   let moduleRef: TestingModule;
   let databaseUrl: string;
   const prefix = `${uniqueTopic('forged-id')}.`;

@@ -2,8 +2,9 @@ import { Injectable, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { Kafka } from 'kafkajs';
+import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, SchemaRegistry } from 'kafka-exactly-once';
-import { StableOffsets } from 'kafka-exactly-once/engine/stable-offsets';
+import { StableOffsets } from 'kafka-exactly-once/kafkajs/stable-offsets';
 import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
@@ -29,7 +30,7 @@ class CreditsHandler {
  * Kafka offset behind its records, as such a crash leaves it.
  */
 describe('library: inbox retention and the Kafka commit', () => {
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   const prefix = `${uniqueTopic('retention')}.`;
   const group = `${prefix}group`;
   const topic = `${prefix}credits`;

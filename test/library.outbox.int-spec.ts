@@ -1,7 +1,8 @@
 import { Module } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
-import { ConfigResourceTypes, Kafka } from 'kafkajs';
+import { ConfigResourceTypes } from 'kafkajs';
+import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
 import { DataSource } from 'typeorm';
 import { EventValidationError, KafkaExactlyOnceModule, Outbox, OutboxHealthIndicator, OutboxWriteError, SchemaRegistry, UndeclaredTopicError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
@@ -35,7 +36,7 @@ interface Entry {
  * active one sends nothing; an event Kafka refuses for good is set aside and the others move.
  */
 describe('library: the transactional outbox', () => {
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   const processes = new ProcessGroup();
   const prefix = `${uniqueTopic('outbox')}.`;
   const checkpointTopic = `${prefix}checkpoints`;

@@ -1,8 +1,8 @@
 import { Injectable, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { Kafka } from 'kafkajs';
+import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule } from 'kafka-exactly-once';
-import { StableOffsets } from 'kafka-exactly-once/engine/stable-offsets';
+import { StableOffsets } from 'kafka-exactly-once/kafkajs/stable-offsets';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic } from './support/kafka';
@@ -24,7 +24,7 @@ class NotesHandler {
  * ones and sent their outputs again. StableOffsets asks with require_stable and waits instead.
  */
 describe('library: stable committed offsets', () => {
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   const topic = uniqueTopic('stable-offsets');
   const group = `${topic}.group`;
 

@@ -3,7 +3,7 @@ import { TestingModule } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Kafka, KafkaJSNonRetriableError } from 'kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, SchemaRegistry } from 'kafka-exactly-once';
-import { fixKafkaJs } from 'kafka-exactly-once/kafkajs.fixes';
+import { CorrectedConsumerGroup } from 'kafka-exactly-once/kafkajs/consumer-group';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
@@ -76,17 +76,15 @@ function assignment(moduleRef: TestingModule, topic: string): number[] {
   return engine?.getStatus().assignment[topic] ?? [];
 }
 
-// KafkaJS's consumer group, as the library has corrected it: the test notes when a member leaves and joins the
-// group, and makes the next fetch of one member throw an error KafkaJS does not retry (its consumer crashes).
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as { prototype: Record<string, (this: { memberId?: string | null }, ...args: unknown[]) => Promise<unknown>> };
+// The consumer group of the library's consumers (KafkaJS's, corrected): the test notes when a member leaves and
+// joins the group, and makes the next fetch of one member throw an error KafkaJS does not retry (its consumer crashes).
+const ConsumerGroup = CorrectedConsumerGroup as unknown as { prototype: Record<string, (this: { memberId?: string | null }, ...args: unknown[]) => Promise<unknown>> };
 const members = ['drain-a', 'drain-b', 'drain-c'];
 const memberOf = (memberId?: string | null): string | undefined => members.find((m) => memberId?.startsWith(`${m}-`));
 let crashNext: string | undefined;
 const kafkaJs: Record<'fetch' | 'leave' | 'joinAndSync', (...args: unknown[]) => Promise<unknown>> = {} as never;
 
 function watchConsumerGroups(): void {
-  fixKafkaJs();
   const { prototype } = ConsumerGroup;
   Object.assign(kafkaJs, { fetch: prototype.fetch, leave: prototype.leave, joinAndSync: prototype.joinAndSync });
   prototype.fetch = async function (...args) {

@@ -13,10 +13,10 @@ const { randomUUID } = require('crypto');
 const { Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { TypeOrmModule, getDataSourceToken } = require('@nestjs/typeorm');
-const { Kafka, logLevel } = require('kafkajs');
+const { logLevel } = require('kafkajs');
 const { KafkaExactlyOnceModule, Outbox } = require('../../dist/libs/kafka-exactly-once');
 const { OutboxRelay } = require('../../dist/libs/kafka-exactly-once/outbox/outbox-relay');
-const { fixKafkaJs } = require('../../dist/libs/kafka-exactly-once/kafkajs.fixes');
+const { createKafkaClient } = require('../../dist/libs/kafka-exactly-once/kafkajs');
 const { resolveOutbox } = require('../../dist/libs/kafka-exactly-once/options/resolve-options');
 
 const env = {
@@ -36,7 +36,6 @@ function percentile(sorted, p) {
 }
 
 async function main() {
-  fixKafkaJs();
   const topic = `${env.prefix}payments.requested`;
   const checkpointTopic = `${env.prefix}outbox-checkpoints`;
   const config = {
@@ -71,7 +70,7 @@ async function main() {
   );
   const preloadSeconds = (Date.now() - preloadStarted) / 1000;
 
-  const kafka = new Kafka({ clientId: 'bench-outbox-reader', brokers: env.brokers, logLevel: logLevel.NOTHING });
+  const kafka = createKafkaClient({ clientId: 'bench-outbox-reader', brokers: env.brokers, logLevel: logLevel.NOTHING });
   const pool = dataSource.driver.master;
   // The module's defaults (BENCH_OUTBOX_BATCH and BENCH_OUTBOX_BATCH_BYTES for experiments).
   const batch = (name) => (process.env[name] ? Number(process.env[name]) : undefined);

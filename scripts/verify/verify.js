@@ -31,12 +31,13 @@ const report = require('./report');
 
 const ROOT = join(__dirname, '..', '..');
 
-// The library's fixes of KafkaJS, for this script's own KafkaJS clients too: the request queue (every idle
-// connection polled each millisecond; from Node 24 a TimeoutNegativeWarning) and the read-committed filter,
-// which lets records of aborted transactions through (kafkajs-aborted-transactions.fix.ts). The Java client
-// reads every output topic as well, and a record one reader returns and the other not is a finding.
-const KAFKAJS_FIXES = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs.fixes.js');
-if (existsSync(KAFKAJS_FIXES)) require(KAFKAJS_FIXES).fixKafkaJs();
+// This script's own Kafka client: one the library builds (src/kafkajs/client.ts), KafkaJS's own before the library
+// is built. Its read-committed reads leave out records of aborted transactions, which KafkaJS's own filter lets
+// through (src/kafkajs/aborted-transactions.ts), and its idle connections are not polled each millisecond (from
+// Node 24 a TimeoutNegativeWarning). The Java client reads every output topic as well, and a record one reader
+// returns and the other not is a finding.
+const LIBRARY_KAFKAJS = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs/index.js');
+const kafkaClient = (config) => (existsSync(LIBRARY_KAFKAJS) ? require(LIBRARY_KAFKAJS).createKafkaClient(config) : new Kafka(config));
 const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');
 const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
 const KAFKA_EO_CLI = join(ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js');
@@ -146,7 +147,7 @@ class Stage {
     this.spoolDir = join(this.dir, 'spool');
     this.ackLog = join(this.dir, 'acknowledged.log');
     this.brokers = scenario.brokers ?? run.brokers;
-    this.kafka = new Kafka({ clientId: 'verify', brokers: this.brokers, logLevel: logLevel.NOTHING });
+    this.kafka = kafkaClient({ clientId: 'verify', brokers: this.brokers, logLevel: logLevel.NOTHING });
     this.consumers = [];
     this.loads = [];
     this.cleanup = [];

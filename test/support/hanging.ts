@@ -1,5 +1,6 @@
-import { ConfigResourceTypes, Kafka } from 'kafkajs';
-import { createCluster, sendProduce } from 'kafka-exactly-once/producer/kafkajs-internals';
+import { ConfigResourceTypes } from 'kafkajs';
+import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
+import { createCluster, sendProduce } from 'kafka-exactly-once/kafkajs/producer/kafkajs-internals';
 import { withAdmin } from './kafka';
 
 const VERIFICATION = 'transaction.partition.verification.enable';
@@ -18,7 +19,7 @@ interface RawBroker {
  * the moment of the writes (a dynamic broker setting) and on again after, whatever happens.
  */
 export async function leaveHangingTransaction(
-  kafka: Kafka,
+  kafka: KafkaClient,
   transactionalId: string,
   offsets: { groupId: string; topic: string; partition: number; offset: string } | undefined,
   records: Array<{ topic: string; partition: number; key?: string; value?: string | Buffer; headers?: Record<string, string> }>,

@@ -1,3 +1,4 @@
+import { type Admin, ConfigResourceTypes, type KafkaClient } from './kafkajs';
 import {
   BeforeApplicationShutdown,
   Inject,
@@ -8,7 +9,6 @@ import {
   OnModuleInit,
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import type { DataSource } from 'typeorm';
 import type { DatabasePort } from './database/database.port';
 import { typeormDatabase, type TypeOrmDatabasePort } from './database/typeorm.database';
@@ -19,7 +19,7 @@ import { DeadlineExceeded, withDeadline } from './engine/deadline';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
-import { StableOffsets } from './engine/stable-offsets';
+import { StableOffsets } from './kafkajs';
 import { runInboxMigrations } from './inbox/inbox-migrator';
 import { hardenPool } from './inbox/connection-pool';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
@@ -33,8 +33,8 @@ import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
-import { createProbeClient } from './kafka-probe';
-import { assertKafkaJsFixesInForce } from './kafkajs-fixes-in-force';
+import { createProbeClient } from './kafkajs';
+import { assertKafkaJsFixesInForce } from './kafkajs';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
 
@@ -97,11 +97,11 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     this.markRunning = resolve;
     void this.stopped.then(() => reject(new Error(`the application shut down before the consumer of group ${this.options.groupId} ran`)));
   });
-  private probe?: Kafka;
+  private probe?: KafkaClient;
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
-    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    @Inject(KAFKA_CLIENT) private readonly kafka: KafkaClient,
     private readonly explorer: KafkaExactlyOnceExplorer,
     private readonly registry: SchemaRegistry,
     private readonly moduleRef: ModuleRef,
@@ -129,9 +129,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     this.transport = { owner, name, handlers };
   }
 
-  onModuleInit(): void {
-    // Before anything consumes, relays or publishes (they start at bootstrap): on the client they would all run on.
-    assertKafkaJsFixesInForce(this.kafka);
+  async onModuleInit(): Promise<void> {
     this.explored = true;
     this.handlers = this.explorer.explore(this.transport?.handlers() ?? []);
     for (const [topic, declared] of Object.entries(this.options.topics)) {
@@ -141,6 +139,9 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
         throw new InvalidOptionsError(`topics["${topic}"].schema`, `names "${declared.schema}", and ${where}`);
       }
     }
+    // Before anything consumes, relays or publishes (they start at bootstrap, after every module's init): on the
+    // client they would all run on.
+    await assertKafkaJsFixesInForce(this.kafka);
   }
 
   async onApplicationBootstrap(): Promise<void> {

@@ -1,6 +1,6 @@
+import { logLevel, createKafkaClient } from './kafkajs';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { Kafka, logLevel } from 'kafkajs';
 import { InboxHealthIndicator } from './health/inbox.health-indicator';
 import { PublisherHealthIndicator } from './health/publisher.health-indicator';
 import { OutboxHealthIndicator } from './health/outbox.health-indicator';
@@ -14,8 +14,7 @@ import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
 import { HandlerPipeline } from './handler-pipeline';
 import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
-import { nestLogCreator } from './kafka-logger';
-import { fixKafkaJs } from './kafkajs.fixes';
+import { nestLogCreator } from './kafkajs';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { RegistrySchemas } from './serde/registry-schemas';
@@ -58,10 +57,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
     },
     {
       provide: KAFKA_CLIENT,
-      useFactory: (options: ResolvedOptions) => {
-        fixKafkaJs();
-        return new Kafka({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator });
-      },
+      useFactory: (options: ResolvedOptions) => createKafkaClient({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator }),
       inject: [RESOLVED_OPTIONS],
     },
     {

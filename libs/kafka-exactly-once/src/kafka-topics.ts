@@ -1,4 +1,4 @@
-import type { Admin, ITopicConfig } from 'kafkajs';
+import type { Admin, ITopicConfig } from './kafkajs';
 import { sleep } from './engine/sleep';
 
 /**

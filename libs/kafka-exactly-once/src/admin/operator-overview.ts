@@ -1,5 +1,4 @@
-import type { Admin, Kafka } from 'kafkajs';
-import { AssignerProtocol } from 'kafkajs';
+import { type Admin, type KafkaClient, AssignerProtocol } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
 import type { PartitionHealth } from '../engine/partition-progress';
 import type { RetryTierStatus } from '../engine/exactly-once.consumer';
@@ -76,7 +75,7 @@ export type OverviewCount = 'parkedKeys' | 'parkedRecords' | 'deadLetters' | 're
 /** The parts of the application the overview reads, found by the admin module. */
 export interface OverviewSources {
   lifecycle: KafkaExactlyOnceLifecycle;
-  kafka: Kafka;
+  kafka: KafkaClient;
   sql: SqlClient;
   /** The database's outbox operations (the admin API's own). */
   outbox: OutboxOperations;

@@ -1,6 +1,6 @@
+import type { KafkaClient } from '../kafkajs';
 import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import type { Kafka } from 'kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { InboxHealthIndicator } from '../health/inbox.health-indicator';
 import { KafkaHealthIndicator } from '../health/kafka.health-indicator';
@@ -69,7 +69,7 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
     if (outboxHealth) indicators.outbox = () => outboxHealth.isHealthy('outbox');
     this.overviewReader = new OperatorOverview({
       lifecycle,
-      kafka: this.find<Kafka>(KAFKA_CLIENT)!,
+      kafka: this.find<KafkaClient>(KAFKA_CLIENT)!,
       sql: this.tools().sql,
       outbox: this.tools().outbox,
       publisher,

@@ -1,10 +1,9 @@
-import { Kafka, logLevel } from 'kafkajs';
+import { logLevel, createKafkaClient } from '../kafkajs';
 import { Pool } from 'pg';
 import { parseArgs } from 'util';
 import { OperatorStore, type AuditEntry } from '../admin/operator-store';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { fixKafkaJs } from '../kafkajs.fixes';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { OUTBOX_USAGE, runOutboxCommand } from './outbox.command';
 import { inspectSpool } from '../spool/spool-inspection';
@@ -184,8 +183,7 @@ async function resolveGroup(pool: Pool, flags: Parsed['flags'], env: NodeJS.Proc
 
 /** Why a queued operation may not have run: no member in the group (asked of Kafka; silent if Kafka does not answer). */
 async function consumerHint(env: NodeJS.ProcessEnv, group: string): Promise<string> {
-  fixKafkaJs();
-  const kafka = new Kafka({ clientId: 'kafka-eo-cli', brokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.NOTHING, connectionTimeout: 3000, retry: { retries: 1 } });
+  const kafka = createKafkaClient({ clientId: 'kafka-eo-cli', brokers: (env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.NOTHING, connectionTimeout: 3000, retry: { retries: 1 } });
   const admin = kafka.admin();
   try {
     await admin.connect();

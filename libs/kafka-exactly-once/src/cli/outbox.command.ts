@@ -1,9 +1,8 @@
-import { Kafka, logLevel } from 'kafkajs';
+import { logLevel, createKafkaClient } from '../kafkajs';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { fixKafkaJs } from '../kafkajs.fixes';
-import { assertKafkaJsFixesInForce } from '../kafkajs-fixes-in-force';
-import { nestLogCreator } from '../kafka-logger';
+import { assertKafkaJsFixesInForce } from '../kafkajs';
+import { nestLogCreator } from '../kafkajs';
 import { resolveOutbox } from '../options/resolve-options';
 import { OutboxOperations, type SetAsideEvent } from '../outbox/outbox-operations';
 import { OutboxRelay } from '../outbox/outbox-relay';
@@ -69,9 +68,8 @@ async function relay(ctx: Context): Promise<number> {
   if (!prefix) throw new OperatorRequestError('invalid', "outbox relay needs --prefix P (the application's transactionalIdPrefix) or KAFKA_EO_TRANSACTIONAL_ID_PREFIX", 'prefix');
   const batch = ctx.text('batch-max-records');
   const config = resolveOutbox({ name: ctx.text('name') ?? ctx.env.KAFKA_EO_OUTBOX_NAME, checkpointTopic: ctx.text('checkpoint-topic'), batchMaxRecords: batch === undefined ? undefined : Number(batch) }, prefix);
-  fixKafkaJs();
-  const kafka = new Kafka({ clientId: `kafka-eo-outbox-${config.name}`, brokers: (ctx.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.INFO, logCreator: nestLogCreator });
-  assertKafkaJsFixesInForce(kafka);
+  const kafka = createKafkaClient({ clientId: `kafka-eo-outbox-${config.name}`, brokers: (ctx.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.INFO, logCreator: nestLogCreator });
+  await assertKafkaJsFixesInForce(kafka);
   const relay = new OutboxRelay(kafka, ctx.pool, { ...config, transactionalIdPrefix: prefix, transactionTimeoutMs: 60000, abortHangingTransactions: true });
   relay.start();
   await new Promise<void>((resolve) => {

@@ -1,5 +1,5 @@
+import type { Admin, Consumer, EachBatchPayload, KafkaClient } from '../kafkajs';
 import { Logger } from '@nestjs/common';
-import type { Admin, Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { DatabasePort } from '../database/database.port';
 import { InboxRepository } from '../inbox/inbox.repository';
 import { ParkingRepository } from '../parking/parking.repository';
@@ -17,8 +17,8 @@ import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
-import { StableOffsets, UnstableOffsetsError } from './stable-offsets';
-import { forgottenByCoordinator, HangingTransactions, OpenTransaction } from './hanging-transactions';
+import { StableOffsets, UnstableOffsetsError } from '../kafkajs';
+import { forgottenByCoordinator, HangingTransactions, OpenTransaction } from '../kafkajs';
 import { HangingTransactionError } from '../errors/hanging-transaction.error';
 import { RecordedOutputsRefusedError } from '../errors/recorded-outputs-refused.error';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
@@ -28,7 +28,7 @@ import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, U
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
-import { markBusy, registerDrain } from '../kafkajs-partition-workers.fix';
+import { markBusy, registerDrain } from '../kafkajs';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
@@ -108,7 +108,7 @@ export class ExactlyOnceConsumer {
   readonly joined = new Promise<void>((resolve) => (this.markJoined = resolve));
 
   constructor(
-    private readonly kafka: Kafka,
+    private readonly kafka: KafkaClient,
     private readonly admin: Admin,
     private readonly dataSource: DatabasePort,
     private readonly registry: SchemaRegistry,

@@ -1,4 +1,4 @@
-import type { IHeaders, KafkaMessage, Message } from 'kafkajs';
+import type { IHeaders, KafkaMessage, Message } from '../kafkajs';
 import type { RecordedOutput } from '../inbox/inbox.repository';
 import { fromRecordedOutput, OutputRecord, outputRecordSize } from './output-record';
 

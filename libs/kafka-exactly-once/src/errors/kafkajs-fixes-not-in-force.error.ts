@@ -1,52 +1,52 @@
 import { KafkaExactlyOnceError } from './kafka-exactly-once.error';
 
-/** A KafkaJS package found in the application: where it lies and its version, when they could be read. */
+/** The kafkajs package the library's clients are built on: where it lies and its version, when they could be read. */
 export interface KafkaJsCopy {
-  /** Its folder (the one holding its package.json); undefined when it could not be found among the loaded modules. */
+  /** Its folder (the one holding its package.json). */
   path?: string;
   version?: string;
 }
 
 /** A correction of KafkaJS the library relies on, as named in the error. */
 export interface KafkaJsFixName {
-  /** Its name, as its file is named: `partition-workers` for kafkajs-partition-workers.fix.ts. */
+  /** Its name: `partition-workers`, `aborted-transactions`, `request-queue` (src/kafkajs/README.md). */
   name: string;
   /** What it corrects, in a few words. */
   corrects: string;
 }
 
-const HOW_TO_FIX =
-  'Use one kafkajs 2.2.4 in the application: `npm ls kafkajs` lists its copies, pin "kafkajs": "2.2.4" in package.json ' +
-  '(with an "overrides" entry when another package brings its own), then `npm dedupe` (or reinstall) so that one copy is left.';
-
-const where = (copy: KafkaJsCopy) => `kafkajs ${copy.version ?? '(version unknown)'} at ${copy.path ?? '(a folder not found among the loaded modules)'}`;
+const where = (copy: KafkaJsCopy) => `kafkajs ${copy.version ?? '(version unknown)'} at ${copy.path ?? '(a folder not found)'}`;
+const named = (fixes: readonly KafkaJsFixName[]) => fixes.map((f) => `${f.name} (${f.corrects})`).join('; ');
 
 /**
- * Thrown at boot when the Kafka client the library runs on is not the KafkaJS it corrected, so that its consumers
- * and producers would run without corrections its guarantees rest on (a second copy of kafkajs in the
- * application, a client built from another copy), or when that KafkaJS is another version than 2.2.4, which the
- * corrections are written against. The message names the corrections missing, the copy found and what to do.
+ * Thrown at boot when a correction of KafkaJS the library relies on is not in force on the Kafka client it runs
+ * on, so that its consumers and producers would run without what its guarantees rest on: the client is not one the
+ * library built (a KafkaJS client put in place of the module's, `KAFKA_CLIENT`), the installed kafkajs is another
+ * version than 2.2.4 (the one the corrections are written against), or a correction's check failed on it. The
+ * message names the corrections, the kafkajs found and what to do.
  */
 export class KafkaJsFixesNotInForceError extends KafkaExactlyOnceError {
   readonly retriable = false;
 
   constructor(
-    /** The KafkaJS the client is built from. */
+    /** The kafkajs package the library's clients are built on (the one it resolves). */
     readonly found: KafkaJsCopy,
-    /** The corrections that are not in force on it (empty when only its version is refused). */
+    /** The corrections that are not in force (every one on a client the library did not build). */
     readonly missing: readonly KafkaJsFixName[],
-    /** The KafkaJS the library corrected (the one it resolves itself). */
-    readonly corrected: KafkaJsCopy,
     /** The version the corrections are written against. */
     readonly expectedVersion: string,
+    /** Whether the client is not one the library built. */
+    readonly foreignClient = false,
   ) {
     super(
       found.version !== undefined && found.version !== expectedVersion
-        ? `kafka-exactly-once corrects KafkaJS ${expectedVersion} and runs on no other version, and its Kafka client is built from ${where(found)}. ${HOW_TO_FIX}`
-        : `kafka-exactly-once's corrections of KafkaJS are not in force on the Kafka client it runs on: ${missing.map((f) => `${f.name} (${f.corrects})`).join('; ')}. ` +
-            `That client is built from ${where(found)}, the corrections were applied to ${where(corrected)}` +
-            `${found.path !== undefined && found.path === corrected.path ? '' : ': the application has two copies of KafkaJS'}. ` +
-            `Its consumers would run without them, so the module does not start. ${HOW_TO_FIX}`,
+        ? `kafka-exactly-once builds its Kafka clients from KafkaJS ${expectedVersion} with corrections written against that version, and runs on no other, and this application resolves ${where(found)}. ` +
+            `Install kafkajs ${expectedVersion}: pin "kafkajs": "${expectedVersion}" in package.json (with an "overrides" entry when another package brings its own); \`npm ls kafkajs\` shows what is installed.`
+        : foreignClient
+          ? `kafka-exactly-once runs on Kafka clients it builds itself, with its corrections of KafkaJS (${named(missing)}), and the client it was given is not one of them ` +
+            '(a KafkaJS client put in place of the module\'s own, KAFKA_CLIENT). Its consumers would run without them, so the module does not start: leave KAFKA_CLIENT to the module.'
+          : `kafka-exactly-once's corrections of KafkaJS are not in force on the Kafka client it built: ${named(missing)} (on ${where(found)}). ` +
+            `Its consumers would run without them, so the module does not start. Reinstall kafkajs ${expectedVersion} unchanged (\`npm ls kafkajs\`, then \`npm ci\`).`,
     );
   }
 }

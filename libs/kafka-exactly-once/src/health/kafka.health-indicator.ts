@@ -1,7 +1,7 @@
+import type { KafkaClient } from '../kafkajs';
 import { Inject, Injectable } from '@nestjs/common';
-import type { Kafka } from 'kafkajs';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
-import { createProbeClient } from '../kafka-probe';
+import { createProbeClient } from '../kafkajs';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { withDeadline } from '../engine/deadline';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
@@ -28,7 +28,7 @@ export interface KafkaHealthOptions extends HealthCheckOptions {
  */
 @Injectable()
 export class KafkaHealthIndicator {
-  private readonly probe: Kafka;
+  private readonly probe: KafkaClient;
 
   constructor(
     @Inject(RESOLVED_OPTIONS) options: ResolvedOptions,

@@ -1,12 +1,12 @@
-import type { Kafka, Message } from 'kafkajs';
+import type { KafkaClient, Message } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
 import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
-import { forgottenByCoordinator, HangingTransactions } from '../engine/hanging-transactions';
-import { partitionOf } from '../producer/checked-producer';
-import { ClusterClient, type KafkaJsBroker } from '../producer/kafkajs-internals';
+import { forgottenByCoordinator, HangingTransactions } from '../kafkajs';
+import { partitionOf } from '../kafkajs';
+import { ClusterClient, type KafkaJsBroker } from '../kafkajs';
 
 /** Isolation levels of Fetch and ListOffsets. */
 const READ_UNCOMMITTED = 0;
@@ -59,7 +59,7 @@ export class OutboxCheckpoints extends ClusterClient {
   private readonly heldSince = new Map<string, number>();
 
   constructor(
-    private readonly kafka: Kafka,
+    private readonly kafka: KafkaClient,
     private readonly topic: string,
     /** Told which transaction holds the checkpoint partition's last stable offset, once a read has waited on it. */
     private readonly warn: (message: string) => void = () => undefined,

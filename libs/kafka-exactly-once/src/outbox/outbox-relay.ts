@@ -1,5 +1,5 @@
+import type { KafkaClient, Message, RetryOptions } from '../kafkajs';
 import { Logger } from '@nestjs/common';
-import type { Kafka, Message, RetryOptions } from 'kafkajs';
 import { withDeadline } from '../engine/deadline';
 import { FaultInjector } from '../engine/fault-injector';
 import { wakeableSleep } from '../engine/sleep';
@@ -8,7 +8,7 @@ import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { OUTBOX_CHANNEL, OUTBOX_RELAY_LOCK, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { CheckedProducer } from '../producer/checked-producer';
+import { CheckedProducer } from '../kafkajs';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { transactionalRetry } from '../transaction/partition-producer';
 import { outboxTransactionalId } from '../transaction/transactional-ids';
@@ -119,7 +119,7 @@ export class OutboxRelay {
   private readonly current: OutboxRelayStatus = { state: 'stopped', relayedBatch: '0', relayed: 0, setAside: 0 };
 
   constructor(
-    private readonly kafka: Kafka,
+    private readonly kafka: KafkaClient,
     private readonly pool: PgPool,
     private readonly config: OutboxRelayConfig,
     private readonly metrics?: KafkaExactlyOnceMetrics,
@@ -408,12 +408,12 @@ export class OutboxRelay {
       }
       this.current.setAside += 1;
       this.metrics?.outboxSetAside(topic, 1);
-      this.logger.error(`outbox relay ${this.config.name}: Kafka refused event ${suspects[0].id} (position ${suspects[0].position}) for topic ${topic} for good (${reason}); it is set aside in ${OUTBOX_SET_ASIDE_TABLE}, the others move on (kafka-eo outbox list | retry | discard)`);
+      this.logger.error(`outbox relay ${this.config.name}: KafkaClient refused event ${suspects[0].id} (position ${suspects[0].position}) for topic ${topic} for good (${reason}); it is set aside in ${OUTBOX_SET_ASIDE_TABLE}, the others move on (kafka-eo outbox list | retry | discard)`);
       return;
     }
     this.isolateUntil = suspects.reduce((max, r) => (BigInt(r.position) > max ? BigInt(r.position) : max), 0n);
     await this.sql(`UPDATE ${OUTBOX_TABLE} SET batch = NULL WHERE batch > $1`, [relayed.toString()]);
-    this.logger.warn(`outbox relay ${this.config.name}: Kafka refused a record of batch ${batch} for topic ${topic} for good (${reason}); sending its events one per batch to find it`);
+    this.logger.warn(`outbox relay ${this.config.name}: KafkaClient refused a record of batch ${batch} for topic ${topic} for good (${reason}); sending its events one per batch to find it`);
   }
 
   /** Counts the waiting events now and then, for health and metrics. */

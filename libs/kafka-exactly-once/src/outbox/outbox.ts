@@ -1,5 +1,5 @@
+import type { KafkaClient } from '../kafkajs';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
-import type { Kafka } from 'kafkajs';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { uuidv7 } from '../engine/message-ids';
 import { OutboxWriteError } from '../errors/outbox-write.error';
@@ -67,7 +67,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
-    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    @Inject(KAFKA_CLIENT) private readonly kafka: KafkaClient,
     private readonly registry: SchemaRegistry,
     private readonly lifecycle: KafkaExactlyOnceLifecycle,
     private readonly metrics: KafkaExactlyOnceMetrics,
@@ -80,7 +80,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     if (this.options.inbox.runMigrations) await runInboxMigrations(database);
     this.ready = true;
     this.topics = new TopicInspector(this.kafka, { lookupTimeoutMs: 5000 });
-    // Learn the declared topics' size limits in the background: Kafka may be down at boot, writes go on.
+    // Learn the declared topics' size limits in the background: KafkaClient may be down at boot, writes go on.
     for (const topic of Object.keys(this.options.topics)) void this.topics.get(`${this.options.topicPrefix}${topic}`, 0);
     if (config.relay) {
       const pool = database.pgPool() as PgPool | undefined;

@@ -1,7 +1,7 @@
+import type { KafkaClient } from '../kafkajs';
 import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/output-record';
 import { Logger } from '@nestjs/common';
-import type { Kafka } from 'kafkajs';
-import type { CheckedTransaction } from '../producer/checked-producer';
+import type { CheckedTransaction } from '../kafkajs';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
 import { queryWithin, releaseClean } from '../engine/clean-release';
@@ -26,7 +26,7 @@ import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.trac
 import { PartitionProducer } from '../transaction/partition-producer';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { legacyTransactionalIds, replayTransactionalId } from '../transaction/transactional-ids';
-import { StableOffsets } from '../engine/stable-offsets';
+import { StableOffsets } from '../kafkajs';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
 const OPERATIONS_LOCK = 736_421_191;
@@ -104,7 +104,7 @@ export class ReplayWorker {
   private producerReady = false;
 
   constructor(
-    kafka: Kafka,
+    kafka: KafkaClient,
     private readonly dataSource: DatabasePort,
     private readonly registry: SchemaRegistry,
     private readonly options: ResolvedOptions,

@@ -1,6 +1,6 @@
+import type { KafkaClient, Message } from '../kafkajs';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
-import type { Kafka, Message } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { uuidv7 } from '../engine/message-ids';
 import { InvalidPublishOptionsError } from '../errors/invalid-publish-options.error';
@@ -24,9 +24,9 @@ import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from '../errors/kafka-authentication.error';
 import { TopicFacts, TopicInspector } from './topic-inspector';
-import { CheckedProducer, CheckedProducerOptions, fenceTransactionalId } from '../producer/checked-producer';
+import { CheckedProducer, CheckedProducerOptions, fenceTransactionalId } from '../kafkajs';
 import { legacyTransactionalIds, publisherTransactionalId } from '../transaction/transactional-ids';
-import type { Placement } from '../producer/produce-call';
+import type { Placement } from '../kafkajs';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 
 /** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */
@@ -106,7 +106,7 @@ export class EventPublisher implements OnApplicationBootstrap, BeforeApplication
 
   constructor(
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedOptions,
-    @Inject(KAFKA_CLIENT) private readonly kafka: Kafka,
+    @Inject(KAFKA_CLIENT) private readonly kafka: KafkaClient,
     private readonly registry: SchemaRegistry,
     private readonly metrics: KafkaExactlyOnceMetrics,
     private readonly tracing: KafkaExactlyOnceTracing,

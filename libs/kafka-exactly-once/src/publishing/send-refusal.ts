@@ -1,4 +1,4 @@
-import { UNENCODABLE_RECORD } from '../producer/produce-encoding';
+import { UNENCODABLE_RECORD } from '../kafkajs';
 
 export { UNENCODABLE_RECORD };
 

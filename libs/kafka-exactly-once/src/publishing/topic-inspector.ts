@@ -1,5 +1,5 @@
+import { type Admin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
 import { Logger } from '@nestjs/common';
-import { Admin, ConfigResourceTypes, Kafka } from 'kafkajs';
 import { sleep } from '../engine/sleep';
 import { withDeadline } from '../engine/deadline';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './record-size';
@@ -34,7 +34,7 @@ export class TopicInspector {
   private readonly failedAt = new Map<string, number>();
 
   constructor(
-    private readonly kafka: Kafka,
+    private readonly kafka: KafkaClient,
     private readonly options: TopicInspectorOptions,
   ) {}
 

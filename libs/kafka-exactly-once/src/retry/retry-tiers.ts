@@ -1,4 +1,4 @@
-import type { IHeaders } from 'kafkajs';
+import type { IHeaders } from '../kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { RetryTopicsOptions } from '../interfaces/kafka-exactly-once-options.interface';
 import type { RecordedFailure } from '../inbox/inbox.repository';

@@ -1,7 +1,6 @@
+import { logLevel, createKafkaClient } from '../kafkajs';
 import { randomBytes } from 'crypto';
-import { Kafka, logLevel } from 'kafkajs';
 import { createTopicsAndWait } from '../kafka-topics';
-import { fixKafkaJs } from '../kafkajs.fixes';
 
 export interface TestTopic {
   topic: string;
@@ -22,8 +21,7 @@ export function uniqueTopicName(prefix = 'test'): string {
  * partition has a leader: the library refuses to start while an input or output topic is missing.
  */
 export async function createTestTopics(brokers: string[], topics: Array<string | TestTopic>): Promise<void> {
-  fixKafkaJs(); // its clients are KafkaJS clients of the application's process, as the module's are
-  const admin = new Kafka({ clientId: 'kafka-exactly-once-testing', brokers, logLevel: logLevel.NOTHING }).admin();
+  const admin = createKafkaClient({ clientId: 'kafka-exactly-once-testing', brokers, logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {
     const wanted = topics.map((t) => (typeof t === 'string' ? { topic: t } : t));

@@ -2,7 +2,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
-import { createProbeClient } from '../kafka-probe';
+import { createProbeClient } from '../kafkajs';
 import type { ResolvedOptions } from '../options/resolved-options';
 
 export interface CommittedRecord {

@@ -1,6 +1,6 @@
+import type { KafkaClient, RetryOptions } from '../kafkajs';
 import { Logger } from '@nestjs/common';
-import type { Kafka, RetryOptions } from 'kafkajs';
-import { CheckedProducer, CheckedTransaction, fenceTransactionalId } from '../producer/checked-producer';
+import { CheckedProducer, CheckedTransaction, fenceTransactionalId } from '../kafkajs';
 
 /**
  * The retries of a transactional producer: from 20 ms unless the application set its own first wait. Right
@@ -28,7 +28,7 @@ export class PartitionProducer {
   private legacyFenced = false;
 
   constructor(
-    private readonly kafka: Kafka,
+    private readonly kafka: KafkaClient,
     readonly transactionalId: string,
     private readonly transactionTimeoutMs: number,
     /** The application's `kafka.retry`, if any. */

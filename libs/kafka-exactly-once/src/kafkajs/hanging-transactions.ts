@@ -1,4 +1,4 @@
-import { ClusterClient, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
+import { ClusterClient, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');

@@ -1,16 +1,17 @@
-import { Kafka, logLevel } from 'kafkajs';
-import { nestLogCreator } from './kafka-logger';
-import type { ResolvedOptions } from './options/resolved-options';
+import { logLevel } from 'kafkajs';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { createKafkaClient, type KafkaClient } from './client';
+import { nestLogCreator } from './logger';
 
 /**
- * A KafkaJS client for one-shot questions to the brokers (is Kafka there, do the topics exist), on the
+ * A Kafka client of the library (client.ts) for one-shot questions to the brokers (is Kafka there, do the topics exist), on the
  * application's connection options but with short retries: an admin's own `retry` does not reach its
  * connection, so with the application's client a cluster that is away holds each question for the whole retry
  * schedule (about 10 s with KafkaJS's defaults). It still tries another bootstrap broker when one is down
  * (each retry picks one), within about a second. Whoever asks decides when to ask again.
  */
-export function createProbeClient(options: ResolvedOptions): Kafka {
+export function createProbeClient(options: ResolvedOptions): KafkaClient {
   const brokers = Array.isArray(options.kafka.brokers) ? options.kafka.brokers.length : 2;
   const retry = { ...options.kafka.retry, retries: Math.min(5, Math.max(1, brokers)), initialRetryTime: 100, maxRetryTime: 1000 };
-  return new Kafka({ ...options.kafka, retry, logLevel: logLevel.INFO, logCreator: nestLogCreator });
+  return createKafkaClient({ ...options.kafka, retry, logLevel: logLevel.INFO, logCreator: nestLogCreator });
 }

@@ -1,5 +1,5 @@
-import { ClusterClient, ProtocolRequest, sendRequest } from '../producer/kafkajs-internals';
-import { isRebalanceError, sleep } from './sleep';
+import { ClusterClient, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
+import { isRebalanceError, sleep } from '../engine/sleep';
 
 // NOTE: KafkaJS 2.2.4 speaks OffsetFetch up to v4, which returns the last *stable* committed offset and says
 // nothing of offsets a transaction committed a moment ago whose marker the group coordinator has not applied yet

@@ -1,5 +1,5 @@
 import type { Message, PartitionMetadata, RetryOptions } from 'kafkajs';
-import { ProduceIncompleteError, WrittenRecord } from '../errors/produce-incomplete.error';
+import { ProduceIncompleteError, WrittenRecord } from '../../errors/produce-incomplete.error';
 import type { EosManager, KafkaJsBroker, KafkaJsCluster, ProduceAnswer, ProduceArgs } from './kafkajs-internals';
 
 export interface TopicMessages {

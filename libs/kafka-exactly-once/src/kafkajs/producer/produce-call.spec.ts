@@ -1,5 +1,5 @@
 import { Message, PartitionMetadata, Partitioners } from 'kafkajs';
-import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
+import { ProduceIncompleteError } from '../../errors/produce-incomplete.error';
 import { CheckedProducer, partitionOf } from './checked-producer';
 import type { ProduceAnswer, ProduceArgs } from './kafkajs-internals';
 import { ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';

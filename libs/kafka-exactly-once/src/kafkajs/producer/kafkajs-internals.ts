@@ -1,4 +1,5 @@
-import type { Kafka, Message, PartitionMetadata } from 'kafkajs';
+import type { Message, PartitionMetadata } from 'kafkajs';
+import type { KafkaClient } from '../client';
 import { encodeProduceBody } from './produce-encoding';
 
 /**
@@ -126,11 +127,10 @@ export function privateSymbol(target: object, description: string): symbol {
   throw new Error(`kafkajs internals changed (${description} not found): kafka-exactly-once needs kafkajs ${KAFKAJS_VERSION}`);
 }
 
-/** A cluster of the application's Kafka client (its brokers, TLS, SASL, socket factory and retry options). */
-export function createCluster(kafka: Kafka, options: { allowAutoTopicCreation?: boolean; maxInFlightRequests?: number; metadataMaxAge?: number } = {}): KafkaJsCluster {
+/** A cluster of the library's Kafka client (its brokers, TLS, SASL, socket factory and retry options), corrected as its consumers' are. */
+export function createCluster(kafka: KafkaClient, options: { allowAutoTopicCreation?: boolean; maxInFlightRequests?: number; metadataMaxAge?: number } = {}): KafkaJsCluster {
   kafkaJs();
-  const create = privateSymbol(kafka, 'private:Kafka:createCluster');
-  return (kafka as unknown as Record<symbol, (args: object) => KafkaJsCluster>)[create]({ metadataMaxAge: 300000, allowAutoTopicCreation: false, ...options });
+  return kafka.createCluster({ metadataMaxAge: 300000, allowAutoTopicCreation: false, ...options }) as KafkaJsCluster;
 }
 
 /** Sends a protocol request on a broker's connection, as the broker's own methods do. */
@@ -178,7 +178,7 @@ export function murmur2(bytes: Buffer | string): number {
 }
 
 /**
- * A client of the library's own on the application's Kafka client: KafkaJS's cluster (brokers, TLS, SASL),
+ * A client of the library's own on its Kafka client: KafkaJS's cluster (brokers, TLS, SASL),
  * connected on first use and again after a failure, for requests KafkaJS has no method for.
  */
 export abstract class ClusterClient {
@@ -187,7 +187,7 @@ export abstract class ClusterClient {
   /** Whether the cluster was ever asked to connect: its sockets are closed at disconnect, whatever happened since. */
   private used = false;
 
-  constructor(kafka: Kafka) {
+  constructor(kafka: KafkaClient) {
     this.cluster = createCluster(kafka);
   }
 

@@ -1,4 +1,4 @@
-import { dropAbortedRecords, FetchedPartition, FetchedRecord, fixKafkaJsAbortedTransactions } from './kafkajs-aborted-transactions.fix';
+import { dropAbortedRecords, FetchedPartition, FetchedRecord, filterAbortedTransactions, filtersAbortedTransactions } from './aborted-transactions';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const filterAbortedMessages = require('kafkajs/src/consumer/filterAbortedMessages');
@@ -60,13 +60,19 @@ describe('the read-committed filter of aborted transactions', () => {
     expect(delivered(partition.messages)).toEqual(['0', '2']);
   });
 
-  it("wraps each Fetch response decoder KafkaJS speaks once, however often it is applied", () => {
-    fixKafkaJsAbortedTransactions();
+  it("filters what one broker's fetch answers, once however often it is applied, and leaves KafkaJS's Broker class as it is", async () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const v11 = require('kafkajs/src/protocol/requests/fetch/v11/response');
-    const wrapped = v11.decode;
-    fixKafkaJsAbortedTransactions();
-    expect(v11.decode).toBe(wrapped);
-    expect(v11[Symbol.for('kafka-exactly-once:aborted-transactions-fix')]).toBe(true);
+    const Broker = require('kafkajs/src/broker');
+    const stockFetch = Broker.prototype.fetch;
+    const broker = { fetch: jest.fn(async (_request: object) => ({ responses: [{ topicName: 't', partitions: [overlapping()] }] })) };
+    filterAbortedTransactions(broker);
+    const wrapped = broker.fetch;
+    filterAbortedTransactions(broker);
+    expect(broker.fetch).toBe(wrapped);
+    expect(filtersAbortedTransactions(broker)).toBe(true);
+    const answer = (await broker.fetch({})) as { responses: Array<{ partitions: FetchedPartition[] }> };
+    expect(delivered(answer.responses[0].partitions[0].messages)).toEqual(['4']);
+    expect(Broker.prototype.fetch).toBe(stockFetch);
+    expect(filtersAbortedTransactions(Object.create(Broker.prototype))).toBe(false);
   });
 });

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { logLevel } from 'kafkajs';
-import { nestLogCreator } from './kafka-logger';
+import { nestLogCreator } from './logger';
 
 describe('nestLogCreator', () => {
   const spies = () => ({

@@ -1,6 +1,4 @@
-const APPLIED = Symbol.for('kafka-exactly-once:aborted-transactions-fix');
-/** Left on what this fix corrected (KafkaJS's Fetch response modules, v4 to v11): the boot looks for it on its client's own KafkaJS (kafkajs-fixes-in-force.ts). */
-export const ABORTED_TRANSACTIONS_FIX_MARK = APPLIED;
+const FILTERED = Symbol('kafka-exactly-once:aborted-transactions-filtered');
 
 /** One record as KafkaJS's fetch decoder returns it (src/protocol/recordBatch/record/v0/decoder.js). */
 export interface FetchedRecord {
@@ -53,29 +51,34 @@ function compare(a: string, b: string): number {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
+/** What the correction reads and changes of one KafkaJS Broker (src/broker/index.js). */
+export interface FetchingBroker {
+  fetch(request: object): Promise<unknown>;
+  [FILTERED]?: true;
+}
+
 /**
  * NOTE: KafkaJS 2.2.4 (src/consumer/filterAbortedMessages.js) hands read-committed consumers records of aborted
  * transactions. It takes the fetch response's aborted transactions in the order the broker lists them (by abort
  * marker, not by first offset) and looks only at the first one left at each record: when two producers' aborted
  * transactions overlap on a partition and the one that began first aborted last, its records are delivered (two
  * transactional producers, A then B writing, B then A aborting, is enough; `library.aborted-transactions` shows
- * it). Every handler of the library, and any read-committed KafkaJS consumer of the process, would then take
- * rolled-back events for real ones. No upstream issue found; Kafka's own client orders them by first offset
- * (clients/.../consumer/internals/CompletedFetch.java). This filters each Fetch answer as it is decoded (the
- * response modules of the versions KafkaJS speaks, v4 to v11) and leaves KafkaJS's filter nothing to do. Applied
- * once per process, to the KafkaJS the application resolves.
+ * it). Every handler of the library would then take rolled-back events for real ones. No upstream issue found;
+ * Kafka's own client orders them by first offset (clients/.../consumer/internals/CompletedFetch.java). This
+ * filters each Fetch answer of `broker` before KafkaJS's consumer group reads it (dropAbortedRecords), and leaves
+ * KafkaJS's filter nothing to do. Set on the broker itself (an own property), for the brokers of the clusters the
+ * library builds (cluster.ts): KafkaJS's modules, and the application's own clients, are left as they are.
  */
-export function fixKafkaJsAbortedTransactions(): void {
-  for (let version = 4; version <= 11; version++) {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const response = require(`kafkajs/src/protocol/requests/fetch/v${version}/response`) as { decode: (raw: Buffer) => Promise<unknown>; [APPLIED]?: true };
-    if (response[APPLIED] || typeof response.decode !== 'function') continue;
-    const decode = response.decode;
-    response.decode = async (raw: Buffer) => {
-      const data = (await decode(raw)) as { responses?: Array<{ partitions?: FetchedPartition[] }> };
-      for (const topic of data?.responses ?? []) for (const partition of topic.partitions ?? []) dropAbortedRecords(partition);
-      return data;
-    };
-    response[APPLIED] = true;
-  }
+export function filterAbortedTransactions(broker: FetchingBroker): void {
+  if (broker[FILTERED]) return;
+  const fetch = broker.fetch;
+  broker.fetch = async function (this: FetchingBroker, request: object) {
+    const data = (await fetch.call(this, request)) as { responses?: Array<{ partitions?: FetchedPartition[] }> };
+    for (const topic of data?.responses ?? []) for (const partition of topic.partitions ?? []) dropAbortedRecords(partition);
+    return data;
+  };
+  broker[FILTERED] = true;
 }
+
+/** Whether `broker` carries the correction (the boot's check, corrections-in-force.ts). */
+export const filtersAbortedTransactions = (broker: unknown): boolean => typeof broker === 'object' && broker !== null && (broker as FetchingBroker)[FILTERED] === true;

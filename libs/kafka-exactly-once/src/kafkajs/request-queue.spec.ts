@@ -1,4 +1,4 @@
-import { fixKafkaJsRequestQueue } from './kafkajs-request-queue.fix';
+import { isQuiet, quietRequestQueue } from './request-queue';
 
 // KafkaJS's own RequestQueue, without a socket: what the fix changes is when it arms its timer.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -8,8 +8,12 @@ const logger = { debug: () => undefined, info: () => undefined, warn: () => unde
 
 const queues: Array<{ destroy(): void }> = [];
 
-function newQueue() {
+function newQueue({ quiet = true } = {}) {
   const queue = new RequestQueue({ maxInFlightRequests: 1, requestTimeout: 30000, enforceRequestTimeout: false, clientId: 'spec', broker: 'spec:9092', logger });
+  if (quiet) {
+    quietRequestQueue(queue);
+    quietRequestQueue(queue); // applying twice wraps once
+  }
   queues.push(queue);
   return queue;
 }
@@ -18,12 +22,7 @@ function queuedRequest(correlationId: number) {
   return { correlationId, expectResponse: false, pendingDuration: 0, send: jest.fn(), completed: jest.fn() };
 }
 
-describe('fixKafkaJsRequestQueue', () => {
-  beforeAll(() => {
-    fixKafkaJsRequestQueue();
-    fixKafkaJsRequestQueue(); // applying twice wraps once
-  });
-
+describe('quietRequestQueue', () => {
   afterEach(() => queues.splice(0).forEach((queue) => queue.destroy()));
 
   it('arms no timer when nothing is queued and the connection is not throttled (stock KafkaJS polls every millisecond)', () => {
@@ -51,5 +50,16 @@ describe('fixKafkaJsRequestQueue', () => {
     queue.throttledUntil = Date.now() + 1000;
     queue.scheduleCheckPendingRequests();
     expect(queue.throttleCheckTimeoutId).not.toBeNull();
+  });
+
+  it("changes the queue it is given and no other: KafkaJS's RequestQueue class stays stock", () => {
+    const stock = RequestQueue.prototype.scheduleCheckPendingRequests;
+    const quiet = newQueue();
+    const other = newQueue({ quiet: false });
+    expect(isQuiet(quiet)).toBe(true);
+    expect(isQuiet(other)).toBe(false);
+    expect(RequestQueue.prototype.scheduleCheckPendingRequests).toBe(stock);
+    other.checkPendingRequests();
+    expect(other.throttleCheckTimeoutId).not.toBeNull(); // KafkaJS's own: it polls with nothing queued
   });
 });

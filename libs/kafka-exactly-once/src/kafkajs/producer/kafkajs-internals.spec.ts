@@ -1,4 +1,5 @@
-import { Kafka, logLevel } from 'kafkajs';
+import { logLevel } from 'kafkajs';
+import { createKafkaClient } from '../client';
 import { CheckedProducer } from './checked-producer';
 import { KafkaJsBroker, ProtocolRequest, sendProduce } from './kafkajs-internals';
 
@@ -8,8 +9,8 @@ const Encoder = require('kafkajs/src/protocol/encoder');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 describe('KafkaJS internals the producer drives (kafkajs is pinned; these fail if they move)', () => {
-  it('builds a producer on the application client: its cluster and eosManager', () => {
-    const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: logLevel.NOTHING });
+  it("builds a producer on the library's client: its cluster and eosManager", () => {
+    const kafka = createKafkaClient({ brokers: ['127.0.0.1:1'], logLevel: logLevel.NOTHING });
     expect(() => new CheckedProducer(kafka)).not.toThrow();
     expect(() => new CheckedProducer(kafka, { transactionalId: 'x' })).not.toThrow();
   });

@@ -1,4 +1,4 @@
-import { BUSY_FETCH_WAIT_MS, fixKafkaJsPartitionWorkers, markBusy, registerDrain } from './kafkajs-partition-workers.fix';
+import { BUSY_FETCH_WAIT_MS, CorrectedConsumerGroup, markBusy, registerDrain } from './consumer-group';
 
 // KafkaJS's own ConsumerGroup and SubscriptionState, without a cluster: what the fix changes is whether and how
 // long a fetch waits before it goes to the broker.
@@ -12,8 +12,8 @@ const SeekOffsets = require('kafkajs/src/consumer/seekOffsets');
 const logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** A ConsumerGroup of `groupId` assigned partitions 0 and 1 of `t`, both led by broker 1; its broker fetch records the wait it was given. */
-function group(groupId: string) {
-  const g = Object.create(ConsumerGroup.prototype);
+function group(groupId: string, base: { prototype: object } = CorrectedConsumerGroup) {
+  const g = Object.create(base.prototype);
   Object.assign(g, { groupId, maxWaitTime: 300, logger, subscriptionState: new SubscriptionState(), seekOffset: new SeekOffsets(), brokerWaits: [] as number[] });
   g.subscriptionState.assign([{ topic: 't', partitions: [0, 1] }]);
   g.filterPartitionsByNode = (_nodeId: number, tps: unknown) => tps;
@@ -28,10 +28,13 @@ function group(groupId: string) {
   return g;
 }
 
-describe('fixKafkaJsPartitionWorkers', () => {
-  beforeAll(() => {
-    fixKafkaJsPartitionWorkers();
-    fixKafkaJsPartitionWorkers(); // applying twice wraps once
+describe('CorrectedConsumerGroup', () => {
+  it("leaves KafkaJS's ConsumerGroup as it is: its fetch with every partition paused goes to the broker", async () => {
+    expect(Object.getPrototypeOf(CorrectedConsumerGroup.prototype)).toBe(ConsumerGroup.prototype);
+    const g = group('stock', ConsumerGroup);
+    g.pause([{ topic: 't', partitions: [0, 1] }]);
+    await g.fetch(1);
+    expect(g.brokerWaits).toEqual([300]);
   });
 
   it('goes to the broker with the long poll while some partition is active and none is busy', async () => {

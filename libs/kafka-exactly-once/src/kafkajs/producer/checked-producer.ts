@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
-import type { Kafka, Message, PartitionMetadata, RetryOptions } from 'kafkajs';
-import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
-import { sleep } from '../engine/sleep';
+import type { Message, PartitionMetadata, RetryOptions } from 'kafkajs';
+import type { KafkaClient } from '../client';
+import { ProduceIncompleteError } from '../../errors/produce-incomplete.error';
+import { sleep } from '../../engine/sleep';
 import { cacheCoordinators } from './coordinator-cache';
 import { createCluster, createEosManager, EosManager, KafkaJsCluster, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
 import { Placement, ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
@@ -58,7 +59,7 @@ export class CheckedProducer {
   private readonly sendProduce: ProduceCallDeps['produce'];
 
   constructor(
-    kafka: Kafka,
+    kafka: KafkaClient,
     private readonly options: CheckedProducerOptions = {},
     seams: ProducerSeams = {},
   ) {
@@ -272,7 +273,7 @@ export class CheckedTransaction {
  * Runs InitProducerId for a transactional id and lets it go: a producer still using it (a stalled instance) is
  * fenced, and the transaction it left open is aborted (or completed, if its commit was decided).
  */
-export async function fenceTransactionalId(kafka: Kafka, transactionalId: string, options: Omit<CheckedProducerOptions, 'transactionalId'> = {}): Promise<void> {
+export async function fenceTransactionalId(kafka: KafkaClient, transactionalId: string, options: Omit<CheckedProducerOptions, 'transactionalId'> = {}): Promise<void> {
   const producer = new CheckedProducer(kafka, { ...options, transactionalId });
   try {
     await producer.connect();

@@ -1,6 +1,3 @@
-const APPLIED = Symbol.for('kafka-exactly-once:partition-workers-fix');
-/** Left on what this fix corrected (KafkaJS's ConsumerGroup.prototype): the boot looks for it on its client's own KafkaJS (kafkajs-fixes-in-force.ts). */
-export const PARTITION_WORKERS_FIX_MARK = APPLIED;
 const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
 const MAX_WAIT = Symbol('kafka-exactly-once:max-wait');
 
@@ -66,10 +63,16 @@ interface ConsumerGroupInternals {
   [WAITERS]?: Set<() => void>;
 }
 
+
+/** KafkaJS 2.2.4's ConsumerGroup (src/consumer/consumerGroup.js), the class CorrectedConsumerGroup extends. */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const KafkaJsConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as new (options: object) => ConsumerGroupInternals;
+
 /**
  * NOTE: the library hands each fetched batch to its partition's worker and pauses the partition while it runs
  * (ExactlyOnceConsumer.onBatch), where KafkaJS 2.2.4 runs batches inside its fetch loop and fetches again only
- * when all of them are done. Three changes to KafkaJS's consumer group make that work:
+ * when all of them are done. This subclass of KafkaJS's ConsumerGroup, the group of the consumers the library's
+ * client creates (vendor/consumer.cjs), makes three changes that make that work:
  *
  * Before it joins or rejoins the group, and before it leaves it, it waits for the drains registered for its group
  * (registerDrain): the workers end their units of work, so that a rebalance still waits for them as it waits for
@@ -81,38 +84,31 @@ interface ConsumerGroupInternals {
  * default) in KafkaJS, and a partition resumed during that sleep waits for it. Here it waits until a partition is
  * resumed or `maxWaitTime` passes (the runner heartbeats after an empty fetch either way), then returns nothing,
  * so that the runner's next fetch includes the resumed partition. With a seek pending it is KafkaJS's fetch that
- * runs: it carries the seek out first (KafkaJS's admin `setOffsets` commits that way, every partition paused).
+ * runs: it carries the seek out first.
  *
  * A fetch that does go to the broker (other partitions are active: a retry tier, a quiet topic) is held there up
  * to `maxWaitTime` when none of them has records, and a partition resumed meanwhile waits for it (one fetch per
  * broker at a time): while some partition of the group that the broker leads is busy (markBusy), the broker
- * holds a fetch at most BUSY_FETCH_WAIT_MS. An idle consumer, or one whose partitions are paused for a backoff or a retry tier's due
- * time, keeps the long poll.
+ * holds a fetch at most BUSY_FETCH_WAIT_MS. An idle consumer, or one whose partitions are paused for a backoff or
+ * a retry tier's due time, keeps the long poll.
  *
- * Applied once per process, to the KafkaJS the application resolves (a peer dependency).
+ * The application's own KafkaJS consumers run KafkaJS's ConsumerGroup, unchanged.
  */
-export function fixKafkaJsPartitionWorkers(): void {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const ConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as { prototype: ConsumerGroupInternals & { [APPLIED]?: true } };
-  const prototype = ConsumerGroup.prototype;
-  const patched = [prototype.fetch, prototype.resume, prototype.joinAndSync, prototype.leave];
-  if (prototype[APPLIED] || patched.some((method) => typeof method !== 'function')) return;
-  const fetch = prototype.fetch;
-  const resume = prototype.resume;
-  const joinAndSync = prototype.joinAndSync;
-  const leave = prototype.leave;
-  prototype.joinAndSync = async function (this: ConsumerGroupInternals) {
+export class CorrectedConsumerGroup extends KafkaJsConsumerGroup {
+  override async joinAndSync(): Promise<void> {
     const waiting = drains.get(this.groupId);
     if (waiting) await Promise.all([...waiting].map((drain) => drain()));
-    return joinAndSync.call(this);
-  };
-  prototype.leave = async function (this: ConsumerGroupInternals) {
+    return super.joinAndSync();
+  }
+
+  override async leave(): Promise<void> {
     // Without a member id KafkaJS sends no LeaveGroup (it never joined): there is nothing to wait for either.
     const waiting = this.memberId ? drains.get(this.groupId) : undefined;
     if (waiting) await Promise.all([...waiting].map((drain) => drain(this.memberId!)));
-    return leave.call(this);
-  };
-  prototype.fetch = async function (this: ConsumerGroupInternals, nodeId: number) {
+    return super.leave();
+  }
+
+  override async fetch(nodeId: number): Promise<unknown[]> {
     const maxWait = (this[MAX_WAIT] ??= this.maxWaitTime);
     let state: { busy: boolean; allPaused: boolean };
     try {
@@ -122,8 +118,8 @@ export function fixKafkaJsPartitionWorkers(): void {
       state = { busy: false, allPaused: false };
     }
     this.maxWaitTime = state.busy ? Math.min(BUSY_FETCH_WAIT_MS, maxWait) : maxWait;
-    // A seek is carried out (committed, for KafkaJS's admin setOffsets, which pauses every partition) by the fetch.
-    if (this.seekOffset.size > 0 || !state.allPaused) return fetch.call(this, nodeId);
+    // A seek is carried out by the fetch.
+    if (this.seekOffset.size > 0 || !state.allPaused) return super.fetch(nodeId);
     const waiters = (this[WAITERS] ??= new Set());
     await new Promise<void>((resolve) => {
       const done = () => {
@@ -135,13 +131,16 @@ export function fixKafkaJsPartitionWorkers(): void {
       waiters.add(done);
     });
     return [];
-  };
-  prototype.resume = function (this: ConsumerGroupInternals, topicPartitions: TopicPartitions) {
-    resume.call(this, topicPartitions);
+  }
+
+  override resume(topicPartitions: TopicPartitions): void {
+    super.resume(topicPartitions);
     for (const wake of [...(this[WAITERS] ?? [])]) wake();
-  };
-  prototype[APPLIED] = true;
+  }
 }
+
+/** The methods of KafkaJS's ConsumerGroup that CorrectedConsumerGroup overrides (the boot checks they are there to override). */
+export const CONSUMER_GROUP_OVERRIDES = ['fetch', 'resume', 'joinAndSync', 'leave'] as const;
 
 /**
  * Of the group's assigned partitions that the broker `nodeId` leads: whether one is busy (its worker runs), and
