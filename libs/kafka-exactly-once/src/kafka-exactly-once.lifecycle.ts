@@ -1,4 +1,4 @@
-import { type Admin, ConfigResourceTypes, type KafkaClient } from './kafkajs';
+import { type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from './kafkajs';
 import {
   BeforeApplicationShutdown,
   Inject,
@@ -70,7 +70,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private initialized = false;
   /** The background look-up of the Schema Registry ids this module writes with (see warmUpIds). */
   private registryIds?: Promise<void>;
-  private admin?: Admin;
+  private admin?: ClusterAdmin;
   private consumer?: ExactlyOnceConsumer;
   private retention?: InboxRetention;
   /** The retention job's reader of the group's committed offsets. */
@@ -360,7 +360,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * InitProducerId, a session timeout outside `group.min/max.session.timeout.ms` fails every join. Said at
    * boot, naming the option, instead of as a retry loop later.
    */
-  private async checkBrokerLimits(admin: Admin): Promise<void> {
+  private async checkBrokerLimits(admin: ClusterAdmin): Promise<void> {
     const { brokers } = await admin.describeCluster();
     if (brokers.length === 0) return;
     const names = ['transaction.max.timeout.ms', 'group.min.session.timeout.ms', 'group.max.session.timeout.ms'];
@@ -381,7 +381,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   /** `max.message.bytes` of every topic the handlers write to (outputs and dead letters). */
-  private async topicLimits(admin: Admin): Promise<Map<string, number>> {
+  private async topicLimits(admin: ClusterAdmin): Promise<Map<string, number>> {
     const outputs = Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`);
     const deadLetters = this.handlers.map((h) => `${h.topic}${this.options.deadLetter.topicSuffix}`);
     const retryTopics = this.handlers.flatMap((h) => h.retryTopics?.topics ?? []);
@@ -490,7 +490,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * topic's dead-letter topic is created with the same number of partitions when missing, and so are the retry
    * topics of handlers that have them.
    */
-  private async checkTopics(admin: Admin): Promise<void> {
+  private async checkTopics(admin: ClusterAdmin): Promise<void> {
     const existing = new Set(await admin.listTopics());
     const inputs = this.handlers.map((h) => h.topic);
     const outputs = Object.keys(this.options.topics).map((t) => `${this.options.topicPrefix}${t}`);
@@ -518,7 +518,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
 }
 
 /** `max.message.bytes` of each topic, in one request; a topic whose value cannot be read is left out. */
-async function maxMessageBytes(admin: Admin, topics: string[]): Promise<Map<string, number>> {
+async function maxMessageBytes(admin: ClusterAdmin, topics: string[]): Promise<Map<string, number>> {
   const limits = new Map<string, number>();
   if (topics.length === 0) return limits;
   const { resources } = await admin.describeConfigs({

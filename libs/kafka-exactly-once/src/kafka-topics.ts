@@ -1,4 +1,4 @@
-import type { Admin, ITopicConfig } from './kafkajs';
+import type { ClusterAdmin, ITopicConfig } from './kafkajs';
 import { sleep } from './engine/sleep';
 
 /**
@@ -9,7 +9,7 @@ import { sleep } from './engine/sleep';
  * CreateTopics, while the new topic's metadata reaches it; KafkaJS then fails the whole call although the topics
  * were created. The wait here treats that answer as "not yet".
  */
-export async function createTopicsAndWait(admin: Admin, topics: ITopicConfig[], timeoutMs = 30000): Promise<boolean> {
+export async function createTopicsAndWait(admin: ClusterAdmin, topics: ITopicConfig[], timeoutMs = 30000): Promise<boolean> {
   const created = await admin.createTopics({ topics, waitForLeaders: false });
   await waitForTopicLeaders(admin, topics.map((t) => t.topic), timeoutMs);
   return created;
@@ -19,7 +19,7 @@ export async function createTopicsAndWait(admin: Admin, topics: ITopicConfig[], 
  * Waits until every partition of the topics has a leader in the metadata: a topic that was just created may
  * not be served yet, and a consumer or producer using it at once fails.
  */
-export async function waitForTopicLeaders(admin: Admin, topics: string[], timeoutMs = 30000): Promise<void> {
+export async function waitForTopicLeaders(admin: ClusterAdmin, topics: string[], timeoutMs = 30000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

@@ -1,4 +1,4 @@
-import { type Admin, type KafkaClient, AssignerProtocol } from '../kafkajs';
+import { type ClusterAdmin, type KafkaClient, AssignerProtocol } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
 import type { PartitionHealth } from '../engine/partition-progress';
 import type { RetryTierStatus } from '../engine/exactly-once.consumer';
@@ -116,8 +116,8 @@ export function activityOf(p: PartitionHealth): PartitionActivityView {
  * failing the whole document.
  */
 export class OperatorOverview {
-  private admin?: Admin;
-  private connecting?: Promise<Admin>;
+  private admin?: ClusterAdmin;
+  private connecting?: Promise<ClusterAdmin>;
 
   constructor(private readonly sources: OverviewSources) {}
 
@@ -192,7 +192,7 @@ export class OperatorOverview {
     }
   }
 
-  private connected(): Promise<Admin> {
+  private connected(): Promise<ClusterAdmin> {
     if (this.admin) return Promise.resolve(this.admin);
     this.connecting ??= (async () => {
       const admin = this.sources.kafka.admin({ retry: { retries: 0 } });

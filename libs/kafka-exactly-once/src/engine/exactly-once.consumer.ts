@@ -1,4 +1,4 @@
-import type { Admin, Consumer, EachBatchPayload, KafkaClient } from '../kafkajs';
+import type { ClusterAdmin, GroupConsumer, FetchedBatch, KafkaClient } from '../kafkajs';
 import { Logger } from '@nestjs/common';
 import type { DatabasePort } from '../database/database.port';
 import { InboxRepository } from '../inbox/inbox.repository';
@@ -61,7 +61,7 @@ export interface RetryTierStatus {
 
 const sessionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
-type Payload = Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale' | 'pause'>;
+type Payload = Pick<FetchedBatch, 'heartbeat' | 'isRunning' | 'isStale' | 'pause'>;
 
 /** Heartbeat errors that mean this member's generation is over: another member may own its partitions. */
 const OWNERSHIP_LOST = new Set(['UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'REBALANCE_IN_PROGRESS', 'FENCED_INSTANCE_ID']);
@@ -93,7 +93,7 @@ export class ExactlyOnceConsumer {
   /** This member's id in the group, from its last join: a drain before a leave is for this member only when it is its own. */
   private memberId?: string;
   private readonly routes: Map<string, Route>;
-  private consumer?: Consumer;
+  private consumer?: GroupConsumer;
   private readonly stableOffsets: StableOffsets;
   private readonly hanging: HangingTransactions;
   /** Set by stop(): no more recoveries after a crash. */
@@ -109,7 +109,7 @@ export class ExactlyOnceConsumer {
 
   constructor(
     private readonly kafka: KafkaClient,
-    private readonly admin: Admin,
+    private readonly admin: ClusterAdmin,
     private readonly dataSource: DatabasePort,
     private readonly registry: SchemaRegistry,
     private readonly options: ResolvedOptions,
@@ -467,7 +467,7 @@ export class ExactlyOnceConsumer {
    * earlier generation still runs (kept across a rebalance) waits for it, as do batches beyond
    * `partitionsConsumedConcurrently` workers.
    */
-  private async onBatch(payload: EachBatchPayload): Promise<void> {
+  private async onBatch(payload: FetchedBatch): Promise<void> {
     const { topic, partition } = payload.batch;
     if (!this.routes.has(topic)) return;
     const key = sessionKey(topic, partition);
@@ -506,7 +506,7 @@ export class ExactlyOnceConsumer {
   }
 
   /** The work of one fetched batch of a partition, by its worker (see onBatch). */
-  private async handleBatch(payload: EachBatchPayload, session: PartitionSession): Promise<void> {
+  private async handleBatch(payload: FetchedBatch, session: PartitionSession): Promise<void> {
     const { batch, heartbeat, isStale } = payload;
     // stop() ends the workers before the member leaves the group, while KafkaJS still runs.
     const isRunning = () => payload.isRunning() && !this.stopRequested;

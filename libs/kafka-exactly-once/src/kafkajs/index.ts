@@ -2,18 +2,29 @@
  * The room of the Kafka client (README.md): the only part of the library that loads kafkajs at run time or knows
  * its internals. Everything else imports what it needs from here.
  */
-import { AssignerProtocol, ConfigResourceTypes, logLevel } from 'kafkajs';
+import { AssignerProtocol, ConfigResourceTypes, logLevel, type Admin, type Consumer, type EachBatchPayload } from 'kafkajs';
 
 export { AssignerProtocol, ConfigResourceTypes, logLevel };
-export type { Admin, Consumer, EachBatchPayload, IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, PartitionMetadata, RetryOptions } from 'kafkajs';
+export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, PartitionMetadata, RetryOptions } from 'kafkajs';
+
+/**
+ * What the library asks of its clients' consumers, admins and fetched batches: the members of KafkaJS's types it
+ * uses, and no more (another client would offer these). The engine runs one consumer per group with per-partition
+ * workers (`run` with `eachBatch`, `pause`, `resume`, its group events); the admin answers the boot's, health's and
+ * provisioning's questions.
+ */
+export type GroupConsumer = Pick<Consumer, 'connect' | 'subscribe' | 'run' | 'pause' | 'resume' | 'stop' | 'disconnect' | 'on' | 'events'>;
+export type FetchedBatch = Pick<EachBatchPayload, 'batch' | 'resolveOffset' | 'heartbeat' | 'pause' | 'isRunning' | 'isStale'>;
+export type ClusterAdmin = Pick<Admin, 'connect' | 'disconnect' | 'listTopics' | 'createTopics' | 'fetchTopicMetadata' | 'describeConfigs' | 'describeCluster' | 'describeGroups' | 'fetchOffsets'>;
 export { createKafkaClient, isLibraryClient, type ClusterOptions, type KafkaClient } from './client';
 export { BUSY_FETCH_WAIT_MS, markBusy, registerDrain, type Drain } from './consumer-group';
 export { assertKafkaJsFixesInForce, KAFKAJS_FIXES } from './corrections-in-force';
 export { forgottenByCoordinator, HangingTransactions, type OpenTransaction } from './hanging-transactions';
 export { nestLogCreator } from './logger';
+export { PartitionLogs, type LoggedRecord, type PartitionLog } from './partition-log';
 export { createProbeClient } from './probe';
-export { CheckedProducer, CheckedTransaction, fenceTransactionalId, partitionOf, type CheckedProducerOptions } from './producer/checked-producer';
-export { ClusterClient, KAFKAJS_VERSION, type KafkaJsBroker } from './producer/kafkajs-internals';
+export { CheckedProducer, CheckedTransaction, fenceTransactionalId, type CheckedProducerOptions } from './producer/checked-producer';
+export { KAFKAJS_VERSION } from './producer/kafkajs-internals';
 export type { Placement } from './producer/produce-call';
 export { UNENCODABLE_RECORD } from './producer/produce-encoding';
 export { StableOffsets, UnstableOffsetsError } from './stable-offsets';

@@ -1,32 +1,11 @@
-import type { KafkaClient, Message } from '../kafkajs';
+import { forgottenByCoordinator, HangingTransactions, PartitionLogs, type KafkaClient, type LoggedRecord, type Message, type PartitionLog } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
 import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
-import { forgottenByCoordinator, HangingTransactions } from '../kafkajs';
-import { partitionOf } from '../kafkajs';
-import { ClusterClient, type KafkaJsBroker } from '../kafkajs';
-
-/** Isolation levels of Fetch and ListOffsets. */
-const READ_UNCOMMITTED = 0;
-const READ_COMMITTED = 1;
-const LATEST = -1;
-const EARLIEST = -2;
 /** How long the read waits on an open transaction before it names it in a warning (once per read). */
 const HOLDER_WARNING_AFTER_MS = 5000;
-
-interface FetchedRecord {
-  offset: string;
-  key: Buffer | null;
-  value: Buffer | null;
-  isControlRecord?: boolean;
-}
-
-interface BrokerRequests {
-  listOffsets(args: object): Promise<{ responses: Array<{ partitions: Array<{ offset: string }> }> }>;
-  fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ messages: FetchedRecord[] }> }> }>;
-}
 
 /** The relay's own producer, whose hanging transaction on the checkpoint partition the read may end. */
 export interface OwnProducer {
@@ -53,7 +32,8 @@ export interface Checkpoint {
  * Read after the relay's InitProducerId, which fences an earlier relay and settles its open transaction, it is
  * the truth until the next InitProducerId of that transactional id.
  */
-export class OutboxCheckpoints extends ClusterClient {
+export class OutboxCheckpoints {
+  private readonly logs: PartitionLogs;
   private readonly holders: HangingTransactions;
   /** When this relay first saw each open transaction (producer id and first offset) on the checkpoint partition. */
   private readonly heldSince = new Map<string, number>();
@@ -64,12 +44,12 @@ export class OutboxCheckpoints extends ClusterClient {
     /** Told which transaction holds the checkpoint partition's last stable offset, once a read has waited on it. */
     private readonly warn: (message: string) => void = () => undefined,
   ) {
-    super(kafka);
+    this.logs = new PartitionLogs(kafka);
     this.holders = new HangingTransactions(kafka);
   }
 
-  override async disconnect(): Promise<void> {
-    await Promise.all([super.disconnect(), this.holders.disconnect()]);
+  async disconnect(): Promise<void> {
+    await Promise.all([this.logs.disconnect(), this.holders.disconnect()]);
   }
 
   /** The record that marks `batch` of the outbox `key` relayed, sent in that batch's transaction. */
@@ -128,38 +108,28 @@ export class OutboxCheckpoints extends ClusterClient {
     // The read's own deadline comes first, so that a wait on an open transaction fails with its holder named.
     const own = timeoutMs - Math.min(5000, Math.floor(timeoutMs / 5));
     return withDeadline(this.read(key, Date.now() + own, producer), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
-      this.reconnectNextTime();
+      this.logs.reset();
       throw err;
     });
   }
 
   private async read(key: string, deadline: number, producer?: OwnProducer): Promise<Checkpoint> {
-    await this.connected();
-    await this.cluster.addMultipleTargetTopics([this.topic]);
-    await this.cluster.refreshMetadata();
-    const partitions = this.cluster.findTopicPartitionMetadata(this.topic);
-    if (partitions.length === 0) throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} does not exist`);
-    const partition = partitionOf(this.topic, partitions, { key, value: null });
-    const leader = partitions.find((p) => p.partitionId === partition)?.leader;
-    if (leader === undefined || leader < 0) throw new Error(`partition ${this.topic}[${partition}] has no leader`);
-    const broker = (await this.cluster.findBroker({ nodeId: leader })) as KafkaJsBroker & BrokerRequests;
-    const offset = async (timestamp: number, isolationLevel = READ_COMMITTED) => {
-      const answer = await broker.listOffsets({ replicaId: -1, isolationLevel, topics: [{ topic: this.topic, partitions: [{ partition, timestamp }] }] });
-      return BigInt(answer.responses[0].partitions[0].offset);
-    };
+    const log = await this.logs.ofKey(this.topic, key);
+    if (!log) throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} does not exist`);
+    const { partition } = log;
     // Read up to the high watermark, once the last stable offset has reached it: the LSO stops at the first open
     // transaction of any producer of the partition, and a checkpoint committed after it would be hidden (an
     // older one read instead, and its batch sent again). This relay's own transactions were settled by its
     // InitProducerId; another's end within its transaction timeout. A transaction begun later starts at or after
     // the high watermark read here, so it hides nothing below it.
-    const end = await offset(LATEST, READ_UNCOMMITTED);
+    const end = await log.offset('latest', 'uncommitted');
     const waitingSince = Date.now();
     let warned = false;
     let checked = waitingSince;
-    for (let stable = await offset(LATEST); stable < end; stable = await offset(LATEST)) {
+    for (let stable = await log.offset('latest', 'committed'); stable < end; stable = await log.offset('latest', 'committed')) {
       if (producer && Date.now() - checked >= 1000) {
         checked = Date.now();
-        if (await this.endOwnHanging(broker, partition, producer)) continue;
+        if (await this.endOwnHanging(log, producer)) continue;
       }
       const overdue = Date.now() > deadline;
       if (overdue || (!warned && Date.now() - waitingSince >= HOLDER_WARNING_AFTER_MS)) {
@@ -170,11 +140,11 @@ export class OutboxCheckpoints extends ClusterClient {
       }
       await sleep(200);
     }
-    const start = await offset(EARLIEST);
+    const start = await log.offset('earliest', 'committed');
     let span = 64n;
     for (let to = end; to > start; span *= 8n) {
       const from = to - span > start ? to - span : start;
-      const found = await this.lastIn(broker, partition, key, from, to);
+      const found = await this.lastIn(log, key, from, to);
       if (found) return found;
       to = from;
     }
@@ -188,7 +158,8 @@ export class OutboxCheckpoints extends ClusterClient {
    * already counts as relayed was answered committed (its rows are gone), so the transaction is committed; a later
    * one is aborted and sent again from the outbox. Returns whether it ended one.
    */
-  private async endOwnHanging(broker: BrokerRequests, partition: number, producer: OwnProducer): Promise<boolean> {
+  private async endOwnHanging(log: PartitionLog, producer: OwnProducer): Promise<boolean> {
+    const { partition } = log;
     let open;
     try {
       open = await this.holders.openOn(this.topic, partition);
@@ -202,15 +173,8 @@ export class OutboxCheckpoints extends ClusterClient {
     const due = open.filter((t) => t.transactionalId === producer.transactionalId && forgottenByCoordinator(t) && now - this.heldSince.get(`${t.producerId}:${t.startOffset}`)! >= producer.abortAfterMs);
     for (const t of due) {
       try {
-        const answer = await broker.fetch({
-          replicaId: -1,
-          isolationLevel: READ_UNCOMMITTED,
-          maxWaitTime: 100,
-          minBytes: 1,
-          maxBytes: 1024 * 1024,
-          topics: [{ topic: this.topic, partitions: [{ partition, fetchOffset: t.startOffset, maxBytes: 1024 * 1024 }] }],
-        });
-        const first = (answer.responses[0]?.partitions[0]?.messages ?? []).find((r) => r.offset === t.startOffset && !r.isControlRecord);
+        const records = await log.read(BigInt(t.startOffset), 'uncommitted', 1024 * 1024);
+        const first = records.find((r) => r.offset === t.startOffset && !r.isControlRecord);
         if (!first || first.key?.toString('utf8') !== producer.key) throw new Error(`its first record on ${this.topic}[${partition}] (offset ${t.startOffset}) is not this relay's checkpoint`);
         const { batch } = parseCheckpoint(first, this.topic);
         const commit = batch <= producer.knownRelayed;
@@ -242,23 +206,15 @@ export class OutboxCheckpoints extends ClusterClient {
   }
 
   /** The last checkpoint under `key` among the committed records at offsets [from, to). */
-  private async lastIn(broker: BrokerRequests, partition: number, key: string, from: bigint, to: bigint): Promise<Checkpoint | undefined> {
+  private async lastIn(log: PartitionLog, key: string, from: bigint, to: bigint): Promise<Checkpoint | undefined> {
     let found: Checkpoint | undefined;
     for (let next = from; next < to; ) {
-      const answer = await broker.fetch({
-        replicaId: -1,
-        isolationLevel: READ_COMMITTED,
-        maxWaitTime: 100,
-        minBytes: 1,
-        maxBytes: 4 * 1024 * 1024,
-        topics: [{ topic: this.topic, partitions: [{ partition, fetchOffset: next.toString(), maxBytes: 4 * 1024 * 1024 }] }],
-      });
-      const records = answer.responses[0]?.partitions[0]?.messages ?? [];
+      const records = await log.read(next, 'committed', 4 * 1024 * 1024);
       let last = next - 1n;
       for (const record of records) {
         const offset = BigInt(record.offset);
         if (offset > last) last = offset;
-        // Markers, and the records of aborted transactions (marked so by the library's fix of KafkaJS's filter), are not checkpoints.
+        // Markers, and the records of aborted transactions (marked so by the library's filter, src/kafkajs), are not checkpoints.
         if (offset < next || offset >= to || record.isControlRecord || record.key?.toString('utf8') !== key) continue;
         found = parseCheckpoint(record, this.topic);
       }
@@ -269,7 +225,7 @@ export class OutboxCheckpoints extends ClusterClient {
   }
 }
 
-function parseCheckpoint(record: FetchedRecord, topic: string): Checkpoint {
+function parseCheckpoint(record: LoggedRecord, topic: string): Checkpoint {
   try {
     const value = JSON.parse(record.value?.toString('utf8') ?? '') as { batch?: unknown };
     if (typeof value.batch === 'string' && /^\d+$/.test(value.batch)) return { batch: BigInt(value.batch) };

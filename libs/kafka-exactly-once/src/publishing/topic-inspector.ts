@@ -1,4 +1,4 @@
-import { type Admin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
+import { type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
 import { Logger } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { withDeadline } from '../engine/deadline';
@@ -85,7 +85,7 @@ export class TopicInspector {
     }
   }
 
-  private async ask(admin: Admin, topic: string): Promise<TopicFacts> {
+  private async ask(admin: ClusterAdmin, topic: string): Promise<TopicFacts> {
     await admin.connect();
     if (!(await this.exists(admin, topic))) {
       // A metadata answer can lag a topic created a moment ago: believe "missing" only when asked twice.
@@ -97,7 +97,7 @@ export class TopicInspector {
     return { exists: true, ...(await this.limit(admin, topic)), checkedAt: Date.now() };
   }
 
-  private async exists(admin: Admin, topic: string): Promise<boolean> {
+  private async exists(admin: ClusterAdmin, topic: string): Promise<boolean> {
     try {
       const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
       return metadata.topics.some((t) => t.name === topic && t.partitions.length > 0);
@@ -107,7 +107,7 @@ export class TopicInspector {
     }
   }
 
-  private async limit(admin: Admin, topic: string): Promise<Pick<TopicFacts, 'maxMessageBytes' | 'limitSource'>> {
+  private async limit(admin: ClusterAdmin, topic: string): Promise<Pick<TopicFacts, 'maxMessageBytes' | 'limitSource'>> {
     try {
       const described = await admin.describeConfigs({
         resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['max.message.bytes'] }],

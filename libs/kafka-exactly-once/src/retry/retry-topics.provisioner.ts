@@ -1,4 +1,4 @@
-import { type Admin, ConfigResourceTypes } from '../kafkajs';
+import { type ClusterAdmin, ConfigResourceTypes } from '../kafkajs';
 import type { Logger } from '@nestjs/common';
 import { createTopicsAndWait } from '../kafka-topics';
 import type { HandlerDefinition } from '../engine/handler-definition';
@@ -24,7 +24,7 @@ interface TopicSettings {
   configs: Map<string, string>;
 }
 
-async function settingsOf(admin: Admin, topics: string[]): Promise<Map<string, TopicSettings>> {
+async function settingsOf(admin: ClusterAdmin, topics: string[]): Promise<Map<string, TopicSettings>> {
   const settings = new Map<string, TopicSettings>();
   if (topics.length === 0) return settings;
   const { topics: metadata } = await admin.fetchTopicMetadata({ topics });
@@ -48,7 +48,7 @@ async function settingsOf(admin: Admin, topics: string[]): Promise<Map<string, T
  * and twice the tier's delay. One the application may not create, or one that could lose records (compacted, or
  * kept for less than twice its delay), fails the boot naming it. Resolves the topics created.
  */
-export async function provisionRetryTopics(admin: Admin, handlers: HandlerDefinition[], existing: ReadonlySet<string>, logger: Logger): Promise<string[]> {
+export async function provisionRetryTopics(admin: ClusterAdmin, handlers: HandlerDefinition[], existing: ReadonlySet<string>, logger: Logger): Promise<string[]> {
   const tiers = handlers.flatMap((h) => (h.retryTopics?.topics ?? []).map((topic, i) => ({ handler: h, topic, delayMs: h.retryTopics!.delaysMs[i] })));
   if (tiers.length === 0) return [];
   const inputs = await settingsOf(admin, [...new Set(tiers.map((t) => t.handler.topic))]);
