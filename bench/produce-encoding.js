@@ -3,12 +3,12 @@
 /**
  * `node bench/produce-encoding.js [--records 500] [--rounds 5]`: CPU time to encode one Produce request body of
  * `--records` records like the library's outputs (a 180-byte value, a key, four headers), by KafkaJS's encoders
- * and by the library's own (libs/kafka-exactly-once/src/producer/produce-encoding.ts, run from dist/: build
+ * and by the library's own (libs/kafka-exactly-once/src/kafkajs/producer/produce-encoding.ts, run from dist/: build
  * first). Prints the CPU µs per record of each; the bytes are checked equal first.
  */
 const produceV3 = require('kafkajs/src/protocol/requests/produce/v3/request');
 const crc32c = require('kafkajs/src/protocol/recordBatch/crc32C');
-const { encodeProduceBody } = require('../dist/libs/kafka-exactly-once/producer/produce-encoding');
+const { encodeProduceBody } = require('../dist/libs/kafka-exactly-once/kafkajs/producer/produce-encoding');
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : def);

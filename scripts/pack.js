@@ -25,6 +25,8 @@ const REQUIRED = [
   'package.json', 'README.md', 'LICENSE', 'index.js', 'index.d.ts', 'testing.js', 'testing.d.ts', 'microservices/index.js', 'microservices/index.d.ts', 'prisma.js', 'prisma.d.ts', 'drizzle.js', 'drizzle.d.ts', 'kysely.js', 'kysely.d.ts', 'cli/kafka-eo.js',
   'esm/package.json', 'esm/index.js', 'esm/testing.js', 'esm/microservices/index.js', 'esm/prisma.js', 'esm/drizzle.js', 'esm/kysely.js',
   'kafka/kafka.sh', 'kafka/pom.xml', 'kafka/probe.js',
+  // The library's own KafkaJS modules (src/kafkajs/vendor), which its Kafka client loads, and KafkaJS's licence.
+  'kafkajs/vendor/client.cjs', 'kafkajs/vendor/consumer.cjs', 'kafkajs/vendor/LICENSE', 'esm/kafkajs/vendor/client.cjs', 'esm/kafkajs/vendor/consumer.cjs', 'esm/kafkajs/vendor/LICENSE',
 ];
 
 function run(command, args, cwd) {

@@ -1,4 +1,3 @@
-import { type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from './kafkajs';
 import {
   BeforeApplicationShutdown,
   Inject,
@@ -19,7 +18,6 @@ import { DeadlineExceeded, withDeadline } from './engine/deadline';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
-import { StableOffsets } from './kafkajs';
 import { runInboxMigrations } from './inbox/inbox-migrator';
 import { hardenPool } from './inbox/connection-pool';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
@@ -33,8 +31,7 @@ import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
-import { createProbeClient } from './kafkajs';
-import { assertKafkaJsFixesInForce } from './kafkajs';
+import { assertKafkaJsFixesInForce, type ClusterAdmin, ConfigResourceTypes, createProbeClient, type KafkaClient, StableOffsets } from './kafkajs';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
 

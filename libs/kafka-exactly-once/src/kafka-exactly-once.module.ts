@@ -1,4 +1,3 @@
-import { logLevel, createKafkaClient } from './kafkajs';
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { InboxHealthIndicator } from './health/inbox.health-indicator';
@@ -14,7 +13,7 @@ import { KafkaExactlyOnceExplorer } from './kafka-exactly-once.explorer';
 import { HandlerPipeline } from './handler-pipeline';
 import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
-import { nestLogCreator } from './kafkajs';
+import { createKafkaClient, logLevel, nestLogCreator } from './kafkajs';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { RegistrySchemas } from './serde/registry-schemas';

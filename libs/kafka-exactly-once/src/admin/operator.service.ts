@@ -1,6 +1,6 @@
-import type { KafkaClient } from '../kafkajs';
 import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import type { KafkaClient } from '../kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { InboxHealthIndicator } from '../health/inbox.health-indicator';
 import { KafkaHealthIndicator } from '../health/kafka.health-indicator';

@@ -1,6 +1,6 @@
-import { logLevel, createKafkaClient } from '../kafkajs';
 import { Pool } from 'pg';
 import { parseArgs } from 'util';
+import { logLevel, createKafkaClient } from '../kafkajs';
 import { OperatorStore, type AuditEntry } from '../admin/operator-store';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';

@@ -1,8 +1,6 @@
-import { logLevel, createKafkaClient } from '../kafkajs';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { assertKafkaJsFixesInForce } from '../kafkajs';
-import { nestLogCreator } from '../kafkajs';
+import { assertKafkaJsFixesInForce, createKafkaClient, logLevel, nestLogCreator } from '../kafkajs';
 import { resolveOutbox } from '../options/resolve-options';
 import { OutboxOperations, type SetAsideEvent } from '../outbox/outbox-operations';
 import { OutboxRelay } from '../outbox/outbox-relay';

@@ -1,4 +1,3 @@
-import type { ClusterAdmin, GroupConsumer, FetchedBatch, KafkaClient } from '../kafkajs';
 import { Logger } from '@nestjs/common';
 import type { DatabasePort } from '../database/database.port';
 import { InboxRepository } from '../inbox/inbox.repository';
@@ -17,8 +16,6 @@ import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
-import { StableOffsets, UnstableOffsetsError } from '../kafkajs';
-import { forgottenByCoordinator, HangingTransactions, OpenTransaction } from '../kafkajs';
 import { HangingTransactionError } from '../errors/hanging-transaction.error';
 import { RecordedOutputsRefusedError } from '../errors/recorded-outputs-refused.error';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
@@ -28,7 +25,7 @@ import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, U
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
-import { markBusy, registerDrain } from '../kafkajs';
+import { type ClusterAdmin, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };

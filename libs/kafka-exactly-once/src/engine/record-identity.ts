@@ -1,5 +1,5 @@
-import type { IHeaders, KafkaMessage } from '../kafkajs';
 import { hash } from 'crypto';
+import type { IHeaders, KafkaMessage } from '../kafkajs';
 import { HEADERS } from '../kafka-exactly-once.constants';
 
 /** How far deduplication reaches: message ids are unique per topic (default), or across the whole group. */

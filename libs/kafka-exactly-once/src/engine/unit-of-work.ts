@@ -1,5 +1,5 @@
-import type { KafkaMessage } from '../kafkajs';
 import { Logger } from '@nestjs/common';
+import type { KafkaMessage } from '../kafkajs';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { lentFor, refuseLentTransactions } from '../database/lent-database';
 import { DecodeError } from '../errors/decode.error';

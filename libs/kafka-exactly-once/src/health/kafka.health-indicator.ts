@@ -1,7 +1,6 @@
-import type { KafkaClient } from '../kafkajs';
 import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
-import { createProbeClient } from '../kafkajs';
+import { createProbeClient, type KafkaClient } from '../kafkajs';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { withDeadline } from '../engine/deadline';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';

@@ -1,5 +1,5 @@
-import type { Message } from '../kafkajs';
 import { createHash } from 'crypto';
+import type { Message } from '../kafkajs';
 import { OUTBOX_CHANNEL, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import { type DurableHeaders, fromDurableHeaders } from '../publishing/event-headers';
 

@@ -1,4 +1,3 @@
-import type { KafkaClient, Message, RetryOptions } from '../kafkajs';
 import { Logger } from '@nestjs/common';
 import { withDeadline } from '../engine/deadline';
 import { FaultInjector } from '../engine/fault-injector';
@@ -8,7 +7,7 @@ import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { OUTBOX_CHANNEL, OUTBOX_RELAY_LOCK, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { CheckedProducer } from '../kafkajs';
+import { CheckedProducer, type KafkaClient, type Message, type RetryOptions } from '../kafkajs';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { transactionalRetry } from '../transaction/partition-producer';
 import { outboxTransactionalId } from '../transaction/transactional-ids';

@@ -1,6 +1,6 @@
-import type { KafkaClient } from '../kafkajs';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
+import type { KafkaClient } from '../kafkajs';
 import { uuidv7 } from '../engine/message-ids';
 import { OutboxWriteError } from '../errors/outbox-write.error';
 import { runInboxMigrations } from '../inbox/inbox-migrator';

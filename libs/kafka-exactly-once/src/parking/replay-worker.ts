@@ -1,7 +1,5 @@
-import type { KafkaClient } from '../kafkajs';
 import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/output-record';
 import { Logger } from '@nestjs/common';
-import type { CheckedTransaction } from '../kafkajs';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
 import { queryWithin, releaseClean } from '../engine/clean-release';
@@ -26,7 +24,7 @@ import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.trac
 import { PartitionProducer } from '../transaction/partition-producer';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { legacyTransactionalIds, replayTransactionalId } from '../transaction/transactional-ids';
-import { StableOffsets } from '../kafkajs';
+import { type CheckedTransaction, type KafkaClient, StableOffsets } from '../kafkajs';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
 const OPERATIONS_LOCK = 736_421_191;

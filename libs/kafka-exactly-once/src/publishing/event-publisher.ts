@@ -1,4 +1,3 @@
-import type { KafkaClient, Message } from '../kafkajs';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { CircuitBreakerPolicy, CircuitState, ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
 import { sleep } from '../engine/sleep';
@@ -24,9 +23,8 @@ import { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from '../errors/kafka-authentication.error';
 import { TopicFacts, TopicInspector } from './topic-inspector';
-import { CheckedProducer, CheckedProducerOptions, fenceTransactionalId } from '../kafkajs';
 import { legacyTransactionalIds, publisherTransactionalId } from '../transaction/transactional-ids';
-import type { Placement } from '../kafkajs';
+import { CheckedProducer, CheckedProducerOptions, fenceTransactionalId, type KafkaClient, type Message, type Placement } from '../kafkajs';
 import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 
 /** Caps of one spool drain request: small enough to stay far below request limits, large enough to drain fast. */

@@ -1,5 +1,5 @@
-import { type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
 import { Logger } from '@nestjs/common';
+import { type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
 import { sleep } from '../engine/sleep';
 import { withDeadline } from '../engine/deadline';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './record-size';

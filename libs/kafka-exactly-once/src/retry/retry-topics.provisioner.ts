@@ -1,5 +1,5 @@
-import { type ClusterAdmin, ConfigResourceTypes } from '../kafkajs';
 import type { Logger } from '@nestjs/common';
+import { type ClusterAdmin, ConfigResourceTypes } from '../kafkajs';
 import { createTopicsAndWait } from '../kafka-topics';
 import type { HandlerDefinition } from '../engine/handler-definition';
 import { RetryTopicsError } from '../errors/retry-topics.error';

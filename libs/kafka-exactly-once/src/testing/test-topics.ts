@@ -1,5 +1,5 @@
-import { logLevel, createKafkaClient } from '../kafkajs';
 import { randomBytes } from 'crypto';
+import { logLevel, createKafkaClient } from '../kafkajs';
 import { createTopicsAndWait } from '../kafka-topics';
 
 export interface TestTopic {

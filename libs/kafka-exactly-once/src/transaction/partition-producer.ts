@@ -1,6 +1,5 @@
-import type { KafkaClient, RetryOptions } from '../kafkajs';
 import { Logger } from '@nestjs/common';
-import { CheckedProducer, CheckedTransaction, fenceTransactionalId } from '../kafkajs';
+import { CheckedProducer, CheckedTransaction, fenceTransactionalId, type KafkaClient, type RetryOptions } from '../kafkajs';
 
 /**
  * The retries of a transactional producer: from 20 ms unless the application set its own first wait. Right
