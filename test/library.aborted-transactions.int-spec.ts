@@ -24,8 +24,8 @@ class NotesHandler {
 /**
  * Records of aborted transactions reach no handler. KafkaJS 2.2.4's read-committed filter delivers them when two
  * producers' aborted transactions overlap on a partition and the one begun first aborts last (it reads the
- * broker's list of aborted transactions in marker order); the library filters each Fetch answer itself
- * (kafkajs-aborted-transactions.fix.ts). Upstream here: two transactional producers, A then B writing, B then A
+ * broker's list of aborted transactions in marker order); the library's clients filter each Fetch answer
+ * themselves (src/kafkajs/aborted-transactions.ts). Upstream here: two transactional producers, A then B writing, B then A
  * aborting, then a committed record.
  */
 describe('library: records of aborted transactions', () => {

@@ -34,7 +34,7 @@ class ItemsHandler {
  * then a preferred leader election: what Kafka's auto leader rebalance and operators do; for units of work, the
  * leaders of `__transaction_state` and `__consumer_offsets` too, so the coordinators move) while the library
  * sends requests that span partitions led by every broker. KafkaJS 2.2.4's own producer answers "written" for
- * records it never wrote and writes others twice in exactly this situation (src/producer/produce-call.spec.ts
+ * records it never wrote and writes others twice in exactly this situation (src/kafkajs/producer/produce-call.spec.ts
  * shows how); every acknowledged record must be on its topic, once, where the library said it is.
  */
 describe('library: partition leaders moving under load (three-node cluster)', () => {

@@ -24,11 +24,20 @@ export interface KafkaClient {
   createCluster(options?: ClusterOptions): object;
 }
 
-/* eslint-disable @typescript-eslint/no-require-imports */
-const createConsumer = (require('./vendor/consumer.cjs') as (group: unknown) => unknown)(CorrectedConsumerGroup);
+/** A module of vendor/ (CommonJS files beside this one, which TypeScript does not emit: the build copies them). */
+function vendored<T>(file: string): T {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(`./vendor/${file}`) as T;
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND' || !(err as Error).message.includes(file)) throw err;
+    throw new Error(`kafka-exactly-once: ${file}, one of its KafkaJS modules, is not in the vendor folder beside the library's kafkajs/client.js: a build that does not copy src/kafkajs/vendor (in this repository, build with \`npm run build\`, which runs scripts/kafkajs-vendor.js)`);
+  }
+}
+
+const createConsumer = vendored<(group: unknown) => unknown>('consumer.cjs')(CorrectedConsumerGroup);
 /** The class of the library's Kafka clients. */
-export const KafkaClientClass = (require('./vendor/client.cjs') as (parts: object) => new (config: KafkaConfig) => KafkaClient)({ createConsumer, correctCluster });
-/* eslint-enable @typescript-eslint/no-require-imports */
+export const KafkaClientClass = vendored<(parts: object) => new (config: KafkaConfig) => KafkaClient>('client.cjs')({ createConsumer, correctCluster });
 
 /** A Kafka client of the library (see KafkaClient), on `config` (KafkaJS's client options). */
 export function createKafkaClient(config: KafkaConfig): KafkaClient {
@@ -38,5 +47,3 @@ export function createKafkaClient(config: KafkaConfig): KafkaClient {
 /** Whether `kafka` is a client the library built (createKafkaClient), rather than one of KafkaJS's own. */
 export const isLibraryClient = (kafka: unknown): kafka is KafkaClient => kafka instanceof KafkaClientClass;
 
-/** The library's client, where code written for KafkaJS's `Kafka` type takes one (the two share their public methods). */
-export const asKafka = (client: KafkaClient): Kafka => client as unknown as Kafka;

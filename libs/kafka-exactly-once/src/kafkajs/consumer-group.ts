@@ -63,7 +63,6 @@ interface ConsumerGroupInternals {
   [WAITERS]?: Set<() => void>;
 }
 
-
 /** KafkaJS 2.2.4's ConsumerGroup (src/consumer/consumerGroup.js), the class CorrectedConsumerGroup extends. */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const KafkaJsConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as new (options: object) => ConsumerGroupInternals;

@@ -1,6 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaJsFixesNotInForceError } from '../errors/kafkajs-fixes-not-in-force.error';
-import { createKafkaClient } from './client';
+import { createKafkaClient, type KafkaClient } from './client';
 import { clusterCorrections } from './cluster';
 import { assertKafkaJsFixesInForce, installedKafkaJs, KAFKAJS_FIXES, kafkaJsFixesNotInForce, type KafkaJsFix } from './corrections-in-force';
 
@@ -39,6 +39,16 @@ describe('the corrections of KafkaJS in force on a client', () => {
     expect(err?.foreignClient).toBe(false);
     expect(err?.missing.map((f) => f.name)).toEqual(['request-queue', 'other']);
     expect(err?.message).toContain("corrections of KafkaJS are not in force on the Kafka client it built: request-queue (an idle connection is not polled every millisecond); other (something)");
+  });
+
+  it("sees partition-workers missing on a client whose consumers run KafkaJS's own consumer group", async () => {
+    // A client built as the library's is, but on KafkaJS's createConsumer and ConsumerGroup.
+    /* eslint-disable @typescript-eslint/no-require-imports */
+    const Client = (require('./vendor/client.cjs') as (parts: object) => new (config: object) => KafkaClient)({ createConsumer: require('kafkajs/src/consumer'), correctCluster: (c: object) => c });
+    /* eslint-enable @typescript-eslint/no-require-imports */
+    const uncorrected = new Client(config);
+    expect(await KAFKAJS_FIXES[0].inForce(uncorrected)).toBe(false);
+    expect(await KAFKAJS_FIXES[0].inForce(createKafkaClient(config))).toBe(true);
   });
 
   it("sees no correction on a cluster of KafkaJS's own client", async () => {

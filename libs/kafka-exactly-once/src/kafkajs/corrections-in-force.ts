@@ -11,6 +11,9 @@ export interface KafkaJsFix extends KafkaJsFixName {
   inForce(client: KafkaClient): Promise<boolean>;
 }
 
+/** Where vendor/consumer.cjs leaves the ConsumerGroup class on each consumer it returns. */
+const CONSUMER_GROUP_CLASS = Symbol.for('kafka-exactly-once:consumer-group-class');
+
 /* eslint-disable @typescript-eslint/no-require-imports */
 const installedConsumerGroup = () => require('kafkajs/src/consumer/consumerGroup') as { prototype: Record<string, unknown> };
 /* eslint-enable @typescript-eslint/no-require-imports */
@@ -20,11 +23,16 @@ export const KAFKAJS_FIXES: readonly KafkaJsFix[] = [
   {
     name: 'partition-workers',
     corrects: "a rebalance waits for the partitions' units of work, and a resumed partition is fetched at once",
-    // Its consumers' group is CorrectedConsumerGroup (vendor/consumer.cjs), a subclass of the installed KafkaJS's
-    // ConsumerGroup, which has each method it overrides.
-    inForce: async () => {
+    // A consumer of the client (built, not connected: nothing is sent) runs its group on CorrectedConsumerGroup, a
+    // subclass of the installed KafkaJS's ConsumerGroup, which has each method it overrides.
+    inForce: async (client) => {
+      const consumer = client.consumer({ groupId: 'kafka-exactly-once-boot-check' }) as unknown as Record<symbol, unknown>;
       const base = installedConsumerGroup().prototype;
-      return Object.getPrototypeOf(CorrectedConsumerGroup.prototype) === base && CONSUMER_GROUP_OVERRIDES.every((method) => typeof base[method] === 'function');
+      return (
+        consumer[CONSUMER_GROUP_CLASS] === CorrectedConsumerGroup &&
+        Object.getPrototypeOf(CorrectedConsumerGroup.prototype) === base &&
+        CONSUMER_GROUP_OVERRIDES.every((method) => typeof base[method] === 'function' && Object.prototype.hasOwnProperty.call(CorrectedConsumerGroup.prototype, method))
+      );
     },
   },
   {

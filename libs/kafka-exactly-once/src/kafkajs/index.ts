@@ -5,7 +5,7 @@
 import { AssignerProtocol, ConfigResourceTypes, logLevel, type Admin, type Consumer, type EachBatchPayload } from 'kafkajs';
 
 export { AssignerProtocol, ConfigResourceTypes, logLevel };
-export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, PartitionMetadata, RetryOptions } from 'kafkajs';
+export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, RetryOptions } from 'kafkajs';
 
 /**
  * What the library asks of its clients' consumers, admins and fetched batches: the members of KafkaJS's types it
@@ -16,15 +16,14 @@ export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, Partit
 export type GroupConsumer = Pick<Consumer, 'connect' | 'subscribe' | 'run' | 'pause' | 'resume' | 'stop' | 'disconnect' | 'on' | 'events'>;
 export type FetchedBatch = Pick<EachBatchPayload, 'batch' | 'resolveOffset' | 'heartbeat' | 'pause' | 'isRunning' | 'isStale'>;
 export type ClusterAdmin = Pick<Admin, 'connect' | 'disconnect' | 'listTopics' | 'createTopics' | 'fetchTopicMetadata' | 'describeConfigs' | 'describeCluster' | 'describeGroups' | 'fetchOffsets'>;
-export { createKafkaClient, isLibraryClient, type ClusterOptions, type KafkaClient } from './client';
-export { BUSY_FETCH_WAIT_MS, markBusy, registerDrain, type Drain } from './consumer-group';
-export { assertKafkaJsFixesInForce, KAFKAJS_FIXES } from './corrections-in-force';
+export { createKafkaClient, type KafkaClient } from './client';
+export { markBusy, registerDrain } from './consumer-group';
+export { assertKafkaJsFixesInForce } from './corrections-in-force';
 export { forgottenByCoordinator, HangingTransactions, type OpenTransaction } from './hanging-transactions';
 export { nestLogCreator } from './logger';
 export { PartitionLogs, type LoggedRecord, type PartitionLog } from './partition-log';
 export { createProbeClient } from './probe';
 export { CheckedProducer, CheckedTransaction, fenceTransactionalId, type CheckedProducerOptions } from './producer/checked-producer';
-export { KAFKAJS_VERSION } from './producer/kafkajs-internals';
 export type { Placement } from './producer/produce-call';
 export { UNENCODABLE_RECORD } from './producer/produce-encoding';
 export { StableOffsets, UnstableOffsetsError } from './stable-offsets';

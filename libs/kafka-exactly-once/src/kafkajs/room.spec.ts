@@ -19,7 +19,7 @@ function sourcesOutsideTheRoom(dir = SOURCES, found: string[] = []): string[] {
 /** The lines of `source` that load kafkajs at run time: an import or re-export that is not type-only, a require, an import(). */
 function runtimeKafkaJs(source: string): string[] {
   const statements = source.match(/^\s*(?:import|export)\b[^;]*?\bfrom\s*['"]kafkajs(?:\/[^'"]*)?['"]/gm) ?? [];
-  const loads = source.match(/\b(?:require|import)\s*\(\s*['"`]kafkajs(?:\/[^'"`]*)?['"`]\s*\)/g) ?? [];
+  const loads = source.match(/\b(?:require|import)\s*\(\s*['"`]kafkajs(?:\/[^'"`]*)?['"`]\s*\)|^\s*import\s*['"]kafkajs(?:\/[^'"]*)?['"]/gm) ?? [];
   return [...statements.filter((s) => !/^\s*(?:import|export)\s+type\b/.test(s)), ...loads].map((s) => s.trim());
 }
 
@@ -37,6 +37,7 @@ describe('the Kafka client room', () => {
     expect(runtimeKafkaJs("export { logLevel } from 'kafkajs';")).toHaveLength(1);
     expect(runtimeKafkaJs("const x = require('kafkajs/src/network/requestQueue');")).toHaveLength(1);
     expect(runtimeKafkaJs("const m = await import('kafkajs');")).toHaveLength(1);
+    expect(runtimeKafkaJs("import 'kafkajs';")).toHaveLength(1);
     expect(runtimeKafkaJs("import type { KafkaConfig } from 'kafkajs';\nexport type { Message } from 'kafkajs';")).toEqual([]);
   });
 });

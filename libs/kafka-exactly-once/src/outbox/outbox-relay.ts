@@ -407,12 +407,12 @@ export class OutboxRelay {
       }
       this.current.setAside += 1;
       this.metrics?.outboxSetAside(topic, 1);
-      this.logger.error(`outbox relay ${this.config.name}: KafkaClient refused event ${suspects[0].id} (position ${suspects[0].position}) for topic ${topic} for good (${reason}); it is set aside in ${OUTBOX_SET_ASIDE_TABLE}, the others move on (kafka-eo outbox list | retry | discard)`);
+      this.logger.error(`outbox relay ${this.config.name}: Kafka refused event ${suspects[0].id} (position ${suspects[0].position}) for topic ${topic} for good (${reason}); it is set aside in ${OUTBOX_SET_ASIDE_TABLE}, the others move on (kafka-eo outbox list | retry | discard)`);
       return;
     }
     this.isolateUntil = suspects.reduce((max, r) => (BigInt(r.position) > max ? BigInt(r.position) : max), 0n);
     await this.sql(`UPDATE ${OUTBOX_TABLE} SET batch = NULL WHERE batch > $1`, [relayed.toString()]);
-    this.logger.warn(`outbox relay ${this.config.name}: KafkaClient refused a record of batch ${batch} for topic ${topic} for good (${reason}); sending its events one per batch to find it`);
+    this.logger.warn(`outbox relay ${this.config.name}: Kafka refused a record of batch ${batch} for topic ${topic} for good (${reason}); sending its events one per batch to find it`);
   }
 
   /** Counts the waiting events now and then, for health and metrics. */

@@ -80,7 +80,7 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
     if (this.options.inbox.runMigrations) await runInboxMigrations(database);
     this.ready = true;
     this.topics = new TopicInspector(this.kafka, { lookupTimeoutMs: 5000 });
-    // Learn the declared topics' size limits in the background: KafkaClient may be down at boot, writes go on.
+    // Learn the declared topics' size limits in the background: Kafka may be down at boot, writes go on.
     for (const topic of Object.keys(this.options.topics)) void this.topics.get(`${this.options.topicPrefix}${topic}`, 0);
     if (config.relay) {
       const pool = database.pgPool() as PgPool | undefined;

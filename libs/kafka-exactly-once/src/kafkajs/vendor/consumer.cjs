@@ -7,6 +7,8 @@
  *   2. `const ConsumerGroup = require('./consumerGroup')` is gone: the module exports a function of the
  *      ConsumerGroup class that returns createConsumer (`module.exports = ConsumerGroup => ({ ... }) => { ... }`),
  *      and the library gives it its subclass of KafkaJS's ConsumerGroup (../consumer-group.ts).
+ *   3. The consumer it returns carries that class, under Symbol.for('kafka-exactly-once:consumer-group-class')
+ *      (not enumerable), for the library's boot check (../corrections-in-force.ts).
  */
 const Long = require('kafkajs/src/utils/long')
 const createRetry = require('kafkajs/src/retry')
@@ -512,7 +514,7 @@ module.exports = ConsumerGroup => ({
    */
   const getLogger = () => logger
 
-  return {
+  const consumer = {
     connect,
     disconnect,
     subscribe,
@@ -528,4 +530,7 @@ module.exports = ConsumerGroup => ({
     events,
     logger: getLogger,
   }
+  // kafka-exactly-once: the ConsumerGroup class of this consumer's group, for the library's boot check.
+  Object.defineProperty(consumer, Symbol.for('kafka-exactly-once:consumer-group-class'), { value: ConsumerGroup })
+  return consumer
 }
