@@ -10,15 +10,11 @@ import { QuarantinedRecord, readFrame, SpooledRecord } from 'kafka-exactly-once/
 import { join } from 'path';
 import { kafkaControl, kafkaFreeze } from './support/broker';
 import { REPO_ROOT, kafkaBrokers } from './support/environment';
-import { createTopics, readTopic, uniqueTopic, withAdmin } from './support/kafka';
+import { createTopics, readTopic, uniqueTopic, withAdmin, topicSize } from './support/kafka';
 import { demoSchemas } from './support/payments';
 import { getJson, newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
 import { Acknowledged, expectDeliveredInOrder, waitForEmptySpool } from './support/published';
 import { processSuite } from './support/suite';
-
-async function topicSize(kafka: Kafka, topic: string): Promise<number> {
-  return withAdmin(kafka, async (admin) => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0));
-}
 
 async function createTopicWith(kafka: Kafka, topic: string, configEntries: Array<{ name: string; value: string }>, numPartitions = 1): Promise<void> {
   await createTopics(kafka, [{ topic, numPartitions, configEntries }]);

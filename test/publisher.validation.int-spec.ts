@@ -4,13 +4,9 @@ import { Kafka } from 'kafkajs';
 import { EventPublisher, EventValidationError, KafkaExactlyOnceModule, MissingKeyError, PublishError } from 'kafka-exactly-once';
 import { join } from 'path';
 import { REPO_ROOT, kafkaBrokers } from './support/environment';
-import { createTopics, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
+import { createTopics, readTopic, testKafka, uniqueTopic, withAdmin, topicSize } from './support/kafka';
 import { ProcessGroup } from './support/processes';
 import { newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
-
-async function topicSize(kafka: Kafka, topic: string): Promise<number> {
-  return withAdmin(kafka, async (admin) => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0));
-}
 
 /** Invalid events are refused with the names of the bad fields and nothing is sent; publishAll is all or nothing. */
 describe('publisher: validation and atomic batches', () => {

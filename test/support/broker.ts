@@ -49,4 +49,13 @@ export function kafkaFreeze(signal: 'SIGSTOP' | 'SIGCONT'): void {
   const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
   if (!cmdline.includes(`kafka.Kafka ${stateDir}/`)) throw new Error(`pid ${pid} in ${stateDir}/broker.pid is not the broker kafka.sh started there`);
   process.kill(pid, signal);
+  if (signal !== 'SIGSTOP') return;
+  // A signal is delivered asynchronously: until every thread of the JVM has stopped, a request sent now could
+  // still be answered. Wait (up to 2 s) until the kernel reports the process stopped.
+  const stopped = () => /^\d+ \(.*\) T /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  const until = Date.now() + 2000;
+  while (!stopped()) {
+    if (Date.now() > until) throw new Error(`the broker (pid ${pid}) did not stop on SIGSTOP within 2 s`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+  }
 }

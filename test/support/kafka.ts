@@ -5,6 +5,22 @@ import { createKafkaClient, type KafkaClient } from 'kafka-exactly-once/kafkajs'
 import { isLibraryClient } from 'kafka-exactly-once/kafkajs/client';
 import { kafkaBrokers } from './environment';
 
+/**
+ * How many records a topic's partitions hold (the sum of their high watermarks). A broker still taking up its
+ * partitions' leadership (just restarted, with the run's thousands of partitions to load) answers "not the
+ * leader" for a while: such retriable answers are asked again, for up to 20 s.
+ */
+export async function topicSize(kafka: Kafka, topic: string): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withAdmin(kafka, async (admin) => (await admin.fetchTopicOffsets(topic)).reduce((n, p) => n + Number(p.high), 0));
+    } catch (err) {
+      if (!(err as { retriable?: boolean }).retriable || attempt >= 20) throw err;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
 /** A topic name no other suite or run uses. */
 export function uniqueTopic(label: string): string {
   return `test.${label}.${Date.now().toString(36)}.${randomUUID().slice(0, 8)}`;
