@@ -18,6 +18,14 @@ const CONSUMER_GROUP_CLASS = Symbol.for('kafka-exactly-once:consumer-group-class
 const installedConsumerGroup = () => require('kafkajs/src/consumer/consumerGroup') as { prototype: Record<string, unknown> };
 /* eslint-enable @typescript-eslint/no-require-imports */
 
+/** What one cluster of `client` shows of the cluster's two corrections: built and probed once per client. */
+const probed = new WeakMap<KafkaClient, ReturnType<typeof clusterCorrections>>();
+function clusterCorrectionsOf(client: KafkaClient): ReturnType<typeof clusterCorrections> {
+  let found = probed.get(client);
+  if (!found) probed.set(client, (found = clusterCorrections(client.createCluster())));
+  return found;
+}
+
 /** The corrections of KafkaJS 2.2.4 the library relies on (src/kafkajs/README.md), each with its check. */
 export const KAFKAJS_FIXES: readonly KafkaJsFix[] = [
   {
@@ -38,12 +46,12 @@ export const KAFKAJS_FIXES: readonly KafkaJsFix[] = [
   {
     name: 'aborted-transactions',
     corrects: 'read-committed fetches leave out the records of aborted transactions',
-    inForce: async (client) => (await clusterCorrections(client.createCluster())).abortedTransactions,
+    inForce: async (client) => (await clusterCorrectionsOf(client)).abortedTransactions,
   },
   {
     name: 'request-queue',
     corrects: 'an idle connection is not polled every millisecond',
-    inForce: async (client) => (await clusterCorrections(client.createCluster())).requestQueue,
+    inForce: async (client) => (await clusterCorrectionsOf(client)).requestQueue,
   },
 ];
 
