@@ -10,7 +10,7 @@ import { kafkaBrokers } from './support/environment';
 import { leaveHangingTransaction } from './support/hanging';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
-import { waitUntil } from './support/payments';
+import { waitForGroupCaughtUp, waitUntil } from './support/payments';
 
 const NOTE = { type: 'record', name: 'Note', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
 const FILED = { type: 'record', name: 'NoteFiled', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
@@ -182,5 +182,81 @@ describe('library: a hanging transaction of the partition\'s own producer', () =
     expect(raw.map((r) => r.key)).toEqual(['hanging', 'n-1']);
     expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied')).toEqual([{ id: 'n-1' }]);
     await waitUntil(async () => ((await moduleRef!.get(KafkaHealthIndicator).isHealthy('kafka')).kafka as { status: string }).status === 'up', 30000, 'health up');
+  });
+});
+
+/**
+ * What a broker crash can leave: a unit's outputs committed (their commit marker written on the output partition)
+ * while its offsets stay pending on the offsets' partition, held by a transaction of the partition's own producer
+ * that no coordinator ends, and the group's committed offset behind. The library aborts it and the records come
+ * again: their outputs, already in Kafka, must not be sent a second time.
+ */
+describe('library: a hanging transaction of the partition\'s own producer, its outputs already committed', () => {
+  let moduleRef: TestingModule | undefined;
+
+  afterAll(async () => {
+    await moduleRef?.close();
+  });
+
+  it('is aborted; the record comes again and its output, committed before, is not sent again', async () => {
+    const kafka = testKafka();
+    const prefix = `${uniqueTopic('hanging-done')}.`;
+    const group = `${prefix}group`;
+    const topic = `${prefix}notes`;
+    const filed = `${prefix}notes.filed`;
+    const dir = schemasDirectory('hanging-done', { 'note.avsc': NOTE, 'filed.avsc': FILED });
+    await createTopics(kafka, [topic, filed], 1);
+    const databaseUrl = await createSuiteDatabase('hanging_done');
+    await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
+    const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
+    await sendRaw(kafka, topic, [
+      { key: 'k', value: encodeSingleObject(schema, { id: 'n-1' }), headers: { 'message-id': 'n-1' } },
+      { key: 'k', value: encodeSingleObject(schema, { id: 'n-2' }), headers: { 'message-id': 'n-2' } },
+    ]);
+
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'hanging-done-test', brokers: kafkaBrokers() },
+          groupId: group,
+          transactionalIdPrefix: 'hanging-done',
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          topics: { 'notes.filed': { schema: 'test.hanging.NoteFiled' } },
+          transactionTimeoutMs: 5000,
+          inbox: { idleInTransactionTimeoutMs: 5000 },
+          consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, stallAfterMs: 8000, maxRetryDelayMs: 2000 },
+        }),
+      ],
+      providers: [FilingHandler],
+    })
+    class FilingModule {}
+
+    // Both records handled and their outputs committed, with the offsets, by the partition's own producer.
+    moduleRef = await startLibraryModule(FilingModule);
+    await waitForGroupCaughtUp(kafka, group, topic, 60000);
+    await moduleRef.close();
+    moduleRef = undefined;
+    const before = await readTopic(kafka, filed, { until: quietAfter(2, 2000), pollIdleMs: 250, timeoutMs: 30000 });
+    expect(before.map((r) => r.key)).toEqual(['n-1', 'n-2']);
+
+    // Then the crash's aftermath: the group's offset behind both records, and a transaction of that producer holding
+    // the offset past them pending for good.
+    await withAdmin(kafka, (admin) => admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '0' }] }));
+    const own = partitionTransactionalId('hanging-done', group, topic, 0);
+    const hanging = await leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '2' }, []);
+
+    const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
+    moduleRef = await startLibraryModule(FilingModule, logger);
+    await waitUntil(async () => logger.lines.some((l) => / outputs already committed were not sent again/.test(l.message)), 90000, 'the partition past the records that came again');
+    await waitForGroupCaughtUp(kafka, group, topic, 60000);
+    // Each output once; the records applied once (their inbox rows replayed, the handler not run again).
+    const after = await readTopic(kafka, filed, { until: quietAfter(2, 3000), pollIdleMs: 250, timeoutMs: 30000 });
+    expect(after.map((r) => r.key)).toEqual(['n-1', 'n-2']);
+    expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied ORDER BY id')).toEqual([{ id: 'n-1' }, { id: 'n-2' }]);
+    const aborted = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
+    expect(aborted?.message).toContain(`"producerId":"${hanging.producerId}"`);
+    expect(logger.lines.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/: 2 outputs of its own producer found committed since /), expect.stringMatching(/: 2 outputs already committed were not sent again$/)]));
   });
 });

@@ -53,7 +53,12 @@ export async function queryDatabase<T = Record<string, any>>(databaseUrl: string
 
 /** Keeps what was logged at warn and error level, with its context. */
 export class CapturingLogger extends ConsoleLogger {
-  readonly lines: Array<{ level: 'warn' | 'error'; context: string; message: string }> = [];
+  readonly lines: Array<{ level: 'log' | 'warn' | 'error'; context: string; message: string }> = [];
+  /** Kept only when the logger was made with 'log' among its levels. */
+  override log(message: unknown, ...rest: unknown[]): void {
+    if (this.isLevelEnabled('log')) this.lines.push({ level: 'log', context: String(rest.at(-1)), message: String(message) });
+    super.log(message, ...(rest as []));
+  }
   override warn(message: unknown, ...rest: unknown[]): void {
     this.lines.push({ level: 'warn', context: String(rest.at(-1)), message: String(message) });
     super.warn(message, ...(rest as []));

@@ -14,6 +14,7 @@ import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.trac
 import { isConnectionFault, isKafkaUnavailable, isRecordSuspectFault } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
+import { DeliveredOutputs } from './delivered-outputs';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
 import { HangingTransactionError } from '../errors/hanging-transaction.error';
@@ -28,6 +29,13 @@ import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
 import { type ClusterAdmin, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
+/**
+ * How far before a hanging transaction's first record on the offsets' partition (beyond the transaction timeout)
+ * the outputs its producer committed are looked for: a unit's outputs go out before its offsets, and the offsets
+ * of a crash's aftermath may be written late.
+ */
+const DELIVERED_LOOKBACK_MS = 120000;
+
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
@@ -386,8 +394,11 @@ export class ExactlyOnceConsumer {
         if (!failure) {
           // What this member committed past the offset read now may have been in the aborted transaction: the
           // partition goes back to that offset (the session's floor and the fetch position), and the records come
-          // again, their outputs replayed from the inbox.
-          if (session) session.rewind = true;
+          // again, their outputs replayed from the inbox, less those Kafka already holds committed.
+          if (session) {
+            session.rewind = true;
+            session.delivered = await this.deliveredOutputs(topic, partition, own, found.offsetsPartition, heartbeat);
+          }
           return read();
         }
       }
@@ -422,6 +433,38 @@ export class ExactlyOnceConsumer {
       );
     }
     return '';
+  }
+
+  /**
+   * After an abort of this partition's own hanging transaction: the outputs its producer committed from a while
+   * before that transaction began (its first record on the offsets' partition, less the transaction timeout and
+   * DELIVERED_LOOKBACK_MS), so that the replay does not send them again. A broker crash can leave the commit
+   * markers written on the output partitions and only the offsets' partition open: without this, the abort would
+   * send those outputs twice. Undefined when they cannot be read: every output is then sent again (the ones
+   * already committed a second time, with the same message ids), never fewer.
+   */
+  private async deliveredOutputs(topic: string, partition: number, own: OpenTransaction[], offsetsPartition: number, heartbeat: () => Promise<void>): Promise<DeliveredOutputs | undefined> {
+    try {
+      const started: number[] = [];
+      for (const holder of own) {
+        const at = await this.hanging.startedAt('__consumer_offsets', offsetsPartition, holder.producerId, holder.startOffset);
+        if (at === undefined) throw new Error(`the first record of producer id ${holder.producerId} at __consumer_offsets[${offsetsPartition}] offset ${holder.startOffset} was not found`);
+        started.push(at);
+      }
+      const since = Math.min(...started) - this.options.transactionTimeoutMs - DELIVERED_LOOKBACK_MS;
+      const until = await this.hanging.latestOffset(topic, partition);
+      const ids = await this.hanging.deliveredMessageIds(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, heartbeat);
+      const delivered = new DeliveredOutputs(ids, until);
+      this.logger.log(
+        `${topic}[${partition}]: ${delivered.size} outputs of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again`,
+      );
+      return delivered;
+    } catch (err) {
+      this.logger.warn(
+        `${topic}[${partition}]: which outputs of its own producer are already committed could not be read (${(err as Error).message}); the records that come again send all their outputs, those already committed a second time with the same message ids`,
+      );
+      return undefined;
+    }
   }
 
   /**
@@ -598,6 +641,7 @@ export class ExactlyOnceConsumer {
           metrics: this.metrics,
           tracing: this.tracing,
           ambient: this.ambient,
+          delivered: session.delivered,
         },
         chunk,
       );
@@ -606,6 +650,10 @@ export class ExactlyOnceConsumer {
         index += outcome.count;
         session.infrastructureFailures = 0;
         session.committed(BigInt(outcome.lastOffset) + 1n, { records: outcome.count, commitMs: outcome.timings.postgresCommitMs + outcome.timings.kafkaCommitMs });
+        if (session.delivered && session.floor >= session.delivered.until) {
+          this.logger.log(`${topic}[${partition}]: committed past offset ${session.delivered.until}: ${session.delivered.skipped} outputs already committed were not sent again`);
+          session.delivered = undefined;
+        }
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;

@@ -1,3 +1,4 @@
+import type { DeliveredOutputs } from './delivered-outputs';
 import { PartitionProducer } from '../transaction/partition-producer';
 import { PartitionProgress, type CommittedUnit } from './partition-progress';
 
@@ -21,6 +22,8 @@ export class PartitionSession {
   rewind = false;
   /** Set by a start that rewound, until the fetch position has been moved back. */
   rewound = false;
+  /** After such an abort: the outputs Kafka already holds committed, left out of replays until the partition is past them. */
+  delivered?: DeliveredOutputs;
   ready = false;
   /** Another member owns the partition now: do nothing (and never re-init the producer) until reassigned. */
   fenced = false;

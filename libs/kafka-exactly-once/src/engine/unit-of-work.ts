@@ -29,6 +29,7 @@ import { headerPairs, MessageHeaderReader, outputSize, textHeaderPairs, textHead
 import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
 import { DeadlineExceeded, withDeadline } from './deadline';
+import type { DeliveredOutputs } from './delivered-outputs';
 
 /** A record of the chunk with the identity the inbox knows it by. */
 export interface ChunkRecord {
@@ -116,6 +117,8 @@ export interface UnitOfWorkDeps {
   carried?: CarriedFailure;
   /** The application's @nestjs-cls/transactional, lent the unit's transaction during each handler call. */
   ambient?: AmbientTransactions;
+  /** After the library aborted a hanging transaction of the partition's producer: outputs a replay does not send again. */
+  delivered?: DeliveredOutputs;
 }
 
 interface HandledRecord {
@@ -350,7 +353,7 @@ export class UnitOfWork {
           if (now) this.stats.duplicates++;
         } else if ('outputs' in slot) {
           if (now) {
-            outputLists.push(slot.outputs);
+            outputLists.push(this.deps.delivered ? this.deps.delivered.undelivered(slot.outputs) : slot.outputs);
             this.stats.replayed++;
           }
         } else {

@@ -1,4 +1,4 @@
-import { txnMarkersV1, describeProducersV0, forgottenByCoordinator, offsetsPartitionOf } from './hanging-transactions';
+import { committedIn, txnMarkersV1, describeProducersV0, forgottenByCoordinator, offsetsPartitionOf, type LogRecord } from './hanging-transactions';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -84,6 +84,34 @@ describe('hanging transactions: which the library may abort, and the requests it
     expect(await describeProducersV0([{ topic: 'out', partitions: [0] }]).response.decode(answer.buffer)).toEqual([
       { topic: 'out', partition: 0, errorCode: 0, producers: [{ producerId: '11', producerEpoch: 1, startOffset: '42', coordinatorEpoch: -1 }] },
     ]);
+  });
+  it("counts a producer's records committed once its commit marker follows them, across reads; an abort or another producer's marker does not", () => {
+    let offset = 0;
+    const data = (producerId: string, id: string | null, inTransaction = true): LogRecord => ({
+      offset: String(offset++),
+      timestamp: '0',
+      key: null,
+      headers: id === null ? {} : { 'message-id': Buffer.from(id) },
+      isControlRecord: false,
+      batchContext: { producerId, inTransaction },
+    });
+    const marker = (producerId: string, type: 0 | 1): LogRecord => {
+      const key = Buffer.alloc(4);
+      key.writeInt16BE(type, 2);
+      return { offset: String(offset++), timestamp: '0', key, isControlRecord: true, batchContext: { producerId, inTransaction: true } };
+    };
+    const open = new Map<string, string[]>();
+    const committed = new Set<string>();
+    const mine = new Set(['7']);
+    // a aborted; b committed by a marker in the next read; c's commit is another producer's marker; d never ended.
+    committedIn([data('7', 'a'), marker('7', 0), data('7', 'b'), data('8', 'x'), data('7', null)], mine, open, committed);
+    expect([...committed]).toEqual([]);
+    committedIn([marker('8', 1), marker('7', 1), data('7', 'c'), marker('8', 1), data('7', 'not-transactional', false), data('7', 'd')], mine, open, committed);
+    expect([...committed].sort()).toEqual(['b']);
+    expect(open.get('7')).toEqual(['c', 'd']);
+    // Headers as KafkaJS gives a repeated name: an array, the first one counts.
+    committedIn([{ ...data('7', null), headers: { 'message-id': [Buffer.from('e'), Buffer.from('f')] } }, marker('7', 1)], mine, open, committed);
+    expect([...committed].sort()).toEqual(['b', 'c', 'd', 'e']);
   });
 });
 

@@ -1,4 +1,4 @@
-import { ClusterClient, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
+import { ClusterClient, type KafkaJsBroker, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -201,6 +201,58 @@ export function listTransactionsV0(producerIds: string[]): ProtocolRequest {
   };
 }
 
+/** One record as KafkaJS's fetch decoder gives it, with what this file reads of it. */
+export interface LogRecord {
+  offset: string;
+  timestamp: string;
+  key: Buffer | null;
+  headers?: Record<string, Buffer | Buffer[] | null | undefined>;
+  isControlRecord: boolean;
+  batchContext?: { producerId?: string; inTransaction?: boolean };
+}
+
+/** What this file asks of a KafkaJS Broker besides its requests by definition. */
+interface LogBroker {
+  listOffsets(args: object): Promise<{ responses: Array<{ partitions: Array<{ offset: string }> }> }>;
+  fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ errorCode?: number; messages: LogRecord[] }> }> }>;
+}
+
+/** A control record's key: version (int16), then type (int16): 0 abort, 1 commit. */
+function isCommitMarker(record: LogRecord): boolean {
+  return !!record.key && record.key.length >= 4 && record.key.readInt16BE(2) === 1;
+}
+
+/** The first value of a header as text; undefined when absent or null. */
+function headerText(record: LogRecord, name: string): string | undefined {
+  const value = record.headers?.[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return first ? first.toString('utf8') : undefined;
+}
+
+/**
+ * Reads records of one partition in log order: adds to `committed` the message ids of the records of `producerIds`
+ * whose transaction's commit marker follows them. `open` carries, per producer id, the message ids of its transaction
+ * not ended yet from one call to the next (an abort marker drops them).
+ */
+export function committedIn(records: readonly LogRecord[], producerIds: ReadonlySet<string>, open: Map<string, string[]>, committed: Set<string>): void {
+  for (const record of records) {
+    const producer = String(record.batchContext?.producerId);
+    if (!producerIds.has(producer)) continue;
+    if (record.isControlRecord) {
+      const ids = open.get(producer) ?? [];
+      open.delete(producer);
+      if (isCommitMarker(record)) for (const id of ids) committed.add(id);
+    } else if (record.batchContext?.inTransaction) {
+      const id = headerText(record, 'message-id');
+      if (id !== undefined) (open.get(producer) ?? open.set(producer, []).get(producer)!).push(id);
+    }
+  }
+}
+
+/** How much one read of delivered outputs fetches at most, over all its partitions (what it found up to there counts). */
+const DELIVERED_READ_BYTES = 256 * 1024 * 1024;
+const FETCH_BYTES = 1024 * 1024;
+
 /**
  * Who holds a group's committed offsets unstable: the transactions open on the group's partition of
  * __consumer_offsets (DescribeProducers on its leader, the group coordinator) and their transactional ids
@@ -297,6 +349,72 @@ export class HangingTransactions extends ClusterClient {
       }
     }
     return ended;
+  }
+
+  /**
+   * When the transaction of `producerId` open on a partition since `startOffset` wrote its first record there (the
+   * record's timestamp, ms): read uncommitted from the partition's leader. Undefined when that record is not found.
+   */
+  async startedAt(topic: string, partition: number, producerId: string, startOffset: string): Promise<number | undefined> {
+    const broker = await this.leaderOf(topic, partition);
+    const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: startOffset, maxBytes: FETCH_BYTES }] }] });
+    const record = (answer.responses[0]?.partitions[0]?.messages ?? []).find((r) => r.offset === startOffset && String(r.batchContext?.producerId) === producerId);
+    return record ? Number(record.timestamp) : undefined;
+  }
+
+  /** A partition's high watermark: every record fetched from it so far lies below. */
+  async latestOffset(topic: string, partition: number): Promise<bigint> {
+    const broker = await this.leaderOf(topic, partition);
+    const answer = await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp: -1 }] }] });
+    return BigInt(answer.responses[0].partitions[0].offset);
+  }
+
+  /**
+   * The message ids of the records that producers (by producer id) wrote in transactions that committed, on every
+   * partition of `topics`, from each partition's first record of timestamp `sinceMs` or later. Read uncommitted from
+   * each partition's leader: a producer's records count once its commit marker follows them; an abort marker drops
+   * them, and a transaction still open counts nothing. Records without a `message-id` header are not told. A read
+   * stops after DELIVERED_READ_BYTES in all (what it found up to there counts). Throws when a partition cannot be
+   * read: a caller that goes on without the answer sends those outputs again, never fewer. `between` runs after each
+   * fetch (a group member's heartbeat; its failure is ignored).
+   */
+  async deliveredMessageIds(producerIds: ReadonlySet<string>, topics: string[], sinceMs: number, between: () => Promise<void> = async () => undefined): Promise<Map<string, Set<string>>> {
+    await this.connected();
+    await this.cluster.addMultipleTargetTopics(topics);
+    const delivered = new Map<string, Set<string>>();
+    let budget = DELIVERED_READ_BYTES;
+    for (const topic of topics) {
+      for (const { partitionId: partition } of this.cluster.findTopicPartitionMetadata(topic)) {
+        const broker = await this.leaderOf(topic, partition);
+        const offsetAt = async (timestamp: number) =>
+          BigInt((await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0].partitions[0].offset);
+        let from = await offsetAt(sinceMs);
+        const end = await offsetAt(-1);
+        // Per producer id, the message ids of its transaction still open at this point of the log.
+        const open = new Map<string, string[]>();
+        while (from >= 0n && from < end && budget > 0) {
+          budget -= FETCH_BYTES;
+          const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: from.toString(), maxBytes: FETCH_BYTES }] }] });
+          const got = answer.responses[0]?.partitions[0];
+          if (got?.errorCode) throw new Error(`fetching ${topic}[${partition}] from offset ${from} failed (error code ${got.errorCode})`);
+          const records = (got?.messages ?? []).filter((r) => BigInt(r.offset) >= from);
+          if (records.length === 0) break;
+          committedIn(records, producerIds, open, delivered.get(topic) ?? delivered.set(topic, new Set()).get(topic)!);
+          from = BigInt(records[records.length - 1].offset) + 1n;
+          await between().catch(() => undefined);
+        }
+      }
+    }
+    return delivered;
+  }
+
+  /** The broker leading a partition, as the metadata says now. */
+  private async leaderOf(topic: string, partition: number): Promise<KafkaJsBroker & LogBroker> {
+    await this.connected();
+    await this.cluster.addMultipleTargetTopics([topic]);
+    const leader = this.cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader;
+    if (leader === undefined || leader < 0) throw new Error(`${topic}[${partition}] has no leader`);
+    return (await this.cluster.findBroker({ nodeId: leader })) as KafkaJsBroker & LogBroker;
   }
 
   /** Each open transaction with its transactional id and state, from ListTransactions on every broker. */
