@@ -257,6 +257,6 @@ describe('library: a hanging transaction of the partition\'s own producer, its o
     expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied ORDER BY id')).toEqual([{ id: 'n-1' }, { id: 'n-2' }]);
     const aborted = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
     expect(aborted?.message).toContain(`"producerId":"${hanging.producerId}"`);
-    expect(logger.lines.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/: 2 outputs of its own producer found committed since /), expect.stringMatching(/: 2 outputs already committed were not sent again$/)]));
+    expect(logger.lines.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/: 2 records of its own producer found committed since /), expect.stringMatching(/: 2 outputs already committed were not sent again$/)]));
   });
 });

@@ -1,31 +1,33 @@
+import { type CommittedRecords, recordDigest } from '../kafkajs';
 import type { OutputRecord } from './output-record';
 
 /**
- * The outputs of a partition's own producer found committed in Kafka after the library aborted a hanging
+ * The records a partition's own producer is found to have committed in Kafka after the library aborted a hanging
  * transaction of that producer (ExactlyOnceConsumer.committedOffset). The abort takes the group's offsets back,
- * and the records come again: a record whose inbox row holds outputs is replayed, and those of its outputs whose
- * message ids are here are not sent again, for Kafka already holds them committed (a broker crash can leave the
- * commit markers written on the output partitions and the offsets' partition open). Only outputs with this very
- * topic and message id, written by that producer, are left out: any other is sent, so that nothing is lost.
+ * and the records come again: a record whose inbox row holds outputs is replayed, and an output Kafka already
+ * holds committed is not sent again (a broker crash can leave the commit markers written on the output
+ * partitions and only the offsets' partition open). An output is left out only when a committed record of that
+ * producer carries the very same bytes (topic, key, value, headers), and as many times as such records were found:
+ * any other is sent, so that nothing is lost.
  */
 export class DeliveredOutputs {
   private skippedCount = 0;
+  private readonly left: Map<string, number>;
+  readonly found: number;
 
   /**
-   * @param ids per topic, the message ids found committed
+   * @param committed the digests of the committed records, counted
    * @param until the input partition's high watermark at the abort: no record at or past it can have outputs
    *   already, so once the partition has committed up to it the set is of no further use
    */
   constructor(
-    private readonly ids: ReadonlyMap<string, ReadonlySet<string>>,
+    committed: CommittedRecords,
     readonly until: bigint,
-  ) {}
-
-  /** How many message ids were found committed, all topics together. */
-  get size(): number {
-    let n = 0;
-    for (const set of this.ids.values()) n += set.size;
-    return n;
+  ) {
+    this.left = new Map(committed);
+    let found = 0;
+    for (const n of committed.values()) found += n;
+    this.found = found;
   }
 
   /** Outputs left out so far. */
@@ -35,11 +37,15 @@ export class DeliveredOutputs {
 
   /** A replayed record's outputs less those already committed. */
   undelivered(outputs: OutputRecord[]): OutputRecord[] {
-    const left = outputs.filter((o) => {
-      const id = o.headers.find(([name]) => name === 'message-id')?.[1];
-      return !(id && this.ids.get(o.topic)?.has(id.toString('utf8')));
+    if (this.left.size === 0) return outputs;
+    return outputs.filter((o) => {
+      const digest = recordDigest(o.topic, o.key, o.value, o.headers);
+      const n = this.left.get(digest) ?? 0;
+      if (n === 0) return true;
+      if (n === 1) this.left.delete(digest);
+      else this.left.set(digest, n - 1);
+      this.skippedCount++;
+      return false;
     });
-    this.skippedCount += outputs.length - left.length;
-    return left;
   }
 }

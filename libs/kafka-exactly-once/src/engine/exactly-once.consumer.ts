@@ -26,17 +26,17 @@ import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, U
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
-import { type ClusterAdmin, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
+import { type ClusterAdmin, COMMITTED_READ_BYTES, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
+const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
+
 /**
  * How far before a hanging transaction's first record on the offsets' partition (beyond the transaction timeout)
  * the outputs its producer committed are looked for: a unit's outputs go out before its offsets, and the offsets
  * of a crash's aftermath may be written late.
  */
 const DELIVERED_LOOKBACK_MS = 120000;
-
-const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
 
@@ -453,11 +453,16 @@ export class ExactlyOnceConsumer {
       }
       const since = Math.min(...started) - this.options.transactionTimeoutMs - DELIVERED_LOOKBACK_MS;
       const until = await this.hanging.latestOffset(topic, partition);
-      const ids = await this.hanging.deliveredMessageIds(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, heartbeat);
-      const delivered = new DeliveredOutputs(ids, until);
+      const { committed, complete } = await this.hanging.committedRecords(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, heartbeat);
+      const delivered = new DeliveredOutputs(committed, until);
       this.logger.log(
-        `${topic}[${partition}]: ${delivered.size} outputs of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again`,
+        `${topic}[${partition}]: ${delivered.found} records of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again`,
       );
+      if (!complete) {
+        this.logger.warn(
+          `${topic}[${partition}]: the read of its own producer's committed records stopped after ${COMMITTED_READ_BYTES / 1024 / 1024} MiB; outputs committed beyond it may be sent a second time, with the same message ids`,
+        );
+      }
       return delivered;
     } catch (err) {
       this.logger.warn(

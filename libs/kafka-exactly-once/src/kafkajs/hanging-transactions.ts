@@ -1,4 +1,5 @@
 import { ClusterClient, type KafkaJsBroker, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
+import { decodedHeaders, recordDigest } from './record-digest';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -206,7 +207,8 @@ export interface LogRecord {
   offset: string;
   timestamp: string;
   key: Buffer | null;
-  headers?: Record<string, Buffer | Buffer[] | null | undefined>;
+  value?: Buffer | null;
+  headers?: Record<string, Buffer | null | Array<Buffer | null>>;
   isControlRecord: boolean;
   batchContext?: { producerId?: string; inTransaction?: boolean };
 }
@@ -222,35 +224,31 @@ function isCommitMarker(record: LogRecord): boolean {
   return !!record.key && record.key.length >= 4 && record.key.readInt16BE(2) === 1;
 }
 
-/** The first value of a header as text; undefined when absent or null. */
-function headerText(record: LogRecord, name: string): string | undefined {
-  const value = record.headers?.[name];
-  const first = Array.isArray(value) ? value[0] : value;
-  return first ? first.toString('utf8') : undefined;
-}
+/** The records one producer id committed, as counts of their digests (recordDigest: topic, key, value, headers). */
+export type CommittedRecords = Map<string, number>;
 
 /**
- * Reads records of one partition in log order: adds to `committed` the message ids of the records of `producerIds`
- * whose transaction's commit marker follows them. `open` carries, per producer id, the message ids of its transaction
- * not ended yet from one call to the next (an abort marker drops them).
+ * Reads records of one partition of `topic` in log order: counts in `committed` the digests of the records of
+ * `producerIds` whose transaction's commit marker follows them. `open` carries, per producer id, the digests of its
+ * transaction not ended yet from one call to the next (an abort marker drops them).
  */
-export function committedIn(records: readonly LogRecord[], producerIds: ReadonlySet<string>, open: Map<string, string[]>, committed: Set<string>): void {
+export function committedIn(topic: string, records: readonly LogRecord[], producerIds: ReadonlySet<string>, open: Map<string, string[]>, committed: CommittedRecords): void {
   for (const record of records) {
     const producer = String(record.batchContext?.producerId);
     if (!producerIds.has(producer)) continue;
     if (record.isControlRecord) {
-      const ids = open.get(producer) ?? [];
+      const digests = open.get(producer) ?? [];
       open.delete(producer);
-      if (isCommitMarker(record)) for (const id of ids) committed.add(id);
+      if (isCommitMarker(record)) for (const d of digests) committed.set(d, (committed.get(d) ?? 0) + 1);
     } else if (record.batchContext?.inTransaction) {
-      const id = headerText(record, 'message-id');
-      if (id !== undefined) (open.get(producer) ?? open.set(producer, []).get(producer)!).push(id);
+      const digest = recordDigest(topic, record.key, record.value ?? null, decodedHeaders(record.headers));
+      (open.get(producer) ?? open.set(producer, []).get(producer)!).push(digest);
     }
   }
 }
 
-/** How much one read of delivered outputs fetches at most, over all its partitions (what it found up to there counts). */
-const DELIVERED_READ_BYTES = 256 * 1024 * 1024;
+/** How much one read of committed records fetches at most, over all its partitions (what it found up to there counts). */
+export const COMMITTED_READ_BYTES = 256 * 1024 * 1024;
 const FETCH_BYTES = 1024 * 1024;
 
 /**
@@ -370,19 +368,26 @@ export class HangingTransactions extends ClusterClient {
   }
 
   /**
-   * The message ids of the records that producers (by producer id) wrote in transactions that committed, on every
-   * partition of `topics`, from each partition's first record of timestamp `sinceMs` or later. Read uncommitted from
-   * each partition's leader: a producer's records count once its commit marker follows them; an abort marker drops
-   * them, and a transaction still open counts nothing. Records without a `message-id` header are not told. A read
-   * stops after DELIVERED_READ_BYTES in all (what it found up to there counts). Throws when a partition cannot be
-   * read: a caller that goes on without the answer sends those outputs again, never fewer. `between` runs after each
-   * fetch (a group member's heartbeat; its failure is ignored).
+   * The records that producers (by producer id) wrote in transactions that committed, on every partition of
+   * `topics`, from each partition's first record of timestamp `sinceMs` or later (record timestamps: the
+   * producer's clock), as counts of their digests. Read uncommitted from each partition's leader: a producer's
+   * records count once its commit marker follows them; an abort marker drops them, and a transaction still open
+   * counts nothing. A read stops after COMMITTED_READ_BYTES in all (`complete` false; what it found up to there
+   * counts). Throws when a partition cannot be read: a caller that goes on without the answer sends those records
+   * again, never fewer. `between` runs after each fetch and each partition (a group member's heartbeat; its failure
+   * is ignored).
    */
-  async deliveredMessageIds(producerIds: ReadonlySet<string>, topics: string[], sinceMs: number, between: () => Promise<void> = async () => undefined): Promise<Map<string, Set<string>>> {
+  async committedRecords(
+    producerIds: ReadonlySet<string>,
+    topics: string[],
+    sinceMs: number,
+    between: () => Promise<void> = async () => undefined,
+  ): Promise<{ committed: CommittedRecords; complete: boolean }> {
     await this.connected();
     await this.cluster.addMultipleTargetTopics(topics);
-    const delivered = new Map<string, Set<string>>();
-    let budget = DELIVERED_READ_BYTES;
+    const committed: CommittedRecords = new Map();
+    let budget = COMMITTED_READ_BYTES;
+    let complete = true;
     for (const topic of topics) {
       for (const { partitionId: partition } of this.cluster.findTopicPartitionMetadata(topic)) {
         const broker = await this.leaderOf(topic, partition);
@@ -390,22 +395,27 @@ export class HangingTransactions extends ClusterClient {
           BigInt((await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0].partitions[0].offset);
         let from = await offsetAt(sinceMs);
         const end = await offsetAt(-1);
-        // Per producer id, the message ids of its transaction still open at this point of the log.
+        // Per producer id, the digests of its transaction still open at this point of the log.
         const open = new Map<string, string[]>();
-        while (from >= 0n && from < end && budget > 0) {
+        while (from >= 0n && from < end) {
+          if (budget <= 0) {
+            complete = false;
+            break;
+          }
           budget -= FETCH_BYTES;
           const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: from.toString(), maxBytes: FETCH_BYTES }] }] });
           const got = answer.responses[0]?.partitions[0];
           if (got?.errorCode) throw new Error(`fetching ${topic}[${partition}] from offset ${from} failed (error code ${got.errorCode})`);
           const records = (got?.messages ?? []).filter((r) => BigInt(r.offset) >= from);
           if (records.length === 0) break;
-          committedIn(records, producerIds, open, delivered.get(topic) ?? delivered.set(topic, new Set()).get(topic)!);
+          committedIn(topic, records, producerIds, open, committed);
           from = BigInt(records[records.length - 1].offset) + 1n;
           await between().catch(() => undefined);
         }
+        await between().catch(() => undefined);
       }
     }
-    return delivered;
+    return { committed, complete };
   }
 
   /** The broker leading a partition, as the metadata says now. */

@@ -1,0 +1,31 @@
+import { decodedHeaders, recordDigest } from './record-digest';
+
+const b = (s: string) => Buffer.from(s);
+
+describe('recordDigest', () => {
+  it('is the same for the same bytes, whatever order different header names come in', () => {
+    const one = recordDigest('t', b('k'), b('v'), [['a', b('1')], ['b', b('2')], ['a', b('3')]]);
+    expect(recordDigest('t', b('k'), b('v'), [['b', b('2')], ['a', b('1')], ['a', b('3')]])).toBe(one);
+    // As KafkaJS decodes them: a repeated name as an array, in order.
+    expect(recordDigest('t', b('k'), b('v'), decodedHeaders({ a: [b('1'), b('3')], b: b('2') }))).toBe(one);
+  });
+
+  it('tells apart the order of one name\'s values, null from empty, and where one field ends and the next begins', () => {
+    const base = recordDigest('t', b('k'), b('v'), [['a', b('1')], ['a', b('3')]]);
+    const different = [
+      recordDigest('t', b('k'), b('v'), [['a', b('3')], ['a', b('1')]]),
+      recordDigest('t', null, b('v'), [['a', b('1')], ['a', b('3')]]),
+      recordDigest('t', b(''), b('v'), [['a', b('1')], ['a', b('3')]]),
+      recordDigest('t', b('k'), null, [['a', b('1')], ['a', b('3')]]),
+      recordDigest('tk', b(''), b('v'), [['a', b('1')], ['a', b('3')]]),
+      recordDigest('t', b('k'), b('v'), [['a', b('1')], ['a', null]]),
+      recordDigest('t', b('k'), b('v'), [['a', b('1')], ['a', b('')]]),
+      recordDigest('t', b('k'), b('v'), [['a', b('1')]]),
+      recordDigest('u', b('k'), b('v'), [['a', b('1')], ['a', b('3')]]),
+      // Bytes that are not UTF-8, told apart (no text conversion).
+      recordDigest('t', b('k'), Buffer.from([0xff]), []),
+    ];
+    expect(new Set([base, ...different]).size).toBe(different.length + 1);
+    expect(recordDigest('t', b('k'), Buffer.from([0xff]), [])).not.toBe(recordDigest('t', b('k'), Buffer.from([0xfe]), []));
+  });
+});

@@ -1,0 +1,41 @@
+import { createHash } from 'crypto';
+
+/** A header as bytes: its name and its value (null for a null header). */
+export type DigestHeader = readonly [string, Buffer | null];
+
+/**
+ * A digest of everything a record carries: its topic, key, value and headers (length-prefixed, null told apart
+ * from empty). Headers are taken by name in byte order, the values of one name in their order: KafkaJS groups a
+ * repeated name when it encodes and when it decodes, so the order of different names is not kept, that of one
+ * name's values is. Two records with the same digest carry the same bytes.
+ */
+export function recordDigest(topic: string, key: Buffer | null, value: Buffer | null, headers: readonly DigestHeader[]): string {
+  const hash = createHash('sha256');
+  const bytes = (b: Buffer | null) => {
+    const length = Buffer.alloc(4);
+    length.writeInt32BE(b === null ? -1 : b.length);
+    hash.update(length);
+    if (b !== null) hash.update(b);
+  };
+  bytes(Buffer.from(topic, 'utf8'));
+  bytes(key);
+  bytes(value);
+  const names = Buffer.alloc(4);
+  names.writeInt32BE(headers.length);
+  hash.update(names);
+  const sorted = headers.map((h, i) => ({ name: Buffer.from(h[0], 'utf8'), value: h[1], i })).sort((a, b) => Buffer.compare(a.name, b.name) || a.i - b.i);
+  for (const h of sorted) {
+    bytes(h.name);
+    bytes(h.value);
+  }
+  return hash.digest('base64');
+}
+
+/** The headers of a record as KafkaJS's fetch decoder gives them (a repeated name as an array), as pairs. */
+export function decodedHeaders(headers: Record<string, Buffer | null | Array<Buffer | null>> | undefined): DigestHeader[] {
+  const pairs: DigestHeader[] = [];
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    for (const one of Array.isArray(value) ? value : [value]) pairs.push([name, one ?? null]);
+  }
+  return pairs;
+}
