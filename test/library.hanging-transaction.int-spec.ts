@@ -64,8 +64,20 @@ describe('library: a hanging transaction holding the committed offset', () => {
     const holderId = `${prefix}holder`;
     const holder = kafka.producer({ transactionalId: holderId, idempotent: true, maxInFlightRequests: 1, transactionTimeout: 600000 });
     await holder.connect();
-    const txn = await holder.transaction();
-    await txn.sendOffsets({ consumerGroupId: group, topics: [{ topic, partitions: [{ partition: 0, offset: '0' }] }] });
+    // On a broker just started, the group's coordinator may still be loading its partition of __consumer_offsets
+    // (COORDINATOR_NOT_AVAILABLE, which KafkaJS's TxnOffsetCommit does not retry): the transaction is tried again.
+    let txn = await holder.transaction();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await txn.sendOffsets({ consumerGroupId: group, topics: [{ topic, partitions: [{ partition: 0, offset: '0' }] }] });
+        break;
+      } catch (err) {
+        if (attempt >= 20) throw err;
+        await txn.abort().catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 500));
+        txn = await holder.transaction();
+      }
+    }
 
     @Module({
       imports: [

@@ -17,18 +17,22 @@ describe('DeliveredOutputs', () => {
     expect(d.found).toBe(3);
     expect(d.until).toBe(10n);
     // The same message id with other bytes, or on another topic, is sent.
-    const kept = d.undelivered([a, output('out', 'b'), output('other', 'a'), output('out.dlq', 'c'), output('out.dlq', 'c'), output('out.dlq', 'c')]);
+    const outputs = [a, output('out', 'b'), output('other', 'a'), output('out.dlq', 'c'), output('out.dlq', 'c'), output('out.dlq', 'c')];
+    const kept = d.undelivered('5', outputs);
     expect(kept.map((o) => `${o.topic}/${o.value}`)).toEqual(['out/b', 'other/a', 'out.dlq/c']);
     expect(d.skipped).toBe(3);
-    // Each committed record counts once: a later replay of `a` is sent.
-    expect(d.undelivered([a])).toEqual([a]);
+    // The same record replayed again (its unit of work failed and runs again): the same outputs left out.
+    expect(d.undelivered('5', outputs)).toEqual(kept);
+    expect(d.skipped).toBe(3);
+    // Each committed record counts once: another record's output with the same bytes is sent.
+    expect(d.undelivered('6', [a])).toEqual([a]);
   });
 
   it('tells outputs apart by their headers: an empty message id, another id, an added header', () => {
     const sent = output('out', 'v', [['message-id', Buffer.alloc(0)]]);
     const d = new DeliveredOutputs(new Map([[digestOf(sent), 1]]), 1n);
     const others = [output('out', 'v', [['message-id', Buffer.from('x')]]), output('out', 'v', [['message-id', null]]), output('out', 'v', [['message-id', Buffer.alloc(0)], ['x', Buffer.alloc(0)]]), output('out', 'v', [])];
-    expect(d.undelivered(others)).toEqual(others);
-    expect(d.undelivered([sent])).toEqual([]);
+    expect(d.undelivered('0', others)).toEqual(others);
+    expect(d.undelivered('1', [sent])).toEqual([]);
   });
 });

@@ -13,6 +13,8 @@ import type { OutputRecord } from './output-record';
 export class DeliveredOutputs {
   private skippedCount = 0;
   private readonly left: Map<string, number>;
+  /** By the offset of the record replayed: the digests it took (its outputs left out). */
+  private readonly taken = new Map<string, string[]>();
   readonly found: number;
 
   /**
@@ -35,16 +37,31 @@ export class DeliveredOutputs {
     return this.skippedCount;
   }
 
-  /** A replayed record's outputs less those already committed. */
-  undelivered(outputs: OutputRecord[]): OutputRecord[] {
-    if (this.left.size === 0) return outputs;
+  /**
+   * A replayed record's outputs less those already committed. A record takes its committed records once, at its
+   * first replay: a unit of work that fails and runs again (its Kafka transaction aborted) leaves out the same ones.
+   */
+  undelivered(offset: string, outputs: OutputRecord[]): OutputRecord[] {
+    let taken = this.taken.get(offset);
+    if (!taken) {
+      taken = [];
+      for (const o of outputs) {
+        const digest = recordDigest(o.topic, o.key, o.value, o.headers);
+        const n = this.left.get(digest) ?? 0;
+        if (n === 0) continue;
+        if (n === 1) this.left.delete(digest);
+        else this.left.set(digest, n - 1);
+        taken.push(digest);
+      }
+      this.taken.set(offset, taken);
+      this.skippedCount += taken.length;
+    }
+    if (taken.length === 0) return outputs;
+    const pending = [...taken];
     return outputs.filter((o) => {
-      const digest = recordDigest(o.topic, o.key, o.value, o.headers);
-      const n = this.left.get(digest) ?? 0;
-      if (n === 0) return true;
-      if (n === 1) this.left.delete(digest);
-      else this.left.set(digest, n - 1);
-      this.skippedCount++;
+      const at = pending.indexOf(recordDigest(o.topic, o.key, o.value, o.headers));
+      if (at < 0) return true;
+      pending.splice(at, 1);
       return false;
     });
   }

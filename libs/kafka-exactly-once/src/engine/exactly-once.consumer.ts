@@ -453,14 +453,14 @@ export class ExactlyOnceConsumer {
       }
       const since = Math.min(...started) - this.options.transactionTimeoutMs - DELIVERED_LOOKBACK_MS;
       const until = await this.hanging.latestOffset(topic, partition);
-      const { committed, complete } = await this.hanging.committedRecords(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, heartbeat);
+      const { committed, complete, unread } = await this.hanging.committedRecords(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, heartbeat);
       const delivered = new DeliveredOutputs(committed, until);
       this.logger.log(
         `${topic}[${partition}]: ${delivered.found} records of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again`,
       );
       if (!complete) {
         this.logger.warn(
-          `${topic}[${partition}]: the read of its own producer's committed records stopped after ${COMMITTED_READ_BYTES / 1024 / 1024} MiB; outputs committed beyond it may be sent a second time, with the same message ids`,
+          `${topic}[${partition}]: its own producer's committed records were not all read (${unread.slice(0, 10).join(', ')}${unread.length > 10 ? ` and ${unread.length - 10} more` : ''}: no leader, a failed fetch, the group rebalancing or the ${COMMITTED_READ_BYTES / 1024 / 1024} MiB read used up); outputs committed there may be sent a second time, with the same message ids`,
         );
       }
       return delivered;

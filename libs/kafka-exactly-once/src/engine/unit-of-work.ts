@@ -353,7 +353,7 @@ export class UnitOfWork {
           if (now) this.stats.duplicates++;
         } else if ('outputs' in slot) {
           if (now) {
-            outputLists.push(this.deps.delivered ? this.deps.delivered.undelivered(slot.outputs) : slot.outputs);
+            outputLists.push(this.deps.delivered ? this.deps.delivered.undelivered(this.records[slot.index].offset, slot.outputs) : slot.outputs);
             this.stats.replayed++;
           }
         } else {

@@ -208,7 +208,7 @@ export interface LogRecord {
   timestamp: string;
   key: Buffer | null;
   value?: Buffer | null;
-  headers?: Record<string, Buffer | null | Array<Buffer | null>>;
+  headers?: Record<string, unknown>;
   isControlRecord: boolean;
   batchContext?: { producerId?: string; inTransaction?: boolean };
 }
@@ -372,50 +372,60 @@ export class HangingTransactions extends ClusterClient {
    * `topics`, from each partition's first record of timestamp `sinceMs` or later (record timestamps: the
    * producer's clock), as counts of their digests. Read uncommitted from each partition's leader: a producer's
    * records count once its commit marker follows them; an abort marker drops them, and a transaction still open
-   * counts nothing. A read stops after COMMITTED_READ_BYTES in all (`complete` false; what it found up to there
-   * counts). Throws when a partition cannot be read: a caller that goes on without the answer sends those records
-   * again, never fewer. `between` runs after each fetch and each partition (a group member's heartbeat; its failure
-   * is ignored).
+   * counts nothing. What cannot be read counts nothing, and `complete` is then false: a partition without a leader
+   * or whose read fails (the others are still read), a read past COMMITTED_READ_BYTES in all, a `between` that
+   * fails (it runs after each fetch and each partition: a group member's heartbeat, which fails when the group
+   * rebalances; the read stops there). A caller sends again whatever is not counted, never fewer.
    */
   async committedRecords(
     producerIds: ReadonlySet<string>,
     topics: string[],
     sinceMs: number,
     between: () => Promise<void> = async () => undefined,
-  ): Promise<{ committed: CommittedRecords; complete: boolean }> {
+  ): Promise<{ committed: CommittedRecords; complete: boolean; unread: string[] }> {
     await this.connected();
     await this.cluster.addMultipleTargetTopics(topics);
     const committed: CommittedRecords = new Map();
+    const unread: string[] = [];
     let budget = COMMITTED_READ_BYTES;
-    let complete = true;
+    let stopped = false;
+    const pause = async () => {
+      if (!stopped) await between().catch(() => (stopped = true));
+    };
     for (const topic of topics) {
       for (const { partitionId: partition } of this.cluster.findTopicPartitionMetadata(topic)) {
-        const broker = await this.leaderOf(topic, partition);
-        const offsetAt = async (timestamp: number) =>
-          BigInt((await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0].partitions[0].offset);
-        let from = await offsetAt(sinceMs);
-        const end = await offsetAt(-1);
+        if (stopped || budget <= 0) {
+          unread.push(`${topic}[${partition}]`);
+          continue;
+        }
         // Per producer id, the digests of its transaction still open at this point of the log.
         const open = new Map<string, string[]>();
-        while (from >= 0n && from < end) {
-          if (budget <= 0) {
-            complete = false;
-            break;
+        try {
+          const broker = await this.leaderOf(topic, partition);
+          const offsetAt = async (timestamp: number) =>
+            BigInt((await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0].partitions[0].offset);
+          let from = await offsetAt(sinceMs);
+          const end = await offsetAt(-1);
+          while (from >= 0n && from < end) {
+            if (stopped || budget <= 0) throw new Error('stopped');
+            budget -= FETCH_BYTES;
+            const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: from.toString(), maxBytes: FETCH_BYTES }] }] });
+            const got = answer.responses[0]?.partitions[0];
+            if (got?.errorCode) throw new Error(`error code ${got.errorCode}`);
+            const records = (got?.messages ?? []).filter((r) => BigInt(r.offset) >= from);
+            if (records.length === 0) throw new Error(`nothing fetched from offset ${from} below ${end}`);
+            committedIn(topic, records, producerIds, open, committed);
+            from = BigInt(records[records.length - 1].offset) + 1n;
+            await pause();
           }
-          budget -= FETCH_BYTES;
-          const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: from.toString(), maxBytes: FETCH_BYTES }] }] });
-          const got = answer.responses[0]?.partitions[0];
-          if (got?.errorCode) throw new Error(`fetching ${topic}[${partition}] from offset ${from} failed (error code ${got.errorCode})`);
-          const records = (got?.messages ?? []).filter((r) => BigInt(r.offset) >= from);
-          if (records.length === 0) break;
-          committedIn(topic, records, producerIds, open, committed);
-          from = BigInt(records[records.length - 1].offset) + 1n;
-          await between().catch(() => undefined);
+        } catch {
+          // What was read of the partition before still counts (each record counted followed its commit marker).
+          unread.push(`${topic}[${partition}]`);
         }
-        await between().catch(() => undefined);
+        await pause();
       }
     }
-    return { committed, complete };
+    return { committed, complete: unread.length === 0, unread };
   }
 
   /** The broker leading a partition, as the metadata says now. */

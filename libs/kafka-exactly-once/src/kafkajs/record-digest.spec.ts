@@ -28,4 +28,18 @@ describe('recordDigest', () => {
     expect(new Set([base, ...different]).size).toBe(different.length + 1);
     expect(recordDigest('t', b('k'), Buffer.from([0xff]), [])).not.toBe(recordDigest('t', b('k'), Buffer.from([0xfe]), []));
   });
+
+  it('reads headers named like Object members as KafkaJS decodes them (its fold puts the inherited member first)', () => {
+    // KafkaJS 2.2.4's record decoder, src/protocol/recordBatch/record/v0/decoder.js: a reduce over a plain object.
+    const fold = (pairs: Array<{ key: string; value: Buffer | null }>) =>
+      pairs.reduce<Record<string, unknown>>((obj, { key, value }) => {
+        const existing = (obj as Record<string, unknown>)[key];
+        return { ...obj, [key]: existing === undefined ? value : Array.isArray(existing) ? existing.concat([value]) : [existing, value] };
+      }, {});
+    const pairs: Array<[string, Buffer | null]> = [['constructor', b('1')], ['toString', b('2')], ['__proto__', b('3')], ['m', null]];
+    const decoded = decodedHeaders(fold(pairs.map(([key, value]) => ({ key, value }))));
+    expect(decoded).toEqual(expect.arrayContaining(pairs));
+    expect(decoded).toHaveLength(pairs.length);
+    expect(recordDigest('t', null, null, decoded)).toBe(recordDigest('t', null, null, pairs));
+  });
 });

@@ -31,11 +31,16 @@ export function recordDigest(topic: string, key: Buffer | null, value: Buffer | 
   return hash.digest('base64');
 }
 
-/** The headers of a record as KafkaJS's fetch decoder gives them (a repeated name as an array), as pairs. */
-export function decodedHeaders(headers: Record<string, Buffer | null | Array<Buffer | null>> | undefined): DigestHeader[] {
+/**
+ * The headers of a record as KafkaJS's fetch decoder gives them (a repeated name as an array), as pairs. Its
+ * decoder folds into a plain object: a header named like an Object member (`constructor`, `toString`,
+ * `__proto__`) comes as an array that starts with the inherited member, which is not one of the record's values
+ * and is left out (as record-headers.ts's headerValues does).
+ */
+export function decodedHeaders(headers: Record<string, unknown> | undefined): DigestHeader[] {
   const pairs: DigestHeader[] = [];
   for (const [name, value] of Object.entries(headers ?? {})) {
-    for (const one of Array.isArray(value) ? value : [value]) pairs.push([name, one ?? null]);
+    for (const one of Array.isArray(value) ? value : [value]) if (one === null || Buffer.isBuffer(one)) pairs.push([name, one]);
   }
   return pairs;
 }
