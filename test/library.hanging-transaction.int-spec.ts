@@ -131,6 +131,48 @@ describe('library: a hanging transaction holding the committed offset', () => {
 });
 
 /**
+ * A group whose partition's own producer will be found hanging: its topics, database, the notes `ids` published
+ * (each its own message id), and a module of FilingHandler (each note applied and filed) with a short transaction
+ * timeout, so that a hanging transaction is found past it in seconds.
+ */
+async function filingSetup(label: string, ids: string[]) {
+  const kafka = testKafka();
+  const prefix = `${uniqueTopic(label)}.`;
+  const group = `${prefix}group`;
+  const topic = `${prefix}notes`;
+  const filed = `${prefix}notes.filed`;
+  const dir = schemasDirectory(label, { 'note.avsc': NOTE, 'filed.avsc': FILED });
+  await createTopics(kafka, [topic, filed], 1);
+  const databaseUrl = await createSuiteDatabase(label.replace(/-/g, '_'));
+  await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
+  const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
+  await sendRaw(kafka, topic, ids.map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));
+
+  @Module({
+    imports: [
+      TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+      KafkaExactlyOnceModule.forRoot({
+        kafka: { clientId: `${label}-test`, brokers: kafkaBrokers() },
+        groupId: group,
+        transactionalIdPrefix: label,
+        schemas: { directory: dir },
+        topicPrefix: prefix,
+        topics: { 'notes.filed': { schema: 'test.hanging.NoteFiled' } },
+        transactionTimeoutMs: 5000,
+        inbox: { idleInTransactionTimeoutMs: 5000 },
+        consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, stallAfterMs: 8000, maxRetryDelayMs: 2000 },
+      }),
+    ],
+    providers: [FilingHandler],
+  })
+  class FilingModule {}
+
+  // The partition's own transactional id.
+  const own = partitionTransactionalId(label, group, topic, 0);
+  return { kafka, group, topic, filed, databaseUrl, own, FilingModule };
+}
+
+/**
  * The hanging transaction is this partition's own producer's (its transactional id), and its coordinator no
  * longer ends it: the library aborts it on every partition where it is open (the group's offsets and an output
  * partition), past the transaction timeout, and the partition starts. The record is applied once, its output is
@@ -144,39 +186,9 @@ describe('library: a hanging transaction of the partition\'s own producer', () =
   });
 
   it('is aborted by the library on every partition where it is open; the record is applied and its output sent once', async () => {
-    const kafka = testKafka();
-    const prefix = `${uniqueTopic('hanging-own')}.`;
-    const group = `${prefix}group`;
-    const topic = `${prefix}notes`;
-    const filed = `${prefix}notes.filed`;
-    const dir = schemasDirectory('hanging-own', { 'note.avsc': NOTE, 'filed.avsc': FILED });
-    await createTopics(kafka, [topic, filed], 1);
-    const databaseUrl = await createSuiteDatabase('hanging_own');
-    await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
-    const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
-    await sendRaw(kafka, topic, [{ key: 'k', value: encodeSingleObject(schema, { id: 'n-1' }), headers: { 'message-id': 'n-1' } }]);
-    // The partition's own transactional id; offset 1 would skip n-1 if the transaction were ever committed.
-    const own = partitionTransactionalId('hanging-own', group, topic, 0);
+    const { kafka, group, topic, filed, databaseUrl, own, FilingModule } = await filingSetup('hanging-own', ['n-1']);
+    // Offset 1 would skip n-1 if the transaction were ever committed.
     const hanging = await leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '1' }, [{ topic: filed, partition: 0 }]);
-
-    @Module({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
-        KafkaExactlyOnceModule.forRoot({
-          kafka: { clientId: 'hanging-own-test', brokers: kafkaBrokers() },
-          groupId: group,
-          transactionalIdPrefix: 'hanging-own',
-          schemas: { directory: dir },
-          topicPrefix: prefix,
-          topics: { 'notes.filed': { schema: 'test.hanging.NoteFiled' } },
-          transactionTimeoutMs: 5000,
-          inbox: { idleInTransactionTimeoutMs: 5000 },
-          consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, stallAfterMs: 8000, maxRetryDelayMs: 2000 },
-        }),
-      ],
-      providers: [FilingHandler],
-    })
-    class FilingModule {}
 
     const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
     moduleRef = await startLibraryModule(FilingModule, logger);
@@ -211,39 +223,7 @@ describe('library: a hanging transaction of the partition\'s own producer, its o
   });
 
   it('is aborted; the record comes again and its output, committed before, is not sent again', async () => {
-    const kafka = testKafka();
-    const prefix = `${uniqueTopic('hanging-done')}.`;
-    const group = `${prefix}group`;
-    const topic = `${prefix}notes`;
-    const filed = `${prefix}notes.filed`;
-    const dir = schemasDirectory('hanging-done', { 'note.avsc': NOTE, 'filed.avsc': FILED });
-    await createTopics(kafka, [topic, filed], 1);
-    const databaseUrl = await createSuiteDatabase('hanging_done');
-    await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
-    const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
-    await sendRaw(kafka, topic, [
-      { key: 'k', value: encodeSingleObject(schema, { id: 'n-1' }), headers: { 'message-id': 'n-1' } },
-      { key: 'k', value: encodeSingleObject(schema, { id: 'n-2' }), headers: { 'message-id': 'n-2' } },
-    ]);
-
-    @Module({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
-        KafkaExactlyOnceModule.forRoot({
-          kafka: { clientId: 'hanging-done-test', brokers: kafkaBrokers() },
-          groupId: group,
-          transactionalIdPrefix: 'hanging-done',
-          schemas: { directory: dir },
-          topicPrefix: prefix,
-          topics: { 'notes.filed': { schema: 'test.hanging.NoteFiled' } },
-          transactionTimeoutMs: 5000,
-          inbox: { idleInTransactionTimeoutMs: 5000 },
-          consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, stallAfterMs: 8000, maxRetryDelayMs: 2000 },
-        }),
-      ],
-      providers: [FilingHandler],
-    })
-    class FilingModule {}
+    const { kafka, group, topic, filed, databaseUrl, own, FilingModule } = await filingSetup('hanging-done', ['n-1', 'n-2']);
 
     // Both records handled and their outputs committed, with the offsets, by the partition's own producer.
     moduleRef = await startLibraryModule(FilingModule);
@@ -256,7 +236,6 @@ describe('library: a hanging transaction of the partition\'s own producer, its o
     // Then the crash's aftermath: the group's offset behind both records, and a transaction of that producer holding
     // the offset past them pending for good.
     await withAdmin(kafka, (admin) => admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '0' }] }));
-    const own = partitionTransactionalId('hanging-done', group, topic, 0);
     const hanging = await leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '2' }, []);
 
     const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });

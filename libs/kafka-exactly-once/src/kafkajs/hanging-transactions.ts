@@ -219,6 +219,24 @@ interface LogBroker {
   fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ errorCode?: number; messages: LogRecord[] }> }> }>;
 }
 
+/** How much one read of committed records fetches at most, over all its partitions (what it found up to there counts). */
+export const COMMITTED_READ_BYTES = 256 * 1024 * 1024;
+const FETCH_BYTES = 1024 * 1024;
+
+/** ListOffsets, read uncommitted: a partition's first offset of a timestamp or later (-1: none), or (timestamp -1) its high watermark. */
+async function offsetAt(broker: LogBroker, topic: string, partition: number, timestamp: number): Promise<bigint> {
+  const answer = await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp }] }] });
+  return BigInt(answer.responses[0].partitions[0].offset);
+}
+
+/** One Fetch of a partition from `from`, read uncommitted: the records at `from` and after, or why not. */
+async function fetchFrom(broker: LogBroker, topic: string, partition: number, from: bigint): Promise<LogRecord[]> {
+  const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: from.toString(), maxBytes: FETCH_BYTES }] }] });
+  const got = answer.responses[0]?.partitions[0];
+  if (got?.errorCode) throw new Error(`fetching ${topic}[${partition}] from offset ${from} failed (error code ${got.errorCode})`);
+  return (got?.messages ?? []).filter((r) => BigInt(r.offset) >= from);
+}
+
 /** A control record's key: version (int16), then type (int16): 0 abort, 1 commit. */
 function isCommitMarker(record: LogRecord): boolean {
   return !!record.key && record.key.length >= 4 && record.key.readInt16BE(2) === 1;
@@ -246,10 +264,6 @@ export function committedIn(topic: string, records: readonly LogRecord[], produc
     }
   }
 }
-
-/** How much one read of committed records fetches at most, over all its partitions (what it found up to there counts). */
-export const COMMITTED_READ_BYTES = 256 * 1024 * 1024;
-const FETCH_BYTES = 1024 * 1024;
 
 /**
  * Who holds a group's committed offsets unstable: the transactions open on the group's partition of
@@ -354,17 +368,14 @@ export class HangingTransactions extends ClusterClient {
    * record's timestamp, ms): read uncommitted from the partition's leader. Undefined when that record is not found.
    */
   async startedAt(topic: string, partition: number, producerId: string, startOffset: string): Promise<number | undefined> {
-    const broker = await this.leaderOf(topic, partition);
-    const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: startOffset, maxBytes: FETCH_BYTES }] }] });
-    const record = (answer.responses[0]?.partitions[0]?.messages ?? []).find((r) => r.offset === startOffset && String(r.batchContext?.producerId) === producerId);
+    const records = await fetchFrom(await this.leaderOf(topic, partition), topic, partition, BigInt(startOffset));
+    const record = records.find((r) => r.offset === startOffset && String(r.batchContext?.producerId) === producerId);
     return record ? Number(record.timestamp) : undefined;
   }
 
   /** A partition's high watermark: every record fetched from it so far lies below. */
   async latestOffset(topic: string, partition: number): Promise<bigint> {
-    const broker = await this.leaderOf(topic, partition);
-    const answer = await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp: -1 }] }] });
-    return BigInt(answer.responses[0].partitions[0].offset);
+    return offsetAt(await this.leaderOf(topic, partition), topic, partition, -1);
   }
 
   /**
@@ -402,17 +413,12 @@ export class HangingTransactions extends ClusterClient {
         const open = new Map<string, string[]>();
         try {
           const broker = await this.leaderOf(topic, partition);
-          const offsetAt = async (timestamp: number) =>
-            BigInt((await broker.listOffsets({ replicaId: -1, isolationLevel: 0, topics: [{ topic, partitions: [{ partition, timestamp }] }] })).responses[0].partitions[0].offset);
-          let from = await offsetAt(sinceMs);
-          const end = await offsetAt(-1);
+          let from = await offsetAt(broker, topic, partition, sinceMs);
+          const end = await offsetAt(broker, topic, partition, -1);
           while (from >= 0n && from < end) {
             if (stopped || budget <= 0) throw new Error('stopped');
             budget -= FETCH_BYTES;
-            const answer = await broker.fetch({ replicaId: -1, isolationLevel: 0, maxWaitTime: 100, minBytes: 1, maxBytes: FETCH_BYTES, topics: [{ topic, partitions: [{ partition, fetchOffset: from.toString(), maxBytes: FETCH_BYTES }] }] });
-            const got = answer.responses[0]?.partitions[0];
-            if (got?.errorCode) throw new Error(`error code ${got.errorCode}`);
-            const records = (got?.messages ?? []).filter((r) => BigInt(r.offset) >= from);
+            const records = await fetchFrom(broker, topic, partition, from);
             if (records.length === 0) throw new Error(`nothing fetched from offset ${from} below ${end}`);
             committedIn(topic, records, producerIds, open, committed);
             from = BigInt(records[records.length - 1].offset) + 1n;
