@@ -13,9 +13,20 @@ import { AppProcess, ProcessGroup } from './support/processes';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const fixture = require('./fixtures/data-layer-app.js') as {
-  appModule(options: { kind: string; pool: Pool; prefix: string; brokers: string[]; handlerOptions?: { failAfterWrite?: (p: Payment) => boolean }; extra?: object }): new () => unknown;
+  appModule(options: { kind: string; pool: Pool; prefix: string; brokers: string[]; handlerOptions?: HandlerOptions; extra?: object }): new () => unknown;
   TABLES: string;
 };
+
+interface HandlerOptions {
+  failAfterWrite?: (p: Payment) => boolean;
+  /** Sends a statement through ctx.db this many ms after the call returned (undefined: none). */
+  strayAfterMs?: (p: Payment) => number | undefined;
+  onStray?: (p: Payment, error: unknown) => void;
+  /** TypeORM: makes the transaction fail right before the library's COMMIT (PostgreSQL answers it with ROLLBACK). */
+  failBeforeCommit?: (p: Payment) => boolean;
+  /** A statement text sent through the data layer's raw SQL before the payment's writes. */
+  transactionControl?: (p: Payment) => string | undefined;
+}
 
 interface Payment {
   paymentId: string;
@@ -50,6 +61,21 @@ async function publish(kafka: Kafka, topic: string, list: Payment[], copies = 1)
   await sendRaw(kafka, topic, messages);
 }
 
+let prismaGenerated = false;
+
+/** The client of test/fixtures/prisma/schema.prisma, generated once per run of the suite. */
+function generatePrismaClient(): void {
+  if (prismaGenerated) return;
+  // Offline, `prisma generate` only needs a path for the schema engine it never runs here (docs/data-layers.md).
+  const engine = join(REPO_ROOT, 'test-logs', 'no-schema-engine');
+  writeFileSync(engine, '');
+  execFileSync(process.execPath, [require.resolve('prisma/build/index.js'), 'generate', '--schema', join(REPO_ROOT, 'test/fixtures/prisma/schema.prisma')], {
+    env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? engine, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+    stdio: 'pipe',
+  });
+  prismaGenerated = true;
+}
+
 async function balances(databaseUrl: string, label: string): Promise<Record<string, string>> {
   const rows = await queryDatabase<{ account_id: string; balance_cents: string }>(databaseUrl, 'SELECT account_id, balance_cents::text FROM dl_accounts WHERE account_id LIKE $1', [`${label}-acc-%`]);
   return Object.fromEntries(rows.map((r) => [r.account_id, r.balance_cents]));
@@ -68,16 +94,7 @@ describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
   let pool: Pool;
 
   beforeAll(async () => {
-    if (kind === 'prisma') {
-      // The client of test/fixtures/prisma/schema.prisma. Offline, `prisma generate` only needs a path for the
-      // schema engine it never runs here (docs/data-layers.md).
-      const engine = join(REPO_ROOT, 'test-logs', 'no-schema-engine');
-      writeFileSync(engine, '');
-      execFileSync(process.execPath, [require.resolve('prisma/build/index.js'), 'generate', '--schema', join(REPO_ROOT, 'test/fixtures/prisma/schema.prisma')], {
-        env: { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? engine, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
-        stdio: 'pipe',
-      });
-    }
+    if (kind === 'prisma') generatePrismaClient();
     kafka = testKafka();
     databaseUrl = await createSuiteDatabase(`dl-${kind}`);
     await queryDatabase(databaseUrl, fixture.TABLES);
@@ -148,7 +165,7 @@ describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
       await session.connect();
       await session.startTransaction();
       const lent = database.lend(session);
-      kept = lent.db;
+      kept = lent.open().db;
       lent.end(false);
       await session.rollbackTransaction();
       await session.release();
@@ -156,7 +173,7 @@ describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
       const refused = await late.then(() => undefined, (err: Error) => err);
       // Prisma and Drizzle wrap what the connection threw (Drizzle keeps it as the cause).
       const cause = kind === 'drizzle' ? (refused as Error & { cause?: unknown })?.cause : refused;
-      expect(String((cause as Error)?.message)).toMatch(kind === 'prisma' ? /lent to a handler's call that has ended/ : /the unit of work this data layer was lent for has ended/);
+      expect(String((cause as Error)?.message)).toMatch(kind === 'prisma' ? /lent to a handler's call that is over/ : /the unit of work this data layer was lent for has ended/);
       if (kind !== 'prisma') expect(cause).toBeInstanceOf(UnitConnectionError);
     } finally {
       await app.close();
@@ -215,6 +232,115 @@ describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
     await second.stop();
   });
 });
+
+/**
+ * What a handler sends through `ctx.db` after its call is over (a forgotten await, a timer), and a transaction that
+ * fails after the library's last statement: nothing of either may run inside the unit after the handler's part of
+ * it, nor after its COMMIT in a transaction of its own, and a COMMIT that PostgreSQL answers with ROLLBACK must not
+ * be taken for a commit (the Kafka transaction would then commit outputs and offsets of work PostgreSQL dropped).
+ */
+describe.each(['typeorm', ...LAYERS] as const)('library: statements after the handler\'s call, through %s', (kind) => {
+  let kafka: Kafka;
+  let databaseUrl: string;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    if (kind === 'prisma') generatePrismaClient();
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase(`dl-late-${kind}`);
+    await queryDatabase(databaseUrl, fixture.TABLES);
+    pool = new Pool({ connectionString: databaseUrl, max: 10 });
+  });
+
+  afterAll(async () => {
+    await pool?.end();
+  });
+
+  it('refuses every statement sent through ctx.db once the call is over: none runs in the unit or outside it, each payment applied once', async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-stray`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 2);
+    const list = payments(`${kind}-s`, 40, 4);
+    await publish(kafka, `${prefix}payments`, list);
+    const delays = [0, 1, 3, 10, 30];
+    const strays: Array<{ paymentId: string; error: unknown }> = [];
+    const handlerOptions: HandlerOptions = {
+      strayAfterMs: (p) => delays[Number(p.paymentId.split('-').pop()) % delays.length],
+      onStray: (p, error) => strays.push({ paymentId: p.paymentId, error }),
+    };
+    const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), handlerOptions }));
+    try {
+      const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(40, 1500), pollIdleMs: 250, timeoutMs: 60000 });
+      await waitUntil(async () => strays.length >= 40, 20000, 'every stray statement settled');
+      expect(outputs).toHaveLength(40);
+      expect(new Set(outputs.map((o) => JSON.parse(o.value!.toString()).paymentId)).size).toBe(40);
+      const ran = await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM dl_stray WHERE payment_id LIKE '${kind}-s-%'`);
+      expect(ran[0].n).toBe(0);
+      const messages = strays.map((s) => errorText(s.error));
+      expect(messages.filter((m) => !/lent to is over|call that is over|was lent for has ended/.test(m))).toEqual([]);
+      expect(await balances(databaseUrl, `${kind}-s`)).toEqual(fold(list));
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("refuses a statement that would end the unit's transaction, however it is written: its record fails, nothing of the unit commits early", async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-control`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+    const list = payments(`${kind}-c`, 12, 2);
+    await publish(kafka, `${prefix}payments`, list);
+    const texts = ['SELECT 1; COMMIT', '/* why */ COMMIT AND CHAIN', 'select 1;\n-- and\nEND', 'ROLLBACK AND CHAIN'];
+    const hostile = new Map(texts.map((text, i) => [list[2 + i * 3].paymentId, text]));
+    const handlerOptions: HandlerOptions = { transactionControl: (p) => hostile.get(p.paymentId) };
+    const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), handlerOptions }));
+    try {
+      const dead = await readTopic(kafka, `${prefix}payments.dlq`, { until: (r) => r.length >= texts.length, timeoutMs: 60000 });
+      const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(12 - texts.length, 2000), pollIdleMs: 250, timeoutMs: 60000 });
+      expect(dead.map((d) => d.headers['dlq-original-offset']).length).toBe(texts.length);
+      for (const letter of dead) expect(String(letter.headers['dlq-error-message'])).toMatch(/would end or change the unit of work's transaction/);
+      const applied = list.filter((p) => !hostile.has(p.paymentId));
+      expect(outputs.map((o) => JSON.parse(o.value!.toString()).paymentId).sort()).toEqual(applied.map((p) => p.paymentId).sort());
+      const ledger = await queryDatabase<{ payment_id: string }>(databaseUrl, `SELECT payment_id FROM dl_ledger WHERE payment_id LIKE '${kind}-c-%'`);
+      expect(ledger.map((r) => r.payment_id).sort()).toEqual(applied.map((p) => p.paymentId).sort());
+      expect(await balances(databaseUrl, `${kind}-c`)).toEqual(fold(applied));
+    } finally {
+      await app.close();
+    }
+  });
+
+  if (kind === 'typeorm') {
+    it('takes a COMMIT that PostgreSQL answered with ROLLBACK for what it is: the unit runs again, nothing of it lost or doubled', async () => {
+      const prefix = `${uniqueTopic(`dl-${kind}-rollback`)}.`;
+      await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+      const list = payments(`${kind}-r`, 12, 2);
+      await publish(kafka, `${prefix}payments`, list);
+      const failed = new Set<string>();
+      const handlerOptions: HandlerOptions = {
+        // Once, for one payment of the middle of the partition.
+        failBeforeCommit: (p) => p.paymentId === list[5].paymentId && !failed.has(p.paymentId) && failed.add(p.paymentId) !== undefined,
+      };
+      const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), handlerOptions }));
+      try {
+        const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(12, 2000), pollIdleMs: 250, timeoutMs: 60000 });
+        expect(failed.size).toBe(1);
+        expect(outputs.map((o) => JSON.parse(o.value!.toString()).paymentId).sort()).toEqual(list.map((p) => p.paymentId).sort());
+        const ledger = await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM dl_ledger WHERE payment_id LIKE '${kind}-r-%'`);
+        expect(ledger[0].n).toBe(12);
+        const inbox = await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1`, [`${prefix}payments`]);
+        expect(inbox[0].n).toBe(12);
+        expect(await balances(databaseUrl, `${kind}-r`)).toEqual(fold(list));
+      } finally {
+        await app.close();
+      }
+    });
+  }
+});
+
+/** An error and what it wraps, as text (Prisma and Drizzle wrap what the connection threw). */
+function errorText(error: unknown): string {
+  const parts: string[] = [];
+  for (let e = error as { message?: unknown; cause?: unknown } | undefined, i = 0; e && i < 5; e = e.cause as typeof e, i++) parts.push(String(e.message ?? e));
+  return parts.join(' <- ');
+}
 
 /** The data layer's own client outside the library, for Outbox.add: a transaction, and the client outside one. */
 function ormClient(kind: string, pool: Pool): { transaction(work: (tx: { handle: object; insert(id: string): Promise<unknown> }) => Promise<void>): Promise<void>; outside: object; close(): Promise<void> } {

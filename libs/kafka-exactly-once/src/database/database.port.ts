@@ -40,19 +40,29 @@ export interface PgPoolLike {
 }
 
 /**
- * What a handler is lent for the time of its call: its data layer bound to the unit of work's transaction.
- * `db` is what `ctx.db` gives (a TypeORM EntityManager, a Prisma client, a Drizzle database, a Kysely instance);
- * `manager` is TypeORM's EntityManager (`ctx.manager`), for TypeORM only.
+ * What a unit of work lends its handlers: its data layer bound to the unit's transaction, opened for each handler
+ * call (`open`) and closed when that call is over, so that a statement sent after the call is refused.
  */
 export interface LentDatabase {
-  readonly db: unknown;
-  readonly manager?: unknown;
-  /** Runs a handler's call with the data layer bound (an adapter that reuses its clients checks who calls). */
-  run?<T>(call: () => Promise<T>): Promise<T>;
+  /** The data layer for one handler call, live until its `close`. */
+  open(): LentCall;
   /** The ORM's own transactions inside the unit (savepoints), for the key lanes' refusal of them. */
   readonly transactions?: { refuseTransactions(make: (() => Error) | undefined): void };
   /** Called when the unit's connection is released; `closed` when it was destroyed (a handler may still run). */
   end(closed: boolean): void;
+}
+
+/**
+ * What one handler call is lent: `db` is what `ctx.db` gives (a TypeORM EntityManager, a Prisma client, a Drizzle
+ * database, a Kysely instance); `manager` is TypeORM's EntityManager (`ctx.manager`), for TypeORM only.
+ */
+export interface LentCall {
+  readonly db: unknown;
+  readonly manager?: unknown;
+  /** Runs the handler's call with the data layer bound to it (its statements are checked against the call). */
+  run<T>(call: () => Promise<T>): Promise<T>;
+  /** The call is over: every statement through what it was lent is refused from now on. */
+  close(): void;
 }
 
 /**

@@ -8,7 +8,7 @@ export interface DataLayerBinding<Db> {
   /** What `Outbox.add` names when given something it does not know. */
   readonly transactionName: string;
   /** The data layer over the unit's connection (built per unit, or taken from the adapter's own reuse). */
-  bind(unit: UnitConnection): { db: Db; run?<T>(call: () => Promise<T>): Promise<T>; end?(closed: boolean): void };
+  bind(unit: UnitConnection): { db: Db; end?(closed: boolean): void };
   /** A statement runner for a transaction object of this data layer, else undefined. */
   transactionOf(transaction: unknown): { query(sql: string, params?: unknown[]): Promise<any[]>; inTransaction: boolean } | undefined;
 }
@@ -28,8 +28,16 @@ export function pgDatabase<Db>(pool: PgPoolLike, binding: DataLayerBinding<Db>):
       const bound = binding.bind(unit);
       if (bound.db && typeof bound.db === 'object') lentDbs.set(bound.db as object, unit);
       return {
-        db: bound.db,
-        run: bound.run,
+        open() {
+          const call = unit.open();
+          return {
+            db: bound.db,
+            run: <T>(fn: () => Promise<T>) => UnitConnection.run(call, fn),
+            close: () => {
+              call.live = false;
+            },
+          };
+        },
         transactions: unit,
         end: (closed: boolean) => {
           unit.end(closed ? 'its connection was closed' : 'its transaction ended');

@@ -60,17 +60,25 @@ describe('prismaDatabase', () => {
     const session = database.createQueryRunner();
     await session.startTransaction();
     const lent = database.lend(session);
-    expect(lent.db).toBe(client.mock.results[0].value);
-    await lent.run!(async () => {
-      await (lent.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT 2');
+    const call = lent.open();
+    expect(call.db).toBe(client.mock.results[0].value);
+    const late = new Promise<unknown>((resolve) => {
+      void call.run(async () => {
+        await (call.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT 2');
+        // Sent from a timer of the call, after the call is over.
+        setTimeout(() => resolve(Promise.resolve((call.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT late'))), 20);
+      });
     });
+    await new Promise((r) => setTimeout(r, 5));
+    call.close();
+    await expect(late).rejects.toThrow(UnitConnectionError);
     expect(client).toHaveBeenCalledTimes(1);
     expect(connections[1].sent).toEqual(['START TRANSACTION', 'SELECT 2']);
     await session.commitTransaction();
     lent.end(false);
     await session.release();
-    // Outside a unit's call, the client refuses (the warm-up's lease ended as a unit's does).
-    await expect((lent.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT 3')).rejects.toThrow(UnitConnectionError);
+    // Outside a unit's call, the client refuses.
+    await expect((call.db as ReturnType<typeof fakeClient>).$queryRawUnsafe('SELECT 3')).rejects.toThrow(UnitConnectionError);
   });
 
   it('gives the connection back when the warm-up statement fails, and lends the client it built to the first unit', async () => {
@@ -80,7 +88,7 @@ describe('prismaDatabase', () => {
     await expect(database.warmUp()).rejects.toThrow('the database refused');
     expect(connections).toEqual([{ sent: ['SELECT 1'], released: true }]);
     const lent = database.lend(database.createQueryRunner());
-    expect(lent.db).toBe(client.mock.results[0].value);
+    expect(lent.open().db).toBe(client.mock.results[0].value);
     expect(client).toHaveBeenCalledTimes(1);
   });
 });

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { dirname } from 'node:path';
 import type { PrismaPg as PrismaPgAdapter } from '@prisma/adapter-pg';
 import type { DatabasePort, PgPoolLike } from './database.port';
@@ -45,10 +44,9 @@ function adapterPg(): { PrismaPg: new (pool: unknown) => PrismaPgAdapter; pg: Pg
   return { PrismaPg, pg };
 }
 
-/** A client the library built, and the lease of the unit using it now. */
+/** A client the library built, and the unit using it now. */
 interface Slot<Client> {
   client: Client;
-  lease?: object;
   unit?: UnitConnection;
 }
 
@@ -68,16 +66,15 @@ export function prismaDatabase<Client>(
   let timeoutMs = options.transactionTimeoutMs ?? 30000;
   let loaded: ReturnType<typeof adapterPg> | undefined;
   const free: Array<Slot<Client>> = [];
-  const calls = new AsyncLocalStorage<object>();
-
-  /** A PrismaClient over a pool whose one connection is the slot's unit's, for calls made within its lease. */
+  /** A PrismaClient over a pool whose one connection is the slot's unit's, for statements of a live call of that unit. */
   function build(): Slot<Client> {
     loaded ??= adapterPg();
     const slot = {} as Slot<Client>;
     const unitOf = (): UnitConnection => {
-      const lease = calls.getStore();
-      if (!slot.unit || !slot.lease || lease !== slot.lease) {
-        throw new UnitConnectionError("this PrismaClient was lent to a handler's call that has ended: write through ctx.db inside the handler's call, and await every statement");
+      // The unit of the handler call this statement comes from (clients are reused: a late statement of an earlier
+      // unit's call must not reach the unit that has the client now).
+      if (!slot.unit || UnitConnection.current() !== slot.unit) {
+        throw new UnitConnectionError("this PrismaClient was lent to a handler's call that is over: write through ctx.db inside the handler's call, and await every statement");
       }
       return slot.unit;
     };
@@ -108,14 +105,10 @@ export function prismaDatabase<Client>(
     transactionName: "an interactive transaction's client (prisma.$transaction(async (tx) => ...)) or a handler's ctx.db",
     bind(unit) {
       const slot = free.pop() ?? build();
-      const lease = {};
-      slot.lease = lease;
       slot.unit = unit;
       return {
         db: slot.client,
-        run: <T>(call: () => Promise<T>) => calls.run(lease, call),
         end(closed: boolean) {
-          slot.lease = undefined;
           slot.unit = undefined;
           // A client whose unit's connection was closed (a handler overran) may still have a call in flight: never reused.
           if (!closed) free.push(slot);
@@ -140,12 +133,14 @@ export function prismaDatabase<Client>(
       const session = port.createQueryRunner();
       try {
         const lent = port.lend(session);
+        const call = lent.open();
         try {
           // Awaited inside the call: a PrismaPromise runs when awaited, in the async context of whoever awaits it.
-          await lent.run!(async () => {
-            await (lent.db as { $queryRawUnsafe(sql: string): PromiseLike<unknown> }).$queryRawUnsafe('SELECT 1');
+          await call.run(async () => {
+            await (call.db as { $queryRawUnsafe(sql: string): PromiseLike<unknown> }).$queryRawUnsafe('SELECT 1');
           });
         } finally {
+          call.close();
           lent.end(false);
         }
       } finally {

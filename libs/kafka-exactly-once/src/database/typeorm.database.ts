@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { DatabasePort, DatabaseSession, LentDatabase, PgPoolLike } from './database.port';
+import { lentQueryRunner } from './lent-query-runner';
 
 /** The DataSource of a TypeORM EntityManager or QueryRunner (`dataSource` from TypeORM 1, `connection` before). */
 export function typeormDataSourceOf(x: unknown): unknown {
@@ -33,8 +34,16 @@ export function typeormDatabase(dataSource: DataSource): TypeOrmDatabasePort {
     createQueryRunner: () => dataSource.createQueryRunner() as unknown as DatabaseSession,
     pgPool: () => (dataSource.driver as unknown as { master?: PgPoolLike }).master,
     lend(session: DatabaseSession): LentDatabase {
-      const manager = (session as unknown as QueryRunner).manager;
-      return { db: manager, manager, end: () => undefined };
+      const runner = session as unknown as QueryRunner;
+      return {
+        // Each call its own EntityManager, over a view of the unit's runner that refuses statements once the call is over.
+        open() {
+          const lent = lentQueryRunner(runner);
+          const manager = dataSource.createEntityManager(lent.runner);
+          return { db: manager, manager, run: (call) => call(), close: lent.close };
+        },
+        end: () => undefined,
+      };
     },
     sessionOf(transaction: unknown) {
       const runner =

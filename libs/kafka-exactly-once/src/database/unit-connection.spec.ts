@@ -16,10 +16,21 @@ function recordingClient() {
   return { client, sent };
 }
 
+/** A unit connection over a recording client, and `unit` as a handler call sees it (each statement inside that call). */
 function unitOver() {
   const { client, sent } = recordingClient();
   const session = { pgClient: client, connect: async () => client };
-  return { unit: new UnitConnection(session as never), sent };
+  const connection = new UnitConnection(session as never);
+  const call = connection.open();
+  const unit = {
+    query: (arg: unknown, params?: unknown) => UnitConnection.run(call, () => connection.query(arg as never, params as never)),
+    refuseTransactions: (make: (() => Error) | undefined) => connection.refuseTransactions(make),
+    end: (why: string) => connection.end(why),
+    get openTransactions() {
+      return connection.openTransactions;
+    },
+  };
+  return { unit, sent, connection, call };
 }
 
 describe('UnitConnection', () => {
@@ -62,6 +73,45 @@ describe('UnitConnection', () => {
     unit.end('its transaction ended');
     await expect(unit.query('SELECT 1')).rejects.toThrow(/has ended \(its transaction ended\)/);
     expect(sent.map((s) => s.text)).toEqual(['SELECT 1', 'SAVEPOINT kafka_eo_tx_1']);
+  });
+
+  it('refuses what a transaction-control parse finds anywhere in the text: comments, case, AND CHAIN, PREPARE TRANSACTION, several statements', async () => {
+    const { unit, sent } = unitOver();
+    await unit.query('BEGIN');
+    for (const text of [
+      'COMMIT AND CHAIN',
+      'rollback and chain',
+      'PREPARE TRANSACTION \'x\'',
+      'COMMIT PREPARED \'x\'',
+      'SELECT 1; COMMIT',
+      'select 1;/* x */ end',
+      "INSERT INTO t VALUES ('a;b'); ABORT",
+      'BEGIN; SELECT 1',
+      'SET TRANSACTION ISOLATION LEVEL SERIALIZABLE',
+      'set local idle_in_transaction_session_timeout = 0',
+      'RESET ALL',
+      'RELEASE SAVEPOINT kafka_eo_tx_1',
+      'ROLLBACK TO kafka_eo_record',
+    ]) {
+      await expect(unit.query(text)).rejects.toThrow(/end or change the unit of work's transaction/);
+    }
+    // A comment before the keyword does not hide it: the ORM transaction's own COMMIT, a savepoint's release.
+    await unit.query('/* a */ -- b\n  Commit');
+    expect(sent.map((s) => s.text)).toEqual(['SAVEPOINT kafka_eo_tx_1', 'RELEASE SAVEPOINT kafka_eo_tx_1']);
+    await expect(unit.query('-- the unit\nCOMMIT')).rejects.toThrow(/cannot commit its unit of work's transaction/);
+  });
+
+  it("refuses a statement sent from a call that is over, or from outside any call (a timer of an earlier call)", async () => {
+    const { connection, call, sent } = unitOver();
+    const late = UnitConnection.run(call, async () => new Promise<unknown>((resolve) => setTimeout(() => resolve(connection.query('INSERT INTO t VALUES (1)').catch((e) => e)), 10)));
+    call.live = false;
+    expect(await late).toBeInstanceOf(UnitConnectionError);
+    expect(String(await late)).toMatch(/call this data layer was lent to is over/);
+    await expect(connection.query('SELECT 1')).rejects.toThrow(/outside the handler's call/);
+    // Another call of the same unit goes on.
+    const next = connection.open();
+    await UnitConnection.run(next, () => connection.query('SELECT 2'));
+    expect(sent.map((s) => s.text)).toEqual(['SELECT 2']);
   });
 
   it('refuses callbacks and submittables (cursors, streams): they would outlive what the library can see', async () => {

@@ -1,4 +1,6 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { PooledPgClient } from './pg-session';
+import { statementEffect } from './transaction-control';
 
 /** Thrown when a handler's data layer is used after its unit of work ended, or does what a unit cannot lend. */
 export class UnitConnectionError extends Error {
@@ -10,21 +12,31 @@ export class UnitConnectionError extends Error {
 
 type PgQueryArg = string | { text: string; values?: unknown[] };
 
-/** A statement that opens, ends or undoes a transaction, as the ORMs write them. */
-const OPEN = /^\s*(?:begin(?:\s+(?:work|transaction))?|start\s+transaction)\b\s*(.*?)\s*;?\s*$/is;
-const COMMIT = /^\s*(?:commit|end)(?:\s+(?:work|transaction))?\s*;?\s*$/is;
-const ROLLBACK = /^\s*(?:rollback|abort)(?:\s+(?:work|transaction))?\s*;?\s*$/is;
-
 function textOf(arg: PgQueryArg): string {
   return typeof arg === 'string' ? arg : (arg?.text ?? '');
 }
 
 /**
+ * One handler call's use of a unit connection: live from the call's start until the call is over (its promise
+ * settled, or its deadline passed). Statements are accepted only from within a live call's async context.
+ */
+export interface UnitCall {
+  readonly unit: UnitConnection;
+  live: boolean;
+}
+
+/** The handler call whose async context a statement comes from (also what a setTimeout or promise of it inherits). */
+const calls = new AsyncLocalStorage<UnitCall>();
+
+/**
  * The unit of work's connection as a data layer sees it: a node-postgres client (and a pool whose one connection
  * it is) on which every statement runs inside the unit's transaction. An ORM's own transaction (`BEGIN`,
  * `COMMIT`, `ROLLBACK`, which would end the unit's transaction) becomes a savepoint, so that a handler's
- * `db.transaction(...)` nests; after the unit ends, every statement is refused (a handler still running after
- * its deadline, or a promise left unawaited, cannot write into another unit's transaction).
+ * `db.transaction(...)` nests; any other statement that would end or change the unit's transaction is refused
+ * (see `statementEffect`). A statement is accepted only from inside a handler's call (`run`) while that call
+ * lasts: an unawaited promise, a timer or a callback of the call that fires after it is refused, instead of
+ * running inside the unit after the handler's part of it (where its failure would abort the unit's transaction)
+ * or, after the unit's COMMIT, outside any transaction.
  */
 export class UnitConnection {
   private depth = 0;
@@ -42,6 +54,22 @@ export class UnitConnection {
     this.ended = why;
   }
 
+  /** A handler call's use of this connection, live until `close` (see `run`). */
+  open(): UnitCall {
+    return { unit: this, live: true };
+  }
+
+  /** Runs `call` as the handler call `lease`: the statements it sends (however late) are checked against it. */
+  static run<T>(lease: UnitCall, call: () => Promise<T>): Promise<T> {
+    return calls.run(lease, call);
+  }
+
+  /** The unit connection of the handler call this code runs in, if that call is still on (for adapters that reuse clients). */
+  static current(): UnitConnection | undefined {
+    const lease = calls.getStore();
+    return lease?.live ? lease.unit : undefined;
+  }
+
   /** While set, an ORM's own transaction is refused with this error (key lanes share one transaction). */
   refuseTransactions(make: (() => Error) | undefined): void {
     this.refusal = make;
@@ -52,42 +80,74 @@ export class UnitConnection {
     return this.depth;
   }
 
-  async query(arg: PgQueryArg, params?: unknown[]): Promise<any> {
-    if (this.ended) throw new UnitConnectionError(`the unit of work this data layer was lent for has ended (${this.ended}): write through ctx.db inside the handler's call, and await every statement`);
+  /** Why a statement sent now would be refused, if it would. */
+  private refusedNow(): UnitConnectionError | undefined {
+    if (this.ended) return new UnitConnectionError(`the unit of work this data layer was lent for has ended (${this.ended}): write through ctx.db inside the handler's call, and await every statement`);
+    const lease = calls.getStore();
+    if (lease?.unit !== this) {
+      return new UnitConnectionError("a statement through ctx.db came from outside the handler's call it was lent to: write through ctx.db inside the handler's call");
+    }
+    if (!lease.live) {
+      return new UnitConnectionError("the handler's call this data layer was lent to is over (a statement not awaited, or sent from a timer or callback after the call returned): await every statement inside the handler's call");
+    }
+    return undefined;
+  }
+
+  query(arg: PgQueryArg, params?: unknown[]): Promise<any> {
+    // No await before the statement is handed to node-postgres: between the check and the send, nothing else runs.
+    const refused = this.refusedNow();
+    if (refused) return Promise.reject(refused);
     if (typeof params === 'function' || typeof (arg as { submit?: unknown })?.submit === 'function') {
-      throw new UnitConnectionError('callbacks and submittables (pg-cursor, pg-query-stream) are not lent inside a unit of work: use promises');
+      return Promise.reject(new UnitConnectionError('callbacks and submittables (pg-cursor, pg-query-stream) are not lent inside a unit of work: use promises'));
     }
-    await this.session.connect();
     const client = this.session.pgClient;
-    if (!client) throw new UnitConnectionError('the unit of work has no connection');
-    const text = textOf(arg);
-    const open = OPEN.exec(text);
-    if (open) {
-      if (this.refusal) throw this.refusal();
-      if (open[1]) {
-        throw new UnitConnectionError(
-          `a transaction inside a unit of work cannot set its own characteristics ("${open[1].slice(0, 80)}"): it is a savepoint of the unit's transaction; set the isolation level for the whole unit (inbox.isolationLevel)`,
-        );
-      }
-      this.depth++;
-      await client.query(`SAVEPOINT kafka_eo_tx_${this.depth}`);
-      return done('SAVEPOINT');
+    // Not connected yet (a data layer's first statement before the library's): connect, then check again.
+    if (!client) return this.session.connect().then(() => (this.session.pgClient ? this.query(arg, params) : Promise.reject(new UnitConnectionError('the unit of work has no connection'))));
+    const effect = statementEffect(textOf(arg));
+    switch (effect.kind) {
+      case 'other':
+        return params === undefined ? client.query(arg as never) : client.query(arg as never, params);
+      case 'refused':
+        return Promise.reject(new UnitConnectionError(`a statement that would end or change the unit of work's transaction was refused: ${effect.why}`));
+      case 'begin':
+        return this.begin(client, effect.modes);
+      case 'commit':
+        return this.release(client, false);
+      case 'rollback':
+        return this.release(client, true);
     }
-    if (COMMIT.test(text)) {
-      if (this.depth === 0) throw new UnitConnectionError("a handler cannot commit its unit of work's transaction: the library commits it with the record's offset");
-      await client.query(`RELEASE SAVEPOINT kafka_eo_tx_${this.depth}`);
-      this.depth--;
-      return done('COMMIT');
+  }
+
+  private async begin(client: PooledPgClient, modes: string): Promise<unknown> {
+    if (this.refusal) throw this.refusal();
+    if (modes) {
+      throw new UnitConnectionError(
+        `a transaction inside a unit of work cannot set its own characteristics ("${modes.slice(0, 80)}"): it is a savepoint of the unit's transaction; set the isolation level for the whole unit (inbox.isolationLevel)`,
+      );
     }
-    if (ROLLBACK.test(text)) {
-      if (this.depth === 0) throw new UnitConnectionError("a handler cannot roll back its unit of work's transaction: throw from the handler instead");
-      const name = `kafka_eo_tx_${this.depth}`;
-      this.depth--;
+    this.depth++;
+    await client.query(`SAVEPOINT kafka_eo_tx_${this.depth}`);
+    return done('SAVEPOINT');
+  }
+
+  /** The end of an ORM's transaction: its savepoint released, or rolled back to and released. */
+  private async release(client: PooledPgClient, rollback: boolean): Promise<unknown> {
+    if (this.depth === 0) {
+      throw new UnitConnectionError(
+        rollback
+          ? "a handler cannot roll back its unit of work's transaction: throw from the handler instead"
+          : "a handler cannot commit its unit of work's transaction: the library commits it with the record's offset",
+      );
+    }
+    const name = `kafka_eo_tx_${this.depth}`;
+    this.depth--;
+    if (rollback) {
       await client.query(`ROLLBACK TO SAVEPOINT ${name}`);
       await client.query(`RELEASE SAVEPOINT ${name}`);
       return done('ROLLBACK');
     }
-    return params === undefined ? client.query(arg as never) : client.query(arg as never, params);
+    await client.query(`RELEASE SAVEPOINT ${name}`);
+    return done('COMMIT');
   }
 }
 

@@ -1,9 +1,10 @@
 import type { DatabaseSession } from '../database/database.port';
 import { withDeadline } from './deadline';
 import { endLent } from '../database/lent-database';
+import { UnitNotCommittedError } from '../errors/unit-not-committed.error';
 
 export interface PgClient {
-  query(sql: string): Promise<unknown>;
+  query(sql: string, ...rest: unknown[]): Promise<unknown>;
   /** node-postgres: the statement waiting for the server's answer, and those queued behind it (pg >= 8.16 names them with an underscore and warns on the old names). */
   _activeQuery?: unknown;
   _queryQueue?: unknown[];
@@ -84,4 +85,38 @@ export async function queryWithin<T = any>(dataSource: { createQueryRunner(): Da
   } finally {
     await releaseClean(runner);
   }
+}
+
+/**
+ * Commits a unit's PostgreSQL transaction and checks that PostgreSQL did commit it: a transaction that failed
+ * before the COMMIT is not committed (PostgreSQL ends it, and answers the COMMIT with the command tag ROLLBACK and
+ * no error), so taking the answer for a commit would send the unit's outputs and offsets to Kafka with nothing of
+ * it in PostgreSQL. Throws UnitNotCommittedError then (the transaction is over, nothing of it kept).
+ */
+export async function commitChecked(runner: DatabaseSession): Promise<void> {
+  const client = pgClientOf(runner);
+  if (!client) throw new UnitNotCommittedError('its connection is gone');
+  // Every statement of the library's own was awaited, and what a handler was lent refuses statements once its call
+  // is over: a failed transaction, or a statement still running, is the doing of something that reached past both.
+  if (client.getTransactionStatus?.() === 'E') throw new UnitNotCommittedError('the transaction had failed before the COMMIT');
+  if (isBusy(client)) throw new UnitNotCommittedError('a statement not of the library was still running on its connection at the COMMIT');
+  let tag: string | undefined;
+  const own = client.query;
+  // The command tag of the answer to COMMIT, which the data layer's commit does not return.
+  client.query = function (this: unknown, ...args: unknown[]) {
+    const answer = own.apply(this, args as [string]) as unknown;
+    if (args[0] === 'COMMIT' && typeof (answer as Promise<unknown>)?.then === 'function') {
+      (answer as Promise<{ command?: string } | undefined>).then(
+        (result) => (tag ??= result?.command ?? 'none'),
+        () => undefined,
+      );
+    }
+    return answer as Promise<unknown>;
+  };
+  try {
+    await runner.commitTransaction();
+  } finally {
+    client.query = own;
+  }
+  if (tag !== 'COMMIT') throw new UnitNotCommittedError(tag === undefined ? 'the COMMIT was not seen on its connection' : `PostgreSQL answered the COMMIT with ${tag}`);
 }

@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { DatabasePort, DatabaseSession } from '../database/database.port';
+import type { DatabasePort, DatabaseSession, LentCall } from '../database/database.port';
 import { lentFor } from '../database/lent-database';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { OutputTooLargeError } from '../errors/output-too-large.error';
@@ -37,13 +37,18 @@ export interface InvocationDeps {
 }
 
 /**
- * A handler's call with the data layer bound to the unit's transaction, and the application's TransactionHost (if
- * any) showing that transaction meanwhile.
+ * A handler's call with the data layer opened for it (bound to the unit's transaction, and closed once the call is
+ * over or has overrun its deadline: a statement the call sends later is refused), and the application's
+ * TransactionHost (if any) showing that transaction meanwhile.
  */
-function lent(deps: InvocationDeps, runner: DatabaseSession, call: () => Promise<void>): Promise<void> {
-  const db = lentFor(deps.database, runner);
-  const host = deps.ambient ? () => deps.ambient!.run((db.manager ?? db.db) as never, call) : call;
-  return db.run ? db.run(host) : host();
+async function lent(deps: InvocationDeps, runner: DatabaseSession, where: () => string, call: (db: LentCall) => Promise<unknown>): Promise<void> {
+  const db = lentFor(deps.database, runner).open();
+  const host = deps.ambient ? () => deps.ambient!.run((db.manager ?? db.db) as never, () => call(db)) : () => call(db);
+  try {
+    await withinHandlerTimeout(deps, where, db.run(host));
+  } finally {
+    db.close();
+  }
 }
 
 /** The record a handler is called for. */
@@ -141,7 +146,7 @@ async function attempts(
     const emitted: OutputRecord[] = [];
     const waiting: WaitingEmits = [];
     await optimistically(async () => {
-      await withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, 1, emitted, traceHeaders, waiting))));
+      await lent(deps, runner, where, (db) => handler.invoke(event, eventContext(deps, db, record, 1, emitted, traceHeaders, waiting)));
       await Promise.all(waiting);
     }, record.info.offset);
     return { ok: true, attempts: 1, outputs: emitted };
@@ -159,7 +164,7 @@ async function attempts(
     const emitted: OutputRecord[] = [];
     const waiting: WaitingEmits = [];
     try {
-      await withinHandlerTimeout(deps, where, lent(deps, runner, () => handler.invoke(event, eventContext(deps, runner, record, attempt, emitted, traceHeaders, waiting))));
+      await lent(deps, runner, where, (db) => handler.invoke(event, eventContext(deps, db, record, attempt, emitted, traceHeaders, waiting)));
       await Promise.all(waiting);
       await runner.query(`RELEASE SAVEPOINT ${SAVEPOINT}`);
       return { ok: true, attempts: attempt, outputs: emitted };
@@ -192,12 +197,14 @@ export async function invokeBatchHandler(deps: InvocationDeps, runner: DatabaseS
   // A span per event (each the child of its record's trace), so that each event's outputs continue its trace.
   const spans = items.map((item) => (deps.tracing ?? TRACING_OFF).process(item.record.info, deps.handler.name, item.record.headers));
   const waiting: WaitingEmits = [];
-  const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, runner, item.record, 1, item.emitted, spans[i].headers, waiting) }));
   const where = () => `${items[0].record.info.topic}[${items[0].record.info.partition}]@${items[0].record.info.offset}..${items[items.length - 1].record.info.offset} (${items.length} events)`;
   try {
     await whileHeartbeating(deps, () =>
       optimistically(async () => {
-        await withinHandlerTimeout(deps, where, lent(deps, runner, () => deps.handler.invokeBatch!(events, batchContext(deps, runner))));
+        await lent(deps, runner, where, (db) => {
+          const events = items.map((item, i) => ({ event: item.event, ctx: eventContext(deps, db, item.record, 1, item.emitted, spans[i].headers, waiting) }));
+          return deps.handler.invokeBatch!(events, batchContext(deps, db));
+        });
         await Promise.all(waiting);
       }),
     );
@@ -255,8 +262,7 @@ function managerOf(deps: InvocationDeps, db: { manager?: unknown }): any {
   return db.manager;
 }
 
-function batchContext(deps: InvocationDeps, runner: DatabaseSession): BatchContext {
-  const db = lentFor(deps.database, runner);
+function batchContext(deps: InvocationDeps, db: LentCall): BatchContext {
   return {
     db: db.db as any,
     get manager() {
@@ -278,9 +284,8 @@ type WaitingEmits = Array<Promise<void>>;
  * `traceHeaders`: the handler span's `traceparent`, which every output carries (unless the handler sets its own).
  * `waiting`: where an emit whose value waits for the registry puts its wait.
  */
-function eventContext(deps: InvocationDeps, runner: DatabaseSession, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>, waiting: WaitingEmits): EventContext {
+function eventContext(deps: InvocationDeps, db: LentCall, record: InvocationRecord, attempt: number, emitted: OutputRecord[], traceHeaders: Record<string, string>, waiting: WaitingEmits): EventContext {
   const { options, registry, topicLimits } = deps;
-  const db = lentFor(deps.database, runner);
   let key: string | undefined;
   return {
     db: db.db as any,

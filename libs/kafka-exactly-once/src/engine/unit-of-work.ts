@@ -18,7 +18,7 @@ import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
-import { isBusy, pgClientOf, queryWithin, releaseClean } from './clean-release';
+import { commitChecked, isBusy, pgClientOf, queryWithin, releaseClean } from './clean-release';
 import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge, isValidationRefusal } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
@@ -193,10 +193,21 @@ export function describeFailure(error: unknown, reason: string): RecordedFailure
   const err = error instanceof Error ? error : new Error(String(error));
   return {
     name: storableText(err.name || err.constructor?.name || 'Error', 200),
-    message: storableText(err.message ?? '', 2000),
+    message: storableText(withCause(err), 2000),
     stack: storableText(err.stack ?? '', 4000),
     reason,
   };
+}
+
+/**
+ * An error's message with what it wraps, when the message does not say it already: a data layer's error often
+ * names only the statement ("Failed query: ...") and keeps the reason PostgreSQL or the library gave as its cause.
+ */
+function withCause(err: Error): string {
+  const message = err.message ?? '';
+  const cause = (err as { cause?: unknown }).cause;
+  if (!(cause instanceof Error) || !cause.message || message.includes(cause.message)) return message;
+  return `${message} (caused by ${cause.name || 'Error'}: ${cause.message})`;
 }
 
 /** The dead-letter reason an error stands for. */
@@ -414,7 +425,7 @@ export class UnitOfWork {
       const postgresCommitStarted = performance.now();
       // A COMMIT that fails (a deferred constraint) is the record's to answer for, as any statement of a handler's
       // transaction; one that gets no answer is the server's (and its outcome unknown: the inbox tells).
-      await withDeadline(runner.commitTransaction(), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch((err) => {
+      await withDeadline(commitChecked(runner), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch((err) => {
         throw err instanceof DeadlineExceeded ? new InboxStatementError('the PostgreSQL commit', err) : err;
       });
       const kafkaCommitStarted = performance.now();

@@ -26,3 +26,4 @@ export * from './outbox-relay.error';
 export * from './retry-topics.error';
 export * from './schema-registry.error';
 export * from './kafkajs-fixes-not-in-force.error';
+export * from './unit-not-committed.error';

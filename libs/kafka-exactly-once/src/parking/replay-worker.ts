@@ -2,7 +2,7 @@ import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/ou
 import { Logger } from '@nestjs/common';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
-import { queryWithin, releaseClean } from '../engine/clean-release';
+import { commitChecked, queryWithin, releaseClean } from '../engine/clean-release';
 import { withDeadline } from '../engine/deadline';
 import { isOutputTooLarge } from '../engine/error-classification';
 import { invokeHandler } from '../engine/handler-invocation';
@@ -495,7 +495,8 @@ export class ReplayWorker {
       await runner.startTransaction();
       await runner.query(unitSessionSettings(this.options));
       const result = await work(runner);
-      await runner.commitTransaction();
+      // A handler's replay ran in this transaction: checked as a unit's commit is (see commitChecked).
+      await commitChecked(runner);
       return result;
     } catch (err) {
       // A handler that overran may still be using the connection: it is closed, not reused.

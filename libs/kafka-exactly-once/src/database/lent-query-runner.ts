@@ -1,0 +1,91 @@
+import type { QueryRunner } from 'typeorm';
+import { statementEffect } from './transaction-control';
+import { UnitConnectionError } from './unit-connection';
+
+/** What a handler's call was lent of a TypeORM unit: its own EntityManager over a guarded view of the unit's QueryRunner. */
+export interface LentQueryRunner {
+  readonly runner: QueryRunner;
+  /** From now on every statement through this view is refused (the handler's call is over). */
+  close(): void;
+}
+
+const ENDS_UNIT = "a handler cannot end its unit of work's transaction: the library commits it with the record's offset (throw from the handler to undo the record's writes)";
+
+/**
+ * A view of the unit of work's TypeORM QueryRunner for one handler call (what `ctx.manager` runs on). It is the
+ * runner itself for everything but what could end or outlive the unit's transaction:
+ * - once `close` is called (the call is over), every statement is refused: an unawaited promise, a timer or a
+ *   callback of the call cannot run inside the unit after the handler's part of it, nor after its COMMIT;
+ * - a statement text that would end or change the unit's transaction (COMMIT, ROLLBACK, END, PREPARE TRANSACTION,
+ *   SET TRANSACTION, several statements with one of them...) is refused; TypeORM's own nested transactions
+ *   (`manager.transaction(...)`, savepoints) go through as they are;
+ * - committing or rolling back the unit's own level of the transaction, and releasing the runner, are refused.
+ *
+ * A JavaScript Proxy, so that TypeORM's own methods run with `this` being the view (their statements are checked
+ * too) while every field they read or write is the runner's (the transaction depth stays one).
+ */
+export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
+  let closed = false;
+  // The EntityManager built over the view sets itself as the view's manager: kept here, not on the unit's runner.
+  let manager: unknown;
+  const refused = (): UnitConnectionError | undefined =>
+    closed
+      ? new UnitConnectionError(
+          "the handler's call this EntityManager was lent to is over (a statement not awaited, or sent from a timer or callback after the call returned): await every statement inside the handler's call",
+        )
+      : undefined;
+  const checked = (text: unknown): UnitConnectionError | undefined => {
+    const late = refused();
+    if (late) return late;
+    const effect = statementEffect(typeof text === 'string' ? text : '');
+    if (effect.kind === 'other') return undefined;
+    if (effect.kind === 'refused') return new UnitConnectionError(`a statement that would end or change the unit of work's transaction was refused: ${effect.why}`);
+    return new UnitConnectionError(`${ENDS_UNIT}; for a transaction of the handler's own, use manager.transaction(...) (a savepoint)`);
+  };
+  const depth = () => (runner as unknown as { transactionDepth?: number }).transactionDepth ?? 1;
+  const guarded: Record<string, (...args: any[]) => unknown> = {
+    query(this: QueryRunner, text: string, ...rest: unknown[]) {
+      const refusal = checked(text);
+      return refusal ? Promise.reject(refusal) : (runner.query as (...a: unknown[]) => unknown).call(this, text, ...rest);
+    },
+    stream(this: QueryRunner, text: string, ...rest: unknown[]) {
+      const refusal = checked(text);
+      return refusal ? Promise.reject(refusal) : (runner.stream as (...a: unknown[]) => unknown).call(this, text, ...rest);
+    },
+    startTransaction(this: QueryRunner, ...args: unknown[]) {
+      const late = refused();
+      return late ? Promise.reject(late) : (runner.startTransaction as (...a: unknown[]) => unknown).apply(this, args);
+    },
+    commitTransaction(this: QueryRunner) {
+      const late = refused() ?? (depth() <= 1 ? new UnitConnectionError(ENDS_UNIT) : undefined);
+      return late ? Promise.reject(late) : runner.commitTransaction.call(this);
+    },
+    rollbackTransaction(this: QueryRunner) {
+      const late = refused() ?? (depth() <= 1 ? new UnitConnectionError("a handler cannot roll back its unit of work's transaction: throw from the handler instead") : undefined);
+      return late ? Promise.reject(late) : runner.rollbackTransaction.call(this);
+    },
+    release() {
+      return Promise.reject(new UnitConnectionError("a handler cannot release its unit of work's connection: the library releases it"));
+    },
+  };
+  const view = new Proxy(runner, {
+    get(target, property, receiver) {
+      if (property === 'manager') return manager;
+      if (typeof property === 'string' && Object.prototype.hasOwnProperty.call(guarded, property)) return guarded[property];
+      return Reflect.get(target, property, receiver);
+    },
+    set(target, property, value) {
+      if (property === 'manager') {
+        manager = value;
+        return true;
+      }
+      return Reflect.set(target, property, value);
+    },
+  });
+  return {
+    runner: view,
+    close: () => {
+      closed = true;
+    },
+  };
+}
