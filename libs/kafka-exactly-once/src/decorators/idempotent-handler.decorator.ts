@@ -4,6 +4,8 @@ import type { RetryOptions, RetryTopicsOptions } from '../interfaces/kafka-exact
 import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { validationProblem, type EventValidation } from '../formats/event-validator';
 import type { JsonLimits } from '../formats/json.codec';
+import { messageIdFromProblem } from '../engine/event-identity';
+import type { MessageIdFrom } from '../interfaces/event-context.interface';
 
 export interface IdempotentHandlerOptions {
   /** Topic to consume (the module's `topicPrefix` is prepended). */
@@ -25,6 +27,18 @@ export interface IdempotentHandlerOptions {
   validate?: EventValidation;
   /** JSON reading for this handler (format `json`), over the module's `json` option. */
   json?: Partial<JsonLimits>;
+  /**
+   * Where a record without a `message-id` header takes its identity from (what Nest's `ClientKafka` writes: no
+   * header): a field path of the decoded event (`'paymentId'`, `'order.id'`) or a function `(event, record) => key`,
+   * over the module's `topics[topic].messageIdFrom`. A record that carries a `message-id` keeps it. The key is
+   * your promise that it names one event: a second record with the same key is skipped as a duplicate, whatever
+   * else it carries. A record whose event cannot be decoded, or has no usable key, is known by its coordinates.
+   * See docs/guarantees.md, "Records without a message id".
+   *
+   * @example
+   * messageIdFrom: 'paymentId'
+   */
+  messageIdFrom?: MessageIdFrom;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
   /**
@@ -76,6 +90,10 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   if (options.validate !== undefined) {
     const problem = validationProblem(options.validate);
     if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "validate" ${problem}`);
+  }
+  if (options.messageIdFrom !== undefined) {
+    const problem = messageIdFromProblem(options.messageIdFrom);
+    if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "messageIdFrom" ${problem}`);
   }
   if (options.batch !== undefined && typeof options.batch !== 'boolean') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);

@@ -13,7 +13,7 @@
   var settings = JSON.parse(document.querySelector('meta[name="kafka-eo-console"]').getAttribute('content'));
   var TOKEN_KEY = 'kafka-eo-console.token';
   var ACTOR_KEY = 'kafka-eo-console.actor';
-  var REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'];
+  var REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-invalid', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'];
   var ACTIONS = ['release', 'replay', 'discard', 'divert'];
   var MAX_CELL = 240;
 
