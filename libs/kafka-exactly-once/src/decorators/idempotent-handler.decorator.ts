@@ -22,7 +22,9 @@ export interface IdempotentHandlerOptions {
    * `class-validator` decorators (the handler gets the DTO instance; `class-transformer` builds it when installed),
    * or a Standard Schema (zod, valibot, arktype...: the handler gets the schema's output). An event that fails is
    * dead-lettered with reason `validation-failed` and the problems as its error, never retried; under
-   * @OrderedEvent it parks its key. Without it, the decoded value is handed over as it is.
+   * @OrderedEvent it parks its key. A validator that could not decide now (a service it asks is away) throws
+   * RetriableValidationError (or an error with `retriable: true`): the record is retried as a handler's passing
+   * failure is (`retry`, then `retryTopics`). Without it, the decoded value is handed over as it is.
    */
   validate?: EventValidation;
   /** JSON reading for this handler (format `json`), over the module's `json` option. */

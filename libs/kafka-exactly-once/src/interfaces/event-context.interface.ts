@@ -51,10 +51,21 @@ export interface RecordSchema {
   name?: string;
 }
 
+/** The options of `ctx.emit`. */
 export interface EmitOptions {
   /** Record key; required unless the topic declares a key function in the module's `topics` option. */
   key?: string;
-  /** Headers of the output: strings (UTF-8) or bytes (Buffer, Uint8Array); an undefined value leaves the header out. */
+  /**
+   * Headers of the output, beside the library's own: a name to a string (sent as UTF-8) or bytes (Buffer,
+   * Uint8Array, sent as they are); an undefined value leaves the header out. Any other value (a number, an object,
+   * null) makes `ctx.emit` throw a TypeError naming the header, and nothing is emitted. They are written in the order
+   * given, after the handler span's `traceparent` (which a `traceparent` given here replaces) and before the
+   * library's `message-id`, `event-type` and `causation-id`, which always win over a header of the same name. They
+   * are recorded with the output, so a replay sends them byte for byte.
+   *
+   * @example
+   * ctx.emit('payments.processed', processed, { key: event.accountId, headers: { tenant: ctx.message.headers.tenant, 'schema-hint': Buffer.from([1]) } });
+   */
   headers?: EventHeaders;
 }
 
@@ -89,7 +100,17 @@ export interface EventContext<Db = EntityManager> {
    * await this.provider.charge({ account: event.accountId, cents: event.amountCents }, { idempotencyKey: ctx.idempotencyKey });
    */
   readonly idempotencyKey: string;
-  /** 1 on the first try, 2 on the first retry... */
+  /**
+   * Which call of the handler this is for the record, from 1, within one run of its in-place attempts: 1 on the
+   * first call, 2 on the first retry, up to `retry.attempts` (or `retryTopics.maxInPlaceAttempts`); the dead
+   * letter's `dlq-attempts` is its last value. A call that failed in a unit run without savepoints counts (the
+   * next call is 2). It starts at 1 again on each retry tier, when the record's unit of work runs again after
+   * failing as a whole (the handler overran, a connection was cut, an earlier record of the unit failed: the
+   * records before it run again, with `attempt` 1), after a redelivery (a crash, a rebalance), in an operator's
+   * replay or release, and for each event of a batch handler's batch that failed (then called one by one). A
+   * validator's own tries (`RetriableValidationError`) are not counted: `attempt` is 1 on the first call once the
+   * event is valid.
+   */
   readonly attempt: number;
   /**
    * Set when an operator's action runs the handler: `release` (a parked key's records replayed in order) or
@@ -99,7 +120,9 @@ export interface EventContext<Db = EntityManager> {
   /**
    * Adds an event to the same Kafka transaction as this record's offset commit. It is validated and encoded
    * with the topic's schema (module option `topics`) and gets a deterministic `message-id` and a
-   * `causation-id` naming this record. Nothing is sent if the handler fails.
+   * `causation-id` naming this record; `options.headers` adds headers of your own (`EmitOptions.headers`).
+   * Nothing is sent if the handler fails. An event the topic's format cannot hold (invalid for its schema, a
+   * `NaN`, a cycle) throws `OutputInvalidError` here; uncaught, the input is dead-lettered `output-invalid`.
    */
   emit(topic: string, event: unknown, options?: EmitOptions): void;
 }
@@ -119,7 +142,7 @@ export interface BatchContext<Db = EntityManager> {
   readonly db: Db;
   /** EntityManager of the unit of work's PostgreSQL transaction (TypeORM data layer only; the same as `ctx.manager`). */
   readonly manager: EntityManager;
-  /** 1 on the first try, 2 on the first retry... (a retry runs one event alone). */
+  /** Always 1: a batch is called once; when it fails, its events are called one by one, each from `attempt` 1 (`EventContext.attempt`). */
   readonly attempt: number;
 }
 
