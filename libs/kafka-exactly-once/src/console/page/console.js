@@ -948,7 +948,7 @@
       el('h2', null, 'Message ', el('span', { class: 'mono' }, cut(r.messageId, 160)), ' ', badge(r.status)),
       fields([
         ['Message id', cell(r.messageId, 300)],
-        ['Consumed at', r.input.topic + '[' + r.input.partition + ']@' + r.input.offset + (r.identity === 'coordinates' ? ' (no message id: known by its coordinates)' : '')],
+        ['Consumed at', r.input.topic + '[' + r.input.partition + ']@' + r.input.offset + (r.identity === 'coordinates' ? ' (no message id: known by its coordinates)' : r.identity === 'event-key' ? ' (no message id: known by its event\'s key, messageIdFrom)' : '')],
         ['Claimed', time(r.claimedAt)],
         ['Handled', time(r.processedAt)],
         ['Attempts', number(r.attempts) + (r.failures ? ', ' + r.failures + ' failed alone' : '')],
