@@ -7,7 +7,7 @@ import { Client } from 'pg';
 import { z } from 'zod';
 import { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
-import { DEAD_LETTER_HEADERS, EventContext, EventValidationError, IdempotentHandler, KafkaExactlyOnceModule, OrderedEvent, Outbox } from 'kafka-exactly-once';
+import { DEAD_LETTER_HEADERS, EventContext, EventValidationError, IdempotentHandler, KafkaExactlyOnceModule, OrderedEvent, Outbox, OutputInvalidError, RetriableValidationError } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
@@ -29,6 +29,17 @@ class OrderPlaced {
  */
 const LedgerEntry = z.object({ accountId: z.string().min(1), seq: z.number().int(), amount: z.union([z.bigint(), z.number().int().transform((n) => BigInt(n))]) });
 
+/**
+ * A validator that asks a service of its own (here a flag in its place): while the service is away it cannot
+ * decide and says so (RetriableValidationError); once back, it accepts or refuses.
+ */
+const customers = { away: false, asked: [] as Array<{ customerId: string; away: boolean }> };
+const CheckedOrder = z.object({ orderId: z.string(), customerId: z.string() }).refine(async (order) => {
+  customers.asked.push({ customerId: order.customerId, away: customers.away });
+  if (customers.away) throw new RetriableValidationError('the customers service is away');
+  return order.customerId !== 'c-unknown';
+}, 'no such customer');
+
 @Injectable()
 class OrdersHandler {
   readonly seen: unknown[] = [];
@@ -39,6 +50,24 @@ class OrdersHandler {
     await ctx.manager.query('INSERT INTO orders_seen (order_id, amount_cents, is_dto) VALUES ($1, $2, $3)', [order.orderId, order.amountCents, order instanceof OrderPlaced]);
     // A bigint and a Date written as JSON: exact digits and ISO 8601.
     ctx.emit('orders.confirmed', { orderId: order.orderId, micros: BigInt(order.amountCents) * 10n ** 16n, at: new Date(Date.UTC(2026, 0, 2, 3, 4, 5)) }, { key: order.orderId });
+  }
+
+  @IdempotentHandler({ topic: 'checked', format: 'json', validate: CheckedOrder, retry: { attempts: 30, initialDelayMs: 100, maxDelayMs: 200 } })
+  async onChecked(order: z.infer<typeof CheckedOrder>, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO orders_seen (order_id, amount_cents, is_dto) VALUES ($1, 0, false)', [order.orderId]);
+  }
+
+  /** Emits what JSON cannot hold when asked to: a bug of the handler, not of its input. */
+  readonly emitErrors: unknown[] = [];
+  @IdempotentHandler({ topic: 'emits', format: 'json', retry: { attempts: 3, initialDelayMs: 10 } })
+  async onEmit(order: { orderId: string; bad?: boolean }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO orders_seen (order_id, amount_cents, is_dto) VALUES ($1, 0, false)', [order.orderId]);
+    try {
+      ctx.emit('orders.confirmed', { orderId: order.orderId, micros: order.bad ? Number.NaN : 1 }, { key: order.orderId });
+    } catch (err) {
+      this.emitErrors.push(err);
+      throw err;
+    }
   }
 
   @IdempotentHandler({ topic: 'ledger', format: 'json', validate: LedgerEntry, json: { bigIntegers: 'bigint' } })
@@ -68,7 +97,7 @@ describe('library: JSON format', () => {
     await db.query('CREATE TABLE orders_seen (order_id text, amount_cents int, is_dto boolean)');
     await db.query('CREATE TABLE ledger_seen (account_id text, seq int, amount numeric)');
     await db.end();
-    await createTopics(kafka, [`${prefix}orders`, `${prefix}orders.confirmed`, `${prefix}ledger`], 2);
+    await createTopics(kafka, [`${prefix}orders`, `${prefix}orders.confirmed`, `${prefix}ledger`, `${prefix}checked`, `${prefix}emits`], 2);
 
     @Module({
       imports: [
@@ -213,5 +242,52 @@ describe('library: JSON format', () => {
     } finally {
       await db.end();
     }
+  });
+
+  it('a validator that could not decide is asked again, and the record applied once it can; one that refuses dead-letters validation-failed', async () => {
+    customers.away = true;
+    await sendRaw(kafka, `${prefix}checked`, [
+      { key: 'c', value: Buffer.from(JSON.stringify({ orderId: 'ck-1', customerId: 'c-1' })), headers: { 'message-id': 'ck-1' } },
+      { key: 'c', value: Buffer.from(JSON.stringify({ orderId: 'ck-2', customerId: 'c-unknown' })), headers: { 'message-id': 'ck-2' } },
+    ]);
+    // The service is away for the first two questions; then it answers.
+    const deadline = Date.now() + 60000;
+    while (customers.asked.filter((a) => a.away).length < 2) {
+      if (Date.now() > deadline) throw new Error('the validator was not asked twice');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    customers.away = false;
+    const dlq = await readTopic(kafka, `${prefix}checked.dlq`, { until: (r) => r.length >= 1, timeoutMs: 60000 });
+    expect(dlq.map((r) => [r.headers['message-id'], r.headers[DEAD_LETTER_HEADERS.reason], r.headers[DEAD_LETTER_HEADERS.attempts]])).toEqual([['ck-2', 'validation-failed', '1']]);
+    expect(dlq[0].headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/no such customer/);
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      const applied = async () => (await db.query(`SELECT order_id FROM orders_seen WHERE order_id LIKE 'ck-%' ORDER BY order_id`)).rows.map((r) => r.order_id);
+      for (let i = 0; i < 100 && (await applied()).length < 1; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await applied()).toEqual(['ck-1']);
+    } finally {
+      await db.end();
+    }
+    // ck-1 was asked while away, then once more when back; it never reached the dead-letter topic.
+    expect(customers.asked.filter((a) => a.customerId === 'c-1' && a.away).length).toBeGreaterThanOrEqual(1);
+    expect(customers.asked.filter((a) => a.customerId === 'c-1' && !a.away).length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('an emitted event the library cannot write dead-letters its input as output-invalid, not validation-failed, without a retry', async () => {
+    await sendRaw(kafka, `${prefix}emits`, [
+      { key: 'e', value: Buffer.from(JSON.stringify({ orderId: 'em-1', bad: true })), headers: { 'message-id': 'em-1' } },
+      { key: 'e', value: Buffer.from(JSON.stringify({ orderId: 'em-2' })), headers: { 'message-id': 'em-2' } },
+    ]);
+    const [letter, ...more] = await readTopic(kafka, `${prefix}emits.dlq`, { until: (r) => r.length >= 1, timeoutMs: 60000 });
+    expect(more).toEqual([]);
+    expect(letter.headers).toMatchObject({ 'message-id': 'em-1', [DEAD_LETTER_HEADERS.reason]: 'output-invalid', [DEAD_LETTER_HEADERS.errorClass]: 'OutputInvalidError', [DEAD_LETTER_HEADERS.attempts]: '1' });
+    expect(letter.headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/^ctx\.emit\('orders\.confirmed'\): .*NaN/);
+    // The handler got an error it can catch as either class.
+    const handler = moduleRef.get(OrdersHandler);
+    expect(handler.emitErrors.length).toBeGreaterThanOrEqual(1);
+    expect(handler.emitErrors.every((e) => e instanceof OutputInvalidError && e instanceof EventValidationError)).toBe(true);
+    const confirmed = await readTopic(kafka, `${prefix}orders.confirmed`, { until: (r) => r.some((x) => x.key === 'em-2'), timeoutMs: 60000 });
+    expect(confirmed.filter((r) => r.key === 'em-1')).toEqual([]);
   });
 });

@@ -43,6 +43,8 @@ const prefix = `${uniqueTopic('nest-in-place')}.`;
 const PAYMENTS = `${prefix}payments`;
 const DONE = `${prefix}payments.done`;
 const PIPED = `${prefix}payments.piped`;
+/** A topic whose records take their identity from the event's own key (messageIdFrom) when they carry no message id. */
+const KEYED = `${prefix}payments.keyed`;
 const REFUNDS = `${prefix}refunds`;
 const THROWING = `${prefix}nest.throwing`;
 /** The `consumer.groupId` the Nest application was configured with. */
@@ -86,6 +88,8 @@ class Probe {
   /** `ctx.message.messageId` of each payment the library handled. */
   readonly libraryIds = new Map<string, string>();
   readonly pipeRuns: string[] = [];
+  /** [paymentId, ctx.message.messageId] of each record of the keyed topic the library handled. */
+  readonly keyedIds: Array<[string, string]> = [];
 }
 const probe = new Probe();
 
@@ -149,6 +153,14 @@ class LibraryPaymentsController {
     );
     await ctx.manager.query(`INSERT INTO payments_applied (payment_id, account, seq, handled_by) VALUES ($1, $2, $3, 'library')`, [data.paymentId, data.account, data.seq]);
     ctx.emit('payments.done', { paymentId: data.paymentId, account: data.account, balance: Number(balance) }, { key: data.account });
+  }
+
+  /** The same handler on a topic whose records are known by their paymentId (the module's topics["payments.keyed"]). */
+  @EventPattern('payments.keyed', { format: 'json', validate: PaymentDto })
+  async onKeyed(@Payload() data: PaymentDto, @Ctx() ctx: EventContext): Promise<void> {
+    probe.keyedIds.push([data.paymentId, ctx.message.messageId]);
+    await ctx.manager.query(`INSERT INTO payments_applied (payment_id, account, seq, handled_by) VALUES ($1, $2, $3, 'library-keyed')`, [data.paymentId, data.account, data.seq]);
+    ctx.emit('payments.done', { paymentId: data.paymentId, account: data.account, balance: 0 }, { key: data.account });
   }
 
   /** Validation by Nest's own ValidationPipe (a 400 before the handler) instead of the `validate` option. */
@@ -220,6 +232,7 @@ describe('library: a group on Nest\'s Kafka transport moved over in place (same 
           topics: {
             payments: { format: 'json' },
             'payments.piped': { format: 'json' },
+            'payments.keyed': { format: 'json', messageIdFrom: 'paymentId' },
             'payments.done': { format: 'json' },
             refunds: { format: 'json', key: (refund: { account: string }) => refund.account },
           },
@@ -248,7 +261,7 @@ describe('library: a group on Nest\'s Kafka transport moved over in place (same 
     pool = new Pool({ connectionString: databaseUrl, max: 4 });
     await pool.query('CREATE TABLE payments_applied (id bigserial PRIMARY KEY, payment_id text NOT NULL, account text NOT NULL, seq int NOT NULL, handled_by text NOT NULL)');
     await pool.query('CREATE TABLE balances (account text PRIMARY KEY, balance bigint NOT NULL)');
-    await createTopics(kafka, [PAYMENTS, PIPED, DONE, REFUNDS, THROWING], 3);
+    await createTopics(kafka, [PAYMENTS, PIPED, KEYED, DONE, REFUNDS, THROWING], 3);
     // The producing application, as it is: ClientKafka registered with ClientsModule, emitting plain objects.
     producer = await Test.createTestingModule({
       imports: [ClientsModule.register([{ name: 'PAYMENTS', transport: Transport.KAFKA, options: { client: { clientId: 'checkout', brokers: kafkaBrokers() }, producerOnlyMode: true } }])],
@@ -376,6 +389,33 @@ describe('library: a group on Nest\'s Kafka transport moved over in place (same 
     await waitUntil('p-twice twice and p-after applied', async () => (await rows(`payment_id IN ('p-twice', 'p-after')`)).length >= 3);
     expect((await rows(`payment_id = 'p-twice'`)).length).toBe(2);
     expect((await rows(`payment_id = 'p-once'`)).length).toBe(1);
+  });
+
+  it('records without a message id on a topic with messageIdFrom: ClientKafka\'s duplicate publish is applied once; a header keeps its own identity, in a namespace of its own', async () => {
+    const twice = { paymentId: 'k-1', account: 'acct-0', amount: 1, seq: 1 };
+    await emit(KEYED, { key: twice.account, value: twice });
+    await emit(KEYED, { key: twice.account, value: twice }); // stock ClientKafka, the same event again: no header
+    // A record with a message-id header keeps it: its header is another identity than any event's key, even one that
+    // spells the key of another event (which must not make that event a duplicate).
+    const forged = { paymentId: 'k-2', account: 'acct-1', amount: 1, seq: 2 };
+    await emit(KEYED, { key: forged.account, value: { ...forged, paymentId: 'k-forger' }, headers: { 'message-id': 'k-2' } });
+    await emit(KEYED, { key: forged.account, value: forged });
+    await emit(KEYED, { key: forged.account, value: forged }); // and its own duplicate
+    const marker = { paymentId: 'k-after', account: 'acct-0', amount: 1, seq: 3 };
+    await emit(KEYED, { key: marker.account, value: marker }); // same key as k-1: after its duplicate
+    await emit(KEYED, { key: forged.account, value: { ...marker, account: forged.account, paymentId: 'k-after-1' } }); // after k-2's
+    await waitUntil('k-after and k-after-1 applied', async () => (await rows(`payment_id IN ('k-after', 'k-after-1')`)).length >= 2);
+    const applied = (await rows(`handled_by = 'library-keyed'`)).map((r) => r.payment_id).sort();
+    expect(applied).toEqual(['k-1', 'k-2', 'k-after', 'k-after-1', 'k-forger']);
+    // The event's key is the record's id in ctx.message (and its outputs' causation-id); the header one its header.
+    expect(Object.fromEntries(probe.keyedIds)).toEqual({ 'k-1': 'k-1', 'k-2': 'k-2', 'k-forger': 'k-2', 'k-after': 'k-after', 'k-after-1': 'k-after-1' });
+    const outputs = await readTopic(kafka, DONE, { until: (rs) => rs.filter((o) => JSON.parse(o.value!.toString('utf8')).paymentId.startsWith('k-')).length >= 5, timeoutMs: 30000 });
+    const keyedOutputs = outputs.filter((o) => JSON.parse(o.value!.toString('utf8')).paymentId.startsWith('k-'));
+    expect(keyedOutputs.map((o) => JSON.parse(o.value!.toString('utf8')).paymentId).sort()).toEqual(applied);
+    // Two records named k-2 (the header's and the event key's) have outputs of different ids: neither is dropped downstream.
+    expect(new Set(keyedOutputs.map((o) => o.headers['message-id'])).size).toBe(5);
+    // Every record, the skipped duplicates included, is committed in the group.
+    await waitUntil('the group committed past every keyed record', async () => (await committed(nestGroup, KEYED)).reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) === 7, 15000);
   });
 
   it('Nest\'s ValidationPipe on the library\'s handler: a record the pipe refuses is dead-lettered validation-failed, never retried', async () => {

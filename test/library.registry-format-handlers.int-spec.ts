@@ -37,9 +37,24 @@ package shop;
 message Receipt { string payment_id = 1; int64 amount_cents = 2; Kind kind = 3; }
 enum Kind { UNKNOWN = 0; CARD = 1; }
 `;
+/** Two messages of one topic, with the same fields: only the message's name tells them apart. */
+const ORDER_EVENTS_PROTO = `syntax = "proto3";
+package shop;
+message OrderPlaced { string order_id = 1; int64 amount_cents = 2; }
+message OrderCancelled { string order_id = 1; int64 amount_cents = 2; }
+`;
 
 @Injectable()
 class PaymentsHandler {
+  /** What each call of onOrderEvent got: the event, and the writer schema beside it. */
+  readonly orderEvents: Array<{ event: unknown; schema: unknown }> = [];
+
+  @IdempotentHandler({ topic: 'orders.proto', format: 'protobuf' })
+  async onOrderEvent(event: { order_id: string; amount_cents: string }, ctx: EventContext): Promise<void> {
+    this.orderEvents.push({ event, schema: ctx.message.schema });
+    await ctx.manager.query('INSERT INTO applied (payment_id, amount, source) VALUES ($1, $2, $3)', [event.order_id, event.amount_cents, ctx.message.schema?.name ?? 'unnamed']);
+  }
+
   @IdempotentHandler({ topic: 'payments.json', format: 'json' })
   async onJson(payment: { paymentId: string; accountId: string; amountCents: number }, ctx: EventContext): Promise<void> {
     await ctx.manager.query('INSERT INTO applied (payment_id, amount, source) VALUES ($1, $2, $3)', [payment.paymentId, payment.amountCents, 'json-schema']);
@@ -65,6 +80,7 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
   let registry: ReturnType<typeof startTestRegistry>;
   let client: ConfluentClient;
   let ids: { paymentJson: number; receiptJson: number; paymentProto: number; receiptProto: number };
+  let orderEventsId: number;
   const prefix = `${uniqueTopic('registry-handlers')}.`;
 
   beforeAll(async () => {
@@ -73,8 +89,9 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
     kafka = testKafka();
     databaseUrl = await createSuiteDatabase('registry_handlers');
     await queryDatabase(databaseUrl, 'CREATE TABLE applied (payment_id text, amount numeric, source text)');
-    await createTopics(kafka, ['payments.json', 'payments.proto', 'receipts.json', 'receipts.proto'].map((t) => `${prefix}${t}`), 2);
+    await createTopics(kafka, ['payments.json', 'payments.proto', 'receipts.json', 'receipts.proto', 'orders.proto'].map((t) => `${prefix}${t}`), 2);
     const subject = (topic: string) => ({ subject: `${prefix}${topic}-value` });
+    orderEventsId = (await client.register({ type: SchemaType.PROTOBUF, schema: ORDER_EVENTS_PROTO }, subject('orders.proto'))).id;
     ids = {
       paymentJson: (await client.register({ type: SchemaType.JSON, schema: JSON.stringify(PAYMENT_JSON_SCHEMA) }, subject('payments.json'))).id,
       receiptJson: (await client.register({ type: SchemaType.JSON, schema: JSON.stringify(RECEIPT_JSON_SCHEMA) }, subject('receipts.json'))).id,
@@ -189,5 +206,31 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
     const publisher = moduleRef.get(EventPublisher);
     await expect(publisher.publish('receipts.proto', { payment_id: 'p', amount_cents: 'abc' }, { key: 'k' })).rejects.toThrow(/amount_cents: expected an integer/);
     await expect(publisher.publish('receipts.proto', { payment_id: 'p', tip: 1 }, { key: 'k' })).rejects.toThrow(/tip: no such field/);
+  });
+
+  it('tells a handler which of two Protobuf messages of one topic a record carries (ctx.message.schema), the event itself unchanged', async () => {
+    const root = protobuf.parse(ORDER_EVENTS_PROTO, { keepCase: true }).root;
+    const body = (name: string, value: object) => {
+      const type = root.lookupType(name);
+      return Buffer.from(type.encode(type.fromObject(value)).finish());
+    };
+    // Message indexes [0] (the file's first message, one 00 byte) and [1] (count 1, index 1, zigzag: 02 02).
+    await sendRaw(kafka, `${prefix}orders.proto`, [
+      { key: 'o-1', value: framed(orderEventsId, Buffer.from([0]), body('shop.OrderPlaced', { order_id: 'o-1', amount_cents: '700' })), headers: { 'message-id': 'o-1-placed' } },
+      { key: 'o-1', value: framed(orderEventsId, Buffer.from([2, 2]), body('shop.OrderCancelled', { order_id: 'o-1', amount_cents: '700' })), headers: { 'message-id': 'o-1-cancelled' } },
+    ]);
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT count(*)::int AS n FROM applied WHERE payment_id = 'o-1'`))[0].n >= 2, 30000, 'both order events applied');
+    const rows = await queryDatabase(databaseUrl, `SELECT source FROM applied WHERE payment_id = 'o-1' ORDER BY source DESC`);
+    expect(rows.map((r) => r.source)).toEqual(['shop.OrderPlaced', 'shop.OrderCancelled']);
+    const handler = moduleRef.get(PaymentsHandler);
+    // The same fields and values: the decoded objects are equal, and carry nothing of their message.
+    expect(handler.orderEvents.map((e) => e.event)).toEqual([
+      { order_id: 'o-1', amount_cents: '700' },
+      { order_id: 'o-1', amount_cents: '700' },
+    ]);
+    expect(handler.orderEvents.map((e) => e.schema)).toEqual([
+      { id: orderEventsId, type: 'protobuf', name: 'shop.OrderPlaced' },
+      { id: orderEventsId, type: 'protobuf', name: 'shop.OrderCancelled' },
+    ]);
   });
 });

@@ -264,4 +264,25 @@ describe('KafkaExactlyOnceExplorer', () => {
     await expect(moduleWith([NoSchemaHandler]).then((m) => m.init())).rejects.toThrow(/no schema for topic "avro.in": its format is Avro \(the default\)/);
     await expect(moduleWith([JsonWithSchemaHandler]).then((m) => m.init())).rejects.toThrow(/"schema" names an Avro record, and the handler reads json/);
   });
+
+  it("resolves messageIdFrom: the handler's own over its topic's, none without either", async () => {
+    @Injectable()
+    class KeyedHandlers {
+      @IdempotentHandler({ topic: 'orders', format: 'json' })
+      async onOrder(): Promise<void> {}
+
+      @IdempotentHandler({ topic: 'refunds', format: 'json', messageIdFrom: (event: { refund: { id: string } }) => event.refund.id })
+      async onRefund(): Promise<void> {}
+
+      @IdempotentHandler({ topic: 'notes', format: 'json' })
+      async onNote(): Promise<void> {}
+    }
+    const moduleRef = await moduleWith([KeyedHandlers], { topics: { orders: { format: 'json', messageIdFrom: 'order.id' }, refunds: { format: 'json', messageIdFrom: 'ignored' } } });
+    const byTopic = Object.fromEntries(moduleRef.get(KafkaExactlyOnceExplorer).explore().map((h) => [h.topic, h.messageIdFrom]));
+    const record = () => ({ topic: 't', partition: 0, offset: '0', key: null, headers: {}, timestamp: '0' });
+    expect(byTopic['env.orders']!.describe).toBe('field order.id');
+    expect(byTopic['env.orders']!.keyOf({ order: { id: 'o-1' } }, record)).toEqual({ key: Buffer.from('o-1') });
+    expect(byTopic['env.refunds']!.keyOf({ refund: { id: 'r-1' }, ignored: 'x' }, record)).toEqual({ key: Buffer.from('r-1') });
+    expect(byTopic['env.notes']).toBeUndefined();
+  });
 });

@@ -16,6 +16,7 @@ import { SchemaRegistry, type LoadedSchema } from './serde/schema-registry';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { HandlerPipeline } from './handler-pipeline';
 import { resolveRetryTiers } from './retry/retry-tiers';
+import { eventKeySource, messageIdFromProblem } from './engine/event-identity';
 
 /**
  * A handler that a transport found for the module (an `@EventPattern` method bound to KafkaExactlyOnceServer):
@@ -42,6 +43,8 @@ export interface TransportHandlerSpec {
   json?: IdempotentHandlerOptions['json'];
   retry?: IdempotentHandlerOptions['retry'];
   retryTopics?: IdempotentHandlerOptions['retryTopics'];
+  /** Where a record without a `message-id` takes its identity from; undefined: the module's `topics[topic].messageIdFrom`. */
+  messageIdFrom?: IdempotentHandlerOptions['messageIdFrom'];
   /** Where the options come from, for boot errors: `@EventPattern extras`. */
   source?: string;
 }
@@ -68,7 +71,7 @@ export class KafkaExactlyOnceExplorer {
       const ordering = this.accessor.orderedEvent(method);
       if (metadata) {
         handlers.push(
-          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, format: metadata.format, schema: metadata.schema, validate: metadata.validate, json: metadata.json, retry: metadata.retry, retryTopics: metadata.retryTopics }, metadata.batch ?? false, ordering),
+          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, format: metadata.format, schema: metadata.schema, validate: metadata.validate, json: metadata.json, retry: metadata.retry, retryTopics: metadata.retryTopics, messageIdFrom: metadata.messageIdFrom }, metadata.batch ?? false, ordering),
         );
       } else if (ordering) {
         throw new HandlerRegistrationError(name, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
@@ -83,7 +86,7 @@ export class KafkaExactlyOnceExplorer {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
     for (const handler of handlers) {
-      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}${handler.retryTopics ? `, retry topics after ${handler.retryTopics.delaysMs.map((ms) => `${ms} ms`).join(', ')}` : ''}`;
+      const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}${handler.retryTopics ? `, retry topics after ${handler.retryTopics.delaysMs.map((ms) => `${ms} ms`).join(', ')}` : ''}${handler.messageIdFrom ? `, records without a message id known by ${handler.messageIdFrom.describe}` : ''}`;
       this.logger.log(`${handler.name} handles ${handler.topic} (${handler.reader.describe}, group ${this.options.groupId}${order})`);
     }
     return handlers;
@@ -117,6 +120,7 @@ export class KafkaExactlyOnceExplorer {
       name,
       topic,
       reader,
+      messageIdFrom: this.messageIdFrom(spec, source),
       retry: this.handlerRetry(name, inPlace === undefined ? spec.retry : { ...spec.retry, attempts: inPlace }, source, inPlace === undefined ? 'retry' : 'retryTopics.maxInPlaceAttempts'),
       retryTopics,
       ordering: ordering ? { key: ordering.key, lanes: ordering.lanes ?? 1 } : undefined,
@@ -159,7 +163,15 @@ export class KafkaExactlyOnceExplorer {
     }
   }
 
-  /** The handler's retry tiers, checked (a boot error names the handler and the option). */
+  /** Where a record without a message id takes its identity from: the handler's `messageIdFrom`, else its topic's. */
+  private messageIdFrom(spec: TransportHandlerSpec, source: string): HandlerDefinition['messageIdFrom'] {
+    const from = spec.messageIdFrom ?? this.options.topics[spec.topic]?.messageIdFrom;
+    if (from === undefined) return undefined;
+    const problem = messageIdFromProblem(from);
+    if (problem) throw new HandlerRegistrationError(spec.name, `${spec.messageIdFrom === undefined ? `topics["${spec.topic}"]` : source} "messageIdFrom" ${problem}`);
+    return eventKeySource(from);
+  }
+
   /** How the handler reads its records: its format (its own, the topic's, else Avro), its schema, its validation. */
   private reader(spec: TransportHandlerSpec): EventReader {
     const name = spec.name;
@@ -205,6 +217,7 @@ export class KafkaExactlyOnceExplorer {
     return eventReader(this.registry, { format, schema, json, validator, validatorName });
   }
 
+  /** The handler's retry tiers, checked (a boot error names the handler and the option). */
   private handlerTiers(name: string, topic: string, retryTopics: NonNullable<IdempotentHandlerOptions['retryTopics']>, source: string): HandlerDefinition['retryTopics'] {
     try {
       return resolveRetryTiers(topic, retryTopics);

@@ -1,4 +1,5 @@
 import { coordinatesDigest, sha256Hex } from '../engine/record-identity';
+import { eventKeyDigest } from '../engine/event-identity';
 import { fromRecordedOutput, type OutputRecord } from '../engine/output-record';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput } from '../inbox/inbox.repository';
@@ -49,7 +50,7 @@ export interface RecordStory {
   /** The inbox scope: the topic, or '' for a group-wide deduplication scope. */
   scope: string;
   messageId: string;
-  identity: 'message-id' | 'coordinates';
+  identity: 'message-id' | 'coordinates' | 'event-key';
   /** Where it was consumed (last: a retry tier's coordinates while it waits there or came back from one). */
   input: { topic: string; partition: number; offset: string };
   status: string;
@@ -150,15 +151,17 @@ export class MessageStories {
 
   private async byMessageId(query: StoryQuery): Promise<MessageStory> {
     const digest = sha256Hex(Buffer.from(query.messageId!, 'utf8'));
+    // A record known by its event's key (messageIdFrom) is found by that key too: its digest is another namespace's.
+    const keyDigest = eventKeyDigest(Buffer.from(query.messageId!, 'utf8'));
     // The digest under every scope of the group (read by skipping through the primary key: scopes are few).
     const rows = await this.sql.query(
       `WITH RECURSIVE s(scope) AS (
          SELECT min(scope) FROM ${INBOX_TABLE} WHERE consumer_group = $1
          UNION ALL
          SELECT (SELECT min(scope) FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope > s.scope) FROM s WHERE s.scope IS NOT NULL)
-       SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope IN (SELECT scope FROM s WHERE scope IS NOT NULL) AND id_digest = decode($2, 'hex')
+       SELECT * FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND scope IN (SELECT scope FROM s WHERE scope IS NOT NULL) AND id_digest IN (decode($2, 'hex'), decode($5, 'hex'))
          AND ($3::text IS NULL OR topic = $3 OR scope = $3) ORDER BY claimed_at, id_digest, scope LIMIT $4`,
-      [this.group, digest, query.topic || null, limitOf(query) + 1],
+      [this.group, digest, query.topic || null, limitOf(query) + 1, keyDigest],
     );
     const outbox = await this.outboxEvents('id = $1', [query.messageId]);
     const records = rows.slice(0, limitOf(query));
@@ -283,7 +286,7 @@ export class MessageStories {
         id: digest,
         scope: row.scope,
         messageId: row.message_id,
-        identity: row.id_digest && Buffer.from(row.id_digest).toString('hex') === coordinatesDigest(row.message_id) ? 'coordinates' : 'message-id',
+        identity: identityOf(row),
         input: { topic: row.topic, partition: row.partition, offset: String(row.offset) },
         status: row.status,
         attempts: row.attempts,
@@ -353,3 +356,11 @@ export class MessageStories {
   }
 }
 
+/** How the inbox knew a record: the digest of its display id under each namespace (a long id shows as `sha256:`: a message id). */
+function identityOf(row: { id_digest?: Buffer | null; message_id: string }): RecordStory['identity'] {
+  const digest = row.id_digest ? Buffer.from(row.id_digest).toString('hex') : undefined;
+  if (digest === undefined) return 'message-id';
+  if (digest === coordinatesDigest(row.message_id)) return 'coordinates';
+  if (digest === eventKeyDigest(Buffer.from(row.message_id, 'utf8'))) return 'event-key';
+  return 'message-id';
+}

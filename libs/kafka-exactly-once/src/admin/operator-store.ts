@@ -10,7 +10,7 @@ import { bytesView, headerViews, retryHistoryOf, valueView, type BytesView, type
 import type { SqlClient } from './sql-client';
 
 /** Reasons a dead letter can carry (header `dlq-reason`). */
-export const DEAD_LETTER_REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'] as const;
+export const DEAD_LETTER_REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-invalid', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'] as const;
 
 export interface ListQuery {
   topic?: string;

@@ -4,6 +4,8 @@ import type { RetryOptions, RetryTopicsOptions } from '../interfaces/kafka-exact
 import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { validationProblem, type EventValidation } from '../formats/event-validator';
 import type { JsonLimits } from '../formats/json.codec';
+import { messageIdFromProblem } from '../engine/event-identity';
+import type { MessageIdFrom } from '../interfaces/event-context.interface';
 
 export interface IdempotentHandlerOptions {
   /** Topic to consume (the module's `topicPrefix` is prepended). */
@@ -20,11 +22,25 @@ export interface IdempotentHandlerOptions {
    * `class-validator` decorators (the handler gets the DTO instance; `class-transformer` builds it when installed),
    * or a Standard Schema (zod, valibot, arktype...: the handler gets the schema's output). An event that fails is
    * dead-lettered with reason `validation-failed` and the problems as its error, never retried; under
-   * @OrderedEvent it parks its key. Without it, the decoded value is handed over as it is.
+   * @OrderedEvent it parks its key. A validator that could not decide now (a service it asks is away) throws
+   * RetriableValidationError (or an error with `retriable: true`): the record is retried as a handler's passing
+   * failure is (`retry`, then `retryTopics`). Without it, the decoded value is handed over as it is.
    */
   validate?: EventValidation;
   /** JSON reading for this handler (format `json`), over the module's `json` option. */
   json?: Partial<JsonLimits>;
+  /**
+   * Where a record without a `message-id` header takes its identity from (what Nest's `ClientKafka` writes: no
+   * header): a field path of the decoded event (`'paymentId'`, `'order.id'`) or a function `(event, record) => key`,
+   * over the module's `topics[topic].messageIdFrom`. A record that carries a `message-id` keeps it. The key is
+   * your promise that it names one event: a second record with the same key is skipped as a duplicate, whatever
+   * else it carries. A record whose event cannot be decoded, or has no usable key, is known by its coordinates.
+   * See docs/guarantees.md, "Records without a message id".
+   *
+   * @example
+   * messageIdFrom: 'paymentId'
+   */
+  messageIdFrom?: MessageIdFrom;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
   /**
@@ -76,6 +92,10 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   if (options.validate !== undefined) {
     const problem = validationProblem(options.validate);
     if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "validate" ${problem}`);
+  }
+  if (options.messageIdFrom !== undefined) {
+    const problem = messageIdFromProblem(options.messageIdFrom);
+    if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "messageIdFrom" ${problem}`);
   }
   if (options.batch !== undefined && typeof options.batch !== 'boolean') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);

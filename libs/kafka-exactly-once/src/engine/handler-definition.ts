@@ -3,6 +3,7 @@ import type { BatchContext, BatchEvent, EventContext } from '../interfaces/event
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { EventReader } from '../formats/event-reader';
 import type { RetryTiers } from '../retry/retry-tiers';
+import type { EventKeySource } from './event-identity';
 
 /** A discovered @IdempotentHandler, ready to be called by the engine. */
 export interface HandlerDefinition {
@@ -12,6 +13,8 @@ export interface HandlerDefinition {
   topic: string;
   /** Decodes (by the handler's format) and validates its records' values. */
   reader: EventReader;
+  /** Set by `messageIdFrom`: the identity of a record without a `message-id` header comes from its event's key. */
+  messageIdFrom?: EventKeySource;
   retry: ResolvedOptions['retry'];
   /** Set by `retryTopics`: the tiers a record that fails its in-place attempts moves through. */
   retryTopics?: RetryTiers;

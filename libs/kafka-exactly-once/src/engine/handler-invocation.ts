@@ -3,6 +3,8 @@ import type { DatabasePort, DatabaseSession, LentCall } from '../database/databa
 import { lentFor } from '../database/lent-database';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { OutputTooLargeError } from '../errors/output-too-large.error';
+import { EventValidationError } from '../errors/event-validation.error';
+import { OutputInvalidError } from '../errors/output-invalid.error';
 import type { BatchContext, EmitOptions, EventContext, RecordInfo } from '../interfaces/event-context.interface';
 import { HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from './handler-definition';
@@ -272,6 +274,11 @@ function batchContext(deps: InvocationDeps, db: LentCall): BatchContext {
   };
 }
 
+/** An emitted event the library cannot write: the handler's output is invalid (`output-invalid`), not its input. */
+function asOutputInvalid(topic: string, err: unknown): unknown {
+  return err instanceof EventValidationError && !(err instanceof OutputInvalidError) ? new OutputInvalidError(topic, err) : err;
+}
+
 /**
  * The emits of a handler call whose value waits for the Schema Registry (the first write of a topic whose id, or
  * latest schema, is still being looked up: see EncodedEvent.value), each filling its output in. The call is done
@@ -302,7 +309,12 @@ function eventContext(deps: InvocationDeps, db: LentCall, record: InvocationReco
     emit: (target: string, event: unknown, emitOptions: EmitOptions = {}) => {
       const headerProblem = headersProblem(emitOptions.headers);
       if (headerProblem) throw new TypeError(`ctx.emit('${target}'): ${headerProblem}`);
-      const encoded = encodeDeclaredEvent(options, registry, target, event, emitOptions.key);
+      let encoded: ReturnType<typeof encodeDeclaredEvent>;
+      try {
+        encoded = encodeDeclaredEvent(options, registry, target, event, emitOptions.key);
+      } catch (err) {
+        throw asOutputInvalid(target, err);
+      }
       const named: Record<string, string | Uint8Array | undefined> = {
         ...traceHeaders,
         ...emitOptions.headers,
@@ -329,7 +341,9 @@ function eventContext(deps: InvocationDeps, db: LentCall, record: InvocationReco
         return;
       }
       // The output keeps its place (its message id is its index) while its value waits for the registry.
-      const filled = encoded.value.then(fill);
+      const filled = encoded.value.then(fill, (err) => {
+        throw asOutputInvalid(target, err);
+      });
       filled.catch(() => undefined); // the call's failure once awaited (the handler may throw before that)
       waiting.push(filled);
       emitted.push(output);

@@ -8,7 +8,8 @@ export type DeduplicationScope = 'topic' | 'group';
 /**
  * How the inbox knows a record. A message id may be any bytes of any length (NUL, invalid UTF-8, a megabyte):
  * the inbox is keyed by the SHA-256 of its raw bytes, so PostgreSQL never has to store or index it as text;
- * `displayId` is a text form safe to store, log and put in headers.
+ * `displayId` is a text form safe to store, log and put in headers. A record without a header whose handler names
+ * the event's own key (`messageIdFrom`) is known by that key, in a namespace of its own (engine/event-identity.ts).
  *
  * A record without a `message-id` header is known by its coordinates, in a namespace no header can reach: its
  * digest is a SHA3-256 (of a domain tag and the coordinates), never the SHA-256 of any bytes, so that a header
@@ -19,8 +20,11 @@ export interface RecordIdentity {
   raw: Buffer;
   /** The inbox key's digest, hex: SHA-256 of `raw` for a message id, SHA3-256 of the coordinates without one. */
   digest: string;
-  /** `message-id`: the header; `coordinates`: the record has none (redeliveries of it are deduplicated, nothing else). */
-  kind: 'message-id' | 'coordinates';
+  /**
+   * `message-id`: the header; `coordinates`: the record has none (redeliveries of it are deduplicated, nothing else);
+   * `event-key`: it has none, and its handler names the event's own key (`messageIdFrom`): `raw` is that key.
+   */
+  kind: 'message-id' | 'coordinates' | 'event-key';
   /** `''` for a group-wide scope, else the topic. Part of the inbox key. */
   scope: string;
   /** `raw` as text when it is plain UTF-8 without NUL and at most 200 characters; else a `sha256:` form. */
@@ -63,6 +67,7 @@ export function sha256Hex(bytes: Buffer): string {
  */
 export function outputIdSeed(id: RecordIdentity): string {
   if (id.kind === 'coordinates') return `\u0000coordinates:${id.raw.toString('utf8')}`;
+  if (id.kind === 'event-key') return `\u0000event-key:${id.digest}`;
   return isPlainText(id.raw) ? id.raw.toString('utf8') : `\u0000sha256:${id.digest}`;
 }
 

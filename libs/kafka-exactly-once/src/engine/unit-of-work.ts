@@ -5,6 +5,8 @@ import { lentFor, refuseLentTransactions } from '../database/lent-database';
 import { DecodeError } from '../errors/decode.error';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
 import { EventValidationError } from '../errors/event-validation.error';
+import { OutputInvalidError } from '../errors/output-invalid.error';
+import { RetriableValidationError } from '../errors/retriable-validation.error';
 import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import { fromRecordedOutput, OutputRecord, toRecordedOutput } from './output-record';
 import type { RecordInfo } from '../interfaces/event-context.interface';
@@ -13,7 +15,6 @@ import { historyPair, mayRetryLater, retryOrigin, tierHeaders, type RetryOrigin 
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { SchemaRegistry } from '../serde/schema-registry';
-import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';
@@ -30,6 +31,7 @@ import { RecordIdentity, storableText } from './record-identity';
 import { UnitOfWorkStateMachine } from './unit-of-work.state';
 import { DeadlineExceeded, withDeadline } from './deadline';
 import type { DeliveredOutputs } from './delivered-outputs';
+import { UnitReading } from './record-reading';
 
 /** A record of the chunk with the identity the inbox knows it by. */
 export interface ChunkRecord {
@@ -44,6 +46,8 @@ export type DeadLetterReason =
   | 'unknown-schema'
   | 'handler-failed'
   | 'validation-failed'
+  /** The handler emitted an event the library cannot write (invalid for its topic's schema, a value its format refuses). */
+  | 'output-invalid'
   | 'output-too-large'
   /** @OrderedEvent: an earlier record of the same ordering key is parked; this one waits behind it. */
   | 'key-parked'
@@ -54,6 +58,8 @@ export type DeadLetterReason =
 interface OrderingPrep {
   event?: unknown;
   decodeError?: unknown;
+  /** The reads the decode error took (a validator that could not decide, asked again). */
+  readAttempts?: number;
   key?: OrderingKeyId;
   keyError?: unknown;
 }
@@ -213,6 +219,7 @@ function withCause(err: Error): string {
 /** The dead-letter reason an error stands for. */
 export function reasonOf(error: unknown): DeadLetterReason {
   if (error instanceof DecodeError) return error.kind === 'unknown-schema' ? 'unknown-schema' : 'decode-failed';
+  if (error instanceof OutputInvalidError) return 'output-invalid';
   if (error instanceof EventValidationError || isValidationRefusal(error)) return 'validation-failed';
   if (error instanceof KeyUnresolvedError) return 'key-unresolved';
   if (isOutputTooLarge(error)) return 'output-too-large';
@@ -238,11 +245,15 @@ export class UnitOfWork {
   private readonly parkedKeys = new Set<string>();
   /** A batch handler run optimistically: the events it gets in one call once every record has been seen. */
   private batch?: BatchedInvocation[];
+  /** Each record's value decoded once in this unit, then validated. */
+  private readonly reading: UnitReading;
 
   constructor(
     private readonly deps: UnitOfWorkDeps,
     private readonly records: ChunkRecord[],
-  ) {}
+  ) {
+    this.reading = new UnitReading(deps, this.logger);
+  }
 
   /** A handler overran its deadline and may still use the unit's connection: it is closed, not reused. */
   private tainted = false;
@@ -273,6 +284,8 @@ export class UnitOfWork {
       // The writer schemas of the records in the Schema Registry's framing, before any transaction: a registry
       // that does not answer fails the unit as an infrastructure fault (retried; nothing dead-lettered).
       await this.deps.registry.remote?.prefetch(this.records.map((r) => r.message.value));
+      // Records without a message id whose handler names their event's key are claimed by that key.
+      this.reading.identify(this.records);
       this.sm.transitionTo('claiming');
       const db = (runner = dataSource.createQueryRunner());
       const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
@@ -510,15 +523,10 @@ export class UnitOfWork {
     if (prep) return this.handleOrdered(runner, record, claim, prep);
     const { handler, options } = this.deps;
     if (claim.failures >= options.isolation.maxFailures) return this.failedForNow(record, this.isolatedFailure(claim), claim.failures);
-    let event: unknown;
-    try {
-      event = await handler.reader.read(record.message.value);
-    } catch (err) {
-      // A writer schema the Schema Registry did not give: the infrastructure's fault, the unit is retried.
-      if (err instanceof SchemaRegistryError) throw err;
-      return this.deadLetter(record, describeFailure(err, reasonOf(err)), 1);
-    }
-    const result = await this.invoke(runner, record, event);
+    const read = await this.reading.read(record);
+    // A validator that could not decide, asked again until the retry policy was spent: a handler's passing failure.
+    if (!read.ok) return read.error instanceof RetriableValidationError ? this.failedForNow(record, describeFailure(read.error, reasonOf(read.error)), read.attempts, read.error) : this.deadLetter(record, describeFailure(read.error, reasonOf(read.error)), 1);
+    const result = await this.invoke(runner, record, read.event);
     if (result.ok) return { status: 'processed', attempts: result.attempts, outputs: result.outputs };
     return this.failedForNow(record, describeFailure(result.error, reasonOf(result.error)), result.attempts, result.error);
   }
@@ -575,6 +583,7 @@ export class UnitOfWork {
       attempts = claim.failures;
     } else if (prep.decodeError !== undefined) {
       failure = describeFailure(prep.decodeError, reasonOf(prep.decodeError));
+      attempts = prep.readAttempts ?? 1;
     } else if (prep.keyError !== undefined) {
       return this.deadLetter(record, describeFailure(prep.keyError, 'key-unresolved'), 1);
     } else {
@@ -789,12 +798,9 @@ export class UnitOfWork {
     this.prepared = new Map();
     for (const record of records) {
       const prep: OrderingPrep = {};
-      try {
-        prep.event = await handler.reader.read(record.message.value);
-      } catch (err) {
-        if (err instanceof SchemaRegistryError) throw err;
-        prep.decodeError = err;
-      }
+      const read = await this.reading.read(record);
+      if (read.ok) prep.event = read.event;
+      else Object.assign(prep, { decodeError: read.error, readAttempts: read.attempts });
       const recordKey = record.message.key && record.message.key.length > 0 ? record.message.key : undefined;
       try {
         if (keyOfEvent && prep.decodeError === undefined) {
@@ -848,6 +854,7 @@ export class UnitOfWork {
       key: record.message.key?.toString() ?? null,
       messageId: record.id.displayId,
       timestamp: record.message.timestamp,
+      schema: this.reading.schemaOf(record),
     } as RecordInfo;
     // The headers as text only when a handler (or tracing) reads them: most handlers never do.
     let headers: Record<string, string> | undefined;

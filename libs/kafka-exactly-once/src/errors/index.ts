@@ -5,6 +5,8 @@ export * from './schema-load.error';
 export * from './unknown-schema.error';
 export * from './decode.error';
 export * from './event-validation.error';
+export * from './retriable-validation.error';
+export * from './output-invalid.error';
 export * from './non-retriable-handler.error';
 export * from './missing-key.error';
 export * from './undeclared-topic.error';

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { RetriableValidationError } from '../errors/retriable-validation.error';
 import { RegistrySchemas } from '../serde/registry-schemas';
 import type { RegistryAnswer, RegistryTransport } from '../serde/registry-http';
 import { SchemaRegistry } from '../serde/schema-registry';
@@ -119,5 +120,58 @@ describe('event readers', () => {
     const protobufReader = eventReader(registry, { format: 'protobuf', json: DEFAULT_JSON_LIMITS });
     await expect(protobufReader.read(json({ n: 1 }))).rejects.toThrow(/not in a Schema Registry's framing/);
     await expect(protobufReader.read(null)).rejects.toThrow(/tombstone/);
+    // Decoded, the writer schema beside the event (never in it): its id, its kind, the Protobuf message's name.
+    expect(protobufReader.decode(values[2])).toEqual({ event: { n: '9007199254740993', s: 'x' }, schema: { id: 2, type: 'protobuf', name: 'p.M' } });
+    expect(protobufReader.decode(values[0])).toEqual({ event: { n: 4 }, schema: { id: 1, type: 'json' } });
+    expect(eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS }).decode(json({ n: 1 }))).toEqual({ event: { n: 1 } });
+  });
+
+  it('names which of two Protobuf messages of one schema a record carries, and the Avro record of a registry value', async () => {
+    const proto = 'syntax = "proto3"; package shop; message OrderPlaced { string id = 1; } message OrderCancelled { string id = 1; }';
+    const registry = registryOf({ 5: { schemaType: 'PROTOBUF', schema: proto }, 6: { schema: JSON.stringify({ type: 'record', name: 'Order', namespace: 'shop.avro', fields: [{ name: 'id', type: 'string' }] }) } });
+    const protobuf = require('protobufjs') as typeof import('protobufjs');
+    const root = protobuf.parse(proto, { keepCase: true }).root;
+    const framed = (index: number, name: string) => frameProtobuf(5, Buffer.concat([encodeMessageIndexes([index]), Buffer.from(root.lookupType(name).encode({ id: 'o-1' }).finish())]));
+    const avro = frameJsonSchema(6, Buffer.from([6, 0x6f, 0x2d, 0x31])); // the registry's framing, an Avro body: "o-1"
+    await registry.remote!.prefetch([framed(0, 'shop.OrderPlaced'), avro]);
+    const reader = eventReader(registry, { format: 'protobuf', json: DEFAULT_JSON_LIMITS });
+    // Same fields, same values: only the message name tells them apart.
+    expect(reader.decode(framed(0, 'shop.OrderPlaced'))).toEqual({ event: { id: 'o-1' }, schema: { id: 5, type: 'protobuf', name: 'shop.OrderPlaced' } });
+    expect(reader.decode(framed(1, 'shop.OrderCancelled'))).toEqual({ event: { id: 'o-1' }, schema: { id: 5, type: 'protobuf', name: 'shop.OrderCancelled' } });
+    const schemas = SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'Order', namespace: 'shop.avro', fields: [{ name: 'id', type: 'string' }] } }]);
+    schemas.remote = registry.remote;
+    const avroReader = eventReader(schemas, { format: 'avro', schema: schemas.current('shop.avro.Order'), json: DEFAULT_JSON_LIMITS });
+    expect(avroReader.decode(avro)).toEqual({ event: { id: 'o-1' }, schema: { id: 6, type: 'avro', name: 'shop.avro.Order' } });
+  });
+
+  it('tells a validator that could not decide (retriable) from one that refuses the event', async () => {
+    let away = true;
+    const Checked = z.object({ customerId: z.string() }).refine(async (order) => {
+      if (away) throw new RetriableValidationError('customers service away');
+      return order.customerId !== 'unknown';
+    }, 'no such customer');
+    const reader = eventReader(SchemaRegistry.fromSchemas([]), { format: 'json', json: DEFAULT_JSON_LIMITS, validator: eventValidator(Checked), validatorName: 'a zod schema' });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await expect(reader.read(json({ customerId: 'c-1' }))).rejects.toThrow(RetriableValidationError);
+      // Any error a validator throws with retriable: true counts the same (wrapped, its cause kept).
+      const duckTyped = eventReader(SchemaRegistry.fromSchemas([]), { format: 'json', json: DEFAULT_JSON_LIMITS, validator: async () => { throw Object.assign(new Error('ECONNREFUSED'), { retriable: true }); }, validatorName: 'check' });
+      const error = await duckTyped.read(json({})).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RetriableValidationError);
+      expect(error).toMatchObject({ message: 'check could not decide now: ECONNREFUSED', cause: expect.objectContaining({ message: 'ECONNREFUSED' }) });
+      // Any other throw is a refusal, as before.
+      const throwing = eventReader(SchemaRegistry.fromSchemas([]), { format: 'json', json: DEFAULT_JSON_LIMITS, validator: async () => { throw new Error('bug'); }, validatorName: 'check' });
+      await expect(throwing.read(json({}))).rejects.toThrow(EventValidationError);
+      away = false;
+      await expect(reader.read(json({ customerId: 'c-1' }))).resolves.toEqual({ customerId: 'c-1' });
+      await expect(reader.read(json({ customerId: 'unknown' }))).rejects.toThrow(EventValidationError);
+      // zod's own ~standard.validate would leave the refinement's rejection unhandled (colinhacks/zod#6610).
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
   });
 });

@@ -1,5 +1,7 @@
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
+import { RetriableValidationError } from '../errors/retriable-validation.error';
+import type { RecordSchema } from '../interfaces/event-context.interface';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
@@ -17,6 +19,12 @@ export type EventFormat = 'avro' | 'json' | 'protobuf';
 
 export const EVENT_FORMATS: readonly EventFormat[] = ['avro', 'json', 'protobuf'];
 
+/** A record's value decoded, before validation: the event, and the registry's writer schema when it names one. */
+export interface DecodedValue {
+  event: unknown;
+  schema?: RecordSchema;
+}
+
 /** How a handler reads its records: decoding by its format, then its validation. */
 export interface EventReader {
   format: EventFormat;
@@ -26,6 +34,13 @@ export interface EventReader {
   describe: string;
   /** The event a record's value stands for, as the handler gets it; DecodeError, EventValidationError or SchemaRegistryError (`unavailable`: wait). */
   read(bytes: Buffer | null): Promise<unknown>;
+  /** The decoding half of `read`: DecodeError, EventValidationError (a registry JSON Schema's) or SchemaRegistryError. */
+  decode(bytes: Buffer | null): DecodedValue;
+  /**
+   * The validating half of `read`: the event as the handler gets it; EventValidationError when it is invalid, or
+   * RetriableValidationError when the validator could not decide now.
+   */
+  validate(event: unknown): Promise<unknown>;
 }
 
 export interface ReaderSpec {
@@ -43,24 +58,35 @@ export function eventReader(registry: SchemaRegistry, spec: ReaderSpec): EventRe
   const decode = decoderOf(registry, spec);
   const validator = spec.validator;
   const base = spec.format === 'avro' ? `${spec.schema!.name} (Avro)` : spec.format === 'json' ? 'JSON' : 'Protobuf';
+  const validate = validator ? (event: unknown) => validated(validator, spec.validatorName!, event) : async (event: unknown) => event;
   return {
     format: spec.format,
     schema: spec.schema,
     describe: spec.validatorName ? `${base}, validated with ${spec.validatorName}` : base,
-    read: validator ? async (bytes) => validated(validator, spec.validatorName!, decode(bytes)) : async (bytes) => decode(bytes),
+    read: async (bytes) => validate(decode(bytes).event),
+    decode,
+    validate,
   };
 }
 
-function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer | null) => unknown {
+function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer | null) => DecodedValue {
   switch (spec.format) {
     case 'avro': {
       const schema = spec.schema!;
-      return (bytes) => decodeEvent(registry, schema, bytes);
+      return (bytes) => {
+        const event = decodeEvent(registry, schema, bytes);
+        const id = registryIdOf(bytes);
+        if (id === undefined || !registry.remote) return { event };
+        // Read with the writer of that id, which is cached by now (else the decode above would have thrown).
+        const writer = registry.remote.readableWriter(id);
+        const name = 'type' in writer ? (writer.type as { name?: string }).name : undefined;
+        return { event, schema: { id, type: 'avro', name } };
+      };
     }
     case 'json':
       return (bytes) => {
         if (bytes && bytes.length > 0 && bytes[0] === 0x00 && registry.remote) return readRegistryFramed(registry, bytes, 'json', spec.json);
-        return parseJsonValue(bytes, spec.json);
+        return { event: parseJsonValue(bytes, spec.json) };
       };
     case 'protobuf':
       return (bytes) => {
@@ -74,7 +100,7 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer |
 }
 
 /** A value in Confluent's framing whose writer schema (fetched before the unit of work) is JSON Schema or Protobuf. */
-function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
+function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
   const id = registryIdOf(bytes);
   if (id === undefined) throw new DecodeError(`value starts with 00 as a Schema Registry's framing does, and is too short to hold a schema id; ${describeStart(bytes)}`);
   return readWithWriter(id, registry.remote!.readableWriter(id), bytes, format, limits);
@@ -85,7 +111,7 @@ function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'js
  * reader, then the writer's schema (its problems make the record `validation-failed`); Protobuf with the writer's
  * `.proto` and the record's message indexes.
  */
-function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unreadable: string }>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): unknown {
+function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unreadable: string }>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
   // The writer's schema type decides how the value reads: a topic may move from JSON Schema to Protobuf (or carry
   // both) under a json or protobuf handler, which gets a plain object either way.
   if ('jsonSchema' in writer) {
@@ -97,19 +123,29 @@ function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unread
     }
     const problems = writer.jsonSchema.validate(value);
     if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id}`, fieldErrorsOf(problems));
-    return value;
+    return { event: value, schema: { id, type: 'json' } };
   }
-  if ('protobuf' in writer) return writer.protobuf.decode(bytes.subarray(5)).value;
+  if ('protobuf' in writer) {
+    // The message's name goes to the handler beside the event (ctx.message.schema), never into the event itself.
+    const { message, value } = writer.protobuf.decode(bytes.subarray(5));
+    return { event: value, schema: { id, type: 'protobuf', name: message } };
+  }
   const kind = 'type' in writer ? 'an Avro schema (read by a handler of format avro, with its reader schema)' : `a schema of a kind not read here (${notAvroReason(writer)})`;
   throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind}, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
 }
 
-/** The validator's answer; a validator that throws (not a validation result) fails the record the same way. */
+/**
+ * The validator's answer; a validator that throws (not a validation result) fails the record the same way, unless
+ * it says it could not decide now (RetriableValidationError, or any error with `retriable: true`).
+ */
 async function validated(validator: EventValidator, name: string, event: unknown): Promise<unknown> {
   try {
     return await validator(event);
   } catch (err) {
-    if (err instanceof EventValidationError) throw err;
+    if (err instanceof EventValidationError || err instanceof RetriableValidationError) throw err;
+    if ((err as { retriable?: unknown } | null)?.retriable === true) {
+      throw new RetriableValidationError(`${name} could not decide now: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    }
     throw Object.assign(new EventValidationError(name, [{ path: '', problem: `the validator threw: ${(err as Error)?.message ?? String(err)}` }]), { cause: err });
   }
 }

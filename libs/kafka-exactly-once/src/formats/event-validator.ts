@@ -61,10 +61,27 @@ export function eventValidator(validate: EventValidation): EventValidator {
   return classValidator(validate as new () => object);
 }
 
+/** Zod's own asynchronous parse (zod 3.24+ and 4 carry both it and `~standard`). */
+interface ZodLike {
+  safeParseAsync(value: unknown): Promise<{ success: true; data: unknown } | { success: false; error: { issues: StandardIssues } }>;
+}
+
+type StandardIssues = Extract<StandardResult<unknown>, { issues: unknown }>['issues'];
+
 function standardValidator(schema: StandardSchemaV1): EventValidator {
   const name = validationName(schema);
+  // NOTE: zod's `~standard.validate` parses synchronously first and again asynchronously when the schema has an async
+  // refinement: every refinement runs twice, and one that rejects the first time is left as an unhandled rejection,
+  // which ends a Node.js process (colinhacks/zod#6610). Its own asynchronous parse runs each refinement once.
+  const zod = schema['~standard'].vendor === 'zod' && typeof (schema as unknown as Partial<ZodLike>).safeParseAsync === 'function' ? (schema as unknown as ZodLike) : undefined;
+  const validate = zod
+    ? async (event: unknown): Promise<StandardResult<unknown>> => {
+        const parsed = await zod.safeParseAsync(event);
+        return parsed.success ? { value: parsed.data } : { issues: parsed.error.issues };
+      }
+    : async (event: unknown): Promise<StandardResult<unknown>> => schema['~standard'].validate(event);
   return async (event) => {
-    const result = await schema['~standard'].validate(event);
+    const result = await validate(event);
     if (result.issues) {
       throw new EventValidationError(name, result.issues.map((issue) => ({ path: (issue.path ?? []).map((p) => String(typeof p === 'object' && p !== null ? p.key : p)).join('.'), problem: issue.message })));
     }

@@ -16,12 +16,56 @@ export interface RecordInfo {
   messageId: string;
   /** Record timestamp, ms since the epoch, as a string (KafkaJS). */
   timestamp: string;
+  /**
+   * The writer schema of a value in a Schema Registry's framing, once it is decoded: its registry id, its kind,
+   * and the name of what was written (the Protobuf message's full name, the Avro record's full name; a JSON
+   * Schema has none). A handler of a topic that carries several Protobuf messages tells them apart by `name`,
+   * never by which fields are set (proto3 reads an absent field as its default). Undefined for other values (plain
+   * JSON, Avro single-object encoding).
+   *
+   * @example
+   * if (ctx.message.schema?.name === 'shop.OrderCancelled') return this.cancel(event as OrderCancelled, ctx);
+   */
+  schema?: RecordSchema;
 }
 
+/** What a `messageIdFrom` function is given besides the decoded event: the record, without an id of its own. */
+export type KeyedRecord = Omit<RecordInfo, 'messageId' | 'schema'>;
+
+/**
+ * Where a record without a `message-id` header takes its identity from: the dotted path of a field of the decoded
+ * event (`'paymentId'`, `'order.id'`: own fields only), or a function of the decoded event (before `validate`) and
+ * the record. The key must be a non-empty string, a finite number or a bigint (a number and its decimal text are the
+ * same key); of any length (it is hashed). Give the same key for every delivery of one event: a function must not
+ * use the record's partition or offset.
+ */
+export type MessageIdFrom = string | ((event: any, record: KeyedRecord) => unknown);
+
+/** The registry's writer schema of a record's value (`RecordInfo.schema`). */
+export interface RecordSchema {
+  /** The schema id in the value's framing. */
+  id: number;
+  /** `avro`, `json` (JSON Schema) or `protobuf`. */
+  type: 'avro' | 'json' | 'protobuf';
+  /** The Protobuf message's or the Avro record's full name (with its package or namespace); undefined for JSON Schema. */
+  name?: string;
+}
+
+/** The options of `ctx.emit`. */
 export interface EmitOptions {
   /** Record key; required unless the topic declares a key function in the module's `topics` option. */
   key?: string;
-  /** Headers of the output: strings (UTF-8) or bytes (Buffer, Uint8Array); an undefined value leaves the header out. */
+  /**
+   * Headers of the output, beside the library's own: a name to a string (sent as UTF-8) or bytes (Buffer,
+   * Uint8Array, sent as they are); an undefined value leaves the header out. Any other value (a number, an object,
+   * null) makes `ctx.emit` throw a TypeError naming the header, and nothing is emitted. They are written in the order
+   * given, after the handler span's `traceparent` (which a `traceparent` given here replaces) and before the
+   * library's `message-id`, `event-type` and `causation-id`, which always win over a header of the same name. They
+   * are recorded with the output, so a replay sends them byte for byte.
+   *
+   * @example
+   * ctx.emit('payments.processed', processed, { key: event.accountId, headers: { tenant: ctx.message.headers.tenant, 'schema-hint': Buffer.from([1]) } });
+   */
   headers?: EventHeaders;
 }
 
@@ -56,7 +100,17 @@ export interface EventContext<Db = EntityManager> {
    * await this.provider.charge({ account: event.accountId, cents: event.amountCents }, { idempotencyKey: ctx.idempotencyKey });
    */
   readonly idempotencyKey: string;
-  /** 1 on the first try, 2 on the first retry... */
+  /**
+   * Which call of the handler this is for the record, from 1, within one run of its in-place attempts: 1 on the
+   * first call, 2 on the first retry, up to `retry.attempts` (or `retryTopics.maxInPlaceAttempts`); the dead
+   * letter's `dlq-attempts` is its last value. A call that failed in a unit run without savepoints counts (the
+   * next call is 2). It starts at 1 again on each retry tier, when the record's unit of work runs again after
+   * failing as a whole (the handler overran, a connection was cut, an earlier record of the unit failed: the
+   * records before it run again, with `attempt` 1), after a redelivery (a crash, a rebalance), in an operator's
+   * replay or release, and for each event of a batch handler's batch that failed (then called one by one). A
+   * validator's own tries (`RetriableValidationError`) are not counted: `attempt` is 1 on the first call once the
+   * event is valid.
+   */
   readonly attempt: number;
   /**
    * Set when an operator's action runs the handler: `release` (a parked key's records replayed in order) or
@@ -66,7 +120,9 @@ export interface EventContext<Db = EntityManager> {
   /**
    * Adds an event to the same Kafka transaction as this record's offset commit. It is validated and encoded
    * with the topic's schema (module option `topics`) and gets a deterministic `message-id` and a
-   * `causation-id` naming this record. Nothing is sent if the handler fails.
+   * `causation-id` naming this record; `options.headers` adds headers of your own (`EmitOptions.headers`).
+   * Nothing is sent if the handler fails. An event the topic's format cannot hold (invalid for its schema, a
+   * `NaN`, a cycle) throws `OutputInvalidError` here; uncaught, the input is dead-lettered `output-invalid`.
    */
   emit(topic: string, event: unknown, options?: EmitOptions): void;
 }
@@ -86,7 +142,7 @@ export interface BatchContext<Db = EntityManager> {
   readonly db: Db;
   /** EntityManager of the unit of work's PostgreSQL transaction (TypeORM data layer only; the same as `ctx.manager`). */
   readonly manager: EntityManager;
-  /** 1 on the first try, 2 on the first retry... (a retry runs one event alone). */
+  /** Always 1: a batch is called once; when it fails, its events are called one by one, each from `attempt` 1 (`EventContext.attempt`). */
   readonly attempt: number;
 }
 

@@ -2,6 +2,7 @@ import type { DatabasePort } from '../database/database.port';
 import type { KafkaConfig } from 'kafkajs';
 import type { EventFormat } from '../formats/event-reader';
 import type { JsonLimits } from '../formats/json.codec';
+import type { MessageIdFrom } from './event-context.interface';
 
 /** Options of KafkaExactlyOnceModule.forRoot / forRootAsync. */
 export interface KafkaExactlyOnceModuleOptions {
@@ -213,6 +214,13 @@ export interface TopicOptions {
   schema?: string;
   /** Derives the record key from the event, so callers cannot forget it. */
   key?: (event: any) => string;
+  /**
+   * For the handlers of this topic: where a record without a `message-id` header takes its identity from, a field
+   * path of the decoded event (`'paymentId'`) or a function `(event, record) => key` (a handler's own
+   * `messageIdFrom` wins). A record with a `message-id` keeps it; a second record with the same key is skipped as a
+   * duplicate. See `IdempotentHandlerOptions.messageIdFrom` and docs/guarantees.md.
+   */
+  messageIdFrom?: MessageIdFrom;
   /**
    * How this topic's values are framed when written (the module's `wireFormat` when omitted). For a topic a
    * handler consumes, `schema-registry` also makes the boot check its schema against the subject's latest.

@@ -32,6 +32,8 @@ export interface KafkaExactlyOnceEventExtras {
   retry?: IdempotentHandlerOptions['retry'];
   /** Non-blocking retries through retry topics (as `@IdempotentHandler({ retryTopics })`, docs/retries.md). */
   retryTopics?: IdempotentHandlerOptions['retryTopics'];
+  /** Where a record without a `message-id` header takes its identity from (as `@IdempotentHandler({ messageIdFrom })`). */
+  messageIdFrom?: IdempotentHandlerOptions['messageIdFrom'];
 }
 
 /**
@@ -143,7 +145,7 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
             if (typeof pattern !== 'string' || pattern.length === 0) {
               throw new HandlerRegistrationError(name, `the pattern of an @EventPattern handler is the topic it consumes, a non-empty string (got ${JSON.stringify(pattern)})`);
             }
-            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, format: extras.format, schema: extras.schema, validate: extras.validate, json: extras.json, retry: extras.retry, retryTopics: extras.retryTopics, source: '@EventPattern extras' });
+            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, format: extras.format, schema: extras.schema, validate: extras.validate, json: extras.json, retry: extras.retry, retryTopics: extras.retryTopics, messageIdFrom: extras.messageIdFrom, source: '@EventPattern extras' });
           }
         }
       }

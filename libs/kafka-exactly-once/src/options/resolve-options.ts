@@ -2,6 +2,7 @@ import type { DatabasePort } from '../database/database.port';
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../formats/json.codec';
 import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
+import { messageIdFromProblem } from '../engine/event-identity';
 import type { KafkaExactlyOnceModuleOptions, RetryOptions, RegistryConnectionOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 import { totalRetryDelay } from '../engine/retry-policy';
 import { INSTANCE_ID_PATTERN } from '../spool/instance-id';
@@ -71,6 +72,10 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       throw new InvalidOptionsError(`topics["${topic}"].schema`, `is needed for the subject name strategy '${schemaRegistry.subjectNameStrategy}': the record's (the JSON Schema's title, the Protobuf message's full name) name in the subject`);
     }
     if (format === 'protobuf' && !schemaRegistry) throw new InvalidOptionsError(`topics["${topic}"].format`, "'protobuf' is read and written in a Schema Registry's framing: it needs the option schemaRegistry ({ url: ... })");
+    if (config.messageIdFrom !== undefined) {
+      const problem = messageIdFromProblem(config.messageIdFrom);
+      if (problem) throw new InvalidOptionsError(`topics["${topic}"].messageIdFrom`, problem);
+    }
     if (config.key !== undefined && typeof config.key !== 'function') {
       throw new InvalidOptionsError(`topics["${topic}"].key`, 'must be a function (event) => key');
     }

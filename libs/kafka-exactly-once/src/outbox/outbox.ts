@@ -100,8 +100,9 @@ export class Outbox implements OnApplicationBootstrap, BeforeApplicationShutdown
   }
 
   /**
-   * Writes an event to the outbox in the transaction of `manager` (an EntityManager of `dataSource.transaction`,
-   * or a QueryRunner with a transaction started). Validates and encodes it at once against the topic's Avro
+   * Writes an event to the outbox in the transaction `manager`: your open transaction as the module's data layer
+   * has it (TypeORM: an EntityManager of `dataSource.transaction`, or a QueryRunner with a transaction started;
+   * Prisma, Drizzle, Kysely: the transaction's client, `tx` or `trx`; in a handler, `ctx.db`). Validates and encodes it at once against the topic's Avro
    * schema, as `EventPublisher.publish` does: an invalid event, an undeclared topic, a missing key or a record
    * over the topic's size limit throws here, before the caller commits, and nothing is written. The writers of
    * one key wait for each other's commit here (the key's lock), so that their events keep their commit order:

@@ -8,6 +8,8 @@ import { isOutputTooLarge } from '../engine/error-classification';
 import { invokeHandler } from '../engine/handler-invocation';
 import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
 import { identify } from '../engine/record-identity';
+import { eventIdentityOf, keyedRecord } from '../engine/record-reading';
+import type { RecordSchema } from '../interfaces/event-context.interface';
 import { retryOrigin, routesOf } from '../retry/retry-tiers';
 import type { FaultInjector } from '../engine/fault-injector';
 import { describeFailure, reasonOf, unitSessionSettings } from '../engine/unit-of-work';
@@ -24,7 +26,7 @@ import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.trac
 import { PartitionProducer } from '../transaction/partition-producer';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { legacyTransactionalIds, replayTransactionalId } from '../transaction/transactional-ids';
-import { type CheckedTransaction, type KafkaClient, StableOffsets } from '../kafkajs';
+import { type CheckedTransaction, type KafkaClient, type KafkaMessage, StableOffsets } from '../kafkajs';
 
 /** Arbitrary constant: the advisory lock class under which one instance of a group carries out operations. */
 const OPERATIONS_LOCK = 736_421_191;
@@ -375,11 +377,17 @@ export class ReplayWorker {
   ): Promise<{ ok: true; outputs: OutputRecord[]; digest: Buffer } | { ok: false; error: RecordedFailure }> {
     const headers = toKafkaHeaders({ topic: original.topic, key: null, value: null, h: original.headers });
     const base = original.topic === handler.topic ? undefined : handler.topic;
-    const id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic', base === undefined ? undefined : { base, origin: retryOrigin(headers, base) });
+    let id = identify(original.topic, original.partition, { headers, offset: original.offset }, original.scope === '' ? 'group' : 'topic', base === undefined ? undefined : { base, origin: retryOrigin(headers, base) });
     let event: unknown;
+    let schema: RecordSchema | undefined;
     await this.registry.remote?.prefetch([original.value]); // a registry away: the step fails and is tried again
     try {
-      event = await handler.reader.read(original.value);
+      const decoded = handler.reader.decode(original.value);
+      schema = decoded.schema;
+      // Known by its event's key when its handler names one (as the consumer knew it).
+      const message = { key: original.key, value: original.value, headers, offset: original.offset, timestamp: original.timestamp } as KafkaMessage;
+      id = eventIdentityOf(handler, id, decoded.event, () => keyedRecord(original.topic, original.partition, message)).id;
+      event = await handler.reader.validate(decoded.event);
     } catch (err) {
       if (err instanceof SchemaRegistryError) throw err;
       return { ok: false, error: describeFailure(err, reasonOf(err)) };
@@ -392,6 +400,7 @@ export class ReplayWorker {
       headers: textHeaders({ headers } as never),
       messageId: id.displayId,
       timestamp: original.timestamp,
+      schema,
     };
     // One attempt: a step holds its key's lock while the handler runs (the consumer waits on it), and the
     // operator is there to try again.

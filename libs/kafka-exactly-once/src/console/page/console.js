@@ -13,7 +13,7 @@
   var settings = JSON.parse(document.querySelector('meta[name="kafka-eo-console"]').getAttribute('content'));
   var TOKEN_KEY = 'kafka-eo-console.token';
   var ACTOR_KEY = 'kafka-eo-console.actor';
-  var REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'];
+  var REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-invalid', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'];
   var ACTIONS = ['release', 'replay', 'discard', 'divert'];
   var MAX_CELL = 240;
 
@@ -948,7 +948,7 @@
       el('h2', null, 'Message ', el('span', { class: 'mono' }, cut(r.messageId, 160)), ' ', badge(r.status)),
       fields([
         ['Message id', cell(r.messageId, 300)],
-        ['Consumed at', r.input.topic + '[' + r.input.partition + ']@' + r.input.offset + (r.identity === 'coordinates' ? ' (no message id: known by its coordinates)' : '')],
+        ['Consumed at', r.input.topic + '[' + r.input.partition + ']@' + r.input.offset + (r.identity === 'coordinates' ? ' (no message id: known by its coordinates)' : r.identity === 'event-key' ? ' (no message id: known by its event\'s key, messageIdFrom)' : '')],
         ['Claimed', time(r.claimedAt)],
         ['Handled', time(r.processedAt)],
         ['Attempts', number(r.attempts) + (r.failures ? ', ' + r.failures + ' failed alone' : '')],
