@@ -390,8 +390,10 @@ export class ExactlyOnceConsumer {
       const own = this.ownForgotten(topic, partition, found.open);
       let failure = '';
       if (own.length > 0 && found.offsetsPartition >= 0) {
+        this.faults.reach('before-hanging-abort');
         failure = await this.abortOwnHanging(topic, partition, own, found.offsetsPartition);
         if (!failure) {
+          this.faults.reach('after-hanging-abort');
           // What this member committed past the offset read now may have been in the aborted transaction: the
           // partition goes back to that offset (the session's floor and the fetch position), and the records come
           // again, their outputs replayed from the inbox, less those Kafka already holds committed.

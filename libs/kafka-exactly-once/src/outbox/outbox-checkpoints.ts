@@ -1,5 +1,6 @@
 import { forgottenByCoordinator, HangingTransactions, PartitionLogs, type KafkaClient, type LoggedRecord, type Message, type PartitionLog } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
+import type { FaultInjector } from '../engine/fault-injector';
 import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
@@ -43,6 +44,7 @@ export class OutboxCheckpoints {
     private readonly topic: string,
     /** Told which transaction holds the checkpoint partition's last stable offset, once a read has waited on it. */
     private readonly warn: (message: string) => void = () => undefined,
+    private readonly faults?: FaultInjector,
   ) {
     this.logs = new PartitionLogs(kafka);
     this.holders = new HangingTransactions(kafka);
@@ -178,7 +180,9 @@ export class OutboxCheckpoints {
         if (!first || first.key?.toString('utf8') !== producer.key) throw new Error(`its first record on ${this.topic}[${partition}] (offset ${t.startOffset}) is not this relay's checkpoint`);
         const { batch } = parseCheckpoint(first, this.topic);
         const commit = batch <= producer.knownRelayed;
+        if (!commit) this.faults?.reach('before-hanging-abort');
         const ended = await this.holders.endEverywhere(t, commit, await producer.topics(), { topic: this.topic, partition });
+        if (!commit) this.faults?.reach('after-hanging-abort');
         const what = { transactionalId: t.transactionalId, producerId: t.producerId, producerEpoch: t.producerEpoch, coordinatorState: t.state, batch: batch.toString(), [commit ? 'committed' : 'aborted']: ended };
         this.warn(
           commit

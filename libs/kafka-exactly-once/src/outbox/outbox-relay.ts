@@ -123,7 +123,7 @@ export class OutboxRelay {
     private readonly config: OutboxRelayConfig,
     private readonly metrics?: KafkaExactlyOnceMetrics,
   ) {
-    this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic, (message) => this.logger.warn(`outbox relay ${config.name}: ${message}`));
+    this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic, (message) => this.logger.warn(`outbox relay ${config.name}: ${message}`), this.faults);
     metrics?.attach({ outbox: () => (this.current.waiting ? { waiting: this.current.waiting.events, oldestAgeMs: this.current.waiting.oldestAgeMs } : undefined) });
   }
 
