@@ -272,6 +272,10 @@ describe('library: a hanging transaction of the partition\'s own producer, abort
     const first = processes.add(new AppProcess(`hanging-${point}`, 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: `${point}:1` }, join(REPO_ROOT, 'test-logs', `hanging-moved-${point}.log`)));
     expect(await first.waitForExit(90000)).toBeNull(); // killed by its own SIGKILL
     expect(first.logs()).toContain(`fault injection: SIGKILL at ${point} #1`);
+    // What the first member left in PostgreSQL for the next: the two outputs found committed, counted once each
+    // (offset -1), and, its replay committed in PostgreSQL, what each replayed record took (at its offset).
+    const kept = await queryDatabase<{ offset: number; count: number }>(setup.databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs ORDER BY "offset", count`);
+    expect(kept).toEqual(point === 'after-db-commit' ? [{ offset: -1, count: 0 }, { offset: -1, count: 0 }, { offset: 0, count: 1 }, { offset: 1, count: 1 }] : [{ offset: -1, count: 1 }, { offset: -1, count: 1 }]);
 
     const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
     moduleRef = await startLibraryModule(FilingModule, logger);
@@ -283,5 +287,7 @@ describe('library: a hanging transaction of the partition\'s own producer, abort
     const abortedHere = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
     if (point === 'before-hanging-abort') expect(abortedHere?.message).toContain(`"producerId":"${hanging.producerId}"`);
     else expect(abortedHere).toBeUndefined();
+    // Past the records they were for, the rows are gone.
+    await waitUntil(async () => (await queryDatabase(setup.databaseUrl, 'SELECT 1 FROM kafka_eo_committed_outputs')).length === 0, 10000, 'the rows deleted');
   });
 });

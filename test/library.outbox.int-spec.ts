@@ -453,6 +453,8 @@ describe('library: the transactional outbox', () => {
     const first = processes.add(new AppProcess(`outbox-hanging-${point}`, 'test/fixtures/outbox-app.js', { ...env, KAFKA_EO_FAULT: `${point}:1` }, join(REPO_ROOT, 'test-logs', `outbox-hanging-${point}.log`)));
     expect(await first.waitForExit(90000)).toBeNull(); // killed by its own SIGKILL
     expect(first.logs()).toContain(`fault injection: SIGKILL at ${point} #1`);
+    // What the first relay left for the next: the row of the one event its producer had not committed.
+    expect(await queryDatabase(databaseUrl, 'SELECT id, batch::int FROM kafka_eo_outbox')).toEqual([{ id: ids[2], batch: 1 }]);
     const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
     await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
     await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
