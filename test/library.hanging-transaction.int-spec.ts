@@ -1,16 +1,21 @@
-import { Injectable, Module } from '@nestjs/common';
+import { Injectable, Module, type Type } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
+import { join } from 'path';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Kafka } from 'kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, KafkaHealthIndicator, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { partitionTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { leaveHangingTransaction } from './support/hanging';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitForGroupCaughtUp, waitUntil } from './support/payments';
+import { AppProcess, ProcessGroup } from './support/processes';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { filingModule } = require('./fixtures/filing-app.js') as { filingModule(settings: { label: string; prefix: string; schemas: string; brokers: string[]; databaseUrl: string }): unknown };
 
 const NOTE = { type: 'record', name: 'Note', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
 const FILED = { type: 'record', name: 'NoteFiled', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
@@ -20,15 +25,6 @@ class NotesHandler {
   @IdempotentHandler({ topic: 'notes', schema: 'test.hanging.Note' })
   async onNote(event: { id: string }, ctx: EventContext): Promise<void> {
     await ctx.manager.query('INSERT INTO applied (id) VALUES ($1)', [event.id]);
-  }
-}
-
-@Injectable()
-class FilingHandler {
-  @IdempotentHandler({ topic: 'notes', schema: 'test.hanging.Note' })
-  async onNote(event: { id: string }, ctx: EventContext): Promise<void> {
-    await ctx.manager.query('INSERT INTO applied (id) VALUES ($1)', [event.id]);
-    ctx.emit('notes.filed', { id: event.id }, { key: event.id });
   }
 }
 
@@ -132,8 +128,9 @@ describe('library: a hanging transaction holding the committed offset', () => {
 
 /**
  * A group whose partition's own producer will be found hanging: its topics, database, the notes `ids` published
- * (each its own message id), and a module of FilingHandler (each note applied and filed) with a short transaction
- * timeout, so that a hanging transaction is found past it in seconds.
+ * (each its own message id), and the module of test/fixtures/filing-app.js (each note applied and filed) with a
+ * short transaction timeout, so that a hanging transaction is found past it in seconds; `env` runs the same module
+ * as a process of its own.
  */
 async function filingSetup(label: string, ids: string[]) {
   const kafka = testKafka();
@@ -147,29 +144,12 @@ async function filingSetup(label: string, ids: string[]) {
   await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
   const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
   await sendRaw(kafka, topic, ids.map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));
-
-  @Module({
-    imports: [
-      TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
-      KafkaExactlyOnceModule.forRoot({
-        kafka: { clientId: `${label}-test`, brokers: kafkaBrokers() },
-        groupId: group,
-        transactionalIdPrefix: label,
-        schemas: { directory: dir },
-        topicPrefix: prefix,
-        topics: { 'notes.filed': { schema: 'test.hanging.NoteFiled' } },
-        transactionTimeoutMs: 5000,
-        inbox: { idleInTransactionTimeoutMs: 5000 },
-        consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, stallAfterMs: 8000, maxRetryDelayMs: 2000 },
-      }),
-    ],
-    providers: [FilingHandler],
-  })
-  class FilingModule {}
+  const FilingModule = filingModule({ label, prefix, schemas: dir, brokers: kafkaBrokers(), databaseUrl }) as Type<unknown>;
+  const env = { KAFKA_BROKERS: kafkaBrokers().join(','), DATABASE_URL: databaseUrl, FILING_LABEL: label, FILING_PREFIX: prefix, FILING_SCHEMAS: dir };
 
   // The partition's own transactional id.
   const own = partitionTransactionalId(label, group, topic, 0);
-  return { kafka, group, topic, filed, databaseUrl, own, FilingModule };
+  return { kafka, group, topic, filed, databaseUrl, own, FilingModule, env };
 }
 
 /**
@@ -210,10 +190,35 @@ describe('library: a hanging transaction of the partition\'s own producer', () =
 });
 
 /**
- * What a broker crash can leave: a unit's outputs committed (their commit marker written on the output partition)
- * while its offsets stay pending on the offsets' partition, held by a transaction of the partition's own producer
- * that no coordinator ends, and the group's committed offset behind. The library aborts it and the records come
- * again: their outputs, already in Kafka, must not be sent a second time.
+ * What a broker crash can leave: both records handled and their outputs committed, with the offsets, by the
+ * partition's own producer (their commit marker written on the output partition), then the group's offset behind
+ * both and a transaction of that producer holding the offset past them pending on the offsets' partition, which no
+ * coordinator ends.
+ */
+async function handledThenHanging(setup: Awaited<ReturnType<typeof filingSetup>>): Promise<{ producerId: number }> {
+  const { kafka, group, topic, filed, own, FilingModule } = setup;
+  const moduleRef = await startLibraryModule(FilingModule);
+  try {
+    await waitForGroupCaughtUp(kafka, group, topic, 60000);
+  } finally {
+    await moduleRef.close();
+  }
+  const before = await readTopic(kafka, filed, { until: quietAfter(2, 2000), pollIdleMs: 250, timeoutMs: 30000 });
+  expect(before.map((r) => r.key)).toEqual(['n-1', 'n-2']);
+  await withAdmin(kafka, (admin) => admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '0' }] }));
+  return leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '2' }, []);
+}
+
+/** Each output once, read committed, and each record applied once (their inbox rows replayed, the handler not run again). */
+async function expectFiledOnce({ kafka, filed, databaseUrl }: Awaited<ReturnType<typeof filingSetup>>): Promise<void> {
+  const after = await readTopic(kafka, filed, { until: quietAfter(2, 3000), pollIdleMs: 250, timeoutMs: 30000 });
+  expect(after.map((r) => r.key)).toEqual(['n-1', 'n-2']);
+  expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied ORDER BY id')).toEqual([{ id: 'n-1' }, { id: 'n-2' }]);
+}
+
+/**
+ * The library aborts such a transaction and the records come again: their outputs, already in Kafka, must not be
+ * sent a second time.
  */
 describe('library: a hanging transaction of the partition\'s own producer, its outputs already committed', () => {
   let moduleRef: TestingModule | undefined;
@@ -223,31 +228,66 @@ describe('library: a hanging transaction of the partition\'s own producer, its o
   });
 
   it('is aborted; the record comes again and its output, committed before, is not sent again', async () => {
-    const { kafka, group, topic, filed, databaseUrl, own, FilingModule } = await filingSetup('hanging-done', ['n-1', 'n-2']);
-
-    // Both records handled and their outputs committed, with the offsets, by the partition's own producer.
-    moduleRef = await startLibraryModule(FilingModule);
-    await waitForGroupCaughtUp(kafka, group, topic, 60000);
-    await moduleRef.close();
-    moduleRef = undefined;
-    const before = await readTopic(kafka, filed, { until: quietAfter(2, 2000), pollIdleMs: 250, timeoutMs: 30000 });
-    expect(before.map((r) => r.key)).toEqual(['n-1', 'n-2']);
-
-    // Then the crash's aftermath: the group's offset behind both records, and a transaction of that producer holding
-    // the offset past them pending for good.
-    await withAdmin(kafka, (admin) => admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '0' }] }));
-    const hanging = await leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '2' }, []);
+    const setup = await filingSetup('hanging-done', ['n-1', 'n-2']);
+    const hanging = await handledThenHanging(setup);
+    const { kafka, group, topic, databaseUrl, FilingModule } = setup;
 
     const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
     moduleRef = await startLibraryModule(FilingModule, logger);
     await waitUntil(async () => logger.lines.some((l) => / outputs already committed were not sent again/.test(l.message)), 90000, 'the partition past the records that came again');
     await waitForGroupCaughtUp(kafka, group, topic, 60000);
-    // Each output once; the records applied once (their inbox rows replayed, the handler not run again).
-    const after = await readTopic(kafka, filed, { until: quietAfter(2, 3000), pollIdleMs: 250, timeoutMs: 30000 });
-    expect(after.map((r) => r.key)).toEqual(['n-1', 'n-2']);
-    expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied ORDER BY id')).toEqual([{ id: 'n-1' }, { id: 'n-2' }]);
+    await expectFiledOnce(setup);
     const aborted = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
     expect(aborted?.message).toContain(`"producerId":"${hanging.producerId}"`);
     expect(logger.lines.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/: 2 records of its own producer found committed since /), expect.stringMatching(/: 2 outputs already committed were not sent again$/)]));
+    expect(await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM kafka_eo_committed_outputs')).toEqual([{ n: 0 }]);
+  });
+});
+
+/**
+ * What the abort learnt outlives the member that made it: the member that aborted the hanging transaction is
+ * killed (a process of its own, SIGKILL at a fault point) before its replay of the records commits in Kafka, and
+ * another member takes the partition and replays them. Whichever point the first died at, the outputs already
+ * committed are not sent again.
+ */
+describe('library: a hanging transaction of the partition\'s own producer, aborted by a member that dies before its replay commits', () => {
+  const processes = new ProcessGroup();
+  let moduleRef: TestingModule | undefined;
+
+  afterEach(async () => {
+    await moduleRef?.close();
+    moduleRef = undefined;
+    await processes.killAll();
+  });
+
+  it.each([
+    ['after-hanging-abort', 'the abort written, nothing replayed yet', 'hanging-aborted'],
+    ['after-db-commit', 'its replay committed in PostgreSQL, not in Kafka', 'hanging-replayed'],
+    ['before-hanging-abort', 'what its producer committed kept, the abort not written: the next member finds the transaction and aborts it', 'hanging-read'],
+  ])('killed at %s (%s): the next member sends none of the committed outputs again', async (point, _when, label) => {
+    const setup = await filingSetup(label, ['n-1', 'n-2']);
+    const hanging = await handledThenHanging(setup);
+    const { kafka, group, topic, env, FilingModule } = setup;
+
+    const first = processes.add(new AppProcess(`hanging-${point}`, 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: `${point}:1` }, join(REPO_ROOT, 'test-logs', `hanging-moved-${point}.log`)));
+    expect(await first.waitForExit(90000)).toBeNull(); // killed by its own SIGKILL
+    expect(first.logs()).toContain(`fault injection: SIGKILL at ${point} #1`);
+    // What the first member left in PostgreSQL for the next: the two outputs found committed, counted once each
+    // (offset -1), and, its replay committed in PostgreSQL, what each replayed record took (at its offset).
+    const kept = await queryDatabase<{ offset: number; count: number }>(setup.databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs ORDER BY "offset", count`);
+    expect(kept).toEqual(point === 'after-db-commit' ? [{ offset: -1, count: 0 }, { offset: -1, count: 0 }, { offset: 0, count: 1 }, { offset: 1, count: 1 }] : [{ offset: -1, count: 1 }, { offset: -1, count: 1 }]);
+
+    const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
+    moduleRef = await startLibraryModule(FilingModule, logger);
+    await waitForGroupCaughtUp(kafka, group, topic, 90000);
+    await expectFiledOnce(setup);
+    // The first member read what its producer had committed before its abort; the next one aborted only when the first had not.
+    expect(first.logs()).toContain(': 2 records of its own producer found committed since ');
+    if (point !== 'before-hanging-abort') expect(first.logs()).toContain(`hanging transaction aborted {"group":"${group}"`);
+    const abortedHere = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
+    if (point === 'before-hanging-abort') expect(abortedHere?.message).toContain(`"producerId":"${hanging.producerId}"`);
+    else expect(abortedHere).toBeUndefined();
+    // Past the records they were for, the rows are gone.
+    await waitUntil(async () => (await queryDatabase(setup.databaseUrl, 'SELECT 1 FROM kafka_eo_committed_outputs')).length === 0, 10000, 'the rows deleted');
   });
 });

@@ -69,6 +69,14 @@ describe('library: inbox retention and the Kafka commit', () => {
     // As a crash between the PostgreSQL and the Kafka commit leaves it: the group's offset before both records.
     await withAdmin(kafka, (admin) => admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '0' }] }));
     await new Promise((r) => setTimeout(r, 1500)); // the rows are now older than the retention of one second
+    // What an abort of a hanging transaction of the partition's producer found committed, for the records below
+    // offset 2 (what is left of a count, what the record at offset 0 took) and, of a later abort, below offset 3.
+    const committedOutputs = () => queryDatabase(databaseUrl, 'SELECT "offset"::int, digest, until_offset::int FROM kafka_eo_committed_outputs ORDER BY digest');
+    await queryDatabase(
+      databaseUrl,
+      `INSERT INTO kafka_eo_committed_outputs (consumer_group, topic, partition, "offset", digest, count, until_offset) VALUES ($1, $2, 0, -1, 'a', 1, 2), ($1, $2, 0, 0, 'b', 1, 2), ($1, $2, 0, -1, 'c', 1, 3)`,
+      [group, topic],
+    );
 
     const dataSource = await new DataSource({ type: 'postgres', url: databaseUrl }).initialize();
     const offsets = new StableOffsets(kafka);
@@ -80,6 +88,8 @@ describe('library: inbox retention and the Kafka commit', () => {
         retentionBatchSize: 10,
       });
       const deleted = await retention.runOnce();
+      // Whatever their age, kept while the group's committed offset is below the records they are for.
+      expect(await committedOutputs()).toHaveLength(3);
       moduleRef = await startLibraryModule(CreditsModule);
       await waitForGroupCaughtUp(kafka, group, topic);
       await moduleRef.close();
@@ -93,6 +103,7 @@ describe('library: inbox retention and the Kafka commit', () => {
       // Committed in Kafka now: the rows go.
       await new Promise((r) => setTimeout(r, 1100));
       expect(await retention.runOnce()).toBe(2);
+      expect(await committedOutputs()).toEqual([{ offset: -1, digest: 'c', until_offset: 3 }]);
     } finally {
       await offsets.disconnect();
       await dataSource.destroy();

@@ -24,7 +24,7 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }, { name: 'CoordinateIdentities1764400800000' }, { name: 'OperatorQueries1764400900000' }, { name: 'AuditDeclaredActor1764401000000' }, { name: 'OperatorPaging1764401100000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }, { name: 'CoordinateIdentities1764400800000' }, { name: 'OperatorQueries1764400900000' }, { name: 'AuditDeclaredActor1764401000000' }, { name: 'OperatorPaging1764401100000' }, { name: 'CommittedOutputs1764401200000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
@@ -32,7 +32,7 @@ describe('library: inbox migrations and retention', () => {
     ]);
     const tables = await dataSource.query(`SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'kafka_eo_%' ORDER BY table_name`);
     expect(tables.map((t: { table_name: string }) => t.table_name)).toEqual(
-      expect.arrayContaining(['kafka_eo_audit', 'kafka_eo_inbox', 'kafka_eo_migrations', 'kafka_eo_parked_keys', 'kafka_eo_parked_records', 'kafka_eo_replays']),
+      expect.arrayContaining(['kafka_eo_audit', 'kafka_eo_committed_outputs', 'kafka_eo_inbox', 'kafka_eo_migrations', 'kafka_eo_parked_keys', 'kafka_eo_parked_records', 'kafka_eo_replays']),
     );
     const key = await dataSource.query(
       `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)

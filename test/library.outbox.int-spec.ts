@@ -1,27 +1,34 @@
-import { Module } from '@nestjs/common';
+import type { Type } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
-import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
+import { getDataSourceToken } from '@nestjs/typeorm';
 import { ConfigResourceTypes } from 'kafkajs';
 import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
 import { DataSource } from 'typeorm';
-import { EventValidationError, KafkaExactlyOnceModule, Outbox, OutboxHealthIndicator, OutboxWriteError, SchemaRegistry, UndeclaredTopicError } from 'kafka-exactly-once';
+import { EventValidationError, Outbox, OutboxHealthIndicator, OutboxWriteError, SchemaRegistry, UndeclaredTopicError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { outboxTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { MARK_STATEMENT, RELAY_SESSION_SETTINGS } from 'kafka-exactly-once/outbox/outbox-relay';
+import { OUTBOX_COLUMNS, outboxMessage, type OutboxRow } from 'kafka-exactly-once/outbox/outbox-event';
 import { Client } from 'pg';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { createTopics, quietAfter, readTopic, ReadRecord, testKafka, uniqueTopic, withAdmin } from './support/kafka';
-import { leaveHangingTransaction } from './support/hanging';
+import { endOn, leaveHangingTransaction } from './support/hanging';
 import { CapturingLogger, queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
 import { AppProcess, ProcessGroup } from './support/processes';
 import { kafkaControl, kafkaControlAsync } from './support/broker';
 import { join } from 'path';
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { outboxModule } = require('./fixtures/outbox-app.js') as { outboxModule(settings: object): unknown };
+
 const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
 const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
+
+/** A record of a hanging transaction (test/support/hanging.ts). */
+type HangingRecord = Parameters<typeof leaveHangingTransaction>[3][number];
 
 interface Entry {
   account: string;
@@ -61,22 +68,8 @@ describe('library: the transactional outbox', () => {
     databaseUrl: string,
     options: { relay: boolean; name?: string; checkpointTopic?: string; transactionTimeoutMs?: number; logger?: CapturingLogger },
   ): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
-    @Module({
-      imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
-        KafkaExactlyOnceModule.forRoot({
-          kafka: { clientId: 'outbox-test', brokers: kafkaBrokers() },
-          transactionalIdPrefix: `${prefix}app`,
-          schemas: { directory: dir },
-          topicPrefix: prefix,
-          topics: { entries: { schema: 'test.outbox.Entry', key: (e) => (e as Entry).account }, small: { schema: 'test.outbox.Entry' } },
-          outbox: { relay: options.relay, name: options.name, checkpointTopic: options.checkpointTopic ?? checkpointTopic, pollIntervalMs: 200, batchMaxRecords: 7 },
-          transactionTimeoutMs: options.transactionTimeoutMs,
-          ...(options.transactionTimeoutMs ? { inbox: { idleInTransactionTimeoutMs: options.transactionTimeoutMs } } : {}),
-        }),
-      ],
-    })
-    class OutboxApp {}
+    const { relay, name, transactionTimeoutMs } = options;
+    const OutboxApp = outboxModule({ databaseUrl, brokers: kafkaBrokers(), prefix, schemas: dir, relay, name, checkpointTopic: options.checkpointTopic ?? checkpointTopic, transactionTimeoutMs }) as Type<unknown>;
     const moduleRef = await startLibraryModule(OutboxApp, options.logger);
     modules.push(moduleRef);
     return { outbox: moduleRef.get(Outbox), dataSource: moduleRef.get<DataSource>(getDataSourceToken()), moduleRef };
@@ -388,23 +381,28 @@ describe('library: the transactional outbox', () => {
 
   /**
    * A hanging transaction of the relay's own producer (its name and the database's outbox id), left on a
-   * checkpoint topic of its own and a partition of the events' topic, as a broker crash can leave it: its
-   * checkpoint says `batch`, and the database counts `relayed` batches relayed.
+   * checkpoint topic of its own and, with `records` (by default a record of no event's on a partition of the events'
+   * topic), where its events went, as a broker crash can leave it: its checkpoint says `batch`, the database counts
+   * `relayed` batches relayed and has given out batches up to `lastBatch`.
    */
-  async function leaveRelayHanging(databaseUrl: string, checkpoints: string, batch: number, relayed: number, event?: { id: string; value: Buffer; key: string }): Promise<string> {
+  async function leaveRelayHanging(
+    databaseUrl: string,
+    checkpoints: string,
+    { batch, relayed, lastBatch = relayed, records = [{ topic: `${prefix}entries`, partition: 1 }] }: { batch: number; relayed: number; lastBatch?: number; records?: HangingRecord[] },
+  ): Promise<{ own: string; producer: { producerId: number; producerEpoch: number } }> {
     await createTopics(kafka, [{ topic: checkpoints, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }]);
     const name = `${prefix}app`;
     const [{ outbox_id: outboxId }] = await queryDatabase(
       databaseUrl,
-      `INSERT INTO kafka_eo_outbox_relay (id, name, relayed_batch, last_batch) VALUES (1, $1, $2, $2) RETURNING outbox_id::text`,
-      [name, relayed],
+      `INSERT INTO kafka_eo_outbox_relay (id, name, relayed_batch, last_batch) VALUES (1, $1, $2, $3) RETURNING outbox_id::text`,
+      [name, relayed, lastBatch],
     );
     const own = outboxTransactionalId(name, name, outboxId);
-    await leaveHangingTransaction(kafka, own, undefined, [
+    const producer = await leaveHangingTransaction(kafka, own, undefined, [
       { topic: checkpoints, partition: 0, key: `${name}:${outboxId}`, value: JSON.stringify({ batch: String(batch), events: 1, relayedAt: new Date().toISOString() }) },
-      { topic: `${prefix}entries`, partition: 1, key: event?.key ?? 'hanging', value: event?.value ?? 'left by a hanging transaction', headers: event ? { 'message-id': event.id } : undefined },
+      ...records,
     ]);
-    return own;
+    return { own, producer };
   }
 
   it('aborts a hanging transaction of its own producer whose batch is still in the outbox, and relays every event once', async () => {
@@ -413,7 +411,7 @@ describe('library: the transactional outbox', () => {
     const writer = await startApp(databaseUrl, { relay: false });
     const ids = await write(writer.dataSource, writer.outbox, [1, 2, 3].map((n) => ({ account: `acct-${n}`, n })));
     const checkpoints = `${prefix}checkpoints-hanging`;
-    const own = await leaveRelayHanging(databaseUrl, checkpoints, 1, 0);
+    const { own } = await leaveRelayHanging(databaseUrl, checkpoints, { batch: 1, relayed: 0 });
     const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
     await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
     await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
@@ -427,6 +425,46 @@ describe('library: the transactional outbox', () => {
     expect(committed.filter((r) => r.key === 'hanging')).toEqual([]);
   });
 
+  /**
+   * What a broker crash can leave of a batch the relay sent: its transaction committed on two of the events'
+   * partitions (their commit markers written: those events visible, read committed) and open for good on the third
+   * and on the checkpoint's, its coordinator done with it. The relay aborts it (the database does not count the batch
+   * relayed) and sends the batch again: without the events Kafka already holds committed, also when the relay that
+   * aborted it is killed (a process of its own) right before or after the abort and another takes over.
+   */
+  it.each(['after-hanging-abort', 'before-hanging-abort'])('aborts a hanging transaction of its own producer whose events are committed on some partitions, and sends only the others again (the relay killed at %s)', async (point) => {
+    const databaseUrl = await createSuiteDatabase('outbox-hanging-sent');
+    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
+    const writer = await startApp(databaseUrl, { relay: false });
+    const ids = await write(writer.dataSource, writer.outbox, [1, 2, 3].map((n) => ({ account: `acct-${n}`, n })));
+    const checkpoints = `${prefix}checkpoints-sent-${point}`;
+    // Batch 1: the three events given out, each sent to a partition of its own in the batch's transaction.
+    await queryDatabase(databaseUrl, 'UPDATE kafka_eo_outbox SET batch = 1');
+    const rows = await queryDatabase<OutboxRow>(databaseUrl, `SELECT ${OUTBOX_COLUMNS} FROM kafka_eo_outbox ORDER BY position`);
+    const events = rows.map((row, partition) => {
+      const { key, value, headers } = outboxMessage(row);
+      return { topic: row.aggregatetype, partition, key: key as Buffer, value: value as Buffer, headers: headers as Record<string, string | Buffer> };
+    });
+    const { producer } = await leaveRelayHanging(databaseUrl, checkpoints, { batch: 1, relayed: 0, lastBatch: 1, records: events });
+    await endOn(kafka, producer, true, events.slice(0, 2));
+    expect((await readIds(ids.slice(0, 2))).map((r) => r.headers['message-id']).sort()).toEqual(ids.slice(0, 2).sort());
+
+    const env = { DATABASE_URL: databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(','), OUTBOX_PREFIX: prefix, OUTBOX_SCHEMAS: dir, OUTBOX_CHECKPOINTS: checkpoints, OUTBOX_TRANSACTION_TIMEOUT_MS: '5000' };
+    const first = processes.add(new AppProcess(`outbox-hanging-${point}`, 'test/fixtures/outbox-app.js', { ...env, KAFKA_EO_FAULT: `${point}:1` }, join(REPO_ROOT, 'test-logs', `outbox-hanging-${point}.log`)));
+    expect(await first.waitForExit(90000)).toBeNull(); // killed by its own SIGKILL
+    expect(first.logs()).toContain(`fault injection: SIGKILL at ${point} #1`);
+    // What the first relay left for the next: the row of the one event its producer had not committed.
+    expect(await queryDatabase(databaseUrl, 'SELECT id, batch::int FROM kafka_eo_outbox')).toEqual([{ id: ids[2], batch: 1 }]);
+    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
+    await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
+    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
+    // Read committed: every event once, in order.
+    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
+    // The first relay found them before its abort; the second aborted only when the first had not.
+    expect(first.logs()).toMatch(/2 events of the outbox found committed in Kafka by its own producer/);
+    expect(logger.lines.filter((l) => l.message.includes('hanging transaction aborted')).length).toBe(point === 'before-hanging-abort' ? 1 : 0);
+  });
+
   it('commits a hanging transaction of its own producer whose batch the database counts relayed: its event appears once', async () => {
     const databaseUrl = await createSuiteDatabase('outbox-hanging-done');
     const checkpoints = `${prefix}checkpoints-hanging-done`;
@@ -434,7 +472,7 @@ describe('library: the transactional outbox', () => {
     const id = `hanging-done-${Date.now()}`;
     const value = encodeSingleObject(schema, { account: 'acct-done', n: 1 });
     await startApp(databaseUrl, { relay: false });
-    const own = await leaveRelayHanging(databaseUrl, checkpoints, 1, 1, { id, value, key: 'acct-done' });
+    const { own } = await leaveRelayHanging(databaseUrl, checkpoints, { batch: 1, relayed: 1, records: [{ topic: `${prefix}entries`, partition: 1, key: 'acct-done', value, headers: { 'message-id': id } }] });
     const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
     await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
     await waitUntil(async () => logger.lines.some((l) => /outbox relay .* active/.test(l.message)) || logger.lines.some((l) => l.message.includes('hanging transaction committed')), 60000, 'the hanging transaction ended');

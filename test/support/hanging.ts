@@ -1,6 +1,7 @@
 import { ConfigResourceTypes } from 'kafkajs';
 import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
-import { createCluster, sendProduce } from 'kafka-exactly-once/kafkajs/producer/kafkajs-internals';
+import { type MarkerAnswer, txnMarkersV1 } from 'kafka-exactly-once/kafkajs/hanging-transactions';
+import { createCluster, sendProduce, sendRequest } from 'kafka-exactly-once/kafkajs/producer/kafkajs-internals';
 import { withAdmin } from './kafka';
 
 const VERIFICATION = 'transaction.partition.verification.enable';
@@ -22,7 +23,7 @@ export async function leaveHangingTransaction(
   kafka: KafkaClient,
   transactionalId: string,
   offsets: { groupId: string; topic: string; partition: number; offset: string } | undefined,
-  records: Array<{ topic: string; partition: number; key?: string; value?: string | Buffer; headers?: Record<string, string> }>,
+  records: Array<{ topic: string; partition: number; key?: string | Buffer; value?: string | Buffer; headers?: Record<string, string | Buffer> }>,
 ): Promise<{ producerId: number; producerEpoch: number }> {
   const nodes = await withAdmin(kafka, async (admin) => (await admin.describeCluster()).brokers.map((b) => String(b.nodeId)));
   // Put back as found: the broker's own override if it had one, else the default (true).
@@ -84,6 +85,28 @@ export async function leaveHangingTransaction(
     return producer;
   } finally {
     await verification(before);
+    await cluster.disconnect();
+  }
+}
+
+/**
+ * Writes the markers of a transaction of `producer` on some of its partitions only (WriteTxnMarkers, as a
+ * coordinator does): what a broker crash can leave, a transaction committed on some partitions (its outputs, read
+ * committed, visible there) and open for good on the others.
+ */
+export async function endOn(kafka: KafkaClient, producer: { producerId: number; producerEpoch: number }, commit: boolean, partitions: Array<{ topic: string; partition: number }>): Promise<void> {
+  const cluster = createCluster(kafka);
+  try {
+    await cluster.connect();
+    await cluster.addMultipleTargetTopics([...new Set(partitions.map((p) => p.topic))]);
+    for (const { topic, partition } of partitions) {
+      const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)!.leader;
+      // Coordinator epoch 0: no coordinator has written a marker of this producer there yet.
+      const answers = await sendRequest<MarkerAnswer[]>(await cluster.findBroker({ nodeId: leader }), txnMarkersV1(String(producer.producerId), producer.producerEpoch, 0, commit, [{ topic, partitions: [partition] }]));
+      const refused = answers.filter((a) => a.errorCode !== 0);
+      if (refused.length) throw new Error(`the ${commit ? 'commit' : 'abort'} marker on ${topic}[${partition}] was refused (error code ${refused[0].errorCode})`);
+    }
+  } finally {
     await cluster.disconnect();
   }
 }

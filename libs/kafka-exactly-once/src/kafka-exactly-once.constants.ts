@@ -65,6 +65,11 @@ export const MIGRATIONS_TABLE = 'kafka_eo_migrations';
  */
 export const UNIT_OUTPUTS_TABLE = 'kafka_eo_unit_outputs';
 export const UNIT_SEQUENCE = 'kafka_eo_unit_seq';
+/**
+ * The outputs a partition's own producer is known to have committed in Kafka, read before the library aborted a
+ * hanging transaction of that producer: the records that come again after the abort leave them out of their replay.
+ */
+export const COMMITTED_OUTPUTS_TABLE = 'kafka_eo_committed_outputs';
 
 /** Keys of @OrderedEvent handlers that are parked, and the records parked under them. */
 export const PARKED_KEYS_TABLE = 'kafka_eo_parked_keys';

@@ -7,7 +7,7 @@
 // - The wire format's codec (Avro single-object encoding), to write raw or deliberately malformed records.
 import './package-copies';
 export { FAULT_ENV } from './kafka-exactly-once.constants';
-export { FAULT_POINTS, UNIT_OF_WORK_FAULT_POINTS, RETRY_FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
+export { FAULT_POINTS, UNIT_OF_WORK_FAULT_POINTS, RETRY_FAULT_POINTS, HANGING_FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
 export { encodeSingleObject, decodeSingleObject, readFingerprint, validationErrors } from './serde/single-object.codec';
 export { rabinFingerprint64 } from './serde/rabin-fingerprint';
 export { loadedPackageBuilds, type PackageBuild } from './package-copies';

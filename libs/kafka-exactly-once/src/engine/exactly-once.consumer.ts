@@ -26,17 +26,10 @@ import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, U
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
-import { type ClusterAdmin, COMMITTED_READ_BYTES, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
+import { type ClusterAdmin, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, type CommittedRecords, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
-
-/**
- * How far before a hanging transaction's first record on the offsets' partition (beyond the transaction timeout)
- * the outputs its producer committed are looked for: a unit's outputs go out before its offsets, and the offsets
- * of a crash's aftermath may be written late.
- */
-const DELIVERED_LOOKBACK_MS = 120000;
 
 export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 'stopping' | 'stopped' | 'crashed';
 
@@ -367,6 +360,7 @@ export class ExactlyOnceConsumer {
         legacyTransactionalIds.partition(prefix, groupId, topic, partition),
       );
       session = new PartitionSession(topic, partition, producer);
+      session.delivered = new DeliveredOutputs(this.dataSource, groupId, topic, partition);
       this.sessions.set(key, session);
     }
     return session;
@@ -382,6 +376,8 @@ export class ExactlyOnceConsumer {
     // a little), it is a hanging transaction. The member heartbeats meanwhile, or the wait would cost it the group.
     const waitMs = transactionTimeoutMs + 5000;
     const read = () => this.stableOffsets.committed(groupId, topic, partition, waitMs, { heartbeat, everyMs: consumer.heartbeatInterval });
+    // Another member may have owned the partition since this one last did, and aborted a hanging transaction.
+    session?.delivered?.restart();
     try {
       return await read();
     } catch (err) {
@@ -389,16 +385,21 @@ export class ExactlyOnceConsumer {
       const found = await this.hanging.holdingOffsetsOf(groupId).catch(() => ({ offsetsPartition: -1, open: [] as OpenTransaction[] }));
       const own = this.ownForgotten(topic, partition, found.open);
       let failure = '';
-      if (own.length > 0 && found.offsetsPartition >= 0) {
-        failure = await this.abortOwnHanging(topic, partition, own, found.offsetsPartition);
+      if (own.length > 0 && found.offsetsPartition >= 0 && session?.delivered) {
+        // What its producer already committed is read and kept in PostgreSQL BEFORE the abort: until the abort,
+        // nothing can replay the records (their offsets are held), and a member that dies in between leaves the
+        // transaction for the next owner to find, read again and abort.
+        failure = await this.recordDelivered(session.delivered, own, found.offsetsPartition, heartbeat);
         if (!failure) {
+          this.faults.reach('before-hanging-abort');
+          failure = await this.abortOwnHanging(topic, partition, own, found.offsetsPartition);
+        }
+        if (!failure) {
+          this.faults.reach('after-hanging-abort');
           // What this member committed past the offset read now may have been in the aborted transaction: the
           // partition goes back to that offset (the session's floor and the fetch position), and the records come
           // again, their outputs replayed from the inbox, less those Kafka already holds committed.
-          if (session) {
-            session.rewind = true;
-            session.delivered = await this.deliveredOutputs(topic, partition, own, found.offsetsPartition, heartbeat);
-          }
+          session.rewind = true;
           return read();
         }
       }
@@ -436,14 +437,28 @@ export class ExactlyOnceConsumer {
   }
 
   /**
-   * After an abort of this partition's own hanging transaction: the outputs its producer committed from a while
-   * before that transaction began (its first record on the offsets' partition, less the transaction timeout and
-   * DELIVERED_LOOKBACK_MS), so that the replay does not send them again. A broker crash can leave the commit
-   * markers written on the output partitions and only the offsets' partition open: without this, the abort would
-   * send those outputs twice. Undefined when they cannot be read: every output is then sent again (the ones
-   * already committed a second time, with the same message ids), never fewer.
+   * Before an abort of this partition's own hanging transaction: reads the outputs its producer committed from a
+   * while before that transaction began (its first record on the offsets' partition, less the transaction timeout
+   * and COMMITTED_LOOKBACK_MS), and records them in PostgreSQL (DeliveredOutputs.record), so that whichever member
+   * replays the records after the abort does not send them again. A broker crash can leave the commit markers
+   * written on the output partitions and only the offsets' partition open: without this, the abort would send those
+   * outputs twice. Reading before the abort finds what reading after it would: a record of the transaction still
+   * open on a partition counts neither before (no marker follows it) nor after (aborted), and no other producer
+   * writes under that producer id meanwhile (this member's InitProducerId fenced the rest). What cannot be read is
+   * sent again (those outputs a second time, with the same message ids), never fewer; a read cut short by a
+   * rebalance throws it (nothing is recorded or aborted: the next owner does both). Returns '' when recorded, or why
+   * not (nothing is aborted then, and the partition tries again).
    */
-  private async deliveredOutputs(topic: string, partition: number, own: OpenTransaction[], offsetsPartition: number, heartbeat: () => Promise<void>): Promise<DeliveredOutputs | undefined> {
+  private async recordDelivered(delivered: DeliveredOutputs, own: OpenTransaction[], offsetsPartition: number, heartbeat: () => Promise<void>): Promise<string> {
+    const { topic, partition } = delivered.where;
+    let lost: unknown;
+    const beat = () =>
+      heartbeat().catch((err) => {
+        lost = err;
+        throw err;
+      });
+    let until = -1n;
+    let committed: CommittedRecords = new Map();
     try {
       const started: number[] = [];
       for (const holder of own) {
@@ -451,25 +466,33 @@ export class ExactlyOnceConsumer {
         if (at === undefined) throw new Error(`the first record of producer id ${holder.producerId} at __consumer_offsets[${offsetsPartition}] offset ${holder.startOffset} was not found`);
         started.push(at);
       }
-      const since = Math.min(...started) - this.options.transactionTimeoutMs - DELIVERED_LOOKBACK_MS;
-      const until = await this.hanging.latestOffset(topic, partition);
-      const { committed, complete, unread } = await this.hanging.committedRecords(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, heartbeat);
-      const delivered = new DeliveredOutputs(committed, until);
+      const since = Math.min(...started) - this.options.transactionTimeoutMs - COMMITTED_LOOKBACK_MS;
+      until = await this.hanging.latestOffset(topic, partition);
+      const read = await this.hanging.committedRecords(new Set(own.map((h) => h.producerId)), this.writableTopics(topic), since, beat);
+      if (isRebalanceError(lost)) throw lost;
+      committed = read.committed;
+      let found = 0;
+      for (const n of committed.values()) found += n;
       this.logger.log(
-        `${topic}[${partition}]: ${delivered.found} records of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again`,
+        `${topic}[${partition}]: ${found} records of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again (kept in PostgreSQL for whichever member replays them)`,
       );
-      if (!complete) {
+      if (!read.complete) {
         this.logger.warn(
-          `${topic}[${partition}]: its own producer's committed records were not all read (${unread.slice(0, 10).join(', ')}${unread.length > 10 ? ` and ${unread.length - 10} more` : ''}: no leader, a failed fetch, the group rebalancing or the ${COMMITTED_READ_BYTES / 1024 / 1024} MiB read used up); outputs committed there may be sent a second time, with the same message ids`,
+          `${topic}[${partition}]: its own producer's committed records were not all read (${read.unread.slice(0, 10).join(', ')}${read.unread.length > 10 ? ` and ${read.unread.length - 10} more` : ''}: no leader, a failed fetch, the group rebalancing or the ${COMMITTED_READ_BYTES / 1024 / 1024} MiB read used up); outputs committed there may be sent a second time, with the same message ids`,
         );
       }
-      return delivered;
     } catch (err) {
+      if (isRebalanceError(err)) throw err;
       this.logger.warn(
         `${topic}[${partition}]: which outputs of its own producer are already committed could not be read (${(err as Error).message}); the records that come again send all their outputs, those already committed a second time with the same message ids`,
       );
-      return undefined;
     }
+    try {
+      await delivered.record(until, committed);
+    } catch (err) {
+      return ` The library did not abort it yet: what its producer already committed could not be kept in PostgreSQL first (${(err as Error).message}); it tries again.`;
+    }
+    return '';
   }
 
   /**
@@ -483,6 +506,13 @@ export class ExactlyOnceConsumer {
     resolveOffset(String(from - 1n));
     this.logger.log(`${session.topic}[${session.partition}]: fetching again from offset ${from}, where the group's committed offset stands after the abort`);
     return true;
+  }
+
+  /** The partition committed past the records a recorded read is for: it is deleted (inbox retention does it else). */
+  private async pastDelivered(session: PartitionSession, until: bigint): Promise<void> {
+    const delivered = session.delivered!;
+    this.logger.log(`${session.topic}[${session.partition}]: committed past offset ${until}: ${delivered.skipped} outputs already committed were not sent again`);
+    await delivered.forget(session.floor).catch((err) => this.logger.debug(`${session.topic}[${session.partition}]: the outputs found committed before offset ${until} stay in PostgreSQL until inbox retention deletes them (${(err as Error).message})`));
   }
 
   /** The topics a partition's producer may write: the declared outputs, the handler's dead-letter and retry topics. */
@@ -655,10 +685,8 @@ export class ExactlyOnceConsumer {
         index += outcome.count;
         session.infrastructureFailures = 0;
         session.committed(BigInt(outcome.lastOffset) + 1n, { records: outcome.count, commitMs: outcome.timings.postgresCommitMs + outcome.timings.kafkaCommitMs });
-        if (session.delivered && session.floor >= session.delivered.until) {
-          this.logger.log(`${topic}[${partition}]: committed past offset ${session.delivered.until}: ${session.delivered.skipped} outputs already committed were not sent again`);
-          session.delivered = undefined;
-        }
+        const until = session.delivered?.until;
+        if (until !== undefined && session.floor >= until) await this.pastDelivered(session, until);
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;

@@ -12,7 +12,13 @@ export const OUTBOX_FAULT_POINTS = ['outbox-before-kafka-commit', 'outbox-after-
 export const RETRY_FAULT_POINTS = ['after-retry-move-db-commit'] as const;
 /** A migration that commits page by page (the inbox's re-keying at boot): a page committed, the next not begun. */
 export const MIGRATION_FAULT_POINTS = ['migration-after-page-commit'] as const;
-export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS, ...RETRY_FAULT_POINTS, ...MIGRATION_FAULT_POINTS] as const;
+/**
+ * The library's abort of a hanging transaction of its own producer (a partition's, or the outbox relay's): what
+ * that producer already committed has been read (and kept in PostgreSQL), the abort not written yet; the abort
+ * written, nothing sent again yet.
+ */
+export const HANGING_FAULT_POINTS = ['before-hanging-abort', 'after-hanging-abort'] as const;
+export const FAULT_POINTS = [...UNIT_OF_WORK_FAULT_POINTS, 'after-replay-db-commit', ...OUTBOX_FAULT_POINTS, ...RETRY_FAULT_POINTS, ...MIGRATION_FAULT_POINTS, ...HANGING_FAULT_POINTS] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 /**

@@ -22,7 +22,10 @@ export class PartitionSession {
   rewind = false;
   /** Set by a start that rewound, until the fetch position has been moved back. */
   rewound = false;
-  /** After such an abort: the outputs Kafka already holds committed, left out of replays until the partition is past them. */
+  /**
+   * After such an abort (by this member or another): the outputs Kafka already holds committed, kept in PostgreSQL
+   * and left out of replays until the partition is past them.
+   */
   delivered?: DeliveredOutputs;
   ready = false;
   /** Another member owns the partition now: do nothing (and never re-init the producer) until reassigned. */

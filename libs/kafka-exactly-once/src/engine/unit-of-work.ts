@@ -123,7 +123,7 @@ export interface UnitOfWorkDeps {
   carried?: CarriedFailure;
   /** The application's @nestjs-cls/transactional, lent the unit's transaction during each handler call. */
   ambient?: AmbientTransactions;
-  /** After the library aborted a hanging transaction of the partition's producer: outputs a replay does not send again. */
+  /** After the library aborted a hanging transaction of the partition's producer: outputs a replay does not send again (read in the unit's transaction). */
   delivered?: DeliveredOutputs;
 }
 
@@ -377,7 +377,8 @@ export class UnitOfWork {
           if (now) this.stats.duplicates++;
         } else if ('outputs' in slot) {
           if (now) {
-            outputLists.push(this.deps.delivered ? this.deps.delivered.undelivered(this.records[slot.index].offset, slot.outputs) : slot.outputs);
+            const { delivered } = this.deps;
+            outputLists.push(delivered ? await this.own('leaving out outputs already committed', () => delivered.undelivered(db, this.records[slot.index].offset, slot.outputs)) : slot.outputs);
             this.stats.replayed++;
           }
         } else {

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { SessionSource } from '../database/database.port';
 import { queryWithin } from '../engine/clean-release';
-import { AUDIT_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
+import { AUDIT_TABLE, COMMITTED_OUTPUTS_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
 
 /** The group's committed offsets of partitions of a topic, read stable (-1 for none). */
 export type CommittedOffsets = (topic: string, partitions: number[]) => Promise<Map<number, bigint>>;
@@ -39,7 +39,8 @@ const SETTLED = [
  * did not (a crash between the two, a partition stuck since) is what tells the next delivery of the record that
  * it was handled: deleted, the record would be handled a second time. A message id whose row is gone is no longer
  * recognised as a duplicate: keep the window longer than any redelivery or republish you expect. The operator
- * tables are pruned too, of what is settled and older than `operationsRetentionDays`.
+ * tables are pruned too, of what is settled and older than `operationsRetentionDays`, and the outputs a hanging
+ * transaction's abort found committed once the partition's committed offset is past the records they are for.
  */
 export class InboxRetention {
   private readonly logger = new Logger(InboxRetention.name);
@@ -104,7 +105,8 @@ export class InboxRetention {
     const { retentionDays, retentionBatchSize } = this.options;
     const partitions: Array<{ topic: string; partition: number }> = await this.sql(
       `SELECT DISTINCT topic, partition FROM ${INBOX_TABLE} WHERE consumer_group = $1 AND ${EXPIRED}
-       UNION SELECT DISTINCT topic, partition FROM ${UNIT_OUTPUTS_TABLE} WHERE consumer_group = $1 AND ${UNIT_EXPIRED}`,
+       UNION SELECT DISTINCT topic, partition FROM ${UNIT_OUTPUTS_TABLE} WHERE consumer_group = $1 AND ${UNIT_EXPIRED}
+       UNION SELECT DISTINCT topic, partition FROM ${COMMITTED_OUTPUTS_TABLE} WHERE consumer_group = $1`,
       [this.groupId, retentionDays],
     );
     let total = 0;
@@ -119,6 +121,9 @@ export class InboxRetention {
         continue;
       }
       for (const [partition, offset] of committed) {
+        // What a hanging transaction's abort found committed, of no use once the partition committed past the
+        // records it is for (whatever its age: only replays of those records read it).
+        await this.sql(`DELETE FROM ${COMMITTED_OUTPUTS_TABLE} WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND until_offset <= $4`, [this.groupId, topic, partition, offset.toString()]);
         // The units' outputs first: each statement has its own now(), and a unit's outputs deleted after its rows
         // (a later now()) could go while rows of the same age stay. Rows outlive their unit's outputs only as
         // duplicates' rows, whose outputs are never read (InboxRepository.find).

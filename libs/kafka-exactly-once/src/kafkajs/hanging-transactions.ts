@@ -219,6 +219,13 @@ interface LogBroker {
   fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ errorCode?: number; messages: LogRecord[] }> }> }>;
 }
 
+/**
+ * How far before a hanging transaction's first record (beyond the transaction timeout) the records its producer
+ * committed are looked for: a unit's or a batch's events go out before its offsets or checkpoint, and those of a
+ * crash's aftermath may be written late.
+ */
+export const COMMITTED_LOOKBACK_MS = 120000;
+
 /** How much one read of committed records fetches at most, over all its partitions (what it found up to there counts). */
 export const COMMITTED_READ_BYTES = 256 * 1024 * 1024;
 const FETCH_BYTES = 1024 * 1024;

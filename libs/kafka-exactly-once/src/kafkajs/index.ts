@@ -19,8 +19,8 @@ export type ClusterAdmin = Pick<Admin, 'connect' | 'disconnect' | 'listTopics' |
 export { createKafkaClient, type KafkaClient } from './client';
 export { markBusy, registerDrain } from './consumer-group';
 export { assertKafkaJsFixesInForce } from './corrections-in-force';
-export { type CommittedRecords, COMMITTED_READ_BYTES, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from './hanging-transactions';
-export { recordDigest } from './record-digest';
+export { type CommittedRecords, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from './hanging-transactions';
+export { messageDigest, recordDigest, takeCommitted } from './record-digest';
 export { nestLogCreator } from './logger';
 export { PartitionLogs, type LoggedRecord, type PartitionLog } from './partition-log';
 export { createProbeClient } from './probe';

@@ -1,4 +1,4 @@
-import { decodedHeaders, recordDigest } from './record-digest';
+import { decodedHeaders, messageDigest, recordDigest } from './record-digest';
 
 const b = (s: string) => Buffer.from(s);
 
@@ -41,5 +41,15 @@ describe('recordDigest', () => {
     expect(decoded).toEqual(expect.arrayContaining(pairs));
     expect(decoded).toHaveLength(pairs.length);
     expect(recordDigest('t', null, null, decoded)).toBe(recordDigest('t', null, null, pairs));
+  });
+});
+
+describe('messageDigest', () => {
+  it('is the digest of the record a producer sends as it is read back: text as its UTF-8 bytes, an array of values as the name repeated', () => {
+    const read = recordDigest('t', b('k'), b('vé'), decodedHeaders({ a: [b('1'), b('3')], b: b('2') }));
+    expect(messageDigest('t', { key: 'k', value: b('vé'), headers: { b: '2', a: ['1', b('3')] } })).toBe(read);
+    expect(messageDigest('t', { key: b('k'), value: 'vé', headers: { a: [b('1'), '3'], b: b('2') } })).toBe(read);
+    expect(messageDigest('t', { key: null, value: null })).toBe(recordDigest('t', null, null, []));
+    expect(messageDigest('t', { key: 'k', value: 'vé', headers: { a: ['3', '1'], b: '2' } })).not.toBe(read);
   });
 });

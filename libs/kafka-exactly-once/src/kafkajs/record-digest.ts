@@ -1,4 +1,5 @@
 import { createHash } from 'crypto';
+import type { Message } from 'kafkajs';
 
 /** A header as bytes: its name and its value (null for a null header). */
 export type DigestHeader = readonly [string, Buffer | null];
@@ -43,4 +44,34 @@ export function decodedHeaders(headers: Record<string, unknown> | undefined): Di
     for (const one of Array.isArray(value) ? value : [value]) if (one === null || Buffer.isBuffer(one)) pairs.push([name, one]);
   }
   return pairs;
+}
+
+/**
+ * The digest of a record a producer sends (KafkaJS's Message): as recordDigest of the record read back, text written
+ * as its UTF-8 bytes, a header's array of values as that name repeated.
+ */
+export function messageDigest(topic: string, message: Pick<Message, 'key' | 'value' | 'headers'>): string {
+  const bytes = (b: Buffer | string | null | undefined) => (b === null || b === undefined ? null : Buffer.isBuffer(b) ? b : Buffer.from(b, 'utf8'));
+  const headers: DigestHeader[] = [];
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    for (const one of Array.isArray(value) ? value : [value]) if (one !== undefined) headers.push([name, bytes(one)]);
+  }
+  return recordDigest(topic, bytes(message.key), bytes(message.value), headers);
+}
+
+/**
+ * Takes from `left` (counts of digests of records Kafka holds committed) one of each of `digests` it still counts,
+ * in order, and returns those taken: what a record sent again leaves out. Each count is taken once: another
+ * record with the same bytes finds it spent and is sent.
+ */
+export function takeCommitted(left: Map<string, number>, digests: readonly string[]): string[] {
+  const taken: string[] = [];
+  for (const digest of digests) {
+    const n = left.get(digest) ?? 0;
+    if (n === 0) continue;
+    if (n === 1) left.delete(digest);
+    else left.set(digest, n - 1);
+    taken.push(digest);
+  }
+  return taken;
 }

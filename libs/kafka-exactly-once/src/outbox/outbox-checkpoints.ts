@@ -1,11 +1,14 @@
-import { forgottenByCoordinator, HangingTransactions, PartitionLogs, type KafkaClient, type LoggedRecord, type Message, type PartitionLog } from '../kafkajs';
+import { COMMITTED_LOOKBACK_MS, type CommittedRecords, forgottenByCoordinator, HangingTransactions, PartitionLogs, type KafkaClient, type LoggedRecord, type Message, type OpenTransaction, type PartitionLog } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
+import type { FaultInjector } from '../engine/fault-injector';
 import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
 /** How long the read waits on an open transaction before it names it in a warning (once per read). */
 const HOLDER_WARNING_AFTER_MS = 5000;
+/** What the read of an aborted transaction's committed events leaves of the checkpoint read's time, for what follows it. */
+const KEEP_DELIVERED_MARGIN_MS = 3000;
 
 /** The relay's own producer, whose hanging transaction on the checkpoint partition the read may end. */
 export interface OwnProducer {
@@ -18,6 +21,11 @@ export interface OwnProducer {
   knownRelayed: bigint;
   /** The topics its transactions may write besides the checkpoint topic. */
   topics: () => Promise<string[]>;
+  /**
+   * Before an abort: takes out of the outbox, as relayed, the events given out that Kafka already holds committed
+   * from the producer (counts of record digests); returns how many. Throws when it cannot (nothing is aborted then).
+   */
+  delivered: (committed: CommittedRecords) => Promise<number>;
 }
 
 /** What a checkpoint record says: the last relay batch whose events are in Kafka (committed with it). */
@@ -43,6 +51,7 @@ export class OutboxCheckpoints {
     private readonly topic: string,
     /** Told which transaction holds the checkpoint partition's last stable offset, once a read has waited on it. */
     private readonly warn: (message: string) => void = () => undefined,
+    private readonly faults?: FaultInjector,
   ) {
     this.logs = new PartitionLogs(kafka);
     this.holders = new HangingTransactions(kafka);
@@ -129,7 +138,7 @@ export class OutboxCheckpoints {
     for (let stable = await log.offset('latest', 'committed'); stable < end; stable = await log.offset('latest', 'committed')) {
       if (producer && Date.now() - checked >= 1000) {
         checked = Date.now();
-        if (await this.endOwnHanging(log, producer)) continue;
+        if (await this.endOwnHanging(log, producer, deadline)) continue;
       }
       const overdue = Date.now() > deadline;
       if (overdue || (!warned && Date.now() - waitingSince >= HOLDER_WARNING_AFTER_MS)) {
@@ -158,7 +167,7 @@ export class OutboxCheckpoints {
    * already counts as relayed was answered committed (its rows are gone), so the transaction is committed; a later
    * one is aborted and sent again from the outbox. Returns whether it ended one.
    */
-  private async endOwnHanging(log: PartitionLog, producer: OwnProducer): Promise<boolean> {
+  private async endOwnHanging(log: PartitionLog, producer: OwnProducer, deadline: number): Promise<boolean> {
     const { partition } = log;
     let open;
     try {
@@ -178,12 +187,18 @@ export class OutboxCheckpoints {
         if (!first || first.key?.toString('utf8') !== producer.key) throw new Error(`its first record on ${this.topic}[${partition}] (offset ${t.startOffset}) is not this relay's checkpoint`);
         const { batch } = parseCheckpoint(first, this.topic);
         const commit = batch <= producer.knownRelayed;
-        const ended = await this.holders.endEverywhere(t, commit, await producer.topics(), { topic: this.topic, partition });
+        const topics = await producer.topics();
+        if (!commit) {
+          await this.keepDelivered(t, partition, topics, producer, deadline);
+          this.faults?.reach('before-hanging-abort');
+        }
+        const ended = await this.holders.endEverywhere(t, commit, topics, { topic: this.topic, partition });
+        if (!commit) this.faults?.reach('after-hanging-abort');
         const what = { transactionalId: t.transactionalId, producerId: t.producerId, producerEpoch: t.producerEpoch, coordinatorState: t.state, batch: batch.toString(), [commit ? 'committed' : 'aborted']: ended };
         this.warn(
           commit
             ? `hanging transaction committed ${JSON.stringify(what)}: the relay's own producer had been answered that batch ${batch} committed (the database counts it relayed), and its coordinator never wrote the markers`
-            : `hanging transaction aborted ${JSON.stringify(what)}: the relay's own producer left it open and its coordinator no longer ends it; batch ${batch} is sent again from the outbox`,
+            : `hanging transaction aborted ${JSON.stringify(what)}: the relay's own producer left it open and its coordinator no longer ends it; batch ${batch} is sent again from the outbox, less its events Kafka already held committed`,
         );
       } catch (err) {
         this.warn(`hanging transaction of the relay's own producer ${t.transactionalId} not ended (${(err as Error).message}): an operator must end it (docs/outbox.md, "Operations")`);
@@ -191,6 +206,45 @@ export class OutboxCheckpoints {
       }
     }
     return due.length > 0;
+  }
+
+  /**
+   * Before the relay aborts a hanging transaction of its own producer: the records that producer id committed on
+   * `topics` (read uncommitted from each partition's leader, from the transaction's first checkpoint record's time
+   * less the transaction timeout and COMMITTED_LOOKBACK_MS; a record counted when the producer's commit marker
+   * follows it) are taken out of the outbox as relayed (`producer.delivered`). A broker crash can leave a batch's
+   * commit markers written on its events' partitions and only the checkpoint's open: after the abort the batch is
+   * sent again (its checkpoint aborted) by this relay or the next, and without this the events already committed
+   * would go twice. Done before the abort, in the outbox's own table, so that a relay that dies after it leaves
+   * nothing to redo, and one that dies before it leaves the transaction for the next relay to find, read and abort:
+   * reading before the abort finds what reading after it would (a record of the transaction still open counts
+   * neither before nor after; this relay's InitProducerId fenced any other writer of that producer id). What cannot
+   * be read (by `deadline` less KEEP_DELIVERED_MARGIN_MS among it) is sent again (a second time, with the same message
+   * ids), never fewer.
+   */
+  private async keepDelivered(t: OpenTransaction, partition: number, topics: string[], producer: OwnProducer, deadline: number): Promise<void> {
+    let committed: CommittedRecords = new Map();
+    let found = 0;
+    let since = 0;
+    try {
+      const at = await this.holders.startedAt(this.topic, partition, t.producerId, t.startOffset);
+      if (at === undefined) throw new Error(`its first record on ${this.topic}[${partition}] (offset ${t.startOffset}) was not found`);
+      since = at - producer.abortAfterMs - COMMITTED_LOOKBACK_MS;
+      // Within the checkpoint read's own time, with a moment left for the outbox's statement and the abort.
+      const inTime = async () => {
+        if (Date.now() > deadline - KEEP_DELIVERED_MARGIN_MS) throw new Error('the checkpoint read is out of time');
+      };
+      const read = await this.holders.committedRecords(new Set([t.producerId]), topics, since, inTime);
+      committed = read.committed;
+      for (const n of committed.values()) found += n;
+      if (!read.complete) this.warn(`the records its own producer committed were not all read (${read.unread.slice(0, 10).join(', ')}${read.unread.length > 10 ? ` and ${read.unread.length - 10} more` : ''}): events committed there may be sent a second time, with the same message ids`);
+    } catch (err) {
+      this.warn(`which events its own producer already committed could not be read (${(err as Error).message}): the batch is sent again whole, events already committed a second time with the same message ids`);
+    }
+    const kept = await producer.delivered(committed);
+    this.warn(
+      `${kept} events of the outbox found committed in Kafka by its own producer (${found} records of producer id ${t.producerId} committed since ${new Date(since).toISOString()}) are taken out of the outbox as relayed before its hanging transaction is aborted: they are not sent again`,
+    );
   }
 
   /** Who holds the partition's last stable offset, as DescribeProducers and ListTransactions tell it. */

@@ -7,7 +7,7 @@ import { ProduceIncompleteError } from '../errors/produce-incomplete.error';
 import { OUTBOX_CHANNEL, OUTBOX_RELAY_LOCK, OUTBOX_RELAY_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE } from '../kafka-exactly-once.constants';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { CheckedProducer, type KafkaClient, type Message, type RetryOptions } from '../kafkajs';
+import { CheckedProducer, type CommittedRecords, type KafkaClient, type Message, messageDigest, type RetryOptions, takeCommitted } from '../kafkajs';
 import { describeRefusal, refusedForGood } from '../publishing/send-refusal';
 import { transactionalRetry } from '../transaction/partition-producer';
 import { outboxTransactionalId } from '../transaction/transactional-ids';
@@ -123,7 +123,7 @@ export class OutboxRelay {
     private readonly config: OutboxRelayConfig,
     private readonly metrics?: KafkaExactlyOnceMetrics,
   ) {
-    this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic, (message) => this.logger.warn(`outbox relay ${config.name}: ${message}`));
+    this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic, (message) => this.logger.warn(`outbox relay ${config.name}: ${message}`), this.faults);
     metrics?.attach({ outbox: () => (this.current.waiting ? { waiting: this.current.waiting.events, oldestAgeMs: this.current.waiting.oldestAgeMs } : undefined) });
   }
 
@@ -216,7 +216,9 @@ export class OutboxRelay {
     const topics = async () => [
       ...new Set([...(this.config.declaredTopics ?? []), ...(await this.sql<{ topic: string }>(`SELECT DISTINCT aggregatetype AS topic FROM ${OUTBOX_TABLE}`)).map((r) => r.topic)]),
     ];
-    const own = this.config.abortHangingTransactions ? { transactionalId, abortAfterMs: this.config.transactionTimeoutMs + 5000, key, knownRelayed, topics } : undefined;
+    const own = this.config.abortHangingTransactions
+      ? { transactionalId, abortAfterMs: this.config.transactionTimeoutMs + 5000, key, knownRelayed, topics, delivered: (committed: CommittedRecords) => this.dropDelivered(committed) }
+      : undefined;
     let relayed = (await this.checkpoints.last(key, this.config.sendTimeoutMs, own)).batch;
     if (relayed < knownRelayed) {
       throw new OutboxRelayError(
@@ -322,6 +324,35 @@ export class OutboxRelay {
        UPDATE ${OUTBOX_RELAY_TABLE} SET relayed_batch = GREATEST(relayed_batch, $1), relayed = relayed + (SELECT count(*) FROM gone) WHERE id = 1`,
       [relayed.toString()],
     );
+  }
+
+  /**
+   * Before the relay aborts a hanging transaction of its own producer (OutboxCheckpoints): the events given out in
+   * batches that Kafka already holds committed from that producer (`committed`: counts of record digests) are
+   * deleted from the outbox as relayed, in one statement, so that the batch sent again after the abort (by this
+   * relay or the next) leaves them out. An event matches only a committed record of its very bytes (topic, key,
+   * value and headers, its message id among them), each committed record one event. Returns how many went.
+   */
+  private async dropDelivered(committed: CommittedRecords): Promise<number> {
+    if (committed.size === 0) return 0;
+    const given = await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch IS NOT NULL`);
+    const left = new Map(committed);
+    const delivered = given.filter((row) => {
+      let digest: string;
+      try {
+        digest = messageDigest(row.aggregatetype, outboxMessage(row));
+      } catch {
+        return false; // headers of no form Kafka takes: never sent
+      }
+      return takeCommitted(left, [digest]).length > 0;
+    });
+    if (delivered.length === 0) return 0;
+    const [row] = await this.sql<{ n: number }>(
+      `WITH gone AS (DELETE FROM ${OUTBOX_TABLE} WHERE position = ANY($1::bigint[]) AND batch IS NOT NULL RETURNING 1)
+       UPDATE ${OUTBOX_RELAY_TABLE} SET relayed = relayed + (SELECT count(*) FROM gone) WHERE id = 1 RETURNING (SELECT count(*)::int FROM gone) AS n`,
+      [delivered.map((r) => r.position)],
+    );
+    return row?.n ?? 0;
   }
 
   /** The lowest batch given out but not in Kafka yet (a crash, or an earlier relay, left it): it goes first, as it is. */
