@@ -1,7 +1,7 @@
 import { parseJsonValue } from '../formats/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
 import { readFingerprint } from '../serde/single-object.codec';
-import { notAvroReason, registryIdOf } from '../serde/registry-schemas';
+import { missingPeerFault, notAvroReason, registryIdOf } from '../serde/registry-schemas';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { checkBlockCounts } from './avro-blocks';
 
@@ -122,6 +122,7 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
       const writer = remote.writer(id!);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
+      if ('missingPeer' in writer) return failed('schema-registry', null, missingPeerFault(id!, writer).message);
       if ('jsonSchema' in writer) {
         schema = `JSON Schema id ${id}`;
         decoded = parseJsonValue(value.subarray(5), { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });

@@ -25,6 +25,11 @@ export interface IdempotentHandlerOptions {
   validate?: EventValidation;
   /** JSON reading for this handler (format `json`), over the module's `json` option. */
   json?: Partial<JsonLimits>;
+  /**
+   * Format `json` with a `schemaRegistry`: false reads the topic as plain JSON only (a value starting with `00` gets
+   * the JSON reader's refusal, never a registry lookup). Default: the topic's `registryFraming`, else true.
+   */
+  registryFraming?: boolean;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
   /**
@@ -76,6 +81,9 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   if (options.validate !== undefined) {
     const problem = validationProblem(options.validate);
     if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "validate" ${problem}`);
+  }
+  if (options.registryFraming !== undefined && typeof options.registryFraming !== 'boolean') {
+    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "registryFraming" must be true or false, got ${JSON.stringify(options.registryFraming)}`);
   }
   if (options.batch !== undefined && typeof options.batch !== 'boolean') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);
