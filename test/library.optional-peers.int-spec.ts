@@ -63,7 +63,7 @@ describe('library: optional peer dependencies not installed', () => {
 
   it('refuses to boot when a declared format needs a package that is not installed, naming each, its range and the install line', async () => {
     const app = peersApp('declared', ['protobufjs', 'ajv']);
-    expect(await app.waitForExit(60000)).toBe(1);
+    expect(await app.waitForExit(60000).finally(() => app.kill())).toBe(1);
     const error = bootError(app);
     expect(error?.name).toBe('MissingPeerError');
     expect(error?.message).toContain('protobufjs is not installed (needed: PeersHandler.onProto reads format protobuf; topics["receipts.proto"] is format protobuf)');
@@ -92,8 +92,8 @@ describe('library: optional peer dependencies not installed', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'peers-app', brokers: kafkaBrokers() },
-          groupId: `${prefix}group`,
-          transactionalIdPrefix: `${prefix}app`,
+          groupId: `${prefix}json-group`,
+          transactionalIdPrefix: `${prefix}json-app`,
           topicPrefix: prefix,
           schemaRegistry: { url: registry.url, requestTimeoutMs: 5000 },
           consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
