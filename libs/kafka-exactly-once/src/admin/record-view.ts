@@ -118,7 +118,10 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
     } else {
       const remote = schemas.remote;
       if (!remote) return failed('schema-registry', null, `framed for a Schema Registry (schema id ${id}), and no registry is configured`);
-      await remote.prefetch([value]);
+      // An id the registry does not know: shown as such at once (a record's wait for it is the consumer's).
+      await remote.prefetch([value]).catch((err: unknown) => {
+        if ((err as { failure?: string }).failure !== 'unknown-id') throw err;
+      });
       const writer = remote.writer(id!);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
