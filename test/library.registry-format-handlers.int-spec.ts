@@ -68,6 +68,14 @@ class PaymentsHandler {
   }
 }
 
+@Injectable()
+class PlainOrdersHandler {
+  @IdempotentHandler({ topic: 'orders.plain', format: 'json' })
+  async onOrder(order: { orderId: string; amountCents: number }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO applied (payment_id, amount, source) VALUES ($1, $2, $3)', [order.orderId, order.amountCents, 'plain-json']);
+  }
+}
+
 /**
  * Handlers that read JSON Schema and Protobuf in Confluent's framing, written by another service (JSON Schema by
  * the registry's own Node client, Protobuf by protobufjs with its message indexes written out), and that write
@@ -89,7 +97,7 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
     kafka = testKafka();
     databaseUrl = await createSuiteDatabase('registry_handlers');
     await queryDatabase(databaseUrl, 'CREATE TABLE applied (payment_id text, amount numeric, source text)');
-    await createTopics(kafka, ['payments.json', 'payments.proto', 'receipts.json', 'receipts.proto', 'orders.proto'].map((t) => `${prefix}${t}`), 2);
+    await createTopics(kafka, ['payments.json', 'payments.proto', 'receipts.json', 'receipts.proto', 'orders.proto', 'orders.plain'].map((t) => `${prefix}${t}`), 2);
     const subject = (topic: string) => ({ subject: `${prefix}${topic}-value` });
     orderEventsId = (await client.register({ type: SchemaType.PROTOBUF, schema: ORDER_EVENTS_PROTO }, subject('orders.proto'))).id;
     ids = {
@@ -111,12 +119,14 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
           topics: {
             'receipts.json': { format: 'json', wireFormat: 'schema-registry' },
             'receipts.proto': { format: 'protobuf', schema: 'shop.Receipt' },
+            // Plain JSON only, in a module with a registry: a value starting with 00 is not read as its framing.
+            'orders.plain': { format: 'json', registryFraming: false },
           },
           publisher: { spool: { directory: newSpoolDirectory() }, sendTimeoutMs: 3000 },
           consumer: { sessionTimeout: 6000 },
         }),
       ],
-      providers: [PaymentsHandler],
+      providers: [PaymentsHandler, PlainOrdersHandler],
     })
     class RegistryHandlersModule {}
 
@@ -232,5 +242,19 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
       { id: orderEventsId, type: 'protobuf', name: 'shop.OrderPlaced' },
       { id: orderEventsId, type: 'protobuf', name: 'shop.OrderCancelled' },
     ]);
+  });
+
+  it("reads a topic declared plain JSON only as JSON: a value starting with 00 gets the JSON reader's refusal, even one framed with a real JSON Schema id", async () => {
+    const framedOrder = framed(ids.paymentJson, Buffer.from('{"orderId":"o-framed","amountCents":1}'));
+    await sendRaw(kafka, `${prefix}orders.plain`, [
+      { key: 'o', value: framedOrder, headers: { 'message-id': 'o-framed' } },
+      { key: 'o', value: Buffer.from('{"orderId":"o-1","amountCents":5}'), headers: { 'message-id': 'o-1' } },
+    ]);
+    const dlq = await readTopic(kafka, `${prefix}orders.plain.dlq`, { until: (r) => r.length >= 1, timeoutMs: 60000 });
+    expect(dlq.map((r) => [r.headers['message-id'], r.headers[DEAD_LETTER_HEADERS.reason]])).toEqual([['o-framed', 'decode-failed']]);
+    expect(dlq[0].headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/value starts with byte 00, as Schema Registry framing does .*JSON has no such framing/);
+    expect(dlq[0].value?.equals(framedOrder)).toBe(true);
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT count(*)::int AS n FROM applied WHERE source = 'plain-json'`))[0].n >= 1, 30000, 'the plain JSON order applied');
+    expect(await queryDatabase(databaseUrl, `SELECT payment_id FROM applied WHERE source = 'plain-json'`)).toEqual([{ payment_id: 'o-1' }]);
   });
 });

@@ -52,7 +52,7 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
 
   beforeAll(() => {
     registry = startTestRegistry();
-    remote = new RegistrySchemas({ url: registry.url, subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 5000 }, 'bigint');
+    remote = new RegistrySchemas({ url: registry.url, subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 5000, unknownIdWaitMs: 0 }, 'bigint');
   });
 
   afterAll(() => {

@@ -86,7 +86,8 @@ describe('library: Schema Registry framing', () => {
           schemas: { directory: dir },
           topicPrefix: prefix,
           wireFormat: 'schema-registry',
-          schemaRegistry: { url: registry.url, requestTimeoutMs: 2000 },
+          // An id the registry does not know waits this long (not the default 30 s) before its record is dead-lettered.
+          schemaRegistry: { url: registry.url, requestTimeoutMs: 2000, unknownIdWaitMs: 3000 },
           topics: {
             orders: { schema: 'test.registry.Order' },
             'orders-incompatible': { schema: 'test.registry.Order' },
@@ -130,7 +131,7 @@ describe('library: Schema Registry framing', () => {
       await written(v1, 3, 'm-3'), // a duplicate publish
       // The same topic in the other framing (a topic migrating from one to the other).
       { key: 'order-6', value: encodeSingleObject(local.current('test.registry.Order'), { ...order(6), note: 'single-object' }), headers: { 'message-id': 'm-6' } },
-      // An id the registry does not have: a decode failure, dead-lettered.
+      // An id the registry does not have: dead-lettered as a decode failure, after unknownIdWaitMs.
       { key: 'order-7', value: Buffer.concat([Buffer.from([0, 0, 0x0f, 0x42, 0x3f]), Buffer.from([2, 0x61])]), headers: { 'message-id': 'm-unknown-id' } },
       await written(v1, 8, 'm-8'),
     ];
@@ -253,7 +254,7 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
           schemas: { directory: dir },
           topicPrefix: prefix,
           wireFormat: 'schema-registry',
-          schemaRegistry: { url, requestTimeoutMs: 2000 },
+          schemaRegistry: { url, requestTimeoutMs: 2000, unknownIdWaitMs: 3000 },
           // The handler's own topic declared, as a user may: the module reads it, and never writes it here.
           topics: { evolving: { schema: 'test.registry.Order' } },
           consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
@@ -340,7 +341,7 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
     expect(await deadLettered()).toEqual([]);
   });
 
-  it('dead-letters a flood of unknown ids a few lookups per unit of work, each id looked up once, and says what framings a bad record lacks', async () => {
+  it('dead-letters a flood of unknown ids a few lookups per unit of work, each id asked again while it waits, and says what framings a bad record lacks', async () => {
     const v1 = await register(ORDER_V1);
     const flood: Message[] = Array.from({ length: 120 }, (_, i) => ({ key: 'flood', value: frameForRegistry(70_000_000 + i, Buffer.from([2, 0x61])), headers: { 'message-id': `flood-${i}` } }));
     const badFraming: Message = { key: 'flood', value: Buffer.from([0x01, 0x02, 0x03]), headers: { 'message-id': 'bad-framing' } };
@@ -352,8 +353,10 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
     expect(letters.find((l) => l.headers['message-id'] === 'bad-framing')?.headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(
       /neither framing this topic reads: Avro single-object encoding \(C3 01.*or a Schema Registry's \(00, then a 4-byte schema id.*starts with 01 02 03 \(3 bytes\)/,
     );
-    // Each unknown id asked once, and no unit of work looked up more than its bound (rows a transaction wrote share its xmin).
-    for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBe(1);
+    // Each unknown id asked again while its records waited (never final on one answer), a bounded number of times,
+    // and no unit of work looked up more than its bound (rows a transaction wrote share its xmin).
+    for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBeGreaterThan(1);
+    for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBeLessThan(30);
     const perUnit = await queryDatabase<{ n: number }>(databaseUrl, "SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1 AND message_id LIKE '%flood-%' GROUP BY xmin::text", [input]);
     expect(perUnit.reduce((sum, r) => sum + r.n, 0)).toBe(120);
     expect(Math.max(...perUnit.map((r) => r.n))).toBeLessThanOrEqual(16);
@@ -488,5 +491,115 @@ describe('library: Schema Registry framing, topics the module reads and writes',
     }
     // Each id looked up once per subject at boot or by a write sharing it, never polled.
     for (const topic of written) expect(proxy.count(new RegExp(`^POST /subjects/${`${prefix}${topic}-value`.replace(/\./g, '\\.')}$`))).toBeLessThanOrEqual(2);
+  });
+});
+
+/** The records each topic's handler applied, by topic. */
+@Injectable()
+class EarlyLateHandler {
+  @IdempotentHandler({ topic: 'early', schema: 'test.registry.Order' })
+  async onEarly(event: { orderId: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO applied (topic, order_id) VALUES ($1, $2)', ['early', event.orderId]);
+  }
+
+  @IdempotentHandler({ topic: 'late', schema: 'test.registry.Order' })
+  async onLate(event: { orderId: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO applied (topic, order_id) VALUES ($1, $2)', ['late', event.orderId]);
+  }
+}
+
+/**
+ * A record that names a schema id before the registry has it: not final at once, nor remembered as final for the
+ * records that follow. A hostile value framed with the next id arrives on one topic before a writer registers that
+ * id and writes valid records with it to another topic: every valid record is applied once; a value of an id that
+ * never comes is dead-lettered after `unknownIdWaitMs`, its id asked again meanwhile.
+ */
+describe('library: Schema Registry framing, ids not registered yet', () => {
+  let kafka: Kafka;
+  let registry: ReturnType<typeof startTestRegistry>;
+  let proxy: Awaited<ReturnType<typeof startRegistryProxy>>;
+  let independent: ConfluentClient;
+  let databaseUrl: string;
+  let moduleRef: TestingModule | undefined;
+  const prefix = `${uniqueTopic('unknown-ids')}.`;
+  const dir = schemasDirectory('unknown-ids', { 'order.v1.avsc': ORDER_V1, 'order.v2.avsc': ORDER_V2 });
+  const WAIT_MS = 15000;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    registry = startTestRegistry();
+    proxy = await startRegistryProxy(registry.url);
+    independent = new ConfluentClient({ host: registry.url });
+    databaseUrl = await createSuiteDatabase('unknown_ids');
+    await queryDatabase(databaseUrl, 'CREATE TABLE applied (topic text, order_id text)');
+    await createTopics(kafka, ['early', 'late', 'early.dlq', 'late.dlq'].map((t) => `${prefix}${t}`), 1);
+    @Module({
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
+        KafkaExactlyOnceModule.forRoot({
+          kafka: { clientId: 'unknown-ids', brokers: kafkaBrokers() },
+          groupId: `${prefix}unknown-ids`,
+          transactionalIdPrefix: `${prefix}unknown-ids`,
+          schemas: { directory: dir },
+          topicPrefix: prefix,
+          schemaRegistry: { url: proxy.url, requestTimeoutMs: 2000, unknownIdWaitMs: WAIT_MS },
+          consumer: { sessionTimeout: 6000, maxRetryDelayMs: 1000 },
+        }),
+      ],
+      providers: [EarlyLateHandler],
+    })
+    class UnknownIdsApp {}
+    moduleRef = await startLibraryModule(UnknownIdsApp);
+  });
+
+  afterAll(async () => {
+    await moduleRef?.close().catch(() => undefined);
+    await proxy?.close();
+    registry?.stop();
+  });
+
+  const applied = async (topic: string) => queryDatabase<{ order_id: string; n: number }>(databaseUrl, 'SELECT order_id, count(*)::int AS n FROM applied WHERE topic = $1 GROUP BY order_id ORDER BY order_id', [topic]);
+  // A schema of its own content (the registry gives one content one id), so that this run registers new ids.
+  const unique = (label: string) => ({ ...ORDER_V1, doc: `${prefix}${label}` });
+
+  it('applies every valid record of an id registered after a hostile record named it, and dead-letters a never-registered id only after the wait', async () => {
+    const lifecycle = moduleRef!.get(KafkaExactlyOnceLifecycle);
+    // The registry's ids are a sequence: the next one is the id a writer registering now gets.
+    const { id: last } = await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(unique('probe')) }, { subject: `${prefix}probe-value` });
+    const next = last + 1;
+    const never = 2_000_000_000 + (last % 1000);
+    const sentAt = Date.now();
+    await sendRaw(kafka, `${prefix}early`, [
+      { key: 'hostile', value: frameForRegistry(next, Buffer.from([0xff, 0xff])), headers: { 'message-id': 'hostile-next' } },
+      { key: 'hostile', value: frameForRegistry(never, Buffer.from([2, 0x61])), headers: { 'message-id': 'hostile-never' } },
+    ]);
+    // The partition waits on the ids, and says so in health; nothing is dead-lettered meanwhile.
+    await waitUntil(
+      async () => new RegExp(`no schema of id (${next}|${never}) \\(yet\\)`).test(lifecycle.status()?.partitions.find((p) => p.topic === `${prefix}early`)?.lastError?.message ?? ''),
+      30000,
+      'health naming the id the registry does not have yet',
+    );
+    expect(lifecycle.status()?.partitions.find((p) => p.topic === `${prefix}early`)?.lastError?.kind).toBe('infrastructure');
+    // A writer registers its v1, which gets that very id, and writes 120 valid records to another topic.
+    const { id } = await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(unique('v1')) }, { subject: `${prefix}late-value` });
+    if (id !== next) throw new Error(`the registry gave the writer's v1 id ${id}, not ${next}: another client registered meanwhile; run the test again`);
+    const valid: Message[] = [];
+    for (let n = 0; n < 120; n++) valid.push({ key: `order-${n % 7}`, value: await independent.encode(id, { orderId: `order-${n}`, amount: n }), headers: { 'message-id': `late-${n}` } });
+    await sendRaw(kafka, `${prefix}late`, valid);
+    await waitUntil(async () => (await applied('late')).length >= 120, 90000, 'the 120 valid records applied');
+    expect(await applied('late')).toEqual(Array.from({ length: 120 }, (_, n) => ({ order_id: `order-${n}`, n: 1 })).sort((a, b) => a.order_id.localeCompare(b.order_id)));
+    // The hostile records: the first now reads against the real v1 and fails as what it is; the other waited its
+    // unknownIdWaitMs, its id asked again meanwhile, and is dead-lettered as unknown.
+    const letters = await readTopic(kafka, `${prefix}early.dlq`, { until: (r) => r.length >= 2, timeoutMs: 60000 });
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(WAIT_MS);
+    expect(letters.map((l) => [l.headers['message-id'], l.headers[DEAD_LETTER_HEADERS.reason]])).toEqual([
+      ['hostile-next', 'decode-failed'],
+      ['hostile-never', 'decode-failed'],
+    ]);
+    expect(letters[0].headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(new RegExp(`cannot be read as test\\.registry\\.Order from the registry's schema id ${next}`));
+    expect(letters[1].headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(new RegExp(`schema id ${never}, which the registry says does not exist \\(asked again for ${WAIT_MS} ms: schemaRegistry\\.unknownIdWaitMs\\)`));
+    expect(proxy.count(new RegExp(`^GET /schemas/ids/${never}$`))).toBeGreaterThan(1);
+    expect(await queryDatabase(databaseUrl, 'SELECT message_id FROM kafka_eo_inbox WHERE topic = $1 AND dlq_reason IS NOT NULL', [`${prefix}late`])).toEqual([]);
+    expect(await applied('early')).toEqual([]);
   });
 });

@@ -239,6 +239,37 @@ describe('KafkaExactlyOnceExplorer', () => {
     expect(() => IdempotentHandler({ topic: 'x', format: 'xml' as never })).toThrow(/"format" must be one of 'avro', 'json', 'protobuf'/);
     expect(() => IdempotentHandler({ topic: 'x', format: 'json', validate: {} as never })).toThrow(/"validate" must be a DTO class/);
     expect(() => IdempotentHandler({ topic: 'x', format: 'json', validate: class Dto {} })).not.toThrow();
+    expect(() => IdempotentHandler({ topic: 'x', format: 'json', registryFraming: 'no' as never })).toThrow(/"registryFraming" must be true or false/);
+  });
+
+  it("reads a JSON topic as plain JSON only when the handler or the topic says so, and refuses registryFraming where it means nothing", async () => {
+    @Injectable()
+    class PlainHandler {
+      @IdempotentHandler({ topic: 'plain.in', format: 'json', registryFraming: false })
+      async onPlain(): Promise<void> {}
+
+      @IdempotentHandler({ topic: 'declared.in', format: 'json' })
+      async onDeclared(): Promise<void> {}
+
+      @IdempotentHandler({ topic: 'framed.in', format: 'json' })
+      async onFramed(): Promise<void> {}
+    }
+    @Injectable()
+    class AvroPlainHandler {
+      @IdempotentHandler({ topic: 'pings', schema: 't.Ping', registryFraming: false })
+      async on(): Promise<void> {}
+    }
+    const registry = { schemaRegistry: { url: 'http://127.0.0.1:1', requestTimeoutMs: 200 } };
+    const moduleRef = await moduleWith([PlainHandler], { ...registry, topics: { 'declared.in': { format: 'json', registryFraming: false } } });
+    await moduleRef.init();
+    const readers = moduleRef.get(KafkaExactlyOnceExplorer).explore().map((h) => [h.name, h.reader.readsRegistry, h.reader.describe]);
+    expect(readers).toEqual([
+      ['PlainHandler.onPlain', false, 'JSON, plain only'],
+      ['PlainHandler.onDeclared', false, 'JSON, plain only'],
+      ['PlainHandler.onFramed', true, 'JSON'],
+    ]);
+    await moduleRef.close();
+    await expect(moduleWith([AvroPlainHandler], registry).then((m) => m.init())).rejects.toThrow(/AvroPlainHandler\.on: .*"@IdempotentHandler registryFraming" is for format json/);
   });
 
   it('boots a JSON handler without any schema, and refuses an Avro handler without one or a JSON handler naming one', async () => {

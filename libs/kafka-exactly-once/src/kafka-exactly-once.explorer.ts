@@ -5,7 +5,7 @@ import type { IdempotentHandlerOptions } from './decorators/idempotent-handler.d
 import type { OrderedEventOptions } from './decorators/ordered-event.decorator';
 import { HandlerRegistrationError } from './errors/handler-registration.error';
 import { InvalidOptionsError } from './errors/invalid-options.error';
-import { resolveJsonLimits, resolveRetry } from './options/resolve-options';
+import { registryFramingOf, resolveJsonLimits, resolveRetry } from './options/resolve-options';
 import { eventReader, type EventReader } from './formats/event-reader';
 import { eventValidator, validationName, validationProblem, type EventValidator } from './formats/event-validator';
 import type { JsonLimits } from './formats/json.codec';
@@ -17,6 +17,8 @@ import type { HandlerDefinition } from './engine/handler-definition';
 import { HandlerPipeline } from './handler-pipeline';
 import { resolveRetryTiers } from './retry/retry-tiers';
 import { eventKeySource, messageIdFromProblem } from './engine/event-identity';
+import { assertPeersInstalled } from './optional-peers';
+import { formatPeersNeeded } from './serde/registry-boot';
 
 /**
  * A handler that a transport found for the module (an `@EventPattern` method bound to KafkaExactlyOnceServer):
@@ -41,6 +43,8 @@ export interface TransportHandlerSpec {
   validate?: IdempotentHandlerOptions['validate'];
   /** JSON reading over the module's `json` option. */
   json?: IdempotentHandlerOptions['json'];
+  /** Format `json`: whether values in the registry's framing are read as such; undefined: the topic's, else true. */
+  registryFraming?: IdempotentHandlerOptions['registryFraming'];
   retry?: IdempotentHandlerOptions['retry'];
   retryTopics?: IdempotentHandlerOptions['retryTopics'];
   /** Where a record without a `message-id` takes its identity from; undefined: the module's `topics[topic].messageIdFrom`. */
@@ -71,7 +75,7 @@ export class KafkaExactlyOnceExplorer {
       const ordering = this.accessor.orderedEvent(method);
       if (metadata) {
         handlers.push(
-          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, format: metadata.format, schema: metadata.schema, validate: metadata.validate, json: metadata.json, retry: metadata.retry, retryTopics: metadata.retryTopics, messageIdFrom: metadata.messageIdFrom }, metadata.batch ?? false, ordering),
+          this.define({ name, instance: wrapper.instance as object, methodName, isStatic: wrapper.isDependencyTreeStatic(), topic: metadata.topic, format: metadata.format, schema: metadata.schema, validate: metadata.validate, json: metadata.json, registryFraming: metadata.registryFraming, retry: metadata.retry, retryTopics: metadata.retryTopics, messageIdFrom: metadata.messageIdFrom }, metadata.batch ?? false, ordering),
         );
       } else if (ordering) {
         throw new HandlerRegistrationError(name, '@OrderedEvent needs @IdempotentHandler on the same method (it orders the records that handler consumes)');
@@ -85,6 +89,8 @@ export class KafkaExactlyOnceExplorer {
     if (handlers.length > 0 && !this.options.groupId) {
       throw new HandlerRegistrationError(handlers[0].name, 'handlers need a consumer group: set the module option "groupId"');
     }
+    // Before anything is consumed: a record must never be refused for a package an install provides.
+    assertPeersInstalled(formatPeersNeeded(this.options, handlers.map((h) => ({ name: h.name, format: h.reader.format }))));
     for (const handler of handlers) {
       const order = `${handler.invokeBatch ? ', in batches' : ''}${handler.ordering ? `, @OrderedEvent by ${handler.ordering.key ? 'a key function' : 'the record key'}${handler.ordering.lanes > 1 ? `, ${handler.ordering.lanes} key lanes` : ''}` : ''}${handler.retryTopics ? `, retry topics after ${handler.retryTopics.delaysMs.map((ms) => `${ms} ms`).join(', ')}` : ''}${handler.messageIdFrom ? `, records without a message id known by ${handler.messageIdFrom.describe}` : ''}`;
       this.logger.log(`${handler.name} handles ${handler.topic} (${handler.reader.describe}, group ${this.options.groupId}${order})`);
@@ -209,12 +215,14 @@ export class KafkaExactlyOnceExplorer {
       validatorName = validationName(spec.validate);
     }
     let json: JsonLimits;
+    let registryFraming: boolean | undefined;
     try {
       json = resolveJsonLimits(`${source} json`, spec.json, this.options.json);
+      registryFraming = registryFramingOf(`${source} registryFraming`, spec.registryFraming, format, !!this.registry.remote) ?? (format === 'json' ? declared?.registryFraming : undefined);
     } catch (err) {
       throw new HandlerRegistrationError(name, (err as Error).message);
     }
-    return eventReader(this.registry, { format, schema, json, validator, validatorName });
+    return eventReader(this.registry, { format, schema, json, validator, validatorName, registryFraming });
   }
 
   /** The handler's retry tiers, checked (a boot error names the handler and the option). */

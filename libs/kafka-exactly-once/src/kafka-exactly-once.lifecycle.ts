@@ -147,7 +147,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     if (remote) {
       // The URL a registry's API, each reader against its subject's latest schema (an incompatible one fails the
       // boot), and the ids this module writes with, looked up in the background until known.
-      await checkReaders(remote, this.handlers.flatMap((h) => (h.reader.schema ? [{ name: h.name, topic: h.topic, schema: h.reader.schema }] : [])), this.logger);
+      await checkReaders(remote, this.handlers.map((h) => ({ name: h.name, topic: h.topic, format: h.reader.format, schema: h.reader.schema, readsRegistry: h.reader.readsRegistry })), this.logger);
       this.registryIds = warmUpIds(remote, this.registry, this.options, this.logger, () => !this.stopRequested, new Set(this.handlers.map((h) => h.topic)));
     }
     if (!this.options.autoStart) return;

@@ -1,4 +1,5 @@
 import { encodeSingleObject } from '../serde/single-object.codec';
+import { frameForRegistry, RegistrySchemas } from '../serde/registry-schemas';
 import { SchemaRegistry } from '../serde/schema-registry';
 import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-view';
 
@@ -20,6 +21,14 @@ const schemas = SchemaRegistry.fromSchemas([
 const thing = schemas.current('test.Thing');
 
 describe('record views', () => {
+  it("says at once that the registry knows no schema of a value's id: the wait for it is a consumer's, not a view's", async () => {
+    const registry = SchemaRegistry.fromSchemas([]);
+    registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 30000 }, 'bigint', {
+      request: async () => ({ status: 404, body: { error_code: 40403, message: 'Schema not found' } }),
+    });
+    expect(await valueView(registry, frameForRegistry(77, Buffer.from([2])))).toMatchObject({ framing: 'schema-registry', decoded: null, error: 'the Schema Registry knows no schema of id 77' });
+  });
+
   it('decodes a value with its writer schema: longs as strings, bytes as base64', async () => {
     const value = encodeSingleObject(thing, { n: 9007199254740993n, raw: Buffer.from([0, 255]), note: '<b>' });
     const view = await valueView(schemas, value);

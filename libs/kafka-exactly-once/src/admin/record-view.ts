@@ -1,7 +1,7 @@
 import { parseJsonValue } from '../formats/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
 import { readFingerprint } from '../serde/single-object.codec';
-import { notAvroReason, registryIdOf } from '../serde/registry-schemas';
+import { missingPeerFault, notAvroReason, registryIdOf } from '../serde/registry-schemas';
 import type { SchemaRegistry } from '../serde/schema-registry';
 import { checkBlockCounts } from './avro-blocks';
 
@@ -118,10 +118,14 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
     } else {
       const remote = schemas.remote;
       if (!remote) return failed('schema-registry', null, `framed for a Schema Registry (schema id ${id}), and no registry is configured`);
-      await remote.prefetch([value]);
+      // An id the registry does not know: shown as such at once (a record's wait for it is the consumer's).
+      await remote.prefetch([value]).catch((err: unknown) => {
+        if ((err as { failure?: string }).failure !== 'unknown-id') throw err;
+      });
       const writer = remote.writer(id!);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
+      if ('missingPeer' in writer) return failed('schema-registry', null, missingPeerFault(id!, writer).message);
       if ('jsonSchema' in writer) {
         schema = `JSON Schema id ${id}`;
         decoded = parseJsonValue(value.subarray(5), { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });

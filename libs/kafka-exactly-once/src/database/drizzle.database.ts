@@ -1,5 +1,6 @@
 import type { DatabasePort, PgPoolLike } from './database.port';
 import { pgDatabase } from './pg-database';
+import { assertPeersInstalled } from '../optional-peers';
 import type { BoundPgClient } from './unit-connection';
 
 /** What the library needs to build a handler's Drizzle database over the unit of work's connection. */
@@ -46,6 +47,8 @@ export function drizzleSql(text: string, params: unknown[] = []): unknown {
  * KafkaExactlyOnceModule.forRoot({ database: drizzleDatabase({ pool, drizzle: (client) => drizzle(client, { schema }) }), ... })
  */
 export function drizzleDatabase<Db>(options: DrizzleDatabaseOptions<Db>): DatabasePort & { readonly lends?: Db } {
+  // Every statement is built with drizzle-orm's `sql`, loaded from here: found at boot, or the boot refuses.
+  assertPeersInstalled([{ peer: 'drizzle-orm', neededBy: 'the data layer drizzleDatabase(...)' }]);
   return pgDatabase(options.pool, {
     kind: 'drizzle',
     transactionName: 'a Drizzle transaction (db.transaction(async (tx) => ...)) or a handler\'s ctx.db',

@@ -2,6 +2,7 @@ import { dirname } from 'node:path';
 import type { PrismaPg as PrismaPgAdapter } from '@prisma/adapter-pg';
 import type { DatabasePort, PgPoolLike } from './database.port';
 import { pgDatabase } from './pg-database';
+import { assertPeersInstalled } from '../optional-peers';
 import { UnitConnection, UnitConnectionError } from './unit-connection';
 
 /** What the library gives the application's PrismaClient factory. */
@@ -63,6 +64,8 @@ interface Slot<Client> {
 export function prismaDatabase<Client>(
   options: PrismaDatabaseOptions<Client>,
 ): DatabasePort & { readonly lends?: Client; configure(settings: { handlerTimeoutMs: number }): void; warmUp(): Promise<void> } {
+  // The client the library builds runs on @prisma/adapter-pg, loaded from here: found at boot, or the boot refuses.
+  assertPeersInstalled([{ peer: '@prisma/adapter-pg', neededBy: 'the data layer prismaDatabase(...)' }]);
   let timeoutMs = options.transactionTimeoutMs ?? 30000;
   let loaded: ReturnType<typeof adapterPg> | undefined;
   const free: Array<Slot<Client>> = [];

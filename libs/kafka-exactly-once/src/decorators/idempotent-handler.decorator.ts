@@ -41,6 +41,11 @@ export interface IdempotentHandlerOptions {
    * messageIdFrom: 'paymentId'
    */
   messageIdFrom?: MessageIdFrom;
+  /**
+   * Format `json` with a `schemaRegistry`: false reads the topic as plain JSON only (a value starting with `00` gets
+   * the JSON reader's refusal, never a registry lookup). Default: the topic's `registryFraming`, else true.
+   */
+  registryFraming?: boolean;
   /** Overrides the module's retry policy for this handler. */
   retry?: RetryOptions;
   /**
@@ -96,6 +101,9 @@ export function IdempotentHandler(options: IdempotentHandlerOptions): MethodDeco
   if (options.messageIdFrom !== undefined) {
     const problem = messageIdFromProblem(options.messageIdFrom);
     if (problem) throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "messageIdFrom" ${problem}`);
+  }
+  if (options.registryFraming !== undefined && typeof options.registryFraming !== 'boolean') {
+    throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "registryFraming" must be true or false, got ${JSON.stringify(options.registryFraming)}`);
   }
   if (options.batch !== undefined && typeof options.batch !== 'boolean') {
     throw new TypeError(`@IdempotentHandler({ topic: '${options.topic}' }): "batch" must be true or false, got ${typeof options.batch}`);

@@ -27,5 +27,6 @@ export * from './ambient-transaction.error';
 export * from './outbox-relay.error';
 export * from './retry-topics.error';
 export * from './schema-registry.error';
+export * from './missing-peer.error';
 export * from './kafkajs-fixes-not-in-force.error';
 export * from './unit-not-committed.error';

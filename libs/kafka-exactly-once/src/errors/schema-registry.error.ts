@@ -11,8 +11,14 @@ import { KafkaExactlyOnceError } from './kafka-exactly-once.error';
  *   the registry refused to register a schema (its compatibility rule).
  * - `not-a-registry`: `schemaRegistry.url` answers, but not as a Confluent-compatible registry's API (checked at
  *   boot): a wrong base URL.
+ * - `unknown-id`: the registry has no schema of a record's id (yet): the record waits, as for `unavailable`, for at
+ *   most `schemaRegistry.unknownIdWaitMs` from the first such answer (a writer registering it, a replica catching
+ *   up), the id asked again at each retry; after that the record is dead-lettered (`decode-failed`).
+ * - `missing-peer`: a record's writer schema is a JSON Schema or a Protobuf schema, and the package that reads it
+ *   (ajv, protobufjs) is not installed: the record waits, as for `unavailable`, until it is installed and the
+ *   application restarted; never a dead letter.
  */
-export type SchemaRegistryFailure = 'unavailable' | 'no-id' | 'incompatible' | 'not-a-registry';
+export type SchemaRegistryFailure = 'unavailable' | 'no-id' | 'incompatible' | 'not-a-registry' | 'unknown-id' | 'missing-peer';
 
 /** The Schema Registry could not serve a schema or an id (see SchemaRegistryFailure). */
 export class SchemaRegistryError extends KafkaExactlyOnceError {
@@ -25,6 +31,6 @@ export class SchemaRegistryError extends KafkaExactlyOnceError {
     options?: { cause?: unknown },
   ) {
     super(message, options);
-    this.retriable = failure === 'unavailable' || failure === 'no-id';
+    this.retriable = failure === 'unavailable' || failure === 'no-id' || failure === 'unknown-id' || failure === 'missing-peer';
   }
 }

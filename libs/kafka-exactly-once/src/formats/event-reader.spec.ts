@@ -28,16 +28,17 @@ class Order {
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 
 /** A registry answering from a table of schemas by id (the unit's stand-in for the REST API). */
-function registryOf(schemas: Record<number, { schemaType?: string; schema: string }>): SchemaRegistry {
+function registryOf(schemas: Record<number, { schemaType?: string; schema: string }>, asked: string[] = []): SchemaRegistry {
   const transport: RegistryTransport = {
     async request(_method, path): Promise<RegistryAnswer> {
+      asked.push(path);
       const id = Number(/^\/schemas\/ids\/(\d+)$/.exec(path)?.[1]);
       const found = schemas[id];
       return found ? { status: 200, body: found } : { status: 404, body: { error_code: 40403, message: 'Schema not found' } };
     },
   };
   const registry = SchemaRegistry.fromSchemas([]);
-  registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000 }, 'bigint', transport);
+  registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', transport);
   return registry;
 }
 
@@ -174,4 +175,61 @@ describe('event readers', () => {
       process.off('unhandledRejection', onUnhandled);
     }
   });
+
+  it('reads a topic declared plain JSON only as JSON even with a registry: a value starting with 00 gets the JSON reader\'s refusal, never a lookup', async () => {
+    const asked: string[] = [];
+    const registry = registryOf({ 1: { schemaType: 'JSON', schema: '{}' } }, asked);
+    const plain = eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS, registryFraming: false });
+    expect(plain.readsRegistry).toBe(false);
+    expect(plain.describe).toBe('JSON, plain only');
+    const framed = frameJsonSchema(1, json({ n: 4 }));
+    await registry.remote!.prefetch([]);
+    await expect(plain.read(framed)).rejects.toThrow(DecodeError);
+    await expect(plain.read(framed)).rejects.toThrow(/starts with byte 00, as Schema Registry framing does .*JSON has no such framing/);
+    await expect(plain.read(json({ n: 4 }))).resolves.toEqual({ n: 4 });
+    expect(asked).toEqual([]);
+    // The same topic's reader by default: the registry's framing.
+    expect(eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS }).readsRegistry).toBe(true);
+  });
+});
+
+describe('event readers without the optional packages', () => {
+  const missing = (name: string) => () => {
+    throw Object.assign(new Error(`Cannot find module '${name}'`), { code: 'MODULE_NOT_FOUND' });
+  };
+
+  it('makes a JSON Schema or Protobuf writer whose package is missing a wait of the record (missing-peer), never a dead letter; an Avro reader still refuses it as not Avro', async () => {
+    await jest.isolateModulesAsync(async () => {
+      jest.doMock('ajv', missing('ajv'));
+      jest.doMock('protobufjs', missing('protobufjs'));
+      try {
+        /* eslint-disable @typescript-eslint/no-require-imports */
+        await readWithoutPackages({ reader: require('./event-reader'), serde: require('../serde/schema-registry'), remote: require('../serde/registry-schemas') });
+        /* eslint-enable @typescript-eslint/no-require-imports */
+      } finally {
+        jest.dontMock('ajv');
+        jest.dontMock('protobufjs');
+      }
+    });
+  });
+
+  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('../serde/schema-registry'); remote: typeof import('../serde/registry-schemas') }): Promise<void> {
+    const schemas: Record<number, { schemaType: string; schema: string }> = { 1: { schemaType: 'JSON', schema: '{}' }, 2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message M { int32 n = 1; }' } };
+    const registry = modules.serde.SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] } }]);
+    registry.remote = new modules.remote.RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {
+      request: async (_method, path) => ({ status: 200, body: schemas[Number(/(\d+)$/.exec(path)![1])] }),
+    });
+    const values = [frameJsonSchema(1, json({ n: 1 })), frameProtobuf(2, Buffer.from([0, 8, 1]))];
+    await registry.remote.prefetch(values);
+    for (const format of ['json', 'protobuf'] as const) {
+      const reader = modules.reader.eventReader(registry, { format, json: DEFAULT_JSON_LIMITS });
+      for (const [value, peer] of [[values[0], 'ajv'], [values[1], 'protobufjs']] as const) {
+        const failure = await reader.read(value).catch((e: unknown) => e);
+        expect(failure).toMatchObject({ name: 'SchemaRegistryError', failure: 'missing-peer', retriable: true });
+        expect((failure as Error).message).toMatch(new RegExp(`${peer} \\(\\^\\d\\.0\\.0, an optional peer dependency of kafka-exactly-once\\) is not installed: records framed with it wait, none is dead-lettered\\. Install it and restart the application: npm install "${peer}@\\^\\d\\.0\\.0"`));
+      }
+    }
+    const avro = modules.reader.eventReader(registry, { format: 'avro', schema: registry.current('A'), json: DEFAULT_JSON_LIMITS });
+    await expect(avro.read(values[1])).rejects.toMatchObject({ name: 'DecodeError', message: expect.stringMatching(/a PROTOBUF schema under this id, not an Avro one/) });
+  }
 });

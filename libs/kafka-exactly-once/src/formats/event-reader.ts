@@ -3,7 +3,7 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
 import type { RecordSchema } from '../interfaces/event-context.interface';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
+import { missingPeerFault, notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
 import { decodeEvent, describeStart } from '../serde/single-object.codec';
 import type { EventValidator } from './event-validator';
@@ -32,6 +32,8 @@ export interface EventReader {
   schema?: LoadedSchema;
   /** What the handler reads, for logs. */
   describe: string;
+  /** Whether values in a Schema Registry's framing are read as such (false: no registry, or a plain JSON topic). */
+  readsRegistry: boolean;
   /** The event a record's value stands for, as the handler gets it; DecodeError, EventValidationError or SchemaRegistryError (`unavailable`: wait). */
   read(bytes: Buffer | null): Promise<unknown>;
   /** The decoding half of `read`: DecodeError, EventValidationError (a registry JSON Schema's) or SchemaRegistryError. */
@@ -51,17 +53,24 @@ export interface ReaderSpec {
   validator?: EventValidator;
   /** The validator's name, for logs. */
   validatorName?: string;
+  /**
+   * Format `json`: whether a value starting with `00` is read in the registry's framing (default: when the module has
+   * a registry). false: plain JSON only, such a value gets the JSON reader's refusal.
+   */
+  registryFraming?: boolean;
 }
 
 /** The reader of a handler. */
 export function eventReader(registry: SchemaRegistry, spec: ReaderSpec): EventReader {
-  const decode = decoderOf(registry, spec);
+  const readsRegistry = registry.remote !== undefined && (spec.format !== 'json' || spec.registryFraming !== false);
+  const decode = decoderOf(registry, spec, readsRegistry);
   const validator = spec.validator;
-  const base = spec.format === 'avro' ? `${spec.schema!.name} (Avro)` : spec.format === 'json' ? 'JSON' : 'Protobuf';
+  const base = spec.format === 'avro' ? `${spec.schema!.name} (Avro)` : spec.format === 'json' ? (registry.remote && !readsRegistry ? 'JSON, plain only' : 'JSON') : 'Protobuf';
   const validate = validator ? (event: unknown) => validated(validator, spec.validatorName!, event) : async (event: unknown) => event;
   return {
     format: spec.format,
     schema: spec.schema,
+    readsRegistry,
     describe: spec.validatorName ? `${base}, validated with ${spec.validatorName}` : base,
     read: async (bytes) => validate(decode(bytes).event),
     decode,
@@ -69,7 +78,7 @@ export function eventReader(registry: SchemaRegistry, spec: ReaderSpec): EventRe
   };
 }
 
-function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer | null) => DecodedValue {
+function decoderOf(registry: SchemaRegistry, spec: ReaderSpec, readsRegistry: boolean): (bytes: Buffer | null) => DecodedValue {
   switch (spec.format) {
     case 'avro': {
       const schema = spec.schema!;
@@ -85,7 +94,7 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec): (bytes: Buffer |
     }
     case 'json':
       return (bytes) => {
-        if (bytes && bytes.length > 0 && bytes[0] === 0x00 && registry.remote) return readRegistryFramed(registry, bytes, 'json', spec.json);
+        if (bytes && bytes.length > 0 && bytes[0] === 0x00 && readsRegistry) return readRegistryFramed(registry, bytes, 'json', spec.json);
         return { event: parseJsonValue(bytes, spec.json) };
       };
     case 'protobuf':
@@ -130,6 +139,8 @@ function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unread
     const { message, value } = writer.protobuf.decode(bytes.subarray(5));
     return { event: value, schema: { id, type: 'protobuf', name: message } };
   }
+  // A JSON Schema or Protobuf writer whose package is not installed: this handler would read it, so it waits.
+  if ('missingPeer' in writer) throw missingPeerFault(id, writer);
   const kind = 'type' in writer ? 'an Avro schema (read by a handler of format avro, with its reader schema)' : `a schema of a kind not read here (${notAvroReason(writer)})`;
   throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind}, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
 }

@@ -1,4 +1,5 @@
 import { EventValidationError, type FieldError } from '../errors/event-validation.error';
+import { requirePeer } from '../optional-peers';
 
 /**
  * A Standard Schema (https://standardschema.dev): what zod, valibot, arktype and others implement, so any of them
@@ -38,16 +39,6 @@ export function validationProblem(validate: unknown): string | undefined {
   if (isStandardSchema(validate)) return undefined;
   if (typeof validate === 'function' && validate.prototype) return undefined;
   return `must be a DTO class (with class-validator decorators) or a Standard Schema (zod, valibot, arktype...), got ${validate === null ? 'null' : typeof validate}`;
-}
-
-/** A missing optional peer, named with what to install. */
-function load<T>(name: string, why: string): T {
-  try {
-    return require(name) as T;
-  } catch (err) {
-    if ((err as { code?: string }).code === 'MODULE_NOT_FOUND') throw new Error(`${why} needs the package ${name}: npm install ${name}`);
-    throw err;
-  }
 }
 
 /** How a validation is named in logs and in its failures: the DTO class's name, or `a <vendor> schema`. */
@@ -96,7 +87,7 @@ interface ClassValidatorError {
 }
 
 function classValidator(dto: new () => object): EventValidator {
-  const { validate } = load<{ validate(object: object, options?: object): Promise<ClassValidatorError[]> }>('class-validator', `validating events with the DTO ${dto.name}`);
+  const { validate } = requirePeer<{ validate(object: object, options?: object): Promise<ClassValidatorError[]> }>('class-validator', `validating events with the DTO ${dto.name}`);
   let transformer: { plainToInstance(cls: new () => object, plain: object): object } | undefined;
   try {
     transformer = require('class-transformer');

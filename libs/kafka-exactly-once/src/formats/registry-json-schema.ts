@@ -34,10 +34,11 @@ type AjvClass = new (options: AjvOptions) => AjvInstance;
  * The validator of a registry's JSON Schema: `text` compiled by ajv 8 (all errors; unknown keywords and formats are
  * ignored, as the registry's own validators do), as draft-07 unless its `$schema` names draft-06, 2019-09 or 2020-12;
  * each reference added under its name (and under the name resolved against the schema's `$id`, where the `$ref`s
- * resolve it). `{ unreadable }` with the reason when the schema does not compile, a `$ref` points at a URL no
- * reference provides (never fetched), or ajv is not installed.
+ * resolve it). `{ unreadable }` with the reason when the schema does not compile, or a `$ref` points at a URL no
+ * reference provides (never fetched); `{ missingPeer }` when ajv 8 is not installed (not the schema's fault: its
+ * records wait for the package).
  */
-export function buildJsonSchemaValidator(id: number, text: string, references: readonly JsonSchemaReference[] = []): { jsonSchema: JsonSchemaValidator } | { unreadable: string } {
+export function buildJsonSchemaValidator(id: number, text: string, references: readonly JsonSchemaReference[] = []): { jsonSchema: JsonSchemaValidator } | { unreadable: string } | { missingPeer: 'ajv' } {
   let schema: unknown;
   const parsed: Array<{ name: string; schema: object }> = [];
   try {
@@ -50,6 +51,7 @@ export function buildJsonSchemaValidator(id: number, text: string, references: r
   if (typeof schema === 'boolean') schema = schema ? {} : { not: {} };
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return { unreadable: `JSON Schema id ${id} is not a schema (an object or a boolean)` };
   const Ajv = loadAjv(draftOf(schema));
+  if (Ajv === 'missing') return { missingPeer: 'ajv' };
   if (typeof Ajv === 'string') return { unreadable: Ajv };
   const baseId = typeof (schema as { $id?: unknown }).$id === 'string' ? (schema as { $id: string }).$id : undefined;
   const remote = remoteRef([schema, ...parsed.map((p) => p.schema)], new Set(parsed.flatMap((p) => keysOf(p.name, baseId))));
@@ -125,18 +127,21 @@ function draftOf(schema: object): Draft | string {
   return declared;
 }
 
-/** ajv's class for the draft, with a meta-schema to add (draft-06); a string: why the schema cannot be read. */
-function loadAjv(draft: Draft | string): { Class: AjvClass; meta?: object } | string {
+/** ajv's class for the draft, with a meta-schema to add (draft-06); `missing`: ajv 8 is not installed; another string: why the schema cannot be read. */
+function loadAjv(draft: Draft | string): { Class: AjvClass; meta?: object } | 'missing' | string {
   const module = draft === '2020-12' ? 'ajv/dist/2020' : draft === '2019-09' ? 'ajv/dist/2019' : draft === 'draft-07' || draft === 'draft-06' ? 'ajv' : undefined;
   if (!module) return `its $schema ${draft} is not a JSON Schema draft ajv 8 reads (draft-06, draft-07, 2019-09, 2020-12)`;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const loaded = require(module) as { default: AjvClass };
+    const loaded = require(module) as { default?: AjvClass };
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const meta = draft === 'draft-06' ? (require('ajv/dist/refs/json-schema-draft-06.json') as object) : undefined;
+    // An ajv 6 (another package's, hoisted where this library finds it) has no default export: as good as none.
+    if (typeof loaded.default !== 'function') return 'missing';
     return { Class: loaded.default, meta };
   } catch (err) {
-    if ((err as { code?: string }).code === 'MODULE_NOT_FOUND') return 'install ajv to read JSON Schema records (ajv 8, an optional peer dependency of kafka-exactly-once)';
+    // ajv not installed, or an ajv 6 without ajv 8's dist/ folders.
+    if ((err as { code?: string }).code === 'MODULE_NOT_FOUND') return 'missing';
     throw err;
   }
 }

@@ -45,7 +45,7 @@ message Money { string currency = 1; sint64 units = 2; }
 
 function codec(text = SHOP, references = [{ name: 'common/money.proto', schema: MONEY }]): ProtobufCodec {
   const built = buildProtobufCodec(42, text, references);
-  if (!('protobuf' in built)) throw new Error(built.unreadable);
+  if (!('protobuf' in built)) throw new Error(JSON.stringify(built));
   return built.protobuf;
 }
 
@@ -173,13 +173,13 @@ describe('Protobuf codec of a registry schema', () => {
     const b = 'syntax = "proto3"; package b; import "c.proto"; message B { c.C c = 1; }';
     const c = 'syntax = "proto3"; package c; message C { int32 n = 1; }';
     const top = buildProtobufCodec(1, 'syntax = "proto3"; import "a.proto"; message Top { a.A a = 1; }', [{ name: 'c.proto', schema: c }, { name: 'a.proto', schema: a }, { name: 'b.proto', schema: b }]);
-    if (!('protobuf' in top)) throw new Error(top.unreadable);
+    if (!('protobuf' in top)) throw new Error(JSON.stringify(top));
     expect(top.protobuf.decode(top.protobuf.encode('Top', { a: { b: { c: { n: 7 } } } }))).toEqual({ message: 'Top', value: { a: { b: { c: { n: 7 } } } } });
   });
 
   it('resolves several well-known imports of one file (their google.protobuf namespace shared)', () => {
     const built = buildProtobufCodec(5, 'syntax = "proto3"; import "google/protobuf/timestamp.proto"; import "google/protobuf/duration.proto"; import "google/protobuf/wrappers.proto"; message M { google.protobuf.Timestamp t = 1; google.protobuf.Duration d = 2; google.protobuf.StringValue s = 3; }');
-    if (!('protobuf' in built)) throw new Error(built.unreadable);
+    if (!('protobuf' in built)) throw new Error(JSON.stringify(built));
     expect(built.protobuf.decode(built.protobuf.encode('M', { t: { seconds: 1 }, d: { seconds: '2', nanos: 3 }, s: { value: 'x' } })).value).toEqual({ t: { seconds: '1', nanos: 0 }, d: { seconds: '2', nanos: 3 }, s: { value: 'x' } });
   });
 

@@ -1,3 +1,4 @@
+import { dirname } from 'path';
 import type * as Protobuf from 'protobufjs';
 import { DecodeError } from '../errors/decode.error';
 
@@ -99,11 +100,12 @@ export function frameProtobuf(id: number, indexesAndBody: Buffer): Buffer {
  * The codec of a registry's Protobuf schema: `text` (the .proto file) parsed with field names as written, its
  * imports from `references` (name: the import path; the referenced files in any order) or protobufjs's well-known
  * types (google/protobuf/timestamp.proto and the others it bundles). `{ unreadable }` with the reason when the
- * files do not parse or resolve, an import is neither, or protobufjs is not installed.
+ * files do not parse or resolve, or an import is neither; `{ missingPeer }` when protobufjs is not installed (not
+ * the schema's fault: its records wait for the package).
  */
-export function buildProtobufCodec(id: number, text: string, references: readonly ProtobufReference[] = []): { protobuf: ProtobufCodec } | { unreadable: string } {
+export function buildProtobufCodec(id: number, text: string, references: readonly ProtobufReference[] = []): { protobuf: ProtobufCodec } | { unreadable: string } | { missingPeer: 'protobufjs' } {
   const protobuf = loadProtobuf();
-  if (!protobuf) return { unreadable: 'install protobufjs to read Protobuf records (an optional peer dependency of kafka-exactly-once)' };
+  if (!protobuf) return { missingPeer: 'protobufjs' };
   const options = { keepCase: true };
   try {
     // The main file alone gives its own messages in the order it declares them (what message indexes count); in
@@ -294,9 +296,10 @@ function loadProtobuf(): typeof Protobuf | undefined {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const protobuf = require('protobufjs') as typeof Protobuf;
     // int64 as exact decimal strings needs Long: without it protobufjs reads 64-bit values as (rounded) numbers.
+    // `long` is protobufjs's own dependency: found from protobufjs's folder, where a strict installer puts it.
     if (!protobuf.util.Long) {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      protobuf.util.Long = require('long');
+      protobuf.util.Long = require(require.resolve('long', { paths: [dirname(require.resolve('protobufjs'))] }));
       protobuf.configure();
     }
     return protobuf;

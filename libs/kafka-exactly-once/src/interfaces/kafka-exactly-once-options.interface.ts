@@ -226,6 +226,13 @@ export interface TopicOptions {
    * handler consumes, `schema-registry` also makes the boot check its schema against the subject's latest.
    */
   wireFormat?: WireFormat;
+  /**
+   * Format `json` with a `schemaRegistry`: whether the topic's values may be in the registry's framing (`00`, a
+   * 4-byte schema id, JSON Schema or Protobuf). Default true. false: the topic is plain JSON only, read and written:
+   * a value starting with `00` gets the JSON reader's refusal (`decode-failed`), never a registry lookup. A handler's
+   * own `registryFraming` overrides it.
+   */
+  registryFraming?: boolean;
 }
 
 export type WireFormat = 'single-object' | 'schema-registry';
@@ -253,6 +260,15 @@ export interface RegistryConnectionOptions {
   autoRegister?: boolean;
   /** How long one request to the registry may take, its retries included, in ms. Default 10000. */
   requestTimeoutMs?: number;
+  /**
+   * How long the records of a schema id the registry says it does not know wait for it, in ms, from its first "not
+   * found": a writer may register it moments later, or a registry replica lag behind the one the writer used. Their
+   * unit of work is retried meanwhile as for a registry away (the partition paused, heartbeats going, the id asked
+   * again at each retry, health naming it); after the wait, a record whose id the registry still does not know is
+   * dead-lettered (`decode-failed`). A "not found" is never reused for another unit of work. Default 30000; 0: no
+   * wait; below `consumer.stallAfterMs`.
+   */
+  unknownIdWaitMs?: number;
 }
 
 export interface ConsumerOptions {

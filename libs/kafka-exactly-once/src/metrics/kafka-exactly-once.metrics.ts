@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
+import { installLineOf, OPTIONAL_PEERS } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
 
 /** A unit of work's counts, as the consumer logs them. */
@@ -268,6 +269,6 @@ function loadPromClient(): PromClient {
     return require('prom-client') as PromClient;
   } catch (err) {
     if ((err as { code?: string }).code !== 'MODULE_NOT_FOUND') throw err;
-    throw new InvalidOptionsError('metrics', 'needs the package prom-client (an optional peer dependency): npm install prom-client');
+    throw new InvalidOptionsError('metrics', `needs the package prom-client (${OPTIONAL_PEERS['prom-client']}, an optional peer dependency of kafka-exactly-once): ${installLineOf('prom-client')}`);
   }
 }

@@ -28,6 +28,8 @@ export interface KafkaExactlyOnceEventExtras {
   validate?: IdempotentHandlerOptions['validate'];
   /** JSON reading over the module's `json` option (as `@IdempotentHandler({ json })`). */
   json?: IdempotentHandlerOptions['json'];
+  /** Format `json`: false reads the topic as plain JSON only (as `@IdempotentHandler({ registryFraming })`). */
+  registryFraming?: IdempotentHandlerOptions['registryFraming'];
   /** The handler's retry policy over the module's (as `@IdempotentHandler({ retry })`). */
   retry?: IdempotentHandlerOptions['retry'];
   /** Non-blocking retries through retry topics (as `@IdempotentHandler({ retryTopics })`, docs/retries.md). */
@@ -145,7 +147,7 @@ export class KafkaExactlyOnceServer extends Server implements CustomTransportStr
             if (typeof pattern !== 'string' || pattern.length === 0) {
               throw new HandlerRegistrationError(name, `the pattern of an @EventPattern handler is the topic it consumes, a non-empty string (got ${JSON.stringify(pattern)})`);
             }
-            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, format: extras.format, schema: extras.schema, validate: extras.validate, json: extras.json, retry: extras.retry, retryTopics: extras.retryTopics, messageIdFrom: extras.messageIdFrom, source: '@EventPattern extras' });
+            specs.push({ name, instance, methodName, moduleKey, isStatic: wrapper.isDependencyTreeStatic(), topic: pattern, format: extras.format, schema: extras.schema, validate: extras.validate, json: extras.json, registryFraming: extras.registryFraming, retry: extras.retry, retryTopics: extras.retryTopics, messageIdFrom: extras.messageIdFrom, source: '@EventPattern extras' });
           }
         }
       }

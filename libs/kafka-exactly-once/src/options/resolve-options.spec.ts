@@ -1,5 +1,6 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
+import { writesToRegistry } from '../serde/registry-boot';
 import { resolveOptions } from './resolve-options';
 import { drizzleDatabase } from '../database/drizzle.database';
 
@@ -70,6 +71,14 @@ describe('resolveOptions', () => {
     [{ ...valid, topics: { out: { format: 'json', schema: 'x.Y' } } }, 'topics["out"].schema'],
     [{ ...valid, topics: { out: { format: 'protobuf' } } }, 'topics["out"].format'],
     [{ ...valid, schemaRegistry: { url: 'http://r', subjectNameStrategy: 'record' }, topics: { out: { format: 'protobuf' } } }, 'topics["out"].schema'],
+    [{ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: -1 } }, 'schemaRegistry.unknownIdWaitMs'],
+    [{ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 1.5 } }, 'schemaRegistry.unknownIdWaitMs'],
+    [{ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 60000 } }, 'schemaRegistry.unknownIdWaitMs'],
+    [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { format: 'json', registryFraming: 'no' as never } } }, 'topics["out"].registryFraming'],
+    [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { schema: 'x.Y', registryFraming: false } } }, 'topics["out"].registryFraming'],
+    [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { format: 'protobuf', registryFraming: false } } }, 'topics["out"].registryFraming'],
+    [{ ...valid, topics: { out: { format: 'json', registryFraming: true } } }, 'topics["out"].registryFraming'],
+    [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { format: 'json', registryFraming: false, wireFormat: 'schema-registry' } } }, 'topics["out"].registryFraming'],
     [{ ...valid, json: { bigIntegers: 'round' as never } }, 'json.bigIntegers'],
     [{ ...valid, json: { maxDepth: 0 } }, 'json.maxDepth'],
     [{ ...valid, consumer: { sessionTimeout: 500 } }, 'consumer.sessionTimeout'],
@@ -91,6 +100,16 @@ describe('resolveOptions', () => {
     [{ ...valid, outputs: { maxRequestBytes: 10 } }, 'outputs.maxRequestBytes'],
   ])('names the bad field (%#)', (options, field) => {
     expect(fieldOf(options)).toBe(field);
+  });
+
+  it('waits 30 s for a schema id the registry does not know by default, and takes a plain JSON topic among framed ones', () => {
+    expect(resolveOptions({ ...valid, schemaRegistry: { url: 'http://r' } }).schemaRegistry).toMatchObject({ unknownIdWaitMs: 30000 });
+    expect(resolveOptions({ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 0 } }).schemaRegistry).toMatchObject({ unknownIdWaitMs: 0 });
+    expect(() => resolveOptions({ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 60000 } })).toThrow(/"schemaRegistry.unknownIdWaitMs" must be lower than consumer.stallAfterMs \(60000\)/);
+    // The module writes JSON Schema, except to the topic declared plain JSON only.
+    const resolved = resolveOptions({ ...valid, wireFormat: 'schema-registry', schemaRegistry: { url: 'http://r' }, topics: { plain: { format: 'json', registryFraming: false }, framed: { format: 'json' } } });
+    expect(writesToRegistry(resolved, 'plain')).toBe(false);
+    expect(writesToRegistry(resolved, 'framed')).toBe(true);
   });
 
   it('takes a data layer built by an adapter as database, and names the field for anything else', () => {

@@ -66,7 +66,11 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     if (!config || typeof config !== 'object') throw new InvalidOptionsError(`topics["${topic}"]`, "must be an object, e.g. { format: 'json' } or { schema: 'com.example.Event' }");
     const format = formatOf(`topics["${topic}"].format`, config.format) ?? 'avro';
     if (format === 'avro') nonEmpty(`topics["${topic}"].schema`, config.schema, "the full name of the Avro record written to this topic (or format: 'json' for JSON)");
-    const framed = format === 'protobuf' || (wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry';
+    const plainOnly = registryFramingOf(`topics["${topic}"].registryFraming`, config.registryFraming, format, !!schemaRegistry) === false;
+    if (plainOnly && config.wireFormat === 'schema-registry') {
+      throw new InvalidOptionsError(`topics["${topic}"].registryFraming`, "is false (plain JSON only), and the topic's wireFormat is 'schema-registry': leave one of them out");
+    }
+    const framed = format === 'protobuf' || (!plainOnly && (wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry');
     if (config.schema !== undefined && format === 'json' && !framed) throw new InvalidOptionsError(`topics["${topic}"].schema`, "names an Avro record, and the topic's format is plain json: leave it out");
     if (format !== 'avro' && framed && schemaRegistry && schemaRegistry.subjectNameStrategy !== 'topic' && config.schema === undefined) {
       throw new InvalidOptionsError(`topics["${topic}"].schema`, `is needed for the subject name strategy '${schemaRegistry.subjectNameStrategy}': the record's (the JSON Schema's title, the Protobuf message's full name) name in the subject`);
@@ -79,7 +83,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     if (config.key !== undefined && typeof config.key !== 'function') {
       throw new InvalidOptionsError(`topics["${topic}"].key`, 'must be a function (event) => key');
     }
-    if ((wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry' && !schemaRegistry && format !== 'protobuf') {
+    if (!plainOnly && (wireFormatOf(`topics["${topic}"].wireFormat`, config.wireFormat) ?? wireFormat) === 'schema-registry' && !schemaRegistry && format !== 'protobuf') {
       throw new InvalidOptionsError(config.wireFormat ? `topics["${topic}"].wireFormat` : 'wireFormat', "'schema-registry' needs the option schemaRegistry ({ url: ... })");
     }
   }
@@ -138,6 +142,12 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     throw new InvalidOptionsError(
       'consumer.stallAfterMs',
       `must be greater than consumer.maxRetryDelayMs (${maxRetryDelayMs}) and inbox.lockTimeoutMs (${lockTimeoutMs}): one ordinary retry must not count as a stall`,
+    );
+  }
+  if (schemaRegistry && schemaRegistry.unknownIdWaitMs >= stallAfterMs) {
+    throw new InvalidOptionsError(
+      'schemaRegistry.unknownIdWaitMs',
+      `must be lower than consumer.stallAfterMs (${stallAfterMs}): a partition waiting for a schema id to be registered must not count as a stall`,
     );
   }
   if (options.abortHangingTransactions !== undefined && typeof options.abortHangingTransactions !== 'boolean') {
@@ -351,7 +361,22 @@ function resolveSchemaRegistry(registry: RegistryConnectionOptions | undefined):
     subjectNameStrategy,
     autoRegister: registry.autoRegister ?? false,
     requestTimeoutMs: positiveInt('schemaRegistry.requestTimeoutMs', registry.requestTimeoutMs, 10000, 100),
+    unknownIdWaitMs: positiveInt('schemaRegistry.unknownIdWaitMs', registry.unknownIdWaitMs, 30000, 0),
   };
+}
+
+/**
+ * A topic's or handler's `registryFraming`, checked: a boolean, for format `json` only (Avro values are told apart
+ * by their first bytes, Protobuf is always framed), true only with a `schemaRegistry`.
+ */
+export function registryFramingOf(field: string, value: unknown, format: EventFormat, hasRegistry: boolean): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean') throw new InvalidOptionsError(field, `must be true or false, got ${JSON.stringify(value)}`);
+  if (format !== 'json') {
+    throw new InvalidOptionsError(field, `is for format json (plain JSON or the registry's JSON Schema); this one is ${format}: Avro values are told apart by their first bytes, Protobuf is always in the registry's framing`);
+  }
+  if (value && !hasRegistry) throw new InvalidOptionsError(field, "is true, and the module has no schemaRegistry option to read the registry's framing with");
+  return value;
 }
 
 function resolveAmbient(value: KafkaExactlyOnceModuleOptions['ambientTransactions']): ResolvedOptions['ambientTransactions'] {

@@ -1,30 +1,60 @@
 import type { Logger } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
+import type { EventFormat } from '../formats/event-reader';
+import { assertPeersInstalled, type PeerNeed } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { notAvroReason, type RegistrySchemas } from './registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from './schema-registry';
 
-/** A handler's topic and the schema it reads with (HandlerDefinition's, without the engine's types). */
+/** A handler's topic and how it reads it (HandlerDefinition's, without the engine's types). */
 export interface RegistryReader {
   name: string;
   /** As consumed (with topicPrefix). */
   topic: string;
-  schema: LoadedSchema;
+  format: EventFormat;
+  /** The Avro reader schema (format `avro`). */
+  schema?: LoadedSchema;
+  /** Whether the handler reads values in the registry's framing (false: a topic of plain JSON only). */
+  readsRegistry: boolean;
 }
 
-/** Whether values written to `topic` (a name of the module's `topics`, without prefix) use the registry's framing. */
+/**
+ * Whether values written to `topic` (a name of the module's `topics`, without prefix) use the registry's framing:
+ * Protobuf always; JSON and Avro with `wireFormat: 'schema-registry'` (the topic's, else the module's), unless the
+ * topic is declared plain JSON only (`registryFraming: false`).
+ */
 export function writesToRegistry(options: Pick<ResolvedOptions, 'topics' | 'wireFormat'>, topic: string): boolean {
   const declared = options.topics[topic];
-  return declared?.format === 'protobuf' || (declared?.wireFormat ?? options.wireFormat) === 'schema-registry';
+  if (declared?.format === 'protobuf') return true;
+  if (declared?.registryFraming === false) return false;
+  return (declared?.wireFormat ?? options.wireFormat) === 'schema-registry';
+}
+
+/**
+ * The optional peers the declared formats are sure to need: protobufjs for every handler and declared topic of
+ * format `protobuf`, ajv for every topic written as JSON Schema. A `json` handler of a registry may meet Protobuf
+ * or JSON Schema writers too, but only its records say so: those wait while the package is missing (see
+ * RegistrySchemas), and checkReaders looks at its subject's latest schema at boot.
+ */
+export function formatPeersNeeded(options: Pick<ResolvedOptions, 'topics' | 'wireFormat'>, handlers: ReadonlyArray<{ name: string; format: EventFormat }>): PeerNeed[] {
+  const needs: PeerNeed[] = handlers.filter((h) => h.format === 'protobuf').map((h) => ({ peer: 'protobufjs', neededBy: `${h.name} reads format protobuf` }));
+  for (const [topic, declared] of Object.entries(options.topics)) {
+    if (declared.format === 'protobuf') needs.push({ peer: 'protobufjs', neededBy: `topics["${topic}"] is format protobuf` });
+    else if (declared.format === 'json' && writesToRegistry(options, topic)) needs.push({ peer: 'ajv', neededBy: `topics["${topic}"] is written as JSON Schema (format json in the registry's framing)` });
+  }
+  return needs;
 }
 
 /**
  * At boot, with a Schema Registry: first, that `schemaRegistry.url` is a registry's API (a server that answers as
- * something else fails the boot: SchemaRegistryError `not-a-registry`); then each handler (any topic may carry the
- * registry's framing) has its reader schema checked against the latest writer schema of its topic's subject: a
- * reader that cannot read it fails the boot (SchemaRegistryError `incompatible`, naming both). A registry that does
- * not answer is warned about; the checks are not made then (the records show any mismatch as decode failures).
+ * something else fails the boot: SchemaRegistryError `not-a-registry`); then each Avro handler (any topic may carry
+ * the registry's framing) has its reader schema checked against the latest writer schema of its topic's subject: a
+ * reader that cannot read it fails the boot (SchemaRegistryError `incompatible`, naming both). A `json` or `protobuf`
+ * handler's subject (under the `topic` strategy, where a topic names it) has its latest schema looked up too: a
+ * JSON Schema or Protobuf one whose package (ajv, protobufjs) is not installed fails the boot (MissingPeerError).
+ * A registry that does not answer is warned about; the checks are not made then (the records show any mismatch as
+ * decode failures, and wait for a missing package).
  */
 export async function checkReaders(remote: RegistrySchemas, readers: RegistryReader[], logger: Logger): Promise<void> {
   try {
@@ -34,17 +64,20 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
     logger.warn(`Schema Registry: ${(err as Error).message}; its schemas are fetched when it answers`);
     return;
   }
+  await checkFormatReaders(remote, readers.filter((r) => r.format !== 'avro' && r.readsRegistry), logger);
   for (const reader of readers) {
-    const subject = remote.subjectOf(reader.topic, reader.schema.name);
+    if (!reader.schema) continue;
+    const schema = reader.schema;
+    const subject = remote.subjectOf(reader.topic, schema.name);
     let latest: Awaited<ReturnType<RegistrySchemas['latest']>>;
     try {
       latest = await remote.latest(subject);
     } catch (err) {
-      logger.warn(`${reader.name}: could not check its schema ${reader.schema.name} against subject ${subject} of the Schema Registry: ${(err as Error).message}`);
+      logger.warn(`${reader.name}: could not check its schema ${schema.name} against subject ${subject} of the Schema Registry: ${(err as Error).message}`);
       continue;
     }
     if (!latest) {
-      logger.log(`${reader.name}: subject ${subject} has no schema in the Schema Registry; records of ${reader.topic} in the registry's framing are read with ${reader.schema.name} (${reader.schema.file}) from their writer schemas as they come`);
+      logger.log(`${reader.name}: subject ${subject} has no schema in the Schema Registry; records of ${reader.topic} in the registry's framing are read with ${schema.name} (${schema.file}) from their writer schemas as they come`);
       continue;
     }
     const writer = latest.writer;
@@ -53,16 +86,39 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
       throw new SchemaRegistryError('incompatible', `${reader.name}: the latest schema of subject ${subject} (id ${latest.id}) is not an Avro schema it can read: ${why}`, subject);
     }
     try {
-      reader.schema.type.createResolver(writer.type);
+      schema.type.createResolver(writer.type);
     } catch (err) {
       throw new SchemaRegistryError(
         'incompatible',
-        `${reader.name} reads ${reader.topic} with ${reader.schema.name} (${reader.schema.file}), which cannot read the latest writer schema of subject ${subject} (id ${latest.id}: ${truncate(JSON.stringify(writer.type.schema()))}): ${(err as Error).message}. Deploy a reader schema that can (Avro resolution: added fields need defaults), or fix the subject`,
+        `${reader.name} reads ${reader.topic} with ${schema.name} (${schema.file}), which cannot read the latest writer schema of subject ${subject} (id ${latest.id}: ${truncate(JSON.stringify(writer.type.schema()))}): ${(err as Error).message}. Deploy a reader schema that can (Avro resolution: added fields need defaults), or fix the subject`,
         subject,
         { cause: err },
       );
     }
   }
+}
+
+/**
+ * The latest schema of each `json` or `protobuf` reader's subject, when the subject name strategy is `topic` (the
+ * others name a record, which such a handler does not): a JSON Schema or Protobuf writer whose package is not
+ * installed fails the boot, every one in one MissingPeerError. A subject that cannot be looked up is warned about.
+ */
+async function checkFormatReaders(remote: RegistrySchemas, readers: RegistryReader[], logger: Logger): Promise<void> {
+  if (readers.length === 0 || !remote.subjectNamedByTopic) return;
+  const needs: PeerNeed[] = [];
+  for (const reader of readers) {
+    const subject = remote.subjectOf(reader.topic, '');
+    try {
+      const latest = await remote.latest(subject);
+      const writer = latest?.writer;
+      if (writer && writer !== 'unknown' && 'missingPeer' in writer) {
+        needs.push({ peer: writer.missingPeer, neededBy: `${reader.name} reads ${reader.topic}, whose subject ${subject} has ${writer.schemaType === 'JSON' ? 'a JSON Schema' : 'a Protobuf schema'} as its latest schema (id ${latest!.id})` });
+      }
+    } catch (err) {
+      logger.warn(`${reader.name}: could not look up the latest schema of subject ${subject} of the Schema Registry: ${(err as Error).message}`);
+    }
+  }
+  assertPeersInstalled(needs);
 }
 
 /**

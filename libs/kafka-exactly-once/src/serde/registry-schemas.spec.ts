@@ -1,6 +1,6 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
-import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_TTL_MS } from './registry-schemas';
+import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
 import { SchemaRegistry } from './schema-registry';
 import { decodeEvent, encodeSingleObject } from './single-object.codec';
 
@@ -84,6 +84,7 @@ const options = (overrides: Partial<ConstructorParameters<typeof RegistrySchemas
   subjectNameStrategy: 'topic' as const,
   autoRegister: false,
   requestTimeoutMs: 1000,
+  unknownIdWaitMs: 0,
   ...overrides,
 });
 
@@ -241,9 +242,9 @@ describe('the Schema Registry client\'s authentication', () => {
 describe('reading writer schemas from the registry, whatever it holds', () => {
   const reader = SchemaRegistry.fromSchemas([{ schema: V2, file: 'note.v2.avsc' }]);
   const note = reader.current('t.Note');
-  const setUp = (now: () => number = Date.now) => {
+  const setUp = (now: () => number = Date.now, unknownIdWaitMs = 0) => {
     const client = fakeClient();
-    const remote = new RegistrySchemas(options(), 'bigint', client, now);
+    const remote = new RegistrySchemas(options({ unknownIdWaitMs }), 'bigint', client, now);
     const registry = SchemaRegistry.fromSchemas([{ schema: V2, file: 'note.v2.avsc' }]);
     registry.remote = remote;
     return { client, remote, registry };
@@ -313,7 +314,7 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     expect(decodeEvent(registry, note, value)).toEqual({ id: 'r', n: 1n });
   });
 
-  it('tells the registry\'s "no schema of this id" (40403) from any other 404, and believes the first for a bounded time only', async () => {
+  it('tells the registry\'s "no schema of this id" (40403) from any other 404, and never takes it as final for the next unit of work', async () => {
     let now = 1_000_000;
     const { client, remote, registry } = setUp(() => now);
     const value = frameForRegistry(7, body(V1, { id: 'late' }));
@@ -322,16 +323,61 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     await expect(remote.prefetch([value])).rejects.toMatchObject({ failure: 'unavailable', message: expect.stringMatching(/404 <html>Not Found<\/html> \(a 404 that is not a registry's answer: check schemaRegistry\.url/) });
     expect(remote.writer(7)).toBeUndefined();
     client.proxy = undefined;
-    // The registry's own answer: a decode failure, believed for UNKNOWN_ID_TTL_MS.
+    // The registry's own answer, with no wait configured: a decode failure of this record.
     await remote.prefetch([value]);
     expect(() => decodeEvent(registry, note, value)).toThrow(/schema id 7, which the registry says does not exist/);
-    while (client.add(JSON.stringify(V1)) < 7); // id 7 registered since (a replica catching up)
+    while (client.add(JSON.stringify(V1)) < 7); // id 7 registered since (a writer, or a replica catching up)
+    // The next unit asks again at once: the records of id 7 read from now on.
+    now += 1;
     const calls = client.calls;
     await remote.prefetch([value]);
-    expect(client.calls).toBe(calls); // not asked again yet
-    now += UNKNOWN_ID_TTL_MS;
-    await remote.prefetch([value]);
+    expect(client.calls).toBe(calls + 1);
     expect(decodeEvent(registry, note, value)).toEqual({ id: 'late', n: 0n });
+  });
+
+  it('makes the records of an id the registry does not know wait unknownIdWaitMs, asking again at each retry, then dead-letters them', async () => {
+    let now = 1_000_000;
+    const wait = 30_000;
+    const { client, remote, registry } = setUp(() => now, wait);
+    const value = frameForRegistry(9, body(V1, { id: 'x' }));
+    const waits = () => remote.prefetch([value]).then(() => undefined, (err: unknown) => err);
+    // Unknown: the unit waits (an infrastructure fault, retried), never a decode failure meanwhile.
+    expect(await waits()).toMatchObject({ name: 'SchemaRegistryError', failure: 'unknown-id', retriable: true, message: expect.stringMatching(/no schema of id 9 \(yet\): records framed with it wait up to 30000 ms \(schemaRegistry\.unknownIdWaitMs\).*\(0 ms so far\)/) });
+    expect(() => decodeEvent(registry, note, value)).toThrow(expect.objectContaining({ failure: 'unknown-id' }));
+    now += wait - 1;
+    const calls = client.calls;
+    expect(await waits()).toMatchObject({ failure: 'unknown-id', message: expect.stringMatching(/\(29999 ms so far\)/) });
+    expect(client.calls).toBe(calls + 1); // asked again
+    // The wait over, and the registry still says so on a fresh answer: the record's decode failure.
+    now += 1;
+    expect(await waits()).toBeUndefined();
+    expect(client.calls).toBe(calls + 2);
+    expect(() => decodeEvent(registry, note, value)).toThrow(DecodeError);
+    expect(() => decodeEvent(registry, note, value)).toThrow(/schema id 9, which the registry says does not exist \(asked again for 30000 ms: schemaRegistry\.unknownIdWaitMs\)/);
+    // Registered later: the next unit asks again, and its records read (nothing remembered as final).
+    while (client.add(JSON.stringify(V1)) < 9);
+    now += 1;
+    expect(await waits()).toBeUndefined();
+    expect(decodeEvent(registry, note, value)).toEqual({ id: 'x', n: 0n });
+  });
+
+  it('counts the wait from the first "not found" across retries, however far apart, and waits anew for an id not asked about for long', async () => {
+    let now = 1_000_000;
+    const wait = 10_000;
+    const { remote, registry } = setUp(() => now, wait);
+    const value = frameForRegistry(11, body(V1, { id: 'x' }));
+    const failure = () => remote.prefetch([value]).then(() => undefined, (err: unknown) => (err as { failure: string }).failure);
+    expect(await failure()).toBe('unknown-id');
+    // A retry far apart (a registry away meanwhile): still the same wait, now over.
+    now += 5 * wait;
+    expect(await failure()).toBeUndefined();
+    expect(() => decodeEvent(registry, note, value)).toThrow(DecodeError);
+    // Asked again soon: at once a decode failure (after a fresh answer).
+    now += 1000;
+    expect(await failure()).toBeUndefined();
+    // Not asked about for UNKNOWN_ID_MEMORY_MS: a record naming it waits anew.
+    now += UNKNOWN_ID_MEMORY_MS;
+    expect(await failure()).toBe('unknown-id');
   });
 
   it('bounds the ids one unit looks up, and the ids it remembers as unknown', async () => {
@@ -342,13 +388,13 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     expect(registryIdOf(flood[first])).not.toBe(undefined);
     expect(flood.slice(0, first).map(registryIdOf)).not.toContain(registryIdOf(flood[first]));
     await remote.prefetch(flood.slice(0, first));
-    // Those now known (as unknown ids), the next unit looks up the next ones.
-    expect(remote.affordable(flood)).toBeGreaterThan(first);
+    // Ids the registry does not know are asked again by the next unit: they still count.
+    expect(remote.affordable(flood)).toBe(first);
     expect(remote.affordable([frameForRegistry(5000, Buffer.alloc(1))])).toBe(1);
     for (let n = 0; n < MAX_UNKNOWN_IDS + 50; n += 16) {
       await remote.prefetch(Array.from({ length: 16 }, (_, i) => frameForRegistry(100_000 + n + i, Buffer.alloc(1))));
     }
-    expect((remote as unknown as { unknownIds: Map<number, number> }).unknownIds.size).toBeLessThanOrEqual(MAX_UNKNOWN_IDS);
+    expect((remote as unknown as { unknownIds: Map<number, unknown> }).unknownIds.size).toBeLessThanOrEqual(MAX_UNKNOWN_IDS);
   });
 
   it('keeps at most MAX_WRITERS writer schemas: the oldest fetched is forgotten, and fetched again when a record needs it', async () => {

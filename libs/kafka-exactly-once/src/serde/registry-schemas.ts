@@ -4,6 +4,7 @@ import { DecodeError } from '../errors/decode.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { buildJsonSchemaValidator, type JsonSchemaValidator } from '../formats/registry-json-schema';
 import { buildProtobufCodec, type ProtobufCodec } from '../formats/registry-protobuf';
+import { installLineOf, OPTIONAL_PEERS } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { BigIntLongType } from './long-type';
 import { CachedLookups } from './cached-lookups';
@@ -14,9 +15,10 @@ type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
 
 /**
  * A writer schema by id: its Avro type; `jsonSchema` (its validator) or `protobuf` (its codec) when the registry's
- * schemaType is JSON or PROTOBUF; `unknown` when the registry says no schema has the id (kept for
- * UNKNOWN_ID_TTL_MS, then asked again); `notAvro` when the id holds a schema of another type; `unreadable` when the
- * registry's schema cannot be built here (the reason names the schema problem, or the package to install).
+ * schemaType is JSON or PROTOBUF; `unknown` when the registry's last answer was that no schema has the id (asked
+ * again by each prefetch); `notAvro` when the id holds a schema of another type; `unreadable` when the registry's
+ * schema cannot be built here (the reason names the schema problem); `missingPeer` when it is a JSON Schema or a
+ * Protobuf schema and the package that reads it (ajv, protobufjs) is not installed.
  */
 export type Writer =
   | { type: avro.Type }
@@ -24,16 +26,41 @@ export type Writer =
   | { notAvro: string }
   | { unreadable: string }
   | { jsonSchema: JsonSchemaValidator }
-  | { protobuf: ProtobufCodec };
+  | { protobuf: ProtobufCodec }
+  | MissingPeerWriter;
 
-/** A writer that is not Avro: what an Avro reader says of it. */
-export function notAvroReason(writer: { notAvro: string } | { jsonSchema: JsonSchemaValidator } | { protobuf: ProtobufCodec }): string {
-  if ('notAvro' in writer) return writer.notAvro;
-  return `the registry holds a ${'jsonSchema' in writer ? 'JSON' : 'PROTOBUF'} schema under this id, not an Avro one`;
+/** A JSON Schema or Protobuf writer schema whose package is not installed. */
+export interface MissingPeerWriter {
+  missingPeer: 'ajv' | 'protobufjs';
+  schemaType: 'JSON' | 'PROTOBUF';
 }
 
-/** How long "the registry has no schema of this id" is believed before the id is asked again. */
-export const UNKNOWN_ID_TTL_MS = 60_000;
+/** A writer that is not Avro: what an Avro reader says of it. */
+export function notAvroReason(writer: { notAvro: string } | { jsonSchema: JsonSchemaValidator } | { protobuf: ProtobufCodec } | MissingPeerWriter): string {
+  if ('notAvro' in writer) return writer.notAvro;
+  const type = 'missingPeer' in writer ? writer.schemaType : 'jsonSchema' in writer ? 'JSON' : 'PROTOBUF';
+  return `the registry holds a ${type} schema under this id, not an Avro one`;
+}
+
+/**
+ * A record whose writer schema's package is not installed, read by a handler of the writer's kind: not the record's
+ * fault, so not a dead letter. An infrastructure fault (`missing-peer`): the unit of work is retried, and its
+ * partition waits and says why in health and in the log until the package is installed and the application restarted.
+ */
+export function missingPeerFault(id: number, writer: MissingPeerWriter): SchemaRegistryError {
+  const kind = writer.schemaType === 'JSON' ? 'a JSON Schema' : 'a Protobuf schema';
+  return new SchemaRegistryError(
+    'missing-peer',
+    `schema id ${id} of the Schema Registry is ${kind}, and ${writer.missingPeer} (${OPTIONAL_PEERS[writer.missingPeer]}, an optional peer dependency of kafka-exactly-once) is not installed: records framed with it wait, none is dead-lettered. Install it and restart the application: ${installLineOf(writer.missingPeer)}`,
+  );
+}
+
+/**
+ * How long an id the registry once said it does not know stays remembered, after the last such answer, once its
+ * records have waited their `unknownIdWaitMs`: a later record of it then waits no more than for a fresh answer. An id
+ * not asked about for this long is forgotten, and a record naming it again waits the whole `unknownIdWaitMs`.
+ */
+export const UNKNOWN_ID_MEMORY_MS = 600_000;
 /** Writer schemas kept (the oldest fetched is forgotten past it, and fetched again when a record needs it). */
 export const MAX_WRITERS = 10_000;
 /** Ids the registry said it does not know, kept at most (a flood of random ids cannot grow the cache past it). */
@@ -52,9 +79,10 @@ const MAX_REFERENCES = 100;
  *
  * Each writer schema is built on its own (its named types in a registry of its own), so any number of versions of
  * any number of records are read side by side for the life of the process. The registry's answers are told apart:
- * "no schema of this id" (`error_code` 40403) is a decode failure of the record; a 404 without a registry's error
- * body (a wrong base URL, a proxy whose upstream is away), a 5xx, a timeout or refused credentials is `unavailable`,
- * an infrastructure fault that waits.
+ * "no schema of this id" (`error_code` 40403) makes the id's records wait `unknownIdWaitMs`, asked again at each
+ * retry (a writer registering it, a replica catching up), and is a decode failure of a record only after that wait
+ * and on a fresh answer; a 404 without a registry's error body (a wrong base URL, a proxy whose upstream is away),
+ * a 5xx, a timeout or refused credentials is `unavailable`, an infrastructure fault that waits.
  *
  * Reading is in two steps: `prefetch` (asynchronous, before a unit of work: the writer schemas of its records
  * that are not cached yet, at most MAX_LOOKUPS_PER_UNIT ids: see `affordable`) and `writer` (synchronous, while
@@ -66,8 +94,11 @@ const MAX_REFERENCES = 100;
 export class RegistrySchemas {
   private readonly http: RegistryTransport;
   private readonly writers = new Map<number, Exclude<Writer, 'unknown'>>();
-  /** Ids the registry said it does not know, with when that stops being believed. */
-  private readonly unknownIds = new Map<number, number>();
+  /**
+   * Ids the registry said it does not know: since when it says so (its records wait `unknownIdWaitMs` from then),
+   * and its last such answer. Never taken as an answer: an unknown id is asked again by each prefetch.
+   */
+  private readonly unknownIds = new Map<number, { since: number; answeredAt: number }>();
   /** Writer lookups in flight, shared by the partitions that need the same id at the same moment. */
   private readonly fetching = new Map<number, Promise<void>>();
   /** The ids of the schemas this process writes, by subject and schema. */
@@ -96,29 +127,57 @@ export class RegistrySchemas {
     }
   }
 
+  /** Whether a topic names its subject (the `topic` strategy), so that a handler of any format has one. */
+  get subjectNamedByTopic(): boolean {
+    return this.options.subjectNameStrategy === 'topic';
+  }
+
   /** The writer schema of an id, if it was fetched (undefined: not fetched yet, see prefetch). */
   writer(id: number): Writer | undefined {
     return this.writers.get(id) ?? (this.unknownIds.has(id) ? 'unknown' : undefined);
   }
 
   /**
-   * The writer schema of a record framed with schema `id`, as decoding needs it: SchemaRegistryError (`unavailable`:
-   * wait) when it has not been fetched (see prefetch), DecodeError when the registry has no schema of the id or it
-   * cannot be built here (the record's failure).
+   * The writer schema of a record framed with schema `id`, as decoding needs it: SchemaRegistryError when it has not
+   * been fetched (`unavailable`, see prefetch) or when the registry does not know the id yet and its records still
+   * wait for it (`unknown-id`); DecodeError when the registry still said it has no schema of the id after the wait,
+   * or the schema cannot be built here (the record's failure).
    */
   readableWriter(id: number): Exclude<Writer, 'unknown' | { unreadable: string }> {
     const writer = this.writer(id);
     if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
-    if (writer === 'unknown') throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist`);
+    if (writer === 'unknown') {
+      const waiting = this.waitingFor(id);
+      if (waiting) throw waiting;
+      throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist (asked again for ${this.options.unknownIdWaitMs} ms: schemaRegistry.unknownIdWaitMs)`);
+    }
     if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
     return writer;
   }
 
-  /** Whether the writer schema of `id` must be asked for (not cached, or a "not found" no longer believed). */
+  /**
+   * Whether the writer schema of `id` must be asked for: not cached, or the registry said it does not know it (a
+   * "not found" is never believed for the next unit of work: the id may have been registered since, or a replica
+   * may have caught up).
+   */
   private needsFetch(id: number): boolean {
-    if (this.writers.has(id)) return false;
-    const until = this.unknownIds.get(id);
-    return until === undefined || until <= this.now();
+    return !this.writers.has(id);
+  }
+
+  /**
+   * SchemaRegistryError `unknown-id` while the records of an id the registry does not know still wait for it
+   * (`unknownIdWaitMs` from its first "not found"); undefined once they have waited, or for a known id.
+   */
+  private waitingFor(id: number): SchemaRegistryError | undefined {
+    const unknown = this.unknownIds.get(id);
+    if (!unknown || this.writers.has(id)) return undefined;
+    const waited = this.now() - unknown.since;
+    const wait = this.options.unknownIdWaitMs;
+    if (waited >= wait) return undefined;
+    return new SchemaRegistryError(
+      'unknown-id',
+      `the Schema Registry at ${this.options.url} has no schema of id ${id} (yet): records framed with it wait up to ${wait} ms (schemaRegistry.unknownIdWaitMs) for a writer to register it or a replica to catch up, the id asked again at each retry, then are dead-lettered (${waited} ms so far)`,
+    );
   }
 
   /**
@@ -146,9 +205,11 @@ export class RegistrySchemas {
   }
 
   /**
-   * Fetches the writer schemas of these values' ids that are not cached yet (LOOKUP_CONCURRENCY at a time): an id
-   * the registry says it does not know is remembered as unknown for UNKNOWN_ID_TTL_MS (its records' decoding
-   * fails); a registry that does not answer, or not as a registry, throws SchemaRegistryError (`unavailable`).
+   * Fetches the writer schemas of these values' ids that are not cached yet (LOOKUP_CONCURRENCY at a time); a
+   * registry that does not answer, or not as a registry, throws SchemaRegistryError (`unavailable`). An id the
+   * registry says it does not know throws SchemaRegistryError `unknown-id` while its records wait for it
+   * (`unknownIdWaitMs` from the first such answer: the unit of work is retried as for a registry away, and asks
+   * again); after that, its records' decoding fails (each prefetch asks again first).
    */
   async prefetch(values: ReadonlyArray<Buffer | null | undefined>): Promise<void> {
     const queue = [...this.missingIds(values).ids];
@@ -161,6 +222,11 @@ export class RegistrySchemas {
     };
     await Promise.all(Array.from({ length: Math.min(LOOKUP_CONCURRENCY, queue.length) }, worker));
     if (failures.length > 0) throw failures[0];
+    for (const value of values) {
+      const id = registryIdOf(value);
+      const waiting = id === undefined ? undefined : this.waitingFor(id);
+      if (waiting) throw waiting;
+    }
   }
 
   private fetchWriter(id: number): Promise<void> {
@@ -176,15 +242,28 @@ export class RegistrySchemas {
     const what = `the schema of id ${id}`;
     const answer = await this.call(what, 'GET', `/schemas/ids/${id}`);
     if (answer.status === 404 && errorCodeOf(answer) === 40403) {
-      this.unknownIds.delete(id);
-      if (this.unknownIds.size >= MAX_UNKNOWN_IDS) this.unknownIds.delete(this.unknownIds.keys().next().value!);
-      this.unknownIds.set(id, this.now() + UNKNOWN_ID_TTL_MS);
+      this.noSuchId(id);
       return;
     }
     const found = this.expectOk(what, answer) as { schema?: unknown; schemaType?: unknown; references?: unknown };
     const writer = await this.buildWriter(id, found);
     this.unknownIds.delete(id);
     this.keepWriter(id, writer);
+  }
+
+  /**
+   * The registry says it has no schema of `id`. Its records wait from the first such answer: kept across answers
+   * while they wait (however long a registry away made the retries), and for UNKNOWN_ID_MEMORY_MS after the last
+   * answer once they have waited; an id asked about again after that waits anew.
+   */
+  private noSuchId(id: number): void {
+    const now = this.now();
+    const previous = this.unknownIds.get(id);
+    const waiting = previous !== undefined && previous.answeredAt - previous.since < this.options.unknownIdWaitMs;
+    const since = previous !== undefined && (waiting || now - previous.answeredAt < UNKNOWN_ID_MEMORY_MS) ? previous.since : now;
+    this.unknownIds.delete(id);
+    if (this.unknownIds.size >= MAX_UNKNOWN_IDS) this.unknownIds.delete(this.unknownIds.keys().next().value!);
+    this.unknownIds.set(id, { since, answeredAt: now });
   }
 
   private keepWriter(id: number, writer: Exclude<Writer, 'unknown'>): void {
@@ -212,10 +291,12 @@ export class RegistrySchemas {
     if (typeof found.schema !== 'string') return { unreadable: `the registry's answer for schema id ${id} has no schema text` };
     if (type === 'JSON') {
       const built = buildJsonSchemaValidator(id, found.schema, referenced.map((r) => ({ name: r.name, schema: r.text })));
+      if ('missingPeer' in built) return { missingPeer: built.missingPeer, schemaType: 'JSON' };
       return 'unreadable' in built ? { unreadable: `the registry's schema id ${id} is a JSON Schema that cannot be read here: ${built.unreadable}` } : built;
     }
     if (type === 'PROTOBUF') {
       const built = buildProtobufCodec(id, found.schema, referenced.map((r) => ({ name: r.name, schema: r.text })));
+      if ('missingPeer' in built) return { missingPeer: built.missingPeer, schemaType: 'PROTOBUF' };
       return 'unreadable' in built ? { unreadable: `the registry's schema id ${id} is a Protobuf schema that cannot be read here: ${built.unreadable}` } : built;
     }
     const texts = referenced.map((r) => r.text);
