@@ -13,7 +13,8 @@
  * path of the reader as hard as its bytes allow, the CPU time per MiB at each of `--sizes` (KiB, the largest the
  * default maxBytes), best of 3, and the ratio of the largest size's time to the smallest's: the sizes' ratio
  * (4 for 256 to 1024) when the reader is linear, its square (16) when it is quadratic. The console's record view
- * (which reads with the same reader, integers beyond 2^53 as strings) and the writer's careful path follow.
+ * (which reads with the same reader, integers beyond 2^53 as strings), the writer's careful path, and the
+ * validation of a registry's JSON Schema (bench/json-worst-cases.js's JSON_SCHEMA_WORST_CASES) follow.
  * `--library` reads another build (a copy of dist/libs/kafka-exactly-once), to compare.
  */
 const assert = require('assert');
@@ -25,7 +26,8 @@ const rounds = opt('--rounds', 5);
 const library = argv.includes('--library') ? path.resolve(argv[argv.indexOf('--library') + 1]) : path.join(__dirname, '../dist/libs/kafka-exactly-once');
 const { parseJsonValue, encodeJsonValue } = require(path.join(library, 'formats/json.codec'));
 const { valueView } = require(path.join(library, 'admin/record-view'));
-const { JSON_WORST_CASES, cpuMs } = require('./json-worst-cases');
+const { buildJsonSchemaValidator } = require(path.join(library, 'formats/registry-json-schema'));
+const { JSON_WORST_CASES, JSON_SCHEMA_WORST_CASES, cpuMs } = require('./json-worst-cases');
 const sizes = (argv.includes('--sizes') ? argv[argv.indexOf('--sizes') + 1] : '256,512,1024').split(',').map((kib) => Number(kib) * 1024);
 
 const event = {
@@ -117,6 +119,17 @@ async function worst() {
   const plain = (size) => JSON.parse(JSON_WORST_CASES[0].make(size).toString());
   for (const [label, make] of [['plain', plain], ['many-bigints', bigints], ['nul-characters', nul]]) {
     await row(label, make, (value) => encodeJsonValue(value), (value) => encodeJsonValue(value).length);
+  }
+  header("a registry's JSON Schema: validation of the value read (reading not counted)");
+  for (const c of JSON_SCHEMA_WORST_CASES) {
+    const { jsonSchema } = buildJsonSchemaValidator(1, JSON.stringify(c.schema));
+    const read = (size) => {
+      const bytes = c.make(size);
+      return { bytes, value: parseJsonValue(bytes, { maxBytes: Math.max(size, 1_048_576), maxDepth: 64, bigIntegers: 'reject' }) };
+    };
+    await row(c.name, read, ({ value }) => jsonSchema.validate(value), ({ bytes }) => bytes.length);
+    const problems = jsonSchema.validate(read(sizes[sizes.length - 1]).value);
+    console.log(`  ${c.what}: ${problems.length === 0 ? 'valid' : `${problems.length} problem(s), ${problems[0]}`}`);
   }
 }
 

@@ -144,6 +144,72 @@ const JSON_WORST_CASES = [
   },
 ];
 
+/** An array of `item(i)` while it fits in `size` bytes, as `{"items":[…]}`. */
+function items(size, item) {
+  const parts = [];
+  let length = 12;
+  for (let i = 0; ; i++) {
+    const text = item(i);
+    if (length + text.length + 1 > size) break;
+    parts.push(text);
+    length += text.length + 1;
+  }
+  return Buffer.from(`{"items":[${parts.join(',')}]}`);
+}
+
+const arrayOf = (extra) => ({ type: 'object', properties: { items: { type: 'array', ...extra } } });
+
+/**
+ * The values a registry's JSON Schema validation is checked against: a schema and values of about `size` bytes
+ * that make it work hardest (bench/json-codec.js; the validator's unit spec bounds the uniqueItems ones).
+ */
+const JSON_SCHEMA_WORST_CASES = [
+  {
+    name: 'valid-items',
+    what: '{"items":["a0","a1",…]}, each item a string as the schema asks (valid: every item checked)',
+    schema: arrayOf({ items: { type: 'string' } }),
+    make: (size) => items(size, (i) => `"a${i}"`),
+  },
+  {
+    name: 'wrong-items',
+    what: '{"items":[1,1,…]}, 524,000 items at 1 MiB, each of the wrong type',
+    schema: arrayOf({ items: { type: 'string' } }),
+    make: (size) => items(size, () => '1'),
+  },
+  {
+    name: 'unique-objects',
+    what: '{"items":[{"a":0},{"a":1},…]} under uniqueItems, no type for the items (all distinct)',
+    schema: arrayOf({ uniqueItems: true }),
+    make: (size) => items(size, (i) => `{"a":${i}}`),
+  },
+  {
+    name: 'unique-numbers-untyped',
+    what: '{"items":[0,1,2,…]} under uniqueItems, no type for the items (all distinct)',
+    schema: arrayOf({ uniqueItems: true }),
+    make: (size) => items(size, (i) => String(i)),
+  },
+  {
+    name: 'unique-strings-typed',
+    what: '{"items":["a0","a1",…]} under uniqueItems, items typed string (all distinct)',
+    schema: arrayOf({ uniqueItems: true, items: { type: 'string' } }),
+    make: (size) => items(size, (i) => `"a${i}"`),
+  },
+  {
+    name: 'unique-nested',
+    what: 'pairs of pairs of arrays, 10 levels, uniqueItems at every level (a recursive $ref), all distinct',
+    schema: {
+      type: 'object',
+      properties: { items: { $ref: '#/definitions/node' } },
+      definitions: { node: { type: 'array', uniqueItems: true, items: { anyOf: [{ type: 'integer' }, { $ref: '#/definitions/node' }] } } },
+    },
+    make: (size) => {
+      let n = 0;
+      const tree = (depth) => (depth === 0 ? `[${n++},${n++}]` : `[${tree(depth - 1)},${tree(depth - 1)}]`);
+      return items(size, () => tree(10));
+    },
+  },
+];
+
 /** CPU ms of `call()` (awaited), the best of `times` calls: a loaded machine slows one call, rarely all of them. */
 async function cpuMs(call, times = 3) {
   let best = Infinity;
@@ -157,17 +223,19 @@ async function cpuMs(call, times = 3) {
 }
 
 /**
- * CPU ms of `call(make(size))` at 64 KiB, then, if that took less than `budgetMs`, at 512 KiB and 1 MiB (a
- * quadratic path takes seconds at 64 KiB already, and minutes at 1 MiB: it stops at the first size).
+ * CPU ms of `call(make(size))` at 64 KiB, then, if that took less than `budgetMs`, at 1 MiB and (when that took
+ * 100 ms or more: below, twice the bytes at three times the time is no test) at 512 KiB; each the best of two
+ * calls. A quadratic path takes seconds at 64 KiB already, and minutes at 1 MiB: it stops at the first size.
  */
 async function linearity(make, call, budgetMs = 1000) {
   const at = async (size) => {
     const input = make(size);
-    return cpuMs(() => call(input));
+    return cpuMs(() => call(input), 2);
   };
   const small = await at(65536);
   if (small >= budgetMs) return { small };
-  return { small, half: await at(524288), full: await at(1048576) };
+  const full = await at(1048576);
+  return full < 100 ? { small, full } : { small, half: await at(524288), full };
 }
 
-module.exports = { JSON_WORST_CASES, cpuMs, linearity };
+module.exports = { JSON_WORST_CASES, JSON_SCHEMA_WORST_CASES, cpuMs, linearity };

@@ -61,7 +61,7 @@ describe('record views', () => {
     const times = await worst.linearity(zeros.make, (input) => valueView(schemas, input));
     expect(times.small).toBeLessThan(1000);
     expect(times.full).toBeLessThan(1000);
-    expect(times.full).toBeLessThan(3 * times.half! + 100);
+    if (times.half !== undefined) expect(times.full).toBeLessThan(3 * times.half + 100);
     expect(await valueView(schemas, zeros.make(1_048_576))).toMatchObject({ framing: 'unknown', decoded: null, error: expect.stringContaining('that a double cannot hold: 0.1000') });
   });
 
