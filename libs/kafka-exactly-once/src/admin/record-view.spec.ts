@@ -3,6 +3,12 @@ import { frameForRegistry, RegistrySchemas } from '../serde/registry-schemas';
 import { SchemaRegistry } from '../serde/schema-registry';
 import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-view';
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const worst = require('../../../../bench/json-worst-cases.js') as {
+  JSON_WORST_CASES: Array<{ name: string; make(size: number): Buffer }>;
+  linearity(make: (size: number) => Buffer, call: (input: Buffer) => unknown): Promise<{ small: number; half?: number; full?: number }>;
+};
+
 const schemas = SchemaRegistry.fromSchemas([
   { schema: { type: 'record', name: 'Thing', namespace: 'test', fields: [{ name: 'n', type: 'long' }, { name: 'raw', type: 'bytes' }, { name: 'note', type: 'string' }] } },
   {
@@ -55,6 +61,17 @@ describe('record views', () => {
     expect(view).toMatchObject({ framing: 'json', schema: null, error: null, truncated: false });
     expect(JSON.parse(view.decoded!)).toEqual({ orderId: 'o-1', amount: '9223372036854775807' });
     expect(await valueView(schemas, Buffer.from('{"a":1,"a":2}'))).toMatchObject({ framing: 'unknown', decoded: null, error: expect.stringMatching(/not readable as JSON: .*duplicate key/) });
+  });
+
+  it('shows a value of a long number in time linear in its bytes, saying why it is not read', async () => {
+    // A loose bound against a freeze (the view runs on the application's event loop): milliseconds here, minutes
+    // for a reader whose time grows with the square of the number's zeros.
+    const zeros = worst.JSON_WORST_CASES.find((c) => c.name === 'zeros-in-fraction')!;
+    const times = await worst.linearity(zeros.make, (input) => valueView(schemas, input));
+    expect(times.small).toBeLessThan(1000);
+    expect(times.full).toBeLessThan(1000);
+    if (times.half !== undefined) expect(times.full).toBeLessThan(3 * times.half + 100);
+    expect(await valueView(schemas, zeros.make(1_048_576))).toMatchObject({ framing: 'unknown', decoded: null, error: expect.stringContaining('that a double cannot hold: 0.1000') });
   });
 
   it('cuts a large value: its JSON at 65536 characters, its hex at 256 bytes', async () => {

@@ -1,5 +1,6 @@
 import { resolveAdminOptions } from '../admin/admin.options';
-import { CONSOLE_CSP, consolePage } from './console.controller';
+import { OperatorRequestError } from '../errors/operator-request.error';
+import { CONSOLE_CSP, consoleBaseOf, consolePage } from './console.controller';
 
 // Loaded as a plain script, not compiled: scripts/ holds JavaScript for Node.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -21,6 +22,26 @@ describe('operator console page', () => {
     expect(html.match(/<script/g)).toHaveLength(1);
     expect(html).not.toMatch(/<script>|\son\w+=|javascript:/i);
     expect(html).not.toContain('t'.repeat(16));
+  });
+
+  it("takes its base from the address it was asked for, a path of this origin only", () => {
+    expect(consoleBaseOf({ originalUrl: '/api/ops/kafka?x=1' }, 'ops/kafka')).toBe('/api/ops/kafka/');
+    expect(consoleBaseOf({ originalUrl: '/kafka-eo/' }, 'kafka-eo')).toBe('/kafka-eo/');
+    expect(consoleBaseOf({ url: '/kafka-eo' }, 'kafka-eo')).toBe('/kafka-eo/');
+    // Not plain, or not the console's route: the configured path.
+    expect(consoleBaseOf({ originalUrl: '/a"b/kafka-eo' }, 'kafka-eo')).toBe('/kafka-eo/');
+    expect(consoleBaseOf({ originalUrl: 'http://elsewhere.example/kafka-eo' }, 'kafka-eo')).toBe('/kafka-eo/');
+    // A path a browser reads as another host's (Fastify ignores the duplicate slash and routes it here): refused.
+    for (const originalUrl of ['//kafka-eo', '//evil.example/kafka-eo', '///kafka-eo/', '/\\evil.example/kafka-eo', '\\\\evil.example/kafka-eo']) {
+      let thrown: unknown;
+      try {
+        consoleBaseOf({ originalUrl }, 'kafka-eo');
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(OperatorRequestError);
+      expect(thrown).toMatchObject({ status: 400, message: expect.stringMatching(/which a browser reads as another host's: open it at \/kafka-eo\//) });
+    }
   });
 
   it('says the application guard decides when there is one', () => {

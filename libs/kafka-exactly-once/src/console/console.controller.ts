@@ -1,6 +1,8 @@
-import { CanActivate, Controller, ExecutionContext, Get, Header, Inject, Injectable, Req, UseGuards, type Type } from '@nestjs/common';
+import { CanActivate, Controller, ExecutionContext, Get, Header, Inject, Injectable, Req, UseFilters, UseGuards, type Type } from '@nestjs/common';
 import { AdminAccessGuard } from '../admin/admin-access.guard';
 import { ADMIN_API_PATH, ADMIN_OPTIONS, type ResolvedAdminOptions, type ResolvedConsoleOptions } from '../admin/admin.options';
+import { OperatorErrorsFilter } from '../admin/operator-errors.filter';
+import { OperatorRequestError } from '../errors/operator-request.error';
 import { CONSOLE_ASSETS } from './console-assets.generated';
 
 /**
@@ -50,10 +52,19 @@ const escapeAttribute = (text: string) => text.replace(/&/g, '&amp;').replace(/"
 
 /**
  * The page's own address as the request reached it (with the application's global prefix, if any), ending in
- * `/`: the route matched, so it is the console's path; anything else falls back to the configured path.
+ * `/`: the route matched, so it is the console's path; anything else falls back to the configured path. The page's
+ * script, style and API are addressed from it, so it must be a path of this origin: one that starts with `//` is,
+ * to a browser, the address of another host (`//host/path`), and a server that ignores duplicate slashes (Fastify's
+ * `ignoreDuplicateSlashes`) routes `//kafka-eo` here; it is refused (OperatorRequestError, a 400).
  */
-function baseOf(request: { originalUrl?: string; url?: string }, path: string): string {
+export function consoleBaseOf(request: { originalUrl?: string; url?: string }, path: string): string {
   const pathname = String(request.originalUrl ?? request.url ?? '').split(/[?#]/)[0].replace(/\/+$/, '');
+  if (/^[/\\]{2}/.test(pathname)) {
+    throw new OperatorRequestError(
+      'invalid',
+      `the console was asked for at an address that starts with "${pathname.slice(0, 2)}", which a browser reads as another host's: open it at /${path}/ (after the application's global prefix, if it has one)`,
+    );
+  }
   const plain = /^[A-Za-z0-9._~/-]*$/.test(pathname) && pathname.endsWith(`/${path}`);
   return `${plain ? pathname : `/${path}`}/`;
 }
@@ -79,6 +90,7 @@ export function consolePage(base: string, consoleOptions: ResolvedConsoleOptions
 export function consoleController(consoleOptions: ResolvedConsoleOptions): Type<unknown> {
   @Controller(consoleOptions.path)
   @UseGuards(ConsoleAccessGuard)
+  @UseFilters(OperatorErrorsFilter)
   class KafkaExactlyOnceConsoleController {
     constructor(@Inject(ADMIN_OPTIONS) private readonly options: ResolvedAdminOptions) {}
 
@@ -86,7 +98,7 @@ export function consoleController(consoleOptions: ResolvedConsoleOptions): Type<
     @Header('Content-Type', 'text/html; charset=utf-8')
     @SecurityHeaders()
     page(@Req() request: { originalUrl?: string; url?: string }): string {
-      return consolePage(baseOf(request, consoleOptions.path), consoleOptions, this.options);
+      return consolePage(consoleBaseOf(request, consoleOptions.path), consoleOptions, this.options);
     }
 
     @Get('assets/console.js')

@@ -1,6 +1,12 @@
 import { DecodeError } from '../errors/decode.error';
 import { DEFAULT_JSON_LIMITS, JsonLimits, encodeJsonValue, parseJsonValue } from './json.codec';
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const worst = require('../../../../bench/json-worst-cases.js') as {
+  JSON_WORST_CASES: Array<{ name: string; make(size: number): Buffer; bigIntegers?: JsonLimits['bigIntegers'] }>;
+  linearity(make: (size: number) => Buffer, call: (input: Buffer) => unknown): Promise<{ small: number; half?: number; full?: number }>;
+};
+
 const BIGINT: JsonLimits = { ...DEFAULT_JSON_LIMITS, bigIntegers: 'bigint' };
 const STRING: JsonLimits = { ...DEFAULT_JSON_LIMITS, bigIntegers: 'string' };
 const MODES: JsonLimits[] = [DEFAULT_JSON_LIMITS, BIGINT, STRING];
@@ -104,6 +110,37 @@ describe('parseJsonValue', () => {
       );
       // A UTF-16 surrogate written as UTF-8 (CESU-8).
       expect(refusal(Buffer.from([0x7b, 0x22, 0xed, 0xa0, 0x80, 0x22, 0x3a, 0x31, 0x7d])).message).toContain('invalid byte sequence at byte 2 (ed a0 80 22)');
+    });
+
+    it('names the byte where a fatal UTF-8 decoder first fails, for any bytes (seeded)', () => {
+      // The oracle: each sequence's length from its lead byte, then the decoder itself on that sequence.
+      const decoder = new TextDecoder('utf-8', { fatal: true });
+      const oracle = (bytes: Buffer): number => {
+        for (let i = 0; i < bytes.length; ) {
+          const c = bytes[i];
+          const size = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+          if (size === 0 || i + size > bytes.length) return i;
+          try {
+            decoder.decode(bytes.subarray(i, i + size));
+          } catch {
+            return i;
+          }
+          i += size;
+        }
+        return -1;
+      };
+      const random = seeded(8);
+      const pool = [0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff];
+      let refused = 0;
+      for (let n = 0; n < 1500; n++) {
+        const body = Buffer.from(Array.from({ length: 1 + Math.floor(random() * 8) }, () => pool[Math.floor(random() * pool.length)]));
+        const bytes = Buffer.concat([Buffer.from('{"a":"'), body, Buffer.from('"}')]);
+        const at = oracle(bytes);
+        if (at < 0) continue;
+        refused++;
+        expect(refusal(bytes).message).toMatch(new RegExp(`^value is not UTF-8: an invalid byte sequence at byte ${at} \\(`));
+      }
+      expect(refused).toBeGreaterThan(500);
     });
 
     it('reads multi-byte UTF-8 in keys and strings', () => {
@@ -361,6 +398,14 @@ describe('parseJsonValue', () => {
       expect(parse('{"a":1.5e15}')).toEqual({ a: 1.5e15 });
     });
 
+    it('reads numbers with runs of zeros on either side of the point by their value', () => {
+      const text = `{"a":1${'0'.repeat(30)}e-30,"b":0.${'0'.repeat(30)}1e31,"c":1.${'0'.repeat(40)},"d":-0.${'0'.repeat(40)},"e":100${'0'.repeat(20)}.000e-20,"f":1${'0'.repeat(20)}}`;
+      expect(parse(text, STRING)).toEqual({ a: 1, b: 1, c: 1, d: -0, e: 100, f: `1${'0'.repeat(20)}` });
+      expect(parse(text, BIGINT)).toEqual({ a: 1, b: 1, c: 1, d: -0, e: 100, f: 10n ** 20n });
+      expect(refusal(`{"a":0.1${'0'.repeat(40)}1}`).message).toContain(`at $.a that a double cannot hold: 0.1${'0'.repeat(21)}… (44 characters) would read as 0.1 `);
+      expect(refusal(`{"a":1${'0'.repeat(40)}1e-41}`).message).toContain('at $.a that a double cannot hold: ');
+    });
+
     it('leaves numbers inside strings and keys alone', () => {
       expect(parse('{"99999999999999999999":"1e400","n":"0.12345678901234567890123"}')).toEqual({ '99999999999999999999': '1e400', n: '0.12345678901234567890123' });
     });
@@ -378,6 +423,26 @@ describe('parseJsonValue', () => {
     } finally {
       charCodeAt.mockRestore();
     }
+  });
+
+  describe('in time linear in the value, for every value up to maxBytes', () => {
+    // Loose bounds against a freeze, not a speed test: each of these values is read in tens of milliseconds (the
+    // most costly about 250 ms of CPU per MiB, bench/json-codec.js --worst); a path whose time grows with the square
+    // of a run of digits, keys or escapes takes seconds at 64 KiB and minutes at 1 MiB.
+    it.each(worst.JSON_WORST_CASES.map((c) => [c.name, c]))('%s', async (_, c) => {
+      const limits = { ...DEFAULT_JSON_LIMITS, bigIntegers: c.bigIntegers ?? 'reject' };
+      const times = await worst.linearity(c.make, (input) => {
+        try {
+          parseJsonValue(input, limits);
+        } catch (error) {
+          if (!(error instanceof DecodeError)) throw error;
+        }
+      });
+      expect(times.small).toBeLessThan(1000);
+      expect(times.full).toBeLessThan(1000);
+      // Twice the bytes, at most about three times the time (a linear reader: twice).
+      if (times.half !== undefined) expect(times.full).toBeLessThan(3 * times.half + 100);
+    });
   });
 
   it('agrees with JSON.parse on thousands of random objects (seeded)', () => {

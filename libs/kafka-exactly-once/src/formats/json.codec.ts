@@ -42,6 +42,10 @@ const MAX_CHECKED_DIGITS = 100;
  * rounds, decimals with more digits than a double holds) or where reading costs more than the record is worth
  * (size, nesting): a record read differently by two services is worse than a record dead-lettered.
  *
+ * Its time is linear in the value's bytes for every value (it runs on the event loop, and the bytes are anyone's):
+ * each pass reads each byte or character a bounded number of times, and no regular expression runs over more than a
+ * few characters. bench/json-worst-cases.js lists the values that would show otherwise.
+ *
  * @example
  * const event = parseJsonValue(message.value); // { amount: 12.5, currency: 'EUR' }
  * const exact = parseJsonValue(message.value, { ...DEFAULT_JSON_LIMITS, bigIntegers: 'bigint' });
@@ -148,20 +152,37 @@ function decodeUtf8(bytes: Buffer): string {
   }
 }
 
-/** Where UTF-8 decoding fails, for the message only (the decoder says that it failed, not where). */
+/**
+ * Where UTF-8 decoding fails, for the message only (the decoder says that it failed, not where): the start of the
+ * first sequence that is not well-formed UTF-8 (Unicode's table 3-7, what a fatal TextDecoder refuses), read in
+ * one pass with no call per character.
+ */
 function firstInvalidUtf8(bytes: Buffer): number {
-  for (let i = 0; i < bytes.length; ) {
+  const length = bytes.length;
+  for (let i = 0; i < length; ) {
     const c = bytes[i];
     if (c < 0x80) {
       i++;
       continue;
     }
-    const size = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    if (size === 0 || i + size > bytes.length) return i;
-    try {
-      UTF8.decode(bytes.subarray(i, i + size));
-    } catch {
-      return i;
+    // The second byte's range is narrower after E0, ED, F0 and F4: no overlong form, no surrogate, nothing past U+10FFFF.
+    let size: number;
+    let low = 0x80;
+    let high = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) size = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      size = 3;
+      if (c === 0xe0) low = 0xa0;
+      else if (c === 0xed) high = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      size = 4;
+      if (c === 0xf0) low = 0x90;
+      else if (c === 0xf4) high = 0x8f;
+    } else return i;
+    if (i + size > length) return i;
+    if (bytes[i + 1] < low || bytes[i + 1] > high) return i;
+    for (let k = 2; k < size; k++) {
+      if (bytes[i + k] < 0x80 || bytes[i + k] > 0xbf) return i;
     }
     i += size;
   }
@@ -340,18 +361,42 @@ interface Decimal {
   exponent: number;
 }
 
+/**
+ * Reads a number token (one JSON.parse accepted) by hand, in one pass: a regular expression for its trailing zeros
+ * (`/0+$/`) retries from every zero and costs the square of a run of zeros followed by another digit, which a
+ * 1 MiB value turns into minutes on the event loop.
+ */
 function readDecimal(token: string): Decimal {
-  const match = /^(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(token);
-  if (match === null) throw new Error(`not a number token: ${token}`);
-  const fraction = match[3] ?? '';
-  let digits = (match[2] + fraction).replace(/^0+/, '');
-  let exponent = Number(match[4] ?? 0) - fraction.length;
-  const trailing = /0+$/.exec(digits);
-  if (trailing !== null) {
-    digits = digits.slice(0, trailing.index);
-    exponent += trailing[0].length;
+  const length = token.length;
+  const negative = token.charCodeAt(0) === 0x2d;
+  let i = negative ? 1 : 0;
+  const integerStart = i;
+  while (i < length && isDigit(token.charCodeAt(i))) i++;
+  const integerEnd = i;
+  let fractionStart = i;
+  let fractionEnd = i;
+  if (i < length && token.charCodeAt(i) === 0x2e) {
+    fractionStart = ++i;
+    while (i < length && isDigit(token.charCodeAt(i))) i++;
+    fractionEnd = i;
   }
-  return { negative: match[1] === '-', digits, exponent };
+  let exponent = 0;
+  if (i < length && (token.charCodeAt(i) === 0x65 || token.charCodeAt(i) === 0x45)) {
+    exponent = Number(token.slice(i + 1));
+    i = length;
+  }
+  if (i !== length || integerEnd === integerStart || Number.isNaN(exponent)) throw new Error(`not a number token: ${quoteNumber(token)}`);
+  const all = token.slice(integerStart, integerEnd) + token.slice(fractionStart, fractionEnd);
+  let first = 0;
+  while (first < all.length && all.charCodeAt(first) === 0x30) first++;
+  if (first === all.length) return { negative, digits: '', exponent: 0 };
+  let end = all.length;
+  while (all.charCodeAt(end - 1) === 0x30) end--;
+  return { negative, digits: all.slice(first, end), exponent: exponent - (fractionEnd - fractionStart) + (all.length - end) };
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
 }
 
 /**
@@ -370,15 +415,19 @@ function checkNumber(token: string, mode: JsonLimits['bigIntegers'], frames: Fra
   const decimal = readDecimal(token);
   if (decimal.digits === '') return undefined;
   if (decimal.exponent >= 0) {
-    if (decimal.digits.length + decimal.exponent <= 15) return undefined;
-    // Finite as a double, so at most 309 digits: the BigInt is small.
-    const magnitude = BigInt(decimal.digits + '0'.repeat(decimal.exponent));
-    if (magnitude <= MAX_SAFE) return undefined;
-    const exact = decimal.negative ? -magnitude : magnitude;
-    if (mode === 'bigint') return exact;
-    if (mode === 'string') return exact.toString();
+    const width = decimal.digits.length + decimal.exponent;
+    if (width <= 15) return undefined;
+    // Finite as a double, so at most 309 digits. No BigInt is parsed or printed for them: a 6-byte `1e300` stands
+    // for 301 digits, and 200,000 of them would cost seconds of BigInt work where a few strings do.
+    if (width === 16 && BigInt(decimal.digits) * powerOfTen(decimal.exponent) <= MAX_SAFE) return undefined;
+    if (mode === 'bigint') {
+      const magnitude = BigInt(decimal.digits) * powerOfTen(decimal.exponent);
+      return decimal.negative ? -magnitude : magnitude;
+    }
+    const text = `${decimal.negative ? '-' : ''}${decimal.digits}${'0'.repeat(decimal.exponent)}`;
+    if (mode === 'string') return text;
     throw new DecodeError(
-      `value has an integer beyond ±(2^53-1) at ${where()}: ${quoteNumber(exact.toString())} (a double would round it; bigIntegers 'bigint' or 'string' reads it exactly)`,
+      `value has an integer beyond ±(2^53-1) at ${where()}: ${quoteNumber(text)} (a double would round it; bigIntegers 'bigint' or 'string' reads it exactly)`,
     );
   }
   const significant = decimal.digits.length;
@@ -391,6 +440,14 @@ function checkNumber(token: string, mode: JsonLimits['bigIntegers'], frames: Fra
   throw new DecodeError(
     `value has a number at ${where()} that a double cannot hold: ${quoteNumber(token)} would read as ${String(value)} (a double would round it: send such a number as a string)`,
   );
+}
+
+const POWERS_OF_TEN: bigint[] = [1n];
+
+/** 10^n as a bigint, n at most 308 here (a finite double's exponent): each computed once for the process. */
+function powerOfTen(n: number): bigint {
+  for (let k = POWERS_OF_TEN.length; k <= n; k++) POWERS_OF_TEN.push(POWERS_OF_TEN[k - 1] * 10n);
+  return POWERS_OF_TEN[n];
 }
 
 /** The JSON path of the value read at frame `upTo` (exclusive): `$`, `.key`, `["odd key"]`, `[3]`. */

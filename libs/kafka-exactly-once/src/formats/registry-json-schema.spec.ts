@@ -1,4 +1,5 @@
 import { DecodeError } from '../errors/decode.error';
+import { parseJsonValue } from './json.codec';
 import { buildJsonSchemaValidator, frameJsonSchema, type JsonSchemaValidator, MAX_PROBLEMS, parseJsonBody, pathOf } from './registry-json-schema';
 
 const ORDER = {
@@ -14,6 +15,29 @@ const ORDER = {
   additionalProperties: false,
 };
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const worst = require('../../../../bench/json-worst-cases.js') as {
+  JSON_SCHEMA_WORST_CASES: Array<{ name: string; schema: object; make(size: number): Buffer }>;
+  linearity(make: (size: number) => Buffer, call: (input: Buffer) => unknown): Promise<{ small: number; half?: number; full?: number }>;
+};
+
+/**
+ * `items` behind a proxy that counts what the validator reads: its items (by index), or with `members`, the
+ * members of each item (each item then a proxy too).
+ */
+function counting(items: unknown[], members = false): { array: unknown[]; reads: () => number } {
+  let reads = 0;
+  const watch = <T extends object>(target: T, counts: (key: string | symbol) => boolean): T =>
+    new Proxy(target, {
+      get(object, key, receiver) {
+        if (counts(key)) reads++;
+        return Reflect.get(object, key, receiver);
+      },
+    });
+  const array = members ? items.map((item) => watch(item as object, (key) => typeof key === 'string')) : items;
+  return { array: members ? array : watch(array, (key) => typeof key === 'string' && /^\d+$/.test(key)), reads: () => reads };
+}
+
 function validator(schema: unknown, references: Array<{ name: string; schema: string }> = []): JsonSchemaValidator {
   const built = buildJsonSchemaValidator(9, typeof schema === 'string' ? schema : JSON.stringify(schema), references);
   if (!('jsonSchema' in built)) throw new Error(JSON.stringify(built));
@@ -27,27 +51,77 @@ describe('JSON Schema validator of a registry schema', () => {
     expect(v.validate({ orderId: 'o', amount: 3, status: 'PAID', lines: [{ sku: 'a' }] })).toEqual([]);
   });
 
-  it('names every problem with its path (all errors, not the first)', () => {
-    const problems = validator(ORDER).validate({ amount: 1.5, status: 'LOST', lines: [{ sku: 'a' }, { sku: 2 }, {}], 'ship to': 4, extra: true });
-    expect(problems).toEqual(
-      expect.arrayContaining([
-        "$: must have required property 'orderId'",
-        '$: must NOT have additional properties: "extra"',
-        '$.amount: must be integer',
-        '$.status: must be equal to one of the allowed values: "NEW", "PAID"',
-        '$.lines[1].sku: must be string',
-        "$.lines[2]: must have required property 'sku'",
-        '$["ship to"]: must be string',
-      ]),
-    );
-    expect(problems).toHaveLength(7);
-    expect(validator(ORDER).validate('text')).toEqual(['$: must be object']);
+  it('names the first problem with its path, and stops there', () => {
+    const v = validator(ORDER);
+    const base = { orderId: 'o', amount: 1 };
+    expect(v.validate({ amount: 1.5, status: 'LOST', lines: [{ sku: 2 }], 'ship to': 4, extra: true })).toEqual(["$: must have required property 'orderId'"]);
+    expect(v.validate({ ...base, extra: true })).toEqual(['$: must NOT have additional properties: "extra"']);
+    expect(v.validate({ ...base, amount: 1.5 })).toEqual(['$.amount: must be integer']);
+    expect(v.validate({ ...base, status: 'LOST' })).toEqual(['$.status: must be equal to one of the allowed values: "NEW", "PAID"']);
+    expect(v.validate({ ...base, lines: [{ sku: 'a' }, { sku: 2 }, {}] })).toEqual(['$.lines[1].sku: must be string']);
+    expect(v.validate({ ...base, lines: [{ sku: 'a' }, {}] })).toEqual(["$.lines[1]: must have required property 'sku'"]);
+    expect(v.validate({ ...base, 'ship to': 4 })).toEqual(['$["ship to"]: must be string']);
+    expect(v.validate('text')).toEqual(['$: must be object']);
   });
 
-  it('lists at most MAX_PROBLEMS problems, then how many more', () => {
-    const problems = validator({ type: 'array', items: { type: 'string' } }).validate(Array.from({ length: 60 }, (_, i) => i));
+  it('reads a 1 MiB value of 500,000 wrong items up to the first, and names it alone', () => {
+    const schema = { type: 'object', properties: { items: { type: 'array', items: { type: 'string' } } } };
+    const value = parseJsonValue(Buffer.from(`{"items":[${'1,'.repeat(499_999)}1]}`));
+    expect(validator(schema).validate(value)).toEqual(['$.items[0]: must be string']);
+    // The work: items read by the validator (all 500,000 were, each with an error object, when it listed every problem).
+    const { array, reads } = counting((value as { items: unknown[] }).items);
+    expect(validator(schema).validate({ items: array })).toEqual(['$.items[0]: must be string']);
+    expect(reads()).toBeLessThan(10);
+  });
+
+  describe('in time linear in the value, for every value up to the reader\'s maxBytes', () => {
+    // Loose bounds against a freeze, not a speed test (bench/json-codec.js prints the figures): a few hundred ms
+    // at most for each of these at 1 MiB; ajv's own uniqueItems took seconds at 64 KiB and minutes at 1 MiB.
+    it.each(worst.JSON_SCHEMA_WORST_CASES.map((c) => [c.name, c]))('%s', async (_, c) => {
+      const v = validator(c.schema);
+      const times = await worst.linearity(c.make, (input) => v.validate(parseJsonValue(input)));
+      expect(times.small).toBeLessThan(1000);
+      expect(times.full).toBeLessThan(1000);
+      if (times.half !== undefined) expect(times.full).toBeLessThan(3 * times.half + 100);
+    });
+  });
+
+  it('lists at most MAX_PROBLEMS problems, then how many more (a failed anyOf lists its branches)', () => {
+    const problems = validator({ anyOf: Array.from({ length: 60 }, (_, i) => ({ const: i })) }).validate('x');
     expect(problems).toHaveLength(MAX_PROBLEMS + 1);
-    expect(problems[MAX_PROBLEMS]).toBe('… and 10 more');
+    expect(problems[0]).toBe('$: must be equal to constant: 0');
+    expect(problems[MAX_PROBLEMS]).toBe('… and 11 more');
+  });
+
+  describe('uniqueItems', () => {
+    const unique = (items?: object) => validator({ type: 'array', uniqueItems: true, ...(items ? { items } : {}) });
+
+    it('finds items JSON Schema calls equal: objects whatever their keys\' order, numbers by value, at any depth', () => {
+      const v = unique();
+      expect(v.validate([{ a: 1, b: [1, { c: null }] }, 2, { b: [1, { c: null }], a: 1.0 }])).toEqual(['$: must NOT have duplicate items (items ## 0 and 2 are identical)']);
+      expect(v.validate([0, -0])).toEqual(['$: must NOT have duplicate items (items ## 0 and 1 are identical)']);
+      expect(v.validate([2n ** 64n, 'x', 2n ** 64n])).toEqual(['$: must NOT have duplicate items (items ## 0 and 2 are identical)']);
+      expect(v.validate([[], {}, '', 0, false, null, '0', 'null', 'false', [[]], [{}], { '': null }, { '': 'null' }, [1, 2], [2, 1], { a: '1' }, { a: 1 }, { '"a"': 1 }, 2n ** 64n])).toEqual([]);
+      expect(unique({ type: 'string' }).validate(['a', 'b', 'a'])).toEqual(['$: must NOT have duplicate items (items ## 0 and 2 are identical)']);
+      expect(unique({ type: ['string', 'number'] }).validate(['1', 1, 'x'])).toEqual([]);
+      expect(validator({ type: 'object', properties: { tags: { type: 'array', uniqueItems: true } } }).validate({ tags: [{ k: 'a' }, { k: 'a' }] })).toEqual(['$.tags: must NOT have duplicate items (items ## 0 and 1 are identical)']);
+      expect(validator({ type: 'array', uniqueItems: false }).validate([1, 1])).toEqual([]);
+      expect(unique().validate([1])).toEqual([]);
+    });
+
+    it('checks arrays nested under checked arrays, each by its own items', () => {
+      const tree = validator({ $ref: '#/definitions/node', definitions: { node: { type: 'array', uniqueItems: true, items: { anyOf: [{ type: 'integer' }, { $ref: '#/definitions/node' }] } } } });
+      expect(tree.validate([1, [1, 2], [2, 1], [[1], [2]]])).toEqual([]);
+      // (each anyOf above the duplicate adds its branches' problems)
+      expect(tree.validate([1, [1, 2], [2, [3, 3]]])).toContain('$[2][1]: must NOT have duplicate items (items ## 0 and 1 are identical)');
+      expect(tree.validate([[[1], [2]], [[1], [2]]])).toEqual(['$: must NOT have duplicate items (items ## 0 and 1 are identical)']);
+    });
+
+    it('reads each item twice at most, where ajv compared every pair of objects (quadratic)', () => {
+      const { array, reads } = counting(Array.from({ length: 1500 }, (_, i) => ({ id: i })), true);
+      expect(unique().validate(array)).toEqual([]);
+      expect(reads()).toBeLessThanOrEqual(2 * 1500);
+    });
   });
 
   it('reads draft 2020-12 (prefixItems, $defs, unevaluatedProperties) and 2019-09 when $schema says so, draft-07 otherwise', () => {
@@ -59,9 +133,10 @@ describe('JSON Schema validator of a registry schema', () => {
       $defs: { tag: { type: 'string', minLength: 1 } },
     });
     expect(v2020.validate({ point: [1, 2], tag: 't' })).toEqual([]);
-    expect(v2020.validate({ point: [1, 'x', 3], tag: '', other: 1 })).toEqual(
-      expect.arrayContaining(['$.point[1]: must be number', '$.point: must NOT have more than 2 items', '$.tag: must NOT have fewer than 1 characters', '$: must NOT have unevaluated properties: "other"']),
-    );
+    expect(v2020.validate({ point: [1, 'x'], tag: 't' })).toEqual(['$.point[1]: must be number']);
+    expect(v2020.validate({ point: [1, 2, 3], tag: 't' })).toEqual(['$.point: must NOT have more than 2 items']);
+    expect(v2020.validate({ point: [1, 2], tag: '' })).toEqual(['$.tag: must NOT have fewer than 1 characters']);
+    expect(v2020.validate({ point: [1, 2], tag: 't', other: 1 })).toEqual(['$: must NOT have unevaluated properties: "other"']);
     const v2019 = validator({ $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'object', dependentRequired: { a: ['b'] } });
     expect(v2019.validate({ a: 1 })).toEqual(['$: must have property b when property a is present']);
     // draft-07's own keywords, without $schema: `dependencies`.
@@ -78,9 +153,11 @@ describe('JSON Schema validator of a registry schema', () => {
     ];
     const plain = validator({ type: 'object', properties: { shipTo: { $ref: 'address.json' } } }, references);
     expect(plain.validate({ shipTo: { street: 's', country: 'DE' } })).toEqual([]);
-    expect(plain.validate({ shipTo: { country: 'de' } })).toEqual(["$.shipTo: must have required property 'street'", '$.shipTo.country: must match pattern "^[A-Z]{2}$"']);
+    expect(plain.validate({ shipTo: { country: 'de' } })).toEqual(["$.shipTo: must have required property 'street'"]);
+    expect(plain.validate({ shipTo: { street: 's', country: 'de' } })).toEqual(['$.shipTo.country: must match pattern "^[A-Z]{2}$"']);
     const withId = validator({ $id: 'https://schemas.example.com/order.json', type: 'object', properties: { shipTo: { $ref: 'address.json' }, billTo: { $ref: 'https://schemas.example.com/address.json' } } }, references);
-    expect(withId.validate({ shipTo: {}, billTo: { street: 1 } })).toEqual(["$.shipTo: must have required property 'street'", '$.billTo.street: must be string']);
+    expect(withId.validate({ shipTo: {}, billTo: { street: 1 } })).toEqual(["$.shipTo: must have required property 'street'"]);
+    expect(withId.validate({ shipTo: { street: 's' }, billTo: { street: 1 } })).toEqual(['$.billTo.street: must be string']);
   });
 
   it('refuses a $ref to a remote URL no reference gives (never fetched), and one that resolves to nothing', () => {

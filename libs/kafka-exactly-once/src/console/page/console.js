@@ -241,30 +241,51 @@
     this.body = body;
   }
 
-  var API_BASE = new URL(settings.api, location.href);
+  /**
+   * The admin API's address, or null when it is not a path of this page's own origin: the server writes it from
+   * the address the page was asked for, and a path that starts with `//` is, to a browser, another host's
+   * (`//host/kafka-eo/`). The page then sends no request at all, so no token ever leaves for another host, whatever
+   * the Content-Security-Policy would have stopped.
+   */
+  function apiBaseOf(address) {
+    var url;
+    try {
+      url = new URL(address, location.href);
+    } catch (e) {
+      return null;
+    }
+    if (url.origin !== location.origin || /^[/\\]{2}/.test(url.pathname) || url.search || url.hash) return null;
+    return url;
+  }
+
+  var API_BASE = apiBaseOf(settings.api);
+  var OFF_ORIGIN = 'The address this console was given for its API is not on this page\'s origin: the console sends no request, and so no token, to it. Open the console at the address the application serves it at.';
 
   /**
    * The address of a request to the admin API, or null when the path would leave it. Paths are built from the
    * API's own route names and encodeURIComponent'ed parts, but a part can come from the address bar (a crafted
    * link): an empty part, `.` or `..` (which the browser also reads in `%2e` spellings) would make the browser
-   * resolve the address elsewhere, with the token. So the path must be non-empty parts only, and the resolved
-   * address must be on this origin, under the API's path, exactly as written.
+   * resolve the address elsewhere, with the token. So the path must be non-empty parts only, and the address,
+   * written whole from this page's origin (never resolved as a relative one), must be on this origin, under the
+   * API's path, exactly as written.
    */
   function apiUrl(path) {
+    if (!API_BASE) return null;
     var q = path.indexOf('?');
     var pathname = q >= 0 ? path.slice(0, q) : path;
     var parts = pathname.split('/');
     for (var i = 0; i < parts.length; i++) {
       if (parts[i] === '' || /^(\.|%2e){1,2}$/i.test(parts[i]) || /[^A-Za-z0-9%._~!*'()-]/.test(parts[i])) return null;
     }
-    var url = new URL(API_BASE.pathname + path, API_BASE);
-    if (url.origin !== API_BASE.origin || url.pathname !== API_BASE.pathname + pathname) return null;
+    var url = new URL(location.origin + API_BASE.pathname + path);
+    if (url.origin !== location.origin || url.pathname !== API_BASE.pathname + pathname) return null;
     return url;
   }
 
   /** One request to the admin API, with the token (or the application's own credentials, under its guard). */
   function api(path, options) {
     options = options || {};
+    if (!API_BASE) return Promise.reject(new ApiError(0, OFF_ORIGIN, null));
     var url = apiUrl(path);
     if (!url) return Promise.reject(new ApiError(400, 'This address names no record the console can look up (an empty part, "." or ".."): the console sends no request for it.', null));
     var headers = { Accept: 'application/json' };
@@ -1053,6 +1074,11 @@
     generation++;
     clearTimeout(refreshTimer);
     var own = generation;
+    // No sign-in form either: a token typed into a page whose API is elsewhere has nowhere safe to go.
+    if (!API_BASE) {
+      layoutSignedOut();
+      return failed(new ApiError(0, OFF_ORIGIN, null));
+    }
     if (settings.auth === 'token' && !session.token()) return signInPage();
     var at = parseHash();
     var page = at.parts[0] || 'overview';
