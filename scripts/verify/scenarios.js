@@ -944,6 +944,60 @@ message PaymentRequested { string paymentId = 1; string accountId = 2; int32 amo
       },
     },
     {
+      name: 'hostile-json',
+      description:
+        "consumers reading JSON (EVENT_FORMAT=json) with a forgotten await in the payments handler (STRAY_STATEMENTS_PERCENT=10: a statement through ctx.db 0 to 50 ms after the call, half failing reads, half writes); the JSON reader's worst cases mixed into the load (about 1 MB each: numbers of a million digits, escapes, many keys, long keys, deep branches, invalid bytes last) and the formats scenario's hostile records; a consumer SIGKILLed under load",
+      consumerEnv: { EVENT_FORMAT: 'json', STRAY_STATEMENTS_PERCENT: '10' },
+      loadEnv: { EVENT_FORMAT: 'json' },
+      async run(stage, cfg) {
+        await createLargeInput(stage);
+        await stage.startConsumer();
+        await stage.startConsumer();
+        stage.startLoad(cfg.count);
+        await stage.someTime(stage.loadTime(0.2));
+        // Each parks its key (payments are @OrderedEvent); the reason is the reader's (decode-failed) or the DTO's
+        // (validation-failed: a value the reader accepts is no payment), either is right.
+        const { JSON_WORST_CASES } = require(join(ROOT, 'bench/json-worst-cases.js'));
+        const worst = JSON_WORST_CASES.map((c) => ({ kind: `worst-${c.name}`, reason: '*', key: `hostile-json-${c.name}`, value: c.make(1_000_000), messageId: `hostile-json-${c.name}-${randomUUID()}` }));
+        const hostile = [...worst, ...hostileJson(stage)];
+        for (const h of hostile) {
+          stage.planted.set(h.messageId, h.reason);
+          stage.expectedParkedKeys.push(h.key);
+        }
+        stage.hostile = hostile;
+        for (const h of hostile) await sendRaw(stage, [{ key: h.key, value: h.value, headers: { 'message-id': h.messageId } }]);
+        stage.fault(`${worst.length} worst-case JSON values (1 MB each) and ${hostile.length - worst.length} hostile JSON records`);
+        await stage.someTime(stage.loadTime(0.3));
+        const live = stage.liveConsumers();
+        const victim = live[Math.floor(stage.random() * live.length)];
+        stage.fault(`SIGKILL ${victim.name}`);
+        await victim.kill();
+        await stage.startConsumer({}, false);
+      },
+      async check(stage) {
+        const problems = [];
+        const letters = await readTopic(stage.kafka, `${stage.topic('payments.requested')}.dlq`, { idleMs: 1000, timeoutMs: 30000 });
+        const reasons = new Map();
+        for (const r of letters) reasons.set(header(r.headers, 'message-id'), [...(reasons.get(header(r.headers, 'message-id')) ?? []), header(r.headers, 'dlq-reason')]);
+        const hostile = (stage.hostile ?? []).map((h) => ({ kind: h.kind, expected: h.reason === '*' ? 'decode-failed or validation-failed' : h.reason, found: (reasons.get(h.messageId) ?? []).join(',') || 'none' }));
+        for (const [i, h] of (stage.hostile ?? []).entries()) {
+          const found = reasons.get(h.messageId) ?? [];
+          if (found.length !== 1) problems.push(`hostile ${h.kind}: ${found.length} dead letters`);
+          else if (h.reason === '*' ? !['decode-failed', 'validation-failed'].includes(found[0]) : found[0] !== h.reason) problems.push(`hostile ${h.kind}: dead letter ${found[0]}, expected ${hostile[i].expected}`);
+        }
+        // What became of each stray statement, as consumer-app logged it; a stray user row is one that ran.
+        const { readdirSync } = require('fs');
+        const logs = readdirSync(join(stage.dir, 'logs')).filter((f) => f.startsWith('consumer-app-')).map((f) => require('fs').readFileSync(join(stage.dir, 'logs', f), 'utf8'));
+        const count = (pattern) => logs.reduce((n, text) => n + (text.match(pattern) ?? []).length, 0);
+        const strays = { refused: count(/stray statement after the call \([^)]*\): refused/g), ran: count(/stray statement after the call \([^)]*\): ran/g) };
+        if (strays.ran > 0) problems.push(`${strays.ran} stray statements sent after the handler's call ran`);
+        if (strays.refused === 0) problems.push('no stray statement was sent (STRAY_STATEMENTS_PERCENT not in force?)');
+        const { rows } = await stage.db.query(`SELECT count(*)::int AS n FROM users WHERE email LIKE 'stray-%'`);
+        if (rows[0].n > 0) problems.push(`${rows[0].n} users written by stray statements`);
+        return { hostile, strays, problems };
+      },
+    },
+    {
       name: 'hostile-parking',
       description: 'hostile records mixed into the load (dead-lettered, their keys parked), and an account parked by a failing payment, released with kafka-eo during the run',
       async run(stage, cfg) {

@@ -239,7 +239,7 @@ class Stage {
     const proc = new Proc(`load#${this.loads.length + 1}`, LOAD_CLI, [
       'payments', '--count', String(count), '--accounts', String(this.run.config.accounts), '--duplicates', String(this.run.config.duplicates),
       '--account-prefix', this.accountPrefix, '--rate', String(this.run.config.rate), '--seed', String(Math.floor(this.random() * 2 ** 31)), '--ack-log', this.ackLog, ...extra,
-    ], { KAFKA_BROKERS: this.brokers.join(','), KAFKA_TOPIC_PREFIX: this.prefix, SPOOL_DIR: this.spoolDir, PUBLISH_TIMEOUT_MS: '2000' }, join(this.dir, 'logs', `load-${this.loads.length + 1}.log`));
+    ], { KAFKA_BROKERS: this.brokers.join(','), KAFKA_TOPIC_PREFIX: this.prefix, SPOOL_DIR: this.spoolDir, PUBLISH_TIMEOUT_MS: '2000', ...this.scenario.loadEnv }, join(this.dir, 'logs', `load-${this.loads.length + 1}.log`));
     this.loads.push(proc);
     return proc;
   }

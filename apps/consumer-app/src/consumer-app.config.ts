@@ -69,6 +69,13 @@ export interface ConsumerAppConfig {
    * same whatever the layer: TypeORM's migrations create them at start-up.
    */
   dataLayer: DataLayerKind;
+  /**
+   * STRAY_STATEMENTS_PERCENT (0 to 100, default 0; for `npm run verify`'s hostile-json scenario): the share of
+   * payments whose handler, like one with a forgotten `await`, sends a statement through its `ctx.db` from a timer
+   * 0 to 50 ms after its call returned (a read that fails, or a write of a `stray-` user). The library must refuse
+   * each one; consumer-app logs what became of it.
+   */
+  strayStatementsPercent: number;
 }
 
 /** The data layers consumer-app's handlers can write with (DATA_LAYER). */
@@ -133,5 +140,6 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     wireFormat: wireFormat(env.WIRE_FORMAT),
     eventFormat: eventFormat(env.EVENT_FORMAT, wireFormat(env.WIRE_FORMAT)),
     dataLayer: dataLayer(env.DATA_LAYER),
+    strayStatementsPercent: integer(env, 'STRAY_STATEMENTS_PERCENT', 0, 0, 100),
   };
 }

@@ -71,6 +71,9 @@ export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
   const view = new Proxy(runner, {
     get(target, property, receiver) {
       if (property === 'manager') return manager;
+      // Once the call is over, TypeORM's own checks would refuse with "already released" when the unit has ended by
+      // then, or let the statement through when it has not: our refusal, with its reason, comes first either way.
+      if (property === 'isReleased' && closed) return false;
       if (typeof property === 'string' && Object.prototype.hasOwnProperty.call(guarded, property)) return guarded[property];
       return Reflect.get(target, property, receiver);
     },
