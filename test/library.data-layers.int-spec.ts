@@ -24,6 +24,10 @@ interface HandlerOptions {
   onStray?: (p: Payment, error: unknown) => void;
   /** TypeORM: makes the transaction fail right before the library's COMMIT (PostgreSQL answers it with ROLLBACK). */
   failBeforeCommit?: (p: Payment) => boolean;
+  /** A transaction of the data layer's own, not awaited: one write in the call, one after it. */
+  halfTransaction?: (p: Payment) => boolean;
+  /** TypeORM: a statement on the unit's raw node-postgres connection this many ms after the call. */
+  rawLateAfterMs?: (p: Payment) => number | undefined;
   /** A statement text sent through the data layer's raw SQL before the payment's writes. */
   transactionControl?: (p: Payment) => string | undefined;
 }
@@ -307,7 +311,49 @@ describe.each(['typeorm', ...LAYERS] as const)('library: statements after the ha
     }
   });
 
+  it("undoes a transaction of the data layer's own that a call left open (not awaited) and fails the call: none of its writes kept, half or whole", async () => {
+    const prefix = `${uniqueTopic(`dl-${kind}-half`)}.`;
+    await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+    const list = payments(`${kind}-h`, 10, 2);
+    await publish(kafka, `${prefix}payments`, list);
+    const half = new Set([list[3].paymentId, list[7].paymentId]);
+    const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), handlerOptions: { halfTransaction: (p) => half.has(p.paymentId) } }));
+    try {
+      const dead = await readTopic(kafka, `${prefix}payments.dlq`, { until: (r) => r.length >= 2, timeoutMs: 60000 });
+      const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(8, 2000), pollIdleMs: 250, timeoutMs: 60000 });
+      expect(dead.map((d) => d.headers['message-id']).sort()).toEqual([...half].sort());
+      for (const letter of dead) expect(String(letter.headers['dlq-error-message'])).toMatch(/still open|was lent to is over|call that is over/);
+      expect(outputs.map((o) => JSON.parse(o.value!.toString()).paymentId).sort()).toEqual(list.filter((p) => !half.has(p.paymentId)).map((p) => p.paymentId).sort());
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const rows = await queryDatabase<{ payment_id: string }>(databaseUrl, `SELECT payment_id FROM dl_stray WHERE payment_id LIKE 'half-%${kind}-h-%'`);
+      expect(rows).toEqual([]);
+      expect(await balances(databaseUrl, `${kind}-h`)).toEqual(fold(list.filter((p) => !half.has(p.paymentId))));
+    } finally {
+      await app.close();
+    }
+  });
+
   if (kind === 'typeorm') {
+    it("refuses a late statement sent on the unit's raw connection, past what ctx.manager lends", async () => {
+      const prefix = `${uniqueTopic(`dl-${kind}-raw`)}.`;
+      await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);
+      const list = payments(`${kind}-w`, 20, 2);
+      await publish(kafka, `${prefix}payments`, list);
+      const strays: Array<{ paymentId: string; error: unknown }> = [];
+      const handlerOptions: HandlerOptions = { rawLateAfterMs: (p) => [0, 2, 10][Number(p.paymentId.split('-').pop()) % 3], onStray: (p, error) => strays.push({ paymentId: p.paymentId, error }) };
+      const app = await startLibraryModule(fixture.appModule({ kind, pool, prefix, brokers: kafkaBrokers(), handlerOptions }));
+      try {
+        const outputs = await readTopic(kafka, `${prefix}processed`, { until: quietAfter(20, 1500), pollIdleMs: 250, timeoutMs: 60000 });
+        await waitUntil(async () => strays.length >= 20, 20000, 'every raw statement settled');
+        expect(outputs).toHaveLength(20);
+        const ran = await queryDatabase<{ n: number }>(databaseUrl, `SELECT count(*)::int AS n FROM dl_stray WHERE payment_id LIKE 'raw-${kind}-w-%'`);
+        expect(ran[0].n).toBe(0);
+        expect(strays.map((s) => errorText(s.error)).filter((m) => !/lent to is over/.test(m))).toEqual([]);
+      } finally {
+        await app.close();
+      }
+    });
+
     it('takes a COMMIT that PostgreSQL answered with ROLLBACK for what it is: the unit runs again, nothing of it lost or doubled', async () => {
       const prefix = `${uniqueTopic(`dl-${kind}-rollback`)}.`;
       await createTopics(kafka, [`${prefix}payments`, `${prefix}processed`], 1);

@@ -61,8 +61,12 @@ export interface LentCall {
   readonly manager?: unknown;
   /** Runs the handler's call with the data layer bound to it (its statements are checked against the call). */
   run<T>(call: () => Promise<T>): Promise<T>;
-  /** The call is over: every statement through what it was lent is refused from now on. */
-  close(): void;
+  /**
+   * The call is over: every statement through what it was lent is refused from now on. A transaction of the data
+   * layer's own that the call left open is forgotten; when the call succeeded (`failed` false) it is undone too
+   * and `close` rejects: the call failed (when it failed anyway, the unit undoes the attempt as a whole).
+   */
+  close(failed: boolean): Promise<void>;
 }
 
 /**

@@ -1,12 +1,18 @@
 import type { QueryRunner } from 'typeorm';
+import { CALL_IS_OVER, type HandlerCall } from './handler-calls';
 import { statementEffect } from './transaction-control';
 import { UnitConnectionError } from './unit-connection';
 
 /** What a handler's call was lent of a TypeORM unit: its own EntityManager over a guarded view of the unit's QueryRunner. */
 export interface LentQueryRunner {
   readonly runner: QueryRunner;
-  /** From now on every statement through this view is refused (the handler's call is over). */
-  close(): void;
+  /** The handler call the view is lent to: its statements, however late, are checked against it (runInCall). */
+  readonly call: HandlerCall;
+  /**
+   * From now on every statement through this view is refused (the handler's call is over). A transaction of the
+   * call's own left open (`manager.transaction(...)` not awaited) is undone, and the call fails (rejects).
+   */
+  close(failed: boolean): Promise<void>;
 }
 
 const ENDS_UNIT = "a handler cannot end its unit of work's transaction: the library commits it with the record's offset (throw from the handler to undo the record's writes)";
@@ -26,14 +32,11 @@ const ENDS_UNIT = "a handler cannot end its unit of work's transaction: the libr
  */
 export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
   let closed = false;
+  const call: HandlerCall = { live: true };
+  const depthAtOpen = (runner as unknown as { transactionDepth?: number }).transactionDepth;
   // The EntityManager built over the view sets itself as the view's manager: kept here, not on the unit's runner.
   let manager: unknown;
-  const refused = (): UnitConnectionError | undefined =>
-    closed
-      ? new UnitConnectionError(
-          "the handler's call this EntityManager was lent to is over (a statement not awaited, or sent from a timer or callback after the call returned): await every statement inside the handler's call",
-        )
-      : undefined;
+  const refused = (): UnitConnectionError | undefined => (closed ? new UnitConnectionError(CALL_IS_OVER) : undefined);
   const checked = (text: unknown): UnitConnectionError | undefined => {
     const late = refused();
     if (late) return late;
@@ -87,8 +90,24 @@ export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
   });
   return {
     runner: view,
-    close: () => {
+    call,
+    close: async (failed: boolean) => {
       closed = true;
+      call.live = false;
+      const depth = (runner as unknown as { transactionDepth?: number }).transactionDepth;
+      if (depthAtOpen === undefined || depth === undefined || depth <= depthAtOpen) return;
+      // TypeORM names the savepoint of a transaction opened at depth d `typeorm_${d}`. Its depth is reset whatever
+      // happens: left higher, the unit's own commit would release a savepoint instead of committing.
+      const name = `typeorm_${depthAtOpen}`;
+      (runner as unknown as { transactionDepth: number }).transactionDepth = depthAtOpen;
+      // A failed call's attempt is undone whole by the unit (its savepoint, or the unit's rollback).
+      if (failed || runner.isReleased) return;
+      await runner.query(`ROLLBACK TO SAVEPOINT ${name}`);
+      await runner.query(`RELEASE SAVEPOINT ${name}`);
+      const left = depth - depthAtOpen;
+      throw new UnitConnectionError(
+        `the handler's call returned with ${left} transaction${left === 1 ? '' : 's'} of its own still open (manager.transaction(...) not awaited): its writes were undone; await the transaction inside the handler's call`,
+      );
     },
   };
 }

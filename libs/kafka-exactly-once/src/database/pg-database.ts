@@ -33,9 +33,7 @@ export function pgDatabase<Db>(pool: PgPoolLike, binding: DataLayerBinding<Db>):
           return {
             db: bound.db,
             run: <T>(fn: () => Promise<T>) => UnitConnection.run(call, fn),
-            close: () => {
-              call.live = false;
-            },
+            close: (failed: boolean) => unit.close(call, failed),
           };
         },
         transactions: unit,

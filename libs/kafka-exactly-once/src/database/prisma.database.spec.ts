@@ -70,7 +70,7 @@ describe('prismaDatabase', () => {
       });
     });
     await new Promise((r) => setTimeout(r, 5));
-    call.close();
+    await call.close(false);
     await expect(late).rejects.toThrow(UnitConnectionError);
     expect(client).toHaveBeenCalledTimes(1);
     expect(connections[1].sent).toEqual(['START TRANSACTION', 'SELECT 2']);

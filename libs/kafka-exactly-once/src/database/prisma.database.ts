@@ -143,7 +143,7 @@ export function prismaDatabase<Client>(
             await (call.db as { $queryRawUnsafe(sql: string): PromiseLike<unknown> }).$queryRawUnsafe('SELECT 1');
           });
         } finally {
-          call.close();
+          await call.close(false);
           lent.end(false);
         }
       } finally {

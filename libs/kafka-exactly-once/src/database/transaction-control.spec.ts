@@ -6,8 +6,8 @@ describe('statementEffect', () => {
   it('reads the ORMs\' transaction control in every spelling, with comments before it and a trailing semicolon', () => {
     for (const text of ['BEGIN', 'begin;', 'BEGIN WORK', 'begin transaction', 'START TRANSACTION', '/* c */ begin', '-- c\nBEGIN']) expect(kind(text)).toBe('begin');
     expect(statementEffect('start transaction isolation level serializable')).toEqual({ kind: 'begin', modes: 'isolation level serializable' });
-    for (const text of ['COMMIT', 'commit work', 'END', 'end transaction;', 'COMMIT AND NO CHAIN', '/* /* nested */ */ COMMIT']) expect(kind(text)).toBe('commit');
-    for (const text of ['ROLLBACK', 'rollback work', 'ABORT', 'abort transaction']) expect(kind(text)).toBe('rollback');
+    for (const text of ['COMMIT', 'commit work', 'END', 'end transaction;', 'COMMIT AND NO CHAIN', '/* /* nested */ */ COMMIT', '-- a comment ended by a carriage return\rCOMMIT']) expect(kind(text)).toBe('commit');
+    for (const text of ['ROLLBACK', 'rollback work', 'ABORT', 'abort transaction', '-- x\r\nROLLBACK']) expect(kind(text)).toBe('rollback');
   });
 
   it('refuses what would end or change the transaction beyond a savepoint', () => {
@@ -28,13 +28,16 @@ describe('statementEffect', () => {
       'SAVEPOINT kafka_eo_record',
       'RELEASE kafka_eo_record',
       'ROLLBACK TO SAVEPOINT "kafka_eo_tx_1"',
+      'ROLLBACK WORK TO SAVEPOINT kafka_eo_record',
+      'SAVEPOINT U&"kafka\\005feo_tx_1"',
+      '-- x\rCOMMIT AND CHAIN',
     ]) {
       expect([text, kind(text)]).toEqual([text, 'refused']);
     }
   });
 
   it('refuses a text of several statements when any of them touches the transaction, however it is hidden', () => {
-    for (const text of ['SELECT 1; COMMIT', 'select 1 ;\n-- x\ncommit', "INSERT INTO t VALUES ('x'); ROLLBACK", 'BEGIN; INSERT INTO t VALUES (1); COMMIT', 'SELECT $$a$$; END', 'SELECT "a;b"; END;']) {
+    for (const text of ['SELECT 1 -- x\r; COMMIT', 'SELECT 1; COMMIT', 'select 1 ;\n-- x\ncommit', "INSERT INTO t VALUES ('x'); ROLLBACK", 'BEGIN; INSERT INTO t VALUES (1); COMMIT', 'SELECT $$a$$; END', 'SELECT "a;b"; END;']) {
       expect([text, kind(text)]).toEqual([text, 'refused']);
     }
   });
@@ -53,6 +56,8 @@ describe('statementEffect', () => {
       'SAVEPOINT typeorm_1',
       'RELEASE SAVEPOINT typeorm_1',
       'ROLLBACK TO SAVEPOINT sp1',
+      'ROLLBACK WORK TO SAVEPOINT sp1',
+      'rollback transaction to sp1',
       'SET LOCAL statement_timeout = 0',
       "SELECT E'\\\\'; SELECT 1",
       'UPDATE t SET "end" = 1',

@@ -91,15 +91,19 @@ function classify(words: string[]): StatementEffect {
     case 'rollback':
     case 'abort':
       if (first === 'rollback' && second === 'prepared') return { kind: 'refused', why: 'ROLLBACK PREPARED ends a prepared transaction' };
-      if (first === 'rollback' && second === 'to') return savepoint(words[third === 'savepoint' ? 3 : 2], 'ROLLBACK TO');
+      if (first === 'rollback') {
+        // ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name: a savepoint's, not the transaction's.
+        const to = second === 'work' || second === 'transaction' ? 2 : 1;
+        if (words[to] === 'to') return savepoint(words.slice(words[to + 1] === 'savepoint' ? to + 2 : to + 1), 'ROLLBACK TO');
+      }
       if (chained) return { kind: 'refused', why: `${first.toUpperCase()} AND CHAIN would roll back the unit's transaction and open another` };
       return { kind: 'rollback' };
     case 'prepare':
       return second === 'transaction' ? { kind: 'refused', why: "PREPARE TRANSACTION would end the unit's transaction as a prepared one" } : OTHER;
     case 'savepoint':
-      return savepoint(second, 'SAVEPOINT');
+      return savepoint(words.slice(1), 'SAVEPOINT');
     case 'release':
-      return savepoint(second === 'savepoint' ? third : second, 'RELEASE');
+      return savepoint(words.slice(second === 'savepoint' ? 2 : 1), 'RELEASE');
     case 'set': {
       const name = second === 'session' || second === 'local' ? third : second;
       if (name === 'transaction' || (second === 'session' && third === 'characteristics')) {
@@ -108,7 +112,7 @@ function classify(words: string[]): StatementEffect {
       return name !== undefined && UNIT_SETTINGS.has(unquoted(name)) ? { kind: 'refused', why: `SET ${name} would change the unit's transaction or its guard against a stalled owner` } : OTHER;
     }
     case 'reset':
-      if (second === 'all') return { kind: 'refused', why: "RESET ALL would undo the unit's own settings (its lock, statement and idle timeouts)" };
+      if (second === 'all') return { kind: 'refused', why: "RESET ALL would undo the unit's own settings, its guard against a stalled owner (idle_in_transaction_session_timeout) among them" };
       return second !== undefined && UNIT_SETTINGS.has(unquoted(second)) ? { kind: 'refused', why: `RESET ${second} would change the unit's transaction or its guard against a stalled owner` } : OTHER;
     default:
       return OTHER;
@@ -120,7 +124,11 @@ function unquoted(word: string): string {
   return word.length >= 2 && word.startsWith('"') && word.endsWith('"') ? word.slice(1, -1).replace(/""/g, '"') : word;
 }
 
-function savepoint(name: string | undefined, command: string): StatementEffect {
+/** A savepoint statement whose name starts at `words[0]`: refused when it names one of the library's own. */
+function savepoint(words: string[], command: string): StatementEffect {
+  const [name, next] = words;
+  // U&"..." spells a name in Unicode escapes, which could spell the library's own: not a data layer's way.
+  if (name === 'u' && next === '&') return { kind: 'refused', why: `${command} of a savepoint named with Unicode escapes (U&"...")` };
   if (name !== undefined && OWN_SAVEPOINT.test(unquoted(name))) {
     return { kind: 'refused', why: `${command} of the library's own savepoint ${name}` };
   }
@@ -189,8 +197,9 @@ function skipSpaceAndComments(text: string, from: number): number {
     if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d || c === 0x0c || c === 0x0b) {
       i++;
     } else if (c === 0x2d && text.charCodeAt(i + 1) === 0x2d) {
-      const end = text.indexOf('\n', i + 2);
-      i = end < 0 ? length : end + 1;
+      // A line comment ends at a line feed or a carriage return, as PostgreSQL's scanner reads it.
+      i += 2;
+      while (i < length && text.charCodeAt(i) !== 0x0a && text.charCodeAt(i) !== 0x0d) i++;
     } else if (c === 0x2f && text.charCodeAt(i + 1) === 0x2a) {
       // Block comments nest in PostgreSQL.
       let depth = 1;

@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { DatabasePort, DatabaseSession, LentDatabase, PgPoolLike } from './database.port';
+import { runInCall } from './handler-calls';
 import { lentQueryRunner } from './lent-query-runner';
 
 /** The DataSource of a TypeORM EntityManager or QueryRunner (`dataSource` from TypeORM 1, `connection` before). */
@@ -40,7 +41,7 @@ export function typeormDatabase(dataSource: DataSource): TypeOrmDatabasePort {
         open() {
           const lent = lentQueryRunner(runner);
           const manager = dataSource.createEntityManager(lent.runner);
-          return { db: manager, manager, run: (call) => call(), close: lent.close };
+          return { db: manager, manager, run: (fn) => runInCall(lent.call, fn), close: lent.close };
         },
         end: () => undefined,
       };

@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { CALL_IS_OVER, currentCall, runInCall, type HandlerCall } from './handler-calls';
 import type { PooledPgClient } from './pg-session';
 import { statementEffect } from './transaction-control';
 
@@ -16,17 +16,14 @@ function textOf(arg: PgQueryArg): string {
   return typeof arg === 'string' ? arg : (arg?.text ?? '');
 }
 
-/**
- * One handler call's use of a unit connection: live from the call's start until the call is over (its promise
- * settled, or its deadline passed). Statements are accepted only from within a live call's async context.
- */
-export interface UnitCall {
+/** A handler call on a unit connection: the connection it was opened on, and the ORM transactions it opened. */
+export interface UnitCall extends HandlerCall {
   readonly unit: UnitConnection;
-  live: boolean;
+  /** The ORM's transactions (savepoints) open when the call began. */
+  readonly depthAtOpen: number;
+  /** The pg client the call's pool hands out (see `callClient`). */
+  client?: BoundPgClient;
 }
-
-/** The handler call whose async context a statement comes from (also what a setTimeout or promise of it inherits). */
-const calls = new AsyncLocalStorage<UnitCall>();
 
 /**
  * The unit of work's connection as a data layer sees it: a node-postgres client (and a pool whose one connection
@@ -56,18 +53,50 @@ export class UnitConnection {
 
   /** A handler call's use of this connection, live until `close` (see `run`). */
   open(): UnitCall {
-    return { unit: this, live: true };
+    return { unit: this, live: true, depthAtOpen: this.depth };
+  }
+
+  /**
+   * The call is over: statements from it are refused from now on. An ORM transaction it opened and left open (a
+   * `$transaction` or `db.transaction(...)` not awaited) is undone to where the call found it, and the call fails:
+   * committing the unit with part of that transaction in it would keep half of the handler's work.
+   */
+  async close(call: UnitCall, failed: boolean): Promise<void> {
+    call.live = false;
+    if (this.depth <= call.depthAtOpen) return;
+    const left = this.depth - call.depthAtOpen;
+    const name = `kafka_eo_tx_${call.depthAtOpen + 1}`;
+    this.depth = call.depthAtOpen;
+    const client = this.session.pgClient;
+    // A failed call's attempt is undone whole by the unit (its savepoint, or the unit's rollback).
+    if (failed || this.ended || !client) return;
+    await client.query(`ROLLBACK TO SAVEPOINT ${name}`);
+    await client.query(`RELEASE SAVEPOINT ${name}`);
+    throw new UnitConnectionError(
+      `the handler's call returned with ${left} transaction${left === 1 ? '' : 's'} of its own still open (a transaction of the data layer not awaited): its writes were undone; await the transaction inside the handler's call`,
+    );
   }
 
   /** Runs `call` as the handler call `lease`: the statements it sends (however late) are checked against it. */
   static run<T>(lease: UnitCall, call: () => Promise<T>): Promise<T> {
-    return calls.run(lease, call);
+    return runInCall(lease, call);
   }
 
   /** The unit connection of the handler call this code runs in, if that call is still on (for adapters that reuse clients). */
   static current(): UnitConnection | undefined {
-    const lease = calls.getStore();
+    const lease = currentCall() as UnitCall | undefined;
     return lease?.live ? lease.unit : undefined;
+  }
+
+  /**
+   * The client a pool of this connection hands out to the running handler call: one per call, so that a data
+   * layer that keeps state per client (Kysely marks a client whose rollback failed as discarded for good) starts
+   * each call afresh. Outside a call of this unit, the unit's own (whose statements are refused there anyway).
+   */
+  callClient(): BoundPgClient {
+    const lease = currentCall() as UnitCall | undefined;
+    if (lease?.unit !== this) return this.client;
+    return (lease.client ??= new BoundPgClient(this));
   }
 
   /** While set, an ORM's own transaction is refused with this error (key lanes share one transaction). */
@@ -83,13 +112,11 @@ export class UnitConnection {
   /** Why a statement sent now would be refused, if it would. */
   private refusedNow(): UnitConnectionError | undefined {
     if (this.ended) return new UnitConnectionError(`the unit of work this data layer was lent for has ended (${this.ended}): write through ctx.db inside the handler's call, and await every statement`);
-    const lease = calls.getStore();
+    const lease = currentCall() as UnitCall | undefined;
     if (lease?.unit !== this) {
       return new UnitConnectionError("a statement through ctx.db came from outside the handler's call it was lent to: write through ctx.db inside the handler's call");
     }
-    if (!lease.live) {
-      return new UnitConnectionError("the handler's call this data layer was lent to is over (a statement not awaited, or sent from a timer or callback after the call returned): await every statement inside the handler's call");
-    }
+    if (!lease.live) return new UnitConnectionError(CALL_IS_OVER);
     return undefined;
   }
 
@@ -180,7 +207,7 @@ export class BoundPgClient {
 /** A pool of the one unit connection, for drivers that take a pool (Kysely's PostgresDialect). */
 export function boundPool(unit: UnitConnection) {
   return {
-    connect: async () => unit.client,
+    connect: async () => unit.callClient(),
     query: (arg: PgQueryArg, params?: unknown[]) => unit.query(arg, params),
     end: async () => undefined,
     on() {

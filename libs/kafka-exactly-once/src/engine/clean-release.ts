@@ -2,6 +2,8 @@ import type { DatabaseSession } from '../database/database.port';
 import { withDeadline } from './deadline';
 import { endLent } from '../database/lent-database';
 import { UnitNotCommittedError } from '../errors/unit-not-committed.error';
+import { CALL_IS_OVER, currentCall } from '../database/handler-calls';
+import { UnitConnectionError } from '../database/unit-connection';
 
 export interface PgClient {
   query(sql: string, ...rest: unknown[]): Promise<unknown>;
@@ -88,35 +90,90 @@ export async function queryWithin<T = any>(dataSource: { createQueryRunner(): Da
 }
 
 /**
+ * Replaces a node-postgres client's `query` with `wrap(own)` until the returned function is called, which puts back
+ * what was there: the client's own property, or none (the prototype's method, and whatever patches it later).
+ */
+export function wrapQuery(client: PgClient, wrap: (own: PgClient['query']) => PgClient['query']): () => void {
+  const hadOwn = Object.prototype.hasOwnProperty.call(client, 'query');
+  const own = client.query;
+  client.query = wrap(own);
+  return () => {
+    if (hadOwn) client.query = own;
+    else delete (client as { query?: unknown }).query;
+  };
+}
+
+/**
+ * For the time of a unit of work: refuses, on its node-postgres connection itself, every statement that comes from a
+ * handler call that is over (see `HandlerCall`), however it got there: through what the call was lent, through the
+ * raw connection (`ctx.manager.queryRunner.databaseConnection`), or from a TypeORM subscriber the call set off.
+ * Returns what takes the guard off (when the connection goes back to the pool).
+ */
+export function refuseLateStatements(runner: DatabaseSession): (() => void) | undefined {
+  const client = pgClientOf(runner);
+  if (!client) return undefined;
+  return wrapQuery(client, (own) =>
+    function (this: unknown, ...args: unknown[]) {
+      if (currentCall()?.live === false) {
+        const refused = new UnitConnectionError(CALL_IS_OVER);
+        // A callback-style call gets the refusal as its callback's error, as node-postgres would give it.
+        const callback = args.find((a) => typeof a === 'function') as ((err: Error) => void) | undefined;
+        if (callback) {
+          queueMicrotask(() => callback(refused));
+          return undefined as never;
+        }
+        return Promise.reject(refused);
+      }
+      return own.apply(this, args as [string]);
+    },
+  );
+}
+
+/**
  * Commits a unit's PostgreSQL transaction and checks that PostgreSQL did commit it: a transaction that failed
  * before the COMMIT is not committed (PostgreSQL ends it, and answers the COMMIT with the command tag ROLLBACK and
- * no error), so taking the answer for a commit would send the unit's outputs and offsets to Kafka with nothing of
- * it in PostgreSQL. Throws UnitNotCommittedError then (the transaction is over, nothing of it kept).
+ * no error), and one that had already ended (a COMMIT or ROLLBACK that reached PostgreSQL past every guard) leaves
+ * the library's last statements in autocommit and the COMMIT with nothing to commit (a warning, and the tag
+ * COMMIT). Taking either for a commit would send the unit's outputs and offsets to Kafka without its work in
+ * PostgreSQL. Throws UnitNotCommittedError then (nothing of the unit kept).
  */
-export async function commitChecked(runner: DatabaseSession): Promise<void> {
+export async function commitChecked(runner: DatabaseSession, logger?: { warn(message: string): void }): Promise<void> {
   const client = pgClientOf(runner);
   if (!client) throw new UnitNotCommittedError('its connection is gone');
-  // Every statement of the library's own was awaited, and what a handler was lent refuses statements once its call
-  // is over: a failed transaction, or a statement still running, is the doing of something that reached past both.
-  if (client.getTransactionStatus?.() === 'E') throw new UnitNotCommittedError('the transaction had failed before the COMMIT');
+  // Every statement of the library's own was awaited, and statements of handler calls that are over are refused:
+  // a transaction not open and sound here, or a statement still running, is the doing of something that reached
+  // past both.
+  const status = client.getTransactionStatus?.();
+  if (status === 'E') throw new UnitNotCommittedError('the transaction had failed before the COMMIT');
+  if (status === 'I') throw new UnitNotCommittedError('the transaction had ended before the COMMIT (a COMMIT or ROLLBACK sent on its connection)');
   if (isBusy(client)) throw new UnitNotCommittedError('a statement not of the library was still running on its connection at the COMMIT');
+  // TypeORM counts its nested transactions on the runner; one a handler left open (not awaited) would make the
+  // runner's commit release a savepoint instead of committing.
+  const depth = (runner as unknown as { transactionDepth?: unknown }).transactionDepth;
+  if (typeof depth === 'number' && depth > 1) throw new UnitNotCommittedError(`a transaction a handler opened (manager.transaction, not awaited) was still open at the COMMIT (${depth - 1} level${depth === 2 ? '' : 's'})`);
   let tag: string | undefined;
-  const own = client.query;
   // The command tag of the answer to COMMIT, which the data layer's commit does not return.
-  client.query = function (this: unknown, ...args: unknown[]) {
-    const answer = own.apply(this, args as [string]) as unknown;
-    if (args[0] === 'COMMIT' && typeof (answer as Promise<unknown>)?.then === 'function') {
-      (answer as Promise<{ command?: string } | undefined>).then(
-        (result) => (tag ??= result?.command ?? 'none'),
-        () => undefined,
-      );
-    }
-    return answer as Promise<unknown>;
-  };
+  const restore = wrapQuery(client, (own) =>
+    function (this: unknown, ...args: unknown[]) {
+      const answer = own.apply(this, args as [string]) as unknown;
+      if (args[0] === 'COMMIT' && typeof (answer as Promise<unknown>)?.then === 'function') {
+        (answer as Promise<{ command?: string } | undefined>).then(
+          (result) => (tag ??= result?.command ?? 'none'),
+          () => undefined,
+        );
+      }
+      return answer as Promise<unknown>;
+    },
+  );
   try {
     await runner.commitTransaction();
+  } catch (err) {
+    // PostgreSQL committed, and something after it failed (a TypeORM subscriber of afterTransactionCommit): the
+    // unit is committed in PostgreSQL whatever the data layer says, and goes on to its Kafka commit.
+    if (tag !== 'COMMIT') throw err;
+    logger?.warn(`PostgreSQL committed the unit of work, and the data layer's commit then failed (${(err as Error)?.message ?? err}): taken as committed`);
   } finally {
-    client.query = own;
+    restore();
   }
   if (tag !== 'COMMIT') throw new UnitNotCommittedError(tag === undefined ? 'the COMMIT was not seen on its connection' : `PostgreSQL answered the COMMIT with ${tag}`);
 }

@@ -46,10 +46,15 @@ export interface InvocationDeps {
 async function lent(deps: InvocationDeps, runner: DatabaseSession, where: () => string, call: (db: LentCall) => Promise<unknown>): Promise<void> {
   const db = lentFor(deps.database, runner).open();
   const host = deps.ambient ? () => deps.ambient!.run((db.manager ?? db.db) as never, () => call(db)) : () => call(db);
+  let failed = false;
   try {
     await withinHandlerTimeout(deps, where, db.run(host));
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
-    db.close();
+    // A call that left a transaction of its own open fails (its writes undone), unless it failed already.
+    await db.close(failed);
   }
 }
 

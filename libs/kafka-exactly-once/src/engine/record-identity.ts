@@ -67,7 +67,8 @@ export function sha256Hex(bytes: Buffer): string {
  */
 export function outputIdSeed(id: RecordIdentity): string {
   if (id.kind === 'coordinates') return `\u0000coordinates:${id.raw.toString('utf8')}`;
-  if (id.kind === 'event-key') return `\u0000event-key:${id.digest}`;
+  // The scope too: the same business key on two topics (scope 'topic') names two events, whose outputs differ.
+  if (id.kind === 'event-key') return `\u0000event-key:${id.scope}\u0000${id.digest}`;
   return isPlainText(id.raw) ? id.raw.toString('utf8') : `\u0000sha256:${id.digest}`;
 }
 

@@ -19,7 +19,7 @@ import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';
 import type { PartitionProducer } from '../transaction/partition-producer';
-import { commitChecked, isBusy, pgClientOf, queryWithin, releaseClean } from './clean-release';
+import { commitChecked, isBusy, pgClientOf, queryWithin, refuseLateStatements, releaseClean, wrapQuery } from './clean-release';
 import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge, isValidationRefusal } from './error-classification';
 import type { FaultInjector } from './fault-injector';
 import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
@@ -291,6 +291,7 @@ export class UnitOfWork {
       const requests = this.records.map((r) => ({ ...r.id, offset: r.offset }));
       const { claims: claimed, unit } = await this.own('the inbox claim', async () => {
         await db.connect();
+        this.unguard = refuseLateStatements(db);
         await db.startTransaction();
         // One round trip for both (numbers from the resolved options, no parameters: the simple query protocol).
         await db.query(unitSessionSettings(options));
@@ -439,7 +440,7 @@ export class UnitOfWork {
       const postgresCommitStarted = performance.now();
       // A COMMIT that fails (a deferred constraint) is the record's to answer for, as any statement of a handler's
       // transaction; one that gets no answer is the server's (and its outcome unknown: the inbox tells).
-      await withDeadline(commitChecked(runner), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch((err) => {
+      await withDeadline(commitChecked(runner, this.logger), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch((err) => {
         throw err instanceof DeadlineExceeded ? new InboxStatementError('the PostgreSQL commit', err) : err;
       });
       const kafkaCommitStarted = performance.now();
@@ -482,6 +483,7 @@ export class UnitOfWork {
       return this.fail(err);
     } finally {
       this.uncount?.();
+      this.unguard?.();
       // A connection goes back to the pool only outside a transaction: rolled back, or destroyed.
       if (runner) await releaseClean(runner, this.tainted);
     }
@@ -732,22 +734,23 @@ export class UnitOfWork {
   private countStatements(runner: DatabaseSession): void {
     // On the node-postgres client itself: TypeORM's query and stream, and a handler's own use of the client
     // (pg-cursor, COPY streams) all send through its `query`.
-    const client = pgClientOf(runner) as unknown as { query: (...args: unknown[]) => unknown } | undefined;
-    if (!client) return;
+    if (!pgClientOf(runner)) return;
     this.statements = 0;
-    const own = client.query;
-    client.query = (...args: unknown[]) => {
-      this.statements!++;
-      return own.apply(client, args);
-    };
+    const count = () => this.statements!++;
     // The client goes back to the pool after the unit: without the count.
-    this.uncount = () => {
-      client.query = own;
-    };
+    this.uncount = wrapQuery(pgClientOf(runner)!, (own) =>
+      function (this: unknown, ...args: unknown[]) {
+        count();
+        return own.apply(this, args as [string]);
+      },
+    );
   }
 
   /** Takes the statement count off the unit's connection (see countStatements). */
   private uncount?: () => void;
+
+  /** Takes the refusal of late statements off the unit's connection (see refuseLateStatements). */
+  private unguard?: () => void;
 
   /**
    * Whether the unit's transaction is as good as before a handler call that failed without a savepoint: the call

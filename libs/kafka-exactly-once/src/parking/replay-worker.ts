@@ -2,7 +2,7 @@ import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/ou
 import { Logger } from '@nestjs/common';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
-import { commitChecked, queryWithin, releaseClean } from '../engine/clean-release';
+import { commitChecked, queryWithin, refuseLateStatements, releaseClean } from '../engine/clean-release';
 import { withDeadline } from '../engine/deadline';
 import { isOutputTooLarge } from '../engine/error-classification';
 import { invokeHandler } from '../engine/handler-invocation';
@@ -499,19 +499,22 @@ export class ReplayWorker {
   private async inTransaction<T>(work: (runner: DatabaseSession) => Promise<T>): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     let overran = false;
+    let unguard: (() => void) | undefined;
     try {
       await runner.connect();
+      unguard = refuseLateStatements(runner);
       await runner.startTransaction();
       await runner.query(unitSessionSettings(this.options));
       const result = await work(runner);
       // A handler's replay ran in this transaction: checked as a unit's commit is (see commitChecked).
-      await commitChecked(runner);
+      await commitChecked(runner, this.logger);
       return result;
     } catch (err) {
       // A handler that overran may still be using the connection: it is closed, not reused.
       overran = err instanceof HandlerTimeoutError;
       throw err;
     } finally {
+      unguard?.();
       await releaseClean(runner, overran);
     }
   }
