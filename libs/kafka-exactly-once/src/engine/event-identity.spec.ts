@@ -84,7 +84,9 @@ describe('event identity (messageIdFrom)', () => {
     expect(id.digest).toMatch(/^[0-9a-f]{64}$/);
     expect(id.displayId.length).toBeLessThan(200);
     expect(id.displayId).toMatch(/^sha256:[0-9a-f]{64} \(5000000 bytes, starts "k+"\)$/);
-    expect(outputIdSeed(id)).toBe(`\u0000event-key:${id.digest}`);
+    expect(outputIdSeed(id)).toBe(`\u0000event-key:${id.scope}\u0000${id.digest}`);
+    // The same key under another scope (another topic) seeds other output ids.
+    expect(outputIdSeed({ ...id, scope: 'other-topic' })).not.toBe(outputIdSeed(id));
     // Two keys that share a long prefix are two identities.
     expect(eventKeyDigest(Buffer.from(`${huge}a`))).not.toBe(eventKeyDigest(Buffer.from(`${huge}b`)));
   });
