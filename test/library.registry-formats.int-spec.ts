@@ -1,8 +1,8 @@
 import * as protobuf from 'protobufjs';
 import { DecodeError } from 'kafka-exactly-once';
-import { frameJsonSchema, parseJsonBody } from 'kafka-exactly-once/formats/registry-json-schema';
-import { frameProtobuf } from 'kafka-exactly-once/formats/registry-protobuf';
-import { RegistrySchemas, type Writer } from 'kafka-exactly-once/serde/registry-schemas';
+import { frameJsonSchema, parseJsonBody } from 'kafka-exactly-once/formats/json-schema/json-schema.codec';
+import { frameProtobuf } from 'kafka-exactly-once/formats/protobuf/protobuf.codec';
+import { RegistrySchemas, type Writer } from 'kafka-exactly-once/registry/registry-schemas';
 import { uniqueTopic } from './support/kafka';
 import { startTestRegistry } from './support/registry';
 

@@ -16,8 +16,8 @@ import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from '
 import { createKafkaClient, logLevel, nestLogCreator } from './kafkajs';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
-import { RegistrySchemas } from './serde/registry-schemas';
-import { SchemaRegistry } from './serde/schema-registry';
+import { RegistrySchemas } from './registry/registry-schemas';
+import { SchemaRegistry } from './formats/avro/schema-registry';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 

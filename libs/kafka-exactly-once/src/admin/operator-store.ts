@@ -5,7 +5,7 @@ import { textHeaderPairs } from '../engine/record-headers';
 import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput } from '../inbox/inbox.repository';
 import { toRecordedOutput, type OutputRecord } from '../engine/output-record';
 import { keyDigestFromOperator } from '../parking/ordering-key';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import { bytesView, headerViews, retryHistoryOf, valueView, type BytesView, type HeaderView, type ValueView } from './record-view';
 import type { SqlClient } from './sql-client';
 

@@ -1,6 +1,6 @@
-import { encodeSingleObject } from '../serde/single-object.codec';
-import { frameForRegistry, RegistrySchemas } from '../serde/registry-schemas';
-import { SchemaRegistry } from '../serde/schema-registry';
+import { encodeSingleObject } from '../formats/avro/single-object.codec';
+import { frameForRegistry, RegistrySchemas } from '../registry/registry-schemas';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-view';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports

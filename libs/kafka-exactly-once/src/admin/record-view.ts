@@ -1,8 +1,8 @@
-import { parseJsonValue } from '../formats/json.codec';
+import { parseJsonValue } from '../formats/json/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
-import { readFingerprint } from '../serde/single-object.codec';
-import { missingPeerFault, notAvroReason, registryIdOf } from '../serde/registry-schemas';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import { readFingerprint } from '../formats/avro/single-object.codec';
+import { missingPeerFault, notAvroReason, registryIdOf } from '../registry/registry-schemas';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import { checkBlockCounts } from './avro-blocks';
 
 /** At most this much of a decoded value's JSON is shown (the rest is cut, `truncated` says so). */

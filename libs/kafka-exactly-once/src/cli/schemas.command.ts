@@ -1,8 +1,8 @@
 import { existsSync } from 'fs';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { resolveOptions } from '../options/resolve-options';
-import { RegistrySchemas } from '../serde/registry-schemas';
-import { SchemaRegistry } from '../serde/schema-registry';
+import { RegistrySchemas } from '../registry/registry-schemas';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
 
 export const SCHEMAS_USAGE = `  kafka-eo schemas register --topic T --schema NAME [--schemas-dir DIR] [--registry URL] [--strategy topic|record|topic-record]
                                       registers the current version of NAME (the last .avsc file of that name) under

@@ -3,7 +3,7 @@ import { IDEMPOTENT_HANDLER_METADATA } from '../kafka-exactly-once.constants';
 import type { RetryOptions, RetryTopicsOptions } from '../interfaces/kafka-exactly-once-options.interface';
 import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { validationProblem, type EventValidation } from '../formats/event-validator';
-import type { JsonLimits } from '../formats/json.codec';
+import type { JsonLimits } from '../formats/json/json.codec';
 import { messageIdFromProblem } from '../engine/event-identity';
 import type { MessageIdFrom } from '../interfaces/event-context.interface';
 

@@ -9,10 +9,10 @@ import type { BatchContext, EmitOptions, EventContext, RecordInfo } from '../int
 import { HEADERS } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { headersProblem } from '../publishing/event-headers';
-import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
+import { encodeDeclaredEvent } from '../formats/declared-event.encoder';
 import { isConnectionFault, isRetriableHandlerError, raisedByHandler } from './error-classification';
 import { idempotencyKey, outputMessageId } from './message-ids';
 import { OutputRecord, outputRecordSize } from './output-record';

@@ -14,7 +14,7 @@ import { DEAD_LETTER_HEADERS } from '../kafka-exactly-once.constants';
 import { historyPair, mayRetryLater, retryOrigin, tierHeaders, type RetryOrigin } from '../retry/retry-tiers';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { KeyUnresolvedError, OrderingKeyId, orderingKeyBytes, orderingKeyOf } from '../parking/ordering-key';
 import { ParkingRepository } from '../parking/parking.repository';

@@ -6,15 +6,15 @@ import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
-import { RegistrySchemas } from '../serde/registry-schemas';
-import type { RegistryAnswer, RegistryTransport } from '../serde/registry-http';
-import { SchemaRegistry } from '../serde/schema-registry';
-import { encodeSingleObject } from '../serde/single-object.codec';
+import { RegistrySchemas } from '../registry/registry-schemas';
+import type { RegistryAnswer, RegistryTransport } from '../registry/registry-http';
+import { SchemaRegistry } from './avro/schema-registry';
+import { encodeSingleObject } from './avro/single-object.codec';
 import { eventReader } from './event-reader';
 import { eventValidator, validationProblem } from './event-validator';
-import { DEFAULT_JSON_LIMITS } from './json.codec';
-import { frameJsonSchema } from './registry-json-schema';
-import { encodeMessageIndexes, frameProtobuf } from './registry-protobuf';
+import { DEFAULT_JSON_LIMITS } from './json/json.codec';
+import { frameJsonSchema } from './json-schema/json-schema.codec';
+import { encodeMessageIndexes, frameProtobuf } from './protobuf/protobuf.codec';
 
 class Order {
   @IsString()
@@ -204,7 +204,7 @@ describe('event readers without the optional packages', () => {
       jest.doMock('protobufjs', missing('protobufjs'));
       try {
         /* eslint-disable @typescript-eslint/no-require-imports */
-        await readWithoutPackages({ reader: require('./event-reader'), serde: require('../serde/schema-registry'), remote: require('../serde/registry-schemas') });
+        await readWithoutPackages({ reader: require('./event-reader'), serde: require('./avro/schema-registry'), remote: require('../registry/registry-schemas') });
         /* eslint-enable @typescript-eslint/no-require-imports */
       } finally {
         jest.dontMock('ajv');
@@ -213,7 +213,7 @@ describe('event readers without the optional packages', () => {
     });
   });
 
-  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('../serde/schema-registry'); remote: typeof import('../serde/registry-schemas') }): Promise<void> {
+  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('./avro/schema-registry'); remote: typeof import('../registry/registry-schemas') }): Promise<void> {
     const schemas: Record<number, { schemaType: string; schema: string }> = { 1: { schemaType: 'JSON', schema: '{}' }, 2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message M { int32 n = 1; }' } };
     const registry = modules.serde.SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] } }]);
     registry.remote = new modules.remote.RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {

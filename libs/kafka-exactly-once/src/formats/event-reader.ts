@@ -3,12 +3,12 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
 import type { RecordSchema } from '../interfaces/event-context.interface';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { missingPeerFault, notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
-import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
-import { decodeEvent, describeStart } from '../serde/single-object.codec';
+import { missingPeerFault, notAvroReason, registryIdOf, type Writer } from '../registry/registry-schemas';
+import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
+import { decodeEvent, describeStart } from './avro/single-object.codec';
 import type { EventValidator } from './event-validator';
-import { parseJsonValue, type JsonLimits } from './json.codec';
-import { fieldErrorsOf } from './registry-json-schema';
+import { parseJsonValue, type JsonLimits } from './json/json.codec';
+import { fieldErrorsOf } from './json-schema/json-schema.codec';
 
 /**
  * What a topic's values are: `avro` (Avro single-object encoding, or Avro in a Schema Registry's framing),

@@ -1,1 +1,4 @@
-export * from './json.codec';
+export * from './json/json.codec';
+export * from './avro/rabin-fingerprint';
+export * from './avro/schema-registry';
+export * from './avro/single-object.codec';

@@ -1,7 +1,7 @@
 import type { DatabasePort } from '../database/database.port';
 import type { KafkaConfig } from 'kafkajs';
 import type { EventFormat } from '../formats/event-reader';
-import type { JsonLimits } from '../formats/json.codec';
+import type { JsonLimits } from '../formats/json/json.codec';
 import type { MessageIdFrom } from './event-context.interface';
 
 /** Options of KafkaExactlyOnceModule.forRoot / forRootAsync. */

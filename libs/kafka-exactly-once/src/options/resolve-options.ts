@@ -1,5 +1,5 @@
 import type { DatabasePort } from '../database/database.port';
-import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../formats/json.codec';
+import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../formats/json/json.codec';
 import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { messageIdFromProblem } from '../engine/event-identity';

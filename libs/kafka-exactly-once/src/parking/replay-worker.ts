@@ -18,7 +18,7 @@ import type { RecordedFailure, RecordedOutput } from '../inbox/inbox.repository'
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from '../engine/handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';

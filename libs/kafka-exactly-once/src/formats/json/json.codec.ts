@@ -1,5 +1,5 @@
 import { randomBytes } from 'crypto';
-import { DecodeError } from '../errors/decode.error';
+import { DecodeError } from '../../errors/decode.error';
 
 /**
  * What `parseJsonValue` is willing to read. A record value comes from any producer, so each bound is a refusal
@@ -36,7 +36,7 @@ const MIN_NORMAL = 2.2250738585072014e-308;
 const MAX_CHECKED_DIGITS = 100;
 
 /**
- * Reads a record value as a JSON object. Throws DecodeError (import { DecodeError } from '../errors/decode.error') for anything else.
+ * Reads a record value as a JSON object. Throws DecodeError (import { DecodeError } from '../../errors/decode.error') for anything else.
  *
  * Stricter than `JSON.parse` where two readers of one record could disagree (duplicate keys, integers a double
  * rounds, decimals with more digits than a double holds) or where reading costs more than the record is worth

@@ -1,6 +1,6 @@
 import * as protobuf from 'protobufjs';
-import { DecodeError } from '../errors/decode.error';
-import { buildProtobufCodec, decodeMessageIndexes, encodeMessageIndexes, frameProtobuf, MAX_MESSAGE_INDEXES, type ProtobufCodec } from './registry-protobuf';
+import { DecodeError } from '../../errors/decode.error';
+import { buildProtobufCodec, decodeMessageIndexes, encodeMessageIndexes, frameProtobuf, MAX_MESSAGE_INDEXES, type ProtobufCodec } from './protobuf.codec';
 
 const SHOP = `
 syntax = "proto3";

@@ -1,11 +1,11 @@
 import type { Logger } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import type { EventFormat } from '../formats/event-reader';
+import type { EventFormat } from './event-reader';
 import { assertPeersInstalled, type PeerNeed } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { notAvroReason, type RegistrySchemas } from './registry-schemas';
-import type { LoadedSchema, SchemaRegistry } from './schema-registry';
+import { notAvroReason, type RegistrySchemas } from '../registry/registry-schemas';
+import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
 
 /** A handler's topic and how it reads it (HandlerDefinition's, without the engine's types). */
 export interface RegistryReader {

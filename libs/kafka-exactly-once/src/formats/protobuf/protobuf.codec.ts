@@ -1,6 +1,6 @@
 import { dirname } from 'path';
 import type * as Protobuf from 'protobufjs';
-import { DecodeError } from '../errors/decode.error';
+import { DecodeError } from '../../errors/decode.error';
 
 /** Message indexes one record may carry: a real .proto nests a handful of levels, so more is a corrupt value. */
 export const MAX_MESSAGE_INDEXES = 100;

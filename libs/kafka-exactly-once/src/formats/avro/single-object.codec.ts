@@ -1,8 +1,8 @@
-import { DecodeError } from '../errors/decode.error';
-import { EventValidationError, FieldError } from '../errors/event-validation.error';
+import { DecodeError } from '../../errors/decode.error';
+import { EventValidationError, FieldError } from '../../errors/event-validation.error';
 import { fingerprintBytes } from './rabin-fingerprint';
-import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { notAvroReason, registryIdOf } from './registry-schemas';
+import { SchemaRegistryError } from '../../errors/schema-registry.error';
+import { notAvroReason, registryIdOf } from '../../registry/registry-schemas';
 import { LoadedSchema, SchemaRegistry } from './schema-registry';
 
 /** Avro single-object encoding (Avro specification): `C3 01`, 8-byte little-endian CRC-64-AVRO, binary body. */

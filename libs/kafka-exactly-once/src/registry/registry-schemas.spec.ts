@@ -1,8 +1,8 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
 import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
-import { SchemaRegistry } from './schema-registry';
-import { decodeEvent, encodeSingleObject } from './single-object.codec';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
+import { decodeEvent, encodeSingleObject } from '../formats/avro/single-object.codec';
 
 const V1 = { type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }] };
 const V2 = { type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }, { name: 'n', type: 'long', default: 0 }] };

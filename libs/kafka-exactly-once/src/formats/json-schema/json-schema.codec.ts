@@ -1,6 +1,6 @@
-import type { FieldError } from '../errors/event-validation.error';
+import type { FieldError } from '../../errors/event-validation.error';
 import type { ErrorObject, Options as AjvOptions, ValidateFunction } from 'ajv';
-import { DecodeError } from '../errors/decode.error';
+import { DecodeError } from '../../errors/decode.error';
 import { uniqueItemsKeyword } from './unique-items.keyword';
 
 /** Problems reported for one value at most (validation stops at the first, but a failed anyOf or oneOf lists its branches'). */

@@ -2,14 +2,14 @@ import * as avro from 'avsc';
 import { withDeadline } from '../engine/deadline';
 import { DecodeError } from '../errors/decode.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { buildJsonSchemaValidator, type JsonSchemaValidator } from '../formats/registry-json-schema';
-import { buildProtobufCodec, type ProtobufCodec } from '../formats/registry-protobuf';
+import { buildJsonSchemaValidator, type JsonSchemaValidator } from '../formats/json-schema/json-schema.codec';
+import { buildProtobufCodec, type ProtobufCodec } from '../formats/protobuf/protobuf.codec';
 import { installLineOf, OPTIONAL_PEERS } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { BigIntLongType } from './long-type';
+import { BigIntLongType } from '../formats/avro/long-type';
 import { CachedLookups } from './cached-lookups';
 import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryTransport } from './registry-http';
-import type { LoadedSchema } from './schema-registry';
+import type { LoadedSchema } from '../formats/avro/schema-registry';
 
 type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
 

@@ -1,15 +1,15 @@
 import { MissingKeyError } from '../errors/missing-key.error';
 import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { SchemaRegistry } from './schema-registry';
+import type { SchemaRegistry } from './avro/schema-registry';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { writesToRegistry } from './registry-boot';
-import { frameForRegistry, type RegistrySchemas } from './registry-schemas';
-import { encodeSingleObject, validationErrors } from './single-object.codec';
-import { encodeJsonValue, parseJsonValue } from '../formats/json.codec';
-import { fieldErrorsOf, frameJsonSchema } from '../formats/registry-json-schema';
-import { frameProtobuf } from '../formats/registry-protobuf';
+import { frameForRegistry, type RegistrySchemas } from '../registry/registry-schemas';
+import { encodeSingleObject, validationErrors } from './avro/single-object.codec';
+import { encodeJsonValue, parseJsonValue } from './json/json.codec';
+import { fieldErrorsOf, frameJsonSchema } from './json-schema/json-schema.codec';
+import { frameProtobuf } from './protobuf/protobuf.codec';
 
 /** An event encoded for one of the module's declared topics. */
 export interface EncodedEvent {

@@ -1,11 +1,11 @@
 import * as avro from 'avsc';
 import { existsSync, readdirSync, readFileSync, statSync } from 'fs';
 import { isAbsolute, join, relative, resolve } from 'path';
-import { SchemaLoadError } from '../errors/schema-load.error';
-import { UnknownSchemaError } from '../errors/unknown-schema.error';
+import { SchemaLoadError } from '../../errors/schema-load.error';
+import { UnknownSchemaError } from '../../errors/unknown-schema.error';
 import { BigIntLongType } from './long-type';
 import { rabinFingerprint64 } from './rabin-fingerprint';
-import type { RegistrySchemas } from './registry-schemas';
+import type { RegistrySchemas } from '../../registry/registry-schemas';
 
 type Resolver = ReturnType<avro.Type['createResolver']>;
 
