@@ -8,7 +8,7 @@ import { InvalidOptionsError } from './errors/invalid-options.error';
 import { registryFramingOf, resolveJsonLimits, resolveRetry } from './options/resolve-options';
 import { eventReader, type EventReader } from './formats/event-reader';
 import { eventValidator, validationName, validationProblem, type EventValidator } from './formats/event-validator';
-import type { JsonLimits } from './formats/json/json.codec';
+import type { JsonLimits } from './interfaces/format-options.interface';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';

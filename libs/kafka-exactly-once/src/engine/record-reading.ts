@@ -3,7 +3,7 @@ import type { KafkaMessage } from '../kafkajs';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import type { DecodedValue } from '../formats/event-reader';
-import type { KeyedRecord, RecordSchema } from '../interfaces/event-context.interface';
+import type { KeyedRecord, RecordSchema } from '../interfaces/record-info.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { eventKeyIdentity } from './event-identity';
 import type { HandlerDefinition } from './handler-definition';

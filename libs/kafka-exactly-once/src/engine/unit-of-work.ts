@@ -9,7 +9,7 @@ import { OutputInvalidError } from '../errors/output-invalid.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
 import { Claim, InboxCompletion, InboxRepository, InboxStatus, keyOf, RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
 import { fromRecordedOutput, OutputRecord, toRecordedOutput } from './output-record';
-import type { RecordInfo } from '../interfaces/event-context.interface';
+import type { RecordInfo } from '../interfaces/record-info.interface';
 import { DEAD_LETTER_HEADERS } from '../kafka-exactly-once.constants';
 import { historyPair, mayRetryLater, retryOrigin, tierHeaders, type RetryOrigin } from '../retry/retry-tiers';
 import type { HandlerDefinition } from './handler-definition';

@@ -12,7 +12,7 @@ import { SchemaRegistry } from './avro/schema-registry';
 import { encodeSingleObject } from './avro/single-object.codec';
 import { eventReader } from './event-reader';
 import { eventValidator, validationProblem } from './event-validator';
-import { DEFAULT_JSON_LIMITS } from './json/json.codec';
+import { DEFAULT_JSON_LIMITS } from '../options/format-defaults';
 import { frameJsonSchema } from './json-schema/json-schema.codec';
 import { encodeMessageIndexes, frameProtobuf } from './protobuf/protobuf.codec';
 

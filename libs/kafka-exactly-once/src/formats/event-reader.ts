@@ -1,23 +1,15 @@
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
-import type { RecordSchema } from '../interfaces/event-context.interface';
+import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
+import type { RecordSchema } from '../interfaces/record-info.interface';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { missingPeerFault, notAvroReason, registryIdOf, type Writer } from '../registry/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
 import { decodeEvent, describeStart } from './avro/single-object.codec';
 import type { EventValidator } from './event-validator';
-import { parseJsonValue, type JsonLimits } from './json/json.codec';
+import { parseJsonValue } from './json/json.codec';
 import { fieldErrorsOf } from './json-schema/json-schema.codec';
-
-/**
- * What a topic's values are: `avro` (Avro single-object encoding, or Avro in a Schema Registry's framing),
- * `json` (plain JSON, as Nest's Kafka transport and most Node services write it, or JSON Schema in a registry's
- * framing) or `protobuf` (Protobuf in a registry's framing).
- */
-export type EventFormat = 'avro' | 'json' | 'protobuf';
-
-export const EVENT_FORMATS: readonly EventFormat[] = ['avro', 'json', 'protobuf'];
 
 /** A record's value decoded, before validation: the event, and the registry's writer schema when it names one. */
 export interface DecodedValue {

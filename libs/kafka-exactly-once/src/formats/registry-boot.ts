@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import type { EventFormat } from './event-reader';
+import type { EventFormat } from '../interfaces/format-options.interface';
 import { assertPeersInstalled, type PeerNeed } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { notAvroReason, type RegistrySchemas } from '../registry/registry-schemas';

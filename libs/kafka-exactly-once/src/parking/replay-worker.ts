@@ -9,7 +9,7 @@ import { invokeHandler } from '../engine/handler-invocation';
 import { HeaderPair, textHeaders, toKafkaHeaders, toProduceRequests } from '../engine/record-headers';
 import { identify } from '../engine/record-identity';
 import { eventIdentityOf, keyedRecord } from '../engine/record-reading';
-import type { RecordSchema } from '../interfaces/event-context.interface';
+import type { RecordSchema } from '../interfaces/record-info.interface';
 import { retryOrigin, routesOf } from '../retry/retry-tiers';
 import type { FaultInjector } from '../engine/fault-injector';
 import { describeFailure, reasonOf, unitSessionSettings } from '../engine/unit-of-work';

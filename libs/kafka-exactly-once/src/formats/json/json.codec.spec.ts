@@ -1,5 +1,7 @@
 import { DecodeError } from '../../errors/decode.error';
-import { DEFAULT_JSON_LIMITS, JsonLimits, encodeJsonValue, parseJsonValue } from './json.codec';
+import type { JsonLimits } from '../../interfaces/format-options.interface';
+import { DEFAULT_JSON_LIMITS } from '../../options/format-defaults';
+import { encodeJsonValue, parseJsonValue } from './json.codec';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const worst = require('../../../../../bench/json-worst-cases.js') as {

@@ -1,24 +1,7 @@
 import { randomBytes } from 'crypto';
 import { DecodeError } from '../../errors/decode.error';
-
-/**
- * What `parseJsonValue` is willing to read. A record value comes from any producer, so each bound is a refusal
- * with a message rather than memory, stack or precision quietly lost.
- */
-export interface JsonLimits {
-  /** Largest value read, bytes. Default 1 MiB (1_048_576). */
-  maxBytes: number;
-  /** Deepest nesting of objects and arrays read. Default 64. */
-  maxDepth: number;
-  /** An integer outside ±(2^53-1): 'reject' (default: DecodeError naming the path and the digits), 'bigint' (read as a JS bigint, exact), 'string' (read as its decimal digits, a string). */
-  bigIntegers: 'reject' | 'bigint' | 'string';
-}
-
-export const DEFAULT_JSON_LIMITS: JsonLimits = Object.freeze({
-  maxBytes: 1_048_576,
-  maxDepth: 64,
-  bigIntegers: 'reject',
-} as const);
+import type { JsonLimits } from '../../interfaces/format-options.interface';
+import { DEFAULT_JSON_LIMITS } from '../../options/format-defaults';
 
 // Decoding is stateless without `stream: true`, so one decoder serves every call. A leading BOM is refused
 // before decoding; `ignoreBOM` only keeps the decoder from hiding one if that check is ever moved.
