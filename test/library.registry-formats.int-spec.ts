@@ -1,7 +1,7 @@
 import * as protobuf from 'protobufjs';
 import { DecodeError } from 'kafka-exactly-once';
-import { frameJsonSchema, parseJsonBody } from 'kafka-exactly-once/formats/json-schema/json-schema.codec';
-import { frameProtobuf } from 'kafka-exactly-once/formats/protobuf/protobuf.codec';
+import { parseJsonBody } from 'kafka-exactly-once/formats/json-schema/json-schema.codec';
+import { frameForRegistry } from 'kafka-exactly-once/registry/registry-framing';
 import { RegistrySchemas, type Writer } from 'kafka-exactly-once/registry/registry-schemas';
 import { uniqueTopic } from './support/kafka';
 import { startTestRegistry } from './support/registry';
@@ -160,7 +160,7 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     if (!('jsonSchema' in latest.writer)) throw new Error('latest is not a JSON Schema writer');
     const value = { orderId: 'o-5', amount: 500, currency: 'USD' };
     expect(latest.writer.jsonSchema.validate(value)).toEqual([]);
-    expect(frameJsonSchema(latest.id, json(value))).toEqual(framed(v2, json(value)));
+    expect(frameForRegistry(latest.id, json(value))).toEqual(framed(v2, json(value)));
   });
 
   it('reads Protobuf records of v1 and v2 side by side, v2 importing a referenced file, by their message indexes; refuses a body that does not decode and an unknown index', async () => {
@@ -206,14 +206,14 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     const latest = await remote.latestFor(subject);
     expect(latest.id).toBe(v2);
     if (!('protobuf' in latest.writer)) throw new Error('latest is not a Protobuf writer');
-    const written = frameProtobuf(latest.id, latest.writer.protobuf.encode('shop.Refund', { order_id: 'w' }));
+    const written = frameForRegistry(latest.id, latest.writer.protobuf.encode('shop.Refund', { order_id: 'w' }));
     expect(written.subarray(0, 7)).toEqual(framed(v2, Buffer.from([2, 2])));
     expect(written.subarray(7)).toEqual(protobufBody([MONEY_PROTO, ORDER_PROTO_V2], 'shop.Refund', { order_id: 'w' }));
     const root = new protobuf.Root();
     root.addJSON(protobuf.common.get('google/protobuf/timestamp.proto')!.nested!);
     protobuf.parse(MONEY_PROTO, root, { keepCase: true });
     protobuf.parse(ORDER_PROTO_V2, root, { keepCase: true });
-    const order = frameProtobuf(latest.id, latest.writer.protobuf.encode(undefined, { order_id: 'w', amount: 2n ** 62n, total: { currency: 'USD', units: 5 } }));
+    const order = frameForRegistry(latest.id, latest.writer.protobuf.encode(undefined, { order_id: 'w', amount: 2n ** 62n, total: { currency: 'USD', units: 5 } }));
     expect(order.subarray(5, 6)).toEqual(Buffer.from([0]));
     const decoded = root.lookupType('shop.Order').toObject(root.lookupType('shop.Order').decode(order.subarray(6)), { longs: String });
     expect(decoded).toEqual({ order_id: 'w', amount: String(2n ** 62n), total: { currency: 'USD', units: '5' } });

@@ -1,5 +1,6 @@
 import { encodeSingleObject } from '../formats/avro/single-object.codec';
-import { frameForRegistry, RegistrySchemas } from '../registry/registry-schemas';
+import { frameForRegistry } from '../registry/registry-framing';
+import { RegistrySchemas } from '../registry/registry-schemas';
 import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-view';
 

@@ -1,7 +1,8 @@
 import { parseJsonValue } from '../formats/json/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
 import { readFingerprint } from '../formats/avro/single-object.codec';
-import { missingPeerFault, notAvroReason, registryIdOf } from '../registry/registry-schemas';
+import { registryBodyOf, registryIdOf } from '../registry/registry-framing';
+import { missingPeerFault, notAvroReason } from '../registry/registry-schemas';
 import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import { checkBlockCounts } from './avro-blocks';
 
@@ -123,22 +124,23 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
         if ((err as { failure?: string }).failure !== 'unknown-id') throw err;
       });
       const writer = remote.writer(id!);
+      const body = registryBodyOf(value);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
       if ('missingPeer' in writer) return failed('schema-registry', null, missingPeerFault(id!, writer).message);
       if ('jsonSchema' in writer) {
         schema = `JSON Schema id ${id}`;
-        decoded = parseJsonValue(value.subarray(5), { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
+        decoded = parseJsonValue(body, { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
       } else if ('protobuf' in writer) {
-        const read = writer.protobuf.decode(value.subarray(5));
+        const read = writer.protobuf.decode(body);
         schema = `${read.message} (Protobuf id ${id})`;
         decoded = read.value;
       } else if (!('type' in writer)) {
         return failed('schema-registry', null, `schema id ${id}: ${notAvroReason(writer)}`);
       } else {
         schema = (writer.type as { name?: string }).name ?? null;
-        checkBlockCounts(writer.type, value.subarray(5));
-        decoded = writer.type.fromBuffer(value.subarray(5));
+        checkBlockCounts(writer.type, body);
+        decoded = writer.type.fromBuffer(body);
       }
     }
   } catch (err) {

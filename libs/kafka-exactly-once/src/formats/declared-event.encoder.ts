@@ -5,11 +5,11 @@ import type { SchemaRegistry } from './avro/schema-registry';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { writesToRegistry } from './registry-boot';
-import { frameForRegistry, type RegistrySchemas } from '../registry/registry-schemas';
+import { frameForRegistry } from '../registry/registry-framing';
+import type { RegistrySchemas } from '../registry/registry-schemas';
 import { encodeSingleObject, validationErrors } from './avro/single-object.codec';
 import { encodeJsonValue, parseJsonValue } from './json/json.codec';
-import { fieldErrorsOf, frameJsonSchema } from './json-schema/json-schema.codec';
-import { frameProtobuf } from './protobuf/protobuf.codec';
+import { fieldErrorsOf } from './json-schema/json-schema.codec';
 
 /** An event encoded for one of the module's declared topics. */
 export interface EncodedEvent {
@@ -88,7 +88,7 @@ function encodeWithLatest(topic: string, subject: string, { id, writer }: Awaite
     // Checked as a reader will check it: the bytes read back (big integers exact), against the writer's schema.
     const problems = writer.jsonSchema.validate(parseJsonValue(bytes, { maxBytes: bytes.length + 2, maxDepth: 1000, bigIntegers: 'bigint' }));
     if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id} (subject ${subject})`, fieldErrorsOf(problems));
-    return frameJsonSchema(id, bytes);
+    return frameForRegistry(id, bytes);
   }
   if (!('protobuf' in writer)) throw new SchemaRegistryError('incompatible', `topic ${topic} is written as Protobuf, and the latest schema of subject ${subject} (id ${id}) is not a Protobuf schema`, subject);
   let body: Buffer;
@@ -97,7 +97,7 @@ function encodeWithLatest(topic: string, subject: string, { id, writer }: Awaite
   } catch (err) {
     throw new EventValidationError(`${message ?? 'the first message'} of Protobuf schema id ${id}`, [{ path: '', problem: (err as Error).message }]);
   }
-  return frameProtobuf(id, body);
+  return frameForRegistry(id, body);
 }
 
 function jsonBytes(topic: string, event: unknown): Buffer {

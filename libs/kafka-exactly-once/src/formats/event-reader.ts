@@ -4,7 +4,8 @@ import { RetriableValidationError } from '../errors/retriable-validation.error';
 import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
 import type { RecordSchema } from '../interfaces/record-info.interface';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { missingPeerFault, notAvroReason, registryIdOf, type Writer } from '../registry/registry-schemas';
+import { registryBodyOf, registryIdOf, startsAsRegistryFramed } from '../registry/registry-framing';
+import { missingPeerFault, notAvroReason, type Writer } from '../registry/registry-schemas';
 import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
 import { decodeEvent, describeStart } from './avro/single-object.codec';
 import type { EventValidator } from './event-validator';
@@ -86,12 +87,12 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec, readsRegistry: bo
     }
     case 'json':
       return (bytes) => {
-        if (bytes && bytes.length > 0 && bytes[0] === 0x00 && readsRegistry) return readRegistryFramed(registry, bytes, 'json', spec.json);
+        if (readsRegistry && startsAsRegistryFramed(bytes)) return readRegistryFramed(registry, bytes, 'json', spec.json);
         return { event: parseJsonValue(bytes, spec.json) };
       };
     case 'protobuf':
       return (bytes) => {
-        if (!bytes || bytes.length === 0 || bytes[0] !== 0x00) {
+        if (!startsAsRegistryFramed(bytes)) {
           throw new DecodeError(bytes ? `value is not in a Schema Registry's framing (00, then a 4-byte schema id), which Protobuf records need here; ${describeStart(bytes)}` : 'record has no value (a tombstone)');
         }
         if (!registry.remote) throw new DecodeError('value is Protobuf in a Schema Registry\'s framing, and this module has no schemaRegistry option to read it with');
@@ -118,7 +119,7 @@ function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unread
   if ('jsonSchema' in writer) {
     let value: Record<string, unknown>;
     try {
-      value = parseJsonValue(bytes.subarray(5), limits);
+      value = parseJsonValue(registryBodyOf(bytes), limits);
     } catch (err) {
       throw new DecodeError(`value of JSON Schema id ${id}: ${(err as Error).message}`, { cause: err });
     }
@@ -128,7 +129,7 @@ function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unread
   }
   if ('protobuf' in writer) {
     // The message's name goes to the handler beside the event (ctx.message.schema), never into the event itself.
-    const { message, value } = writer.protobuf.decode(bytes.subarray(5));
+    const { message, value } = writer.protobuf.decode(registryBodyOf(bytes));
     return { event: value, schema: { id, type: 'protobuf', name: message } };
   }
   // A JSON Schema or Protobuf writer whose package is not installed: this handler would read it, so it waits.

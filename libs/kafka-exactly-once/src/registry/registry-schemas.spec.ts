@@ -1,6 +1,7 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
-import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
+import { frameForRegistry, registryIdOf } from './registry-framing';
+import { MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
 import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { decodeEvent, encodeSingleObject } from '../formats/avro/single-object.codec';
 
@@ -98,13 +99,6 @@ describe('the Schema Registry as the library uses it', () => {
     expect(new RegistrySchemas(options(), 'bigint', client).subjectOf('orders', 't.Note')).toBe('orders-value');
     expect(new RegistrySchemas(options({ subjectNameStrategy: 'record' }), 'bigint', client).subjectOf('orders', 't.Note')).toBe('t.Note');
     expect(new RegistrySchemas(options({ subjectNameStrategy: 'topic-record' }), 'bigint', client).subjectOf('orders', 't.Note')).toBe('orders-t.Note');
-  });
-
-  it('tells the framing apart by its first bytes', () => {
-    expect(registryIdOf(frameForRegistry(258, Buffer.from([1, 2])))).toBe(258);
-    expect(registryIdOf(encodeSingleObject(v2, { id: 'x', n: 1n }))).toBeUndefined();
-    expect(registryIdOf(Buffer.from([0, 0, 0]))).toBeUndefined();
-    expect(registryIdOf(null)).toBeUndefined();
   });
 
   it('reads a value of either framing on one topic, resolving an older writer to the reader', async () => {

@@ -8,6 +8,7 @@ import { installLineOf, OPTIONAL_PEERS } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { BigIntLongType } from '../formats/avro/long-type';
 import { CachedLookups } from './cached-lookups';
+import { registryIdOf } from './registry-framing';
 import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryTransport } from './registry-http';
 import type { LoadedSchema } from '../formats/avro/schema-registry';
 
@@ -513,20 +514,6 @@ export class RegistrySchemas {
           : '';
     throw new SchemaRegistryError('unavailable', `the Schema Registry at ${this.options.url} did not give ${what}: ${answer.status} ${describeBody(answer)}${hint}`);
   }
-}
-
-/** The schema id of a value in Confluent's framing (byte 0 then a 4-byte big-endian id), else undefined. */
-export function registryIdOf(value: Buffer | null | undefined): number | undefined {
-  if (!value || value.length < 5 || value[0] !== 0x00) return undefined;
-  return value.readUInt32BE(1);
-}
-
-/** Confluent's framing of an Avro body written with schema `id`. */
-export function frameForRegistry(id: number, body: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(5);
-  header[0] = 0x00;
-  header.writeUInt32BE(id, 1);
-  return Buffer.concat([header, body]);
 }
 
 function idKey(subject: string, schema: LoadedSchema): string {

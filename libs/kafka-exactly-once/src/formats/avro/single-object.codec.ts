@@ -2,7 +2,8 @@ import { DecodeError } from '../../errors/decode.error';
 import { EventValidationError, FieldError } from '../../errors/event-validation.error';
 import { fingerprintBytes } from './rabin-fingerprint';
 import { SchemaRegistryError } from '../../errors/schema-registry.error';
-import { notAvroReason, registryIdOf } from '../../registry/registry-schemas';
+import { registryBodyOf, registryIdOf } from '../../registry/registry-framing';
+import { notAvroReason } from '../../registry/registry-schemas';
 import { LoadedSchema, SchemaRegistry } from './schema-registry';
 
 /** Avro single-object encoding (Avro specification): `C3 01`, 8-byte little-endian CRC-64-AVRO, binary body. */
@@ -78,7 +79,7 @@ export function decodeEvent(registry: SchemaRegistry, reader: LoadedSchema, byte
   }
   const writer = remote.readableWriter(id);
   if (!('type' in writer)) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}: ${notAvroReason(writer)}`);
-  const body = (bytes as Buffer).subarray(5);
+  const body = registryBodyOf(bytes as Buffer);
   try {
     return reader.type.fromBuffer(body, registry.resolverFor(reader, writer.type));
   } catch (err) {

@@ -124,14 +124,6 @@ export function parseJsonBody(schemaId: number, bytesAfterId: Buffer): unknown {
   }
 }
 
-/** Confluent's framing of a JSON value written with schema `id`: 0x00, the id (4 bytes, big-endian), the JSON bytes. */
-export function frameJsonSchema(id: number, jsonBytes: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(5);
-  header[0] = 0x00;
-  header.writeUInt32BE(id, 1);
-  return Buffer.concat([header, jsonBytes]);
-}
-
 type Draft = 'draft-07' | 'draft-06' | '2019-09' | '2020-12';
 
 function draftOf(schema: object): Draft | string {

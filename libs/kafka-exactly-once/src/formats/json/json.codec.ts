@@ -2,6 +2,7 @@ import { randomBytes } from 'crypto';
 import { DecodeError } from '../../errors/decode.error';
 import type { JsonLimits } from '../../interfaces/format-options.interface';
 import { DEFAULT_JSON_LIMITS } from '../../options/format-defaults';
+import { startsAsRegistryFramed } from '../../registry/registry-framing';
 
 // Decoding is stateless without `stream: true`, so one decoder serves every call. A leading BOM is refused
 // before decoding; `ignoreBOM` only keeps the decoder from hiding one if that check is ever moved.
@@ -67,7 +68,7 @@ function checkFraming(bytes: Buffer, limits: JsonLimits): void {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
     throw new DecodeError('value starts with a UTF-8 byte order mark (EF BB BF): JSON on the wire must not carry a byte order mark (RFC 8259 §8.1)');
   }
-  if (bytes[0] === 0x00) {
+  if (startsAsRegistryFramed(bytes)) {
     throw new DecodeError(
       `value starts with byte 00, as Schema Registry framing does (00 + 4-byte schema id): JSON has no such framing; ${describeStart(bytes)}`,
     );

@@ -1,6 +1,6 @@
 import * as protobuf from 'protobufjs';
 import { DecodeError } from '../../errors/decode.error';
-import { buildProtobufCodec, decodeMessageIndexes, encodeMessageIndexes, frameProtobuf, MAX_MESSAGE_INDEXES, type ProtobufCodec } from './protobuf.codec';
+import { buildProtobufCodec, decodeMessageIndexes, encodeMessageIndexes, MAX_MESSAGE_INDEXES, type ProtobufCodec } from './protobuf.codec';
 
 const SHOP = `
 syntax = "proto3";
@@ -162,10 +162,6 @@ describe('Protobuf codec of a registry schema', () => {
     expect(c.decode(c.encode('.shop.Refund', { order_id: 'r' })).message).toBe('shop.Refund');
     expect(() => c.encode('shop.Nothing', {})).toThrow(/declares no message shop\.Nothing \(its messages: shop\.Order, shop\.Refund\)/);
     expect(() => c.encode(undefined, 'text')).toThrow(/a message's value is an object, not string/);
-  });
-
-  it('frames indexes and body after the magic byte and the id', () => {
-    expect(frameProtobuf(258, Buffer.from([0, 0x0a, 0x00]))).toEqual(Buffer.from([0, 0, 0, 1, 2, 0, 0x0a, 0x00]));
   });
 
   it('reads a schema without a package, and imports that import others (references in any order)', () => {

@@ -88,14 +88,6 @@ export function decodeMessageIndexes(bytes: Buffer, schemaId: number): { indexes
   return { indexes, bodyOffset: offset };
 }
 
-/** Confluent's framing of a Protobuf value written with schema `id`: 0x00, the id (4 bytes, big-endian), indexes and body. */
-export function frameProtobuf(id: number, indexesAndBody: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(5);
-  header[0] = 0x00;
-  header.writeUInt32BE(id, 1);
-  return Buffer.concat([header, indexesAndBody]);
-}
-
 /**
  * The codec of a registry's Protobuf schema: `text` (the .proto file) parsed with field names as written, its
  * imports from `references` (name: the import path; the referenced files in any order) or protobufjs's well-known
