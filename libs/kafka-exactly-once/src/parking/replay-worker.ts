@@ -1,4 +1,4 @@
-import { fromRecordedOutput, OutputRecord, toRecordedOutput } from '../engine/output-record';
+import { fromRecordedOutput, OutputRecord, toRecordedOutput, type RecordedOutput } from '../engine/output-record';
 import { Logger } from '@nestjs/common';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { DEAD_LETTER_HEADER_NAMES } from '../admin/operator-store';
@@ -14,7 +14,7 @@ import { retryOrigin, routesOf } from '../retry/retry-tiers';
 import type { FaultInjector } from '../engine/fault-injector';
 import { describeFailure, reasonOf, unitSessionSettings } from '../engine/unit-of-work';
 import { HandlerTimeoutError } from '../errors/handler-timeout.error';
-import type { RecordedFailure, RecordedOutput } from '../inbox/inbox.repository';
+import type { RecordedFailure } from '../inbox/inbox.repository';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 import type { HandlerDefinition } from '../engine/handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
