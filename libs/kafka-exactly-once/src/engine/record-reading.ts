@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import type { KafkaMessage } from '../kafkajs';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import type { DecodedValue } from '../formats/event-reader';
+import type { DecodedValue } from '../formats/format.codec';
 import type { KeyedRecord, RecordSchema } from '../interfaces/record-info.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { eventKeyIdentity } from './event-identity';

@@ -6,11 +6,11 @@ import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
-import { RegistrySchemas } from '../registry/registry-schemas';
 import type { RegistryAnswer, RegistryTransport } from '../registry/registry-http';
 import { SchemaRegistry } from './avro/schema-registry';
 import { encodeSingleObject } from './avro/single-object.codec';
 import { eventReader } from './event-reader';
+import { formatRegistry } from './writer-codecs';
 import { eventValidator, validationProblem } from './event-validator';
 import { DEFAULT_JSON_LIMITS } from '../options/format-defaults';
 import { frameForRegistry } from '../registry/registry-framing';
@@ -38,7 +38,7 @@ function registryOf(schemas: Record<number, { schemaType?: string; schema: strin
     },
   };
   const registry = SchemaRegistry.fromSchemas([]);
-  registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', transport);
+  registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', transport);
   return registry;
 }
 
@@ -204,7 +204,7 @@ describe('event readers without the optional packages', () => {
       jest.doMock('protobufjs', missing('protobufjs'));
       try {
         /* eslint-disable @typescript-eslint/no-require-imports */
-        await readWithoutPackages({ reader: require('./event-reader'), serde: require('./avro/schema-registry'), remote: require('../registry/registry-schemas') });
+        await readWithoutPackages({ reader: require('./event-reader'), serde: require('./avro/schema-registry'), remote: require('./writer-codecs') });
         /* eslint-enable @typescript-eslint/no-require-imports */
       } finally {
         jest.dontMock('ajv');
@@ -213,10 +213,10 @@ describe('event readers without the optional packages', () => {
     });
   });
 
-  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('./avro/schema-registry'); remote: typeof import('../registry/registry-schemas') }): Promise<void> {
+  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('./avro/schema-registry'); remote: typeof import('./writer-codecs') }): Promise<void> {
     const schemas: Record<number, { schemaType: string; schema: string }> = { 1: { schemaType: 'JSON', schema: '{}' }, 2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message M { int32 n = 1; }' } };
     const registry = modules.serde.SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] } }]);
-    registry.remote = new modules.remote.RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {
+    registry.remote = modules.remote.formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {
       request: async (_method, path) => ({ status: 200, body: schemas[Number(/(\d+)$/.exec(path)![1])] }),
     });
     const values = [frameForRegistry(1, json({ n: 1 })), frameForRegistry(2, Buffer.from([0, 8, 1]))];

@@ -8,7 +8,7 @@ const MAGIC_BYTE = 0x00;
 const HEADER_BYTES = 5;
 
 /** Whether a value starts as the registry's framing does (its first byte is 00), whether or not it holds an id. */
-export function startsAsRegistryFramed(value: Buffer | null | undefined): value is Buffer {
+export function startsAsRegistryFramed(value: Buffer | null | undefined): boolean {
   return !!value && value.length > 0 && value[0] === MAGIC_BYTE;
 }
 

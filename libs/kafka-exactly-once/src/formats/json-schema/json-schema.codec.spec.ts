@@ -206,7 +206,7 @@ describe('without the optional packages', () => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const proto = require('../protobuf/protobuf.codec') as typeof import('../protobuf/protobuf.codec');
       expect(json.buildJsonSchemaValidator(1, '{}')).toEqual({ missingPeer: 'ajv' });
-      expect(proto.buildProtobufCodec(1, 'syntax = "proto3"; message M {}')).toEqual({ missingPeer: 'protobufjs' });
+      expect(proto.buildProtobufSchema(1, 'syntax = "proto3"; message M {}')).toEqual({ missingPeer: 'protobufjs' });
     });
     jest.dontMock('ajv');
     jest.dontMock('protobufjs');

@@ -1,8 +1,10 @@
 import { randomBytes } from 'crypto';
 import { DecodeError } from '../../errors/decode.error';
+import type { FieldError } from '../../errors/event-validation.error';
 import type { JsonLimits } from '../../interfaces/format-options.interface';
 import { DEFAULT_JSON_LIMITS } from '../../options/format-defaults';
 import { startsAsRegistryFramed } from '../../registry/registry-framing';
+import type { FormatCodec } from '../format.codec';
 
 // Decoding is stateless without `stream: true`, so one decoder serves every call. A leading BOM is refused
 // before decoding; `ignoreBOM` only keeps the decoder from hiding one if that check is ever moved.
@@ -489,6 +491,27 @@ export function encodeJsonValue(value: unknown): Buffer {
   }
   return Buffer.from(text, 'utf8');
 }
+
+/**
+ * The codec of plain JSON (no schema; Nest's Kafka transport and most Node services write it): a body is read with
+ * parseJsonValue within the reader's limits; an event is valid when it can be written as a JSON object, which
+ * encodeJsonValue does.
+ */
+export const JSON_CODEC: FormatCodec = Object.freeze({
+  format: 'json',
+  describe: 'JSON',
+  validatesDecoded: false,
+  decode: (body: Buffer, limits: JsonLimits) => ({ value: parseJsonValue(body, limits) }),
+  validate(value: unknown): FieldError[] {
+    try {
+      encodeJsonValue(value);
+      return [];
+    } catch (err) {
+      return [{ path: '', problem: (err as Error).message }];
+    }
+  },
+  encode: (value: unknown) => encodeJsonValue(value),
+});
 
 /** JSON.stringify with a replacer that writes bigints exactly and refuses non-finite numbers. */
 function stringifyCarefully(value: object): string | undefined {
