@@ -3,7 +3,7 @@
 /**
  * `node bench/json-codec.js [--iterations 1000000] [--rounds 5] [--worst] [--sizes 256,512,1024] [--library <dir>]`
  *
- * Two parts. First, CPU µs per call of the JSON codec (libs/kafka-exactly-once/src/formats/json.codec.ts, run
+ * Two parts. First, CPU µs per call of the JSON codec (libs/kafka-exactly-once/src/formats/json/json.codec.ts, run
  * from dist/: build first) on a typical payment event of about 200 bytes, beside what it is built on: JSON.parse of
  * the same bytes (decoded) and JSON.stringify of the same event. The codec's checks (size, depth, duplicate keys,
  * long numbers) should cost a scan on top of JSON.parse, not a second parser. Each figure is the best of
@@ -24,9 +24,9 @@ const opt = (name, def) => (argv.includes(name) ? Number(argv[argv.indexOf(name)
 const iterations = opt('--iterations', 1000000);
 const rounds = opt('--rounds', 5);
 const library = argv.includes('--library') ? path.resolve(argv[argv.indexOf('--library') + 1]) : path.join(__dirname, '../dist/libs/kafka-exactly-once');
-const { parseJsonValue, encodeJsonValue } = require(path.join(library, 'formats/json.codec'));
+const { parseJsonValue, encodeJsonValue } = require(path.join(library, 'formats/json/json.codec'));
 const { valueView } = require(path.join(library, 'admin/record-view'));
-const { buildJsonSchemaValidator } = require(path.join(library, 'formats/registry-json-schema'));
+const { buildJsonSchemaValidator } = require(path.join(library, 'formats/json-schema/json-schema.codec'));
 const { JSON_WORST_CASES, JSON_SCHEMA_WORST_CASES, cpuMs } = require('./json-worst-cases');
 const sizes = (argv.includes('--sizes') ? argv[argv.indexOf('--sizes') + 1] : '256,512,1024').split(',').map((kib) => Number(kib) * 1024);
 

@@ -1,8 +1,12 @@
 import * as protobuf from 'protobufjs';
 import { DecodeError } from 'kafka-exactly-once';
-import { frameJsonSchema, parseJsonBody } from 'kafka-exactly-once/formats/registry-json-schema';
-import { frameProtobuf } from 'kafka-exactly-once/formats/registry-protobuf';
-import { RegistrySchemas, type Writer } from 'kafka-exactly-once/serde/registry-schemas';
+import { parseJsonBody } from 'kafka-exactly-once/formats/json-schema/json-schema.codec';
+import { frameForRegistry } from 'kafka-exactly-once/registry/registry-framing';
+import type { FieldError } from 'kafka-exactly-once/errors/event-validation.error';
+import type { Writer } from 'kafka-exactly-once/registry/registry-schemas';
+import type { WriterCodec } from 'kafka-exactly-once/formats/format.codec';
+import { formatRegistry, type FormatRegistry } from 'kafka-exactly-once/formats/writer-codecs';
+import { DEFAULT_JSON_LIMITS } from 'kafka-exactly-once/options/format-defaults';
 import { uniqueTopic } from './support/kafka';
 import { startTestRegistry } from './support/registry';
 
@@ -43,16 +47,16 @@ const ORDER_PROTO_V2 = ORDER_PROTO_V1.replace('package shop;\n', 'package shop;\
  * Confluent-compatible API, started by scripts/registry/registry.sh when none answers): schemas registered over the
  * registry's REST API as another service's deploy would, records framed byte by byte as Confluent's serializers
  * write them (the bodies by protobufjs and JSON.stringify, not by the library), and two versions of each read side
- * by side by the library's RegistrySchemas.
+ * by side by the library's RegistrySchemas and the formats' codecs.
  */
 describe('library: JSON Schema and Protobuf in the Schema Registry framing', () => {
   let registry: ReturnType<typeof startTestRegistry>;
-  let remote: RegistrySchemas;
+  let remote: FormatRegistry;
   const prefix = uniqueTopic('registry-formats');
 
   beforeAll(() => {
     registry = startTestRegistry();
-    remote = new RegistrySchemas({ url: registry.url, subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 5000, unknownIdWaitMs: 0 }, 'bigint');
+    remote = formatRegistry({ url: registry.url, subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 5000, unknownIdWaitMs: 0 }, 'bigint');
   });
 
   afterAll(() => {
@@ -79,26 +83,27 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
   /** Confluent's framing, written out: magic byte 0, the id as 4 bytes big-endian, then what follows. */
   const framed = (id: number, ...parts: Buffer[]) => Buffer.concat([Buffer.from([0, (id >>> 24) & 0xff, (id >>> 16) & 0xff, (id >>> 8) & 0xff, id & 0xff]), ...parts]);
 
-  function writerOf(id: number): Exclude<Writer, 'unknown'> {
+  function writerOf(id: number): Exclude<Writer<WriterCodec>, 'unknown'> {
     const writer = remote.writer(id);
     if (writer === undefined || writer === 'unknown') throw new Error(`no writer of id ${id}: ${String(writer)}`);
     return writer;
   }
 
   /** What a consumer of the library would do with a JSON Schema record: the writer by id, the JSON, its problems. */
-  function readJson(value: Buffer): { id: number; value: unknown; problems: string[] } {
+  function readJson(value: Buffer): { id: number; value: unknown; problems: FieldError[] } {
     const id = value.readUInt32BE(1);
     const writer = writerOf(id);
-    if (!('jsonSchema' in writer)) throw new Error(`id ${id} is not a JSON Schema writer: ${JSON.stringify(writer)}`);
+    if (!('codec' in writer) || writer.codec.schemaType !== 'JSON') throw new Error(`id ${id} is not a JSON Schema writer: ${JSON.stringify(writer)}`);
     const parsed = parseJsonBody(id, value.subarray(5));
-    return { id, value: parsed, problems: writer.jsonSchema.validate(parsed) };
+    return { id, value: parsed, problems: writer.codec.validate(parsed) };
   }
 
-  function readProtobuf(value: Buffer): { message: string; value: Record<string, unknown> } {
+  function readProtobuf(value: Buffer): { message?: string; value: unknown } {
     const id = value.readUInt32BE(1);
     const writer = writerOf(id);
-    if (!('protobuf' in writer)) throw new Error(`id ${id} is not a Protobuf writer: ${JSON.stringify(writer)}`);
-    return writer.protobuf.decode(value.subarray(5));
+    if (!('codec' in writer) || writer.codec.schemaType !== 'PROTOBUF') throw new Error(`id ${id} is not a Protobuf writer: ${JSON.stringify(writer)}`);
+    const { name, value: read } = writer.codec.decode(value.subarray(5), DEFAULT_JSON_LIMITS);
+    return { message: name, value: read };
   }
 
   /** A body as protobufjs writes it from the .proto texts themselves (the other service's side). */
@@ -133,8 +138,8 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
       framed(v1, json({ orderId: 'o-7', amount: 1.5 })),
     ];
     await remote.prefetch(records);
-    expect(writerOf(v1)).toHaveProperty('jsonSchema.id', v1);
-    expect(writerOf(v2)).toHaveProperty('jsonSchema.id', v2);
+    expect(writerOf(v1)).toHaveProperty('codec.describe', `JSON Schema id ${v1}`);
+    expect(writerOf(v2)).toHaveProperty('codec.describe', `JSON Schema id ${v2}`);
 
     const read = records.map(readJson);
     expect(read.slice(0, 3)).toEqual([
@@ -144,10 +149,10 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     ]);
     // The first problem of each (validation stops there), the one under v2's reference included.
     expect(read.slice(3).map((r) => r.problems)).toEqual([
-      ["$: must have required property 'orderId'"],
-      ['$.orderId: must be string'],
-      ['$.currency: must match pattern "^[A-Z]{3}$"'],
-      ['$.amount: must be integer'],
+      [{ path: '', problem: "must have required property 'orderId'" }],
+      [{ path: 'orderId', problem: 'must be string' }],
+      [{ path: 'currency', problem: 'must match pattern "^[A-Z]{3}$"' }],
+      [{ path: 'amount', problem: 'must be integer' }],
     ]);
     // Bytes that are not JSON at all: a decode failure, naming the id.
     expect(() => readJson(framed(v1, Buffer.from('{"orderId":')))).toThrow(DecodeError);
@@ -157,10 +162,10 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     const latest = await remote.latestFor(subject);
     expect(latest.id).toBe(v2);
     expect(remote.latestSoon(subject)).toBe(latest); // cached: given at once
-    if (!('jsonSchema' in latest.writer)) throw new Error('latest is not a JSON Schema writer');
+    if (!('codec' in latest.writer) || latest.writer.codec.schemaType !== 'JSON') throw new Error('latest is not a JSON Schema writer');
     const value = { orderId: 'o-5', amount: 500, currency: 'USD' };
-    expect(latest.writer.jsonSchema.validate(value)).toEqual([]);
-    expect(frameJsonSchema(latest.id, json(value))).toEqual(framed(v2, json(value)));
+    expect(latest.writer.codec.validate(value)).toEqual([]);
+    expect(frameForRegistry(latest.id, json(value))).toEqual(framed(v2, json(value)));
   });
 
   it('reads Protobuf records of v1 and v2 side by side, v2 importing a referenced file, by their message indexes; refuses a body that does not decode and an unknown index', async () => {
@@ -181,8 +186,8 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     // Message indexes by hand: [0] is the single byte 0; [1] is count 1 and index 1 (zigzag: 2, 2); [0, 0] is 4, 0, 0.
     const records = [framed(v1, Buffer.from([0]), v1Order), framed(v2, Buffer.from([0]), v2Order), framed(v2, Buffer.from([2, 2]), v2Refund), framed(v1, Buffer.from([4, 0, 0]), v1Line)];
     await remote.prefetch(records);
-    expect(writerOf(v1)).toHaveProperty('protobuf.id', v1);
-    expect(writerOf(v2)).toHaveProperty('protobuf.id', v2);
+    expect(writerOf(v1)).toHaveProperty('codec.describe', `Protobuf schema id ${v1}`);
+    expect(writerOf(v2)).toHaveProperty('codec.describe', `Protobuf schema id ${v2}`);
 
     expect(records.map(readProtobuf)).toEqual([
       { message: 'shop.Order', value: { order_id: 'o-1', amount: big, lines: [{ sku: 'a' }] } },
@@ -205,15 +210,15 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
     // The writer side: the subject's latest schema (v2); what protobufjs reads from the library's bytes.
     const latest = await remote.latestFor(subject);
     expect(latest.id).toBe(v2);
-    if (!('protobuf' in latest.writer)) throw new Error('latest is not a Protobuf writer');
-    const written = frameProtobuf(latest.id, latest.writer.protobuf.encode('shop.Refund', { order_id: 'w' }));
+    if (!('codec' in latest.writer) || latest.writer.codec.schemaType !== 'PROTOBUF') throw new Error('latest is not a Protobuf writer');
+    const written = frameForRegistry(latest.id, latest.writer.codec.encode({ order_id: 'w' }, 'shop.Refund'));
     expect(written.subarray(0, 7)).toEqual(framed(v2, Buffer.from([2, 2])));
     expect(written.subarray(7)).toEqual(protobufBody([MONEY_PROTO, ORDER_PROTO_V2], 'shop.Refund', { order_id: 'w' }));
     const root = new protobuf.Root();
     root.addJSON(protobuf.common.get('google/protobuf/timestamp.proto')!.nested!);
     protobuf.parse(MONEY_PROTO, root, { keepCase: true });
     protobuf.parse(ORDER_PROTO_V2, root, { keepCase: true });
-    const order = frameProtobuf(latest.id, latest.writer.protobuf.encode(undefined, { order_id: 'w', amount: 2n ** 62n, total: { currency: 'USD', units: 5 } }));
+    const order = frameForRegistry(latest.id, latest.writer.codec.encode({ order_id: 'w', amount: 2n ** 62n, total: { currency: 'USD', units: 5 } }));
     expect(order.subarray(5, 6)).toEqual(Buffer.from([0]));
     const decoded = root.lookupType('shop.Order').toObject(root.lookupType('shop.Order').decode(order.subarray(6)), { longs: String });
     expect(decoded).toEqual({ order_id: 'w', amount: String(2n ** 62n), total: { currency: 'USD', units: '5' } });

@@ -8,7 +8,7 @@ import { DataSource } from 'typeorm';
 import { DEAD_LETTER_HEADERS, EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, Outbox, SchemaRegistry, SchemaRegistryError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
-import { frameForRegistry } from 'kafka-exactly-once/serde/registry-schemas';
+import { frameForRegistry } from 'kafka-exactly-once/registry/registry-framing';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';

@@ -8,17 +8,17 @@ import { InvalidOptionsError } from './errors/invalid-options.error';
 import { registryFramingOf, resolveJsonLimits, resolveRetry } from './options/resolve-options';
 import { eventReader, type EventReader } from './formats/event-reader';
 import { eventValidator, validationName, validationProblem, type EventValidator } from './formats/event-validator';
-import type { JsonLimits } from './formats/json.codec';
+import type { JsonLimits } from './interfaces/format-options.interface';
 import { HandlerMetadataAccessor } from './handler-metadata.accessor';
 import { RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
 import type { ResolvedOptions } from './options/resolved-options';
-import { SchemaRegistry, type LoadedSchema } from './serde/schema-registry';
+import { SchemaRegistry, type LoadedSchema } from './formats/avro/schema-registry';
 import type { HandlerDefinition } from './engine/handler-definition';
 import { HandlerPipeline } from './handler-pipeline';
 import { resolveRetryTiers } from './retry/retry-tiers';
 import { eventKeySource, messageIdFromProblem } from './engine/event-identity';
 import { assertPeersInstalled } from './optional-peers';
-import { formatPeersNeeded } from './serde/registry-boot';
+import { formatPeersNeeded } from './formats/registry-boot';
 
 /**
  * A handler that a transport found for the module (an `@EventPattern` method bound to KafkaExactlyOnceServer):

@@ -16,8 +16,8 @@ import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from '
 import { createKafkaClient, logLevel, nestLogCreator } from './kafkajs';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
-import { RegistrySchemas } from './serde/registry-schemas';
-import { SchemaRegistry } from './serde/schema-registry';
+import { SchemaRegistry } from './formats/avro/schema-registry';
+import { formatRegistry } from './formats/writer-codecs';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 
@@ -49,7 +49,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
       provide: SchemaRegistry,
       useFactory: (options: ResolvedOptions) => {
         const schemas = options.schemas.directory === '' ? SchemaRegistry.fromSchemas([]) : SchemaRegistry.fromDirectory(options.schemas.directory, { longs: options.schemas.longs });
-        if (options.schemaRegistry) schemas.remote = new RegistrySchemas(options.schemaRegistry, options.schemas.longs);
+        if (options.schemaRegistry) schemas.remote = formatRegistry(options.schemaRegistry, options.schemas.longs);
         return schemas;
       },
       inject: [RESOLVED_OPTIONS],

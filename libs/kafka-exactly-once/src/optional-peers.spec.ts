@@ -2,7 +2,7 @@ import { readFileSync } from 'fs';
 import { join } from 'path';
 import { MissingPeerError } from './errors/missing-peer.error';
 import { assertPeersInstalled, installLineOf, OPTIONAL_PEERS, satisfies } from './optional-peers';
-import { formatPeersNeeded } from './serde/registry-boot';
+import { formatPeersNeeded } from './formats/registry-boot';
 
 const manifest = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { peerDependencies: Record<string, string>; peerDependenciesMeta: Record<string, { optional?: boolean }> };
 

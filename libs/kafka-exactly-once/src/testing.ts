@@ -8,8 +8,8 @@
 import './package-copies';
 export { FAULT_ENV } from './kafka-exactly-once.constants';
 export { FAULT_POINTS, UNIT_OF_WORK_FAULT_POINTS, RETRY_FAULT_POINTS, HANGING_FAULT_POINTS, type FaultPoint } from './engine/fault-injector';
-export { encodeSingleObject, decodeSingleObject, readFingerprint, validationErrors } from './serde/single-object.codec';
-export { rabinFingerprint64 } from './serde/rabin-fingerprint';
+export { encodeSingleObject, decodeSingleObject, readFingerprint, validationErrors } from './formats/avro/single-object.codec';
+export { rabinFingerprint64 } from './formats/avro/rabin-fingerprint';
 export { loadedPackageBuilds, type PackageBuild } from './package-copies';
 // Helpers for an application's own tests against a real broker and PostgreSQL (docs/testing.md).
 export { startTestKafka, type TestKafka, type TestKafkaOptions } from './testing/test-kafka';

@@ -1,8 +1,8 @@
 import { coordinatesDigest, sha256Hex } from '../engine/record-identity';
 import { eventKeyDigest } from '../engine/event-identity';
-import { fromRecordedOutput, type OutputRecord } from '../engine/output-record';
+import { fromRecordedOutput, type OutputRecord, type RecordedOutput } from '../engine/output-record';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput } from '../inbox/inbox.repository';
+import { InboxRepository, MissingUnitOutputsError, unitOf } from '../inbox/inbox.repository';
 import { AUDIT_TABLE, HEADERS, INBOX_TABLE, OUTBOX_SET_ASIDE_TABLE, OUTBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, RETRY_HEADERS, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
 import { keyDigestFromOperator } from '../parking/ordering-key';
 import type { AuditEntry, OperatorStore, ParkedKeySummary } from './operator-store';

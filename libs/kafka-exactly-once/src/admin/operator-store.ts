@@ -2,10 +2,10 @@ import { OperatorRequestError } from '../errors/operator-request.error';
 import { displayMessageId } from '../engine/record-identity';
 import { AUDIT_TABLE, DEAD_LETTER_HEADERS, RETRY_HEADERS, INBOX_TABLE, PARKED_KEYS_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE } from '../kafka-exactly-once.constants';
 import { textHeaderPairs } from '../engine/record-headers';
-import { InboxRepository, MissingUnitOutputsError, unitOf, type RecordedOutput } from '../inbox/inbox.repository';
-import { toRecordedOutput, type OutputRecord } from '../engine/output-record';
+import { InboxRepository, MissingUnitOutputsError, unitOf } from '../inbox/inbox.repository';
+import { toRecordedOutput, type OutputRecord, type RecordedOutput } from '../engine/output-record';
 import { keyDigestFromOperator } from '../parking/ordering-key';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import { bytesView, headerViews, retryHistoryOf, valueView, type BytesView, type HeaderView, type ValueView } from './record-view';
 import type { SqlClient } from './sql-client';
 

@@ -13,7 +13,7 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { Outbox } from '../outbox/outbox';
 import { OutboxOperations } from '../outbox/outbox-operations';
 import { EventPublisher } from '../publishing/event-publisher';
-import { SchemaRegistry } from '../serde/schema-registry';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { MessageStories } from './message-story';
 import { OperatorOverview } from './operator-overview';
 import { OperatorStore } from './operator-store';

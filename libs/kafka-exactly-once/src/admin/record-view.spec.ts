@@ -1,6 +1,7 @@
-import { encodeSingleObject } from '../serde/single-object.codec';
-import { frameForRegistry, RegistrySchemas } from '../serde/registry-schemas';
-import { SchemaRegistry } from '../serde/schema-registry';
+import { encodeSingleObject } from '../formats/avro/single-object.codec';
+import { frameForRegistry } from '../registry/registry-framing';
+import { formatRegistry } from '../formats/writer-codecs';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { bytesView, headerViews, MAX_DECODED_CHARS, valueView } from './record-view';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -29,7 +30,7 @@ const thing = schemas.current('test.Thing');
 describe('record views', () => {
   it("says at once that the registry knows no schema of a value's id: the wait for it is a consumer's, not a view's", async () => {
     const registry = SchemaRegistry.fromSchemas([]);
-    registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 30000 }, 'bigint', {
+    registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 30000 }, 'bigint', {
       request: async () => ({ status: 404, body: { error_code: 40403, message: 'Schema not found' } }),
     });
     expect(await valueView(registry, frameForRegistry(77, Buffer.from([2])))).toMatchObject({ framing: 'schema-registry', decoded: null, error: 'the Schema Registry knows no schema of id 77' });

@@ -1,8 +1,11 @@
-import { parseJsonValue } from '../formats/json.codec';
 import { isPlainText, wellFormed } from '../engine/record-identity';
-import { readFingerprint } from '../serde/single-object.codec';
-import { missingPeerFault, notAvroReason, registryIdOf } from '../serde/registry-schemas';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import { notAvroReason } from '../formats/avro/avro.reader';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
+import { readFingerprint } from '../formats/avro/single-object.codec';
+import { JSON_CODEC } from '../formats/json/json.codec';
+import type { JsonLimits } from '../interfaces/format-options.interface';
+import { registryBodyOf, registryIdOf } from '../registry/registry-framing';
+import { missingPeerFault } from '../registry/registry-schemas';
 import { checkBlockCounts } from './avro-blocks';
 
 /** At most this much of a decoded value's JSON is shown (the rest is cut, `truncated` says so). */
@@ -65,6 +68,9 @@ export function headerViews(pairs: ReadonlyArray<[string, string | null]> | unde
 
 const hexOf = (bytes: Buffer) => bytes.subarray(0, HEX_PREVIEW_BYTES).toString('hex');
 
+/** JSON is shown whatever its size (the record is already in memory), its big integers as their digits. */
+const VIEW_LIMITS = (value: Buffer): JsonLimits => ({ maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
+
 /** JSON of a decoded Avro value: longs (bigint) as strings, bytes and fixed as base64. */
 function toJson(value: unknown): string {
   return JSON.stringify(
@@ -96,7 +102,7 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
     // Plain JSON (Nest's Kafka transport, most Node services): shown as read, its big integers as their digits.
     let json: unknown;
     try {
-      json = parseJsonValue(value, { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
+      json = JSON_CODEC.decode(value, VIEW_LIMITS(value)).value;
     } catch (err) {
       if (value[0] === 0x7b) return failed('unknown', null, `not readable as JSON: ${wellFormed((err as Error).message).slice(0, 500)}`);
       return failed('unknown', null, 'neither Avro single-object encoding (C3 01), Schema Registry framing (byte 0 and a schema id) nor a JSON object');
@@ -123,22 +129,24 @@ export async function valueView(schemas: SchemaRegistry | undefined, value: Buff
         if ((err as { failure?: string }).failure !== 'unknown-id') throw err;
       });
       const writer = remote.writer(id!);
+      const body = registryBodyOf(value);
       if (!writer || writer === 'unknown') return failed('schema-registry', null, `the Schema Registry knows no schema of id ${id}`);
       if ('unreadable' in writer) return failed('schema-registry', null, writer.unreadable);
       if ('missingPeer' in writer) return failed('schema-registry', null, missingPeerFault(id!, writer).message);
-      if ('jsonSchema' in writer) {
-        schema = `JSON Schema id ${id}`;
-        decoded = parseJsonValue(value.subarray(5), { maxBytes: Math.max(value.length, 2), maxDepth: 64, bigIntegers: 'string' });
-      } else if ('protobuf' in writer) {
-        const read = writer.protobuf.decode(value.subarray(5));
-        schema = `${read.message} (Protobuf id ${id})`;
+      if (!('codec' in writer)) return failed('schema-registry', null, `schema id ${id}: ${notAvroReason(writer)}`);
+      const codec = writer.codec;
+      if (codec.schemaType === 'PROTOBUF') {
+        const read = codec.decode(body, VIEW_LIMITS(value));
+        schema = `${read.name} (Protobuf id ${id})`;
         decoded = read.value;
-      } else if (!('type' in writer)) {
-        return failed('schema-registry', null, `schema id ${id}: ${notAvroReason(writer)}`);
+      } else if (codec.schemaType === 'JSON') {
+        schema = `JSON Schema id ${id}`;
+        // Shown as the JSON text it is, never checked against its schema here.
+        decoded = JSON_CODEC.decode(body, VIEW_LIMITS(value)).value;
       } else {
-        schema = (writer.type as { name?: string }).name ?? null;
-        checkBlockCounts(writer.type, value.subarray(5));
-        decoded = writer.type.fromBuffer(value.subarray(5));
+        schema = codec.type.name ?? null;
+        checkBlockCounts(codec.type, body);
+        decoded = codec.decode(body, VIEW_LIMITS(value)).value;
       }
     }
   } catch (err) {

@@ -1,8 +1,8 @@
 import { existsSync } from 'fs';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { resolveOptions } from '../options/resolve-options';
-import { RegistrySchemas } from '../serde/registry-schemas';
-import { SchemaRegistry } from '../serde/schema-registry';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
+import { formatRegistry } from '../formats/writer-codecs';
 
 export const SCHEMAS_USAGE = `  kafka-eo schemas register --topic T --schema NAME [--schemas-dir DIR] [--registry URL] [--strategy topic|record|topic-record]
                                       registers the current version of NAME (the last .avsc file of that name) under
@@ -35,7 +35,7 @@ export async function runSchemasCommand(ctx: SchemasContext): Promise<{ id: numb
   const local = SchemaRegistry.fromDirectory(directory);
   if (!local.has(name)) throw new OperatorRequestError('not-found', `no schema named ${name} in ${directory} (known: ${local.names().join(', ')})`, 'schema');
   const schema = local.current(name);
-  const remote = new RegistrySchemas(options.schemaRegistry!, 'bigint');
+  const remote = formatRegistry(options.schemaRegistry!, 'bigint');
   const subject = remote.subjectOf(topic, schema.name);
   const id = await remote.register(subject, schema);
   ctx.print({ id, subject, schema: schema.name, file: schema.file }, () => `registered ${schema.name} (${schema.file}) under subject ${subject}: id ${id}`);
@@ -69,6 +69,6 @@ export function decodingSchemas(text: (name: string) => string | undefined, env:
   if (directory === undefined && url === undefined) return undefined;
   const options = cliOptions(directory ?? '.', url, env);
   const schemas = directory === undefined ? SchemaRegistry.fromSchemas([]) : SchemaRegistry.fromDirectory(directory, { longs: options.schemas.longs });
-  if (options.schemaRegistry) schemas.remote = new RegistrySchemas(options.schemaRegistry, options.schemas.longs);
+  if (options.schemaRegistry) schemas.remote = formatRegistry(options.schemaRegistry, options.schemas.longs);
   return schemas;
 }

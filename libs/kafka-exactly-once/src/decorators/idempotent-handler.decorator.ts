@@ -1,11 +1,11 @@
 import { applyDecorators, SetMetadata } from '@nestjs/common';
 import { IDEMPOTENT_HANDLER_METADATA } from '../kafka-exactly-once.constants';
 import type { RetryOptions, RetryTopicsOptions } from '../interfaces/kafka-exactly-once-options.interface';
-import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
+import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
+import { EVENT_FORMATS } from '../options/format-defaults';
 import { validationProblem, type EventValidation } from '../formats/event-validator';
-import type { JsonLimits } from '../formats/json.codec';
 import { messageIdFromProblem } from '../engine/event-identity';
-import type { MessageIdFrom } from '../interfaces/event-context.interface';
+import type { MessageIdFrom } from '../interfaces/record-info.interface';
 
 export interface IdempotentHandlerOptions {
   /** Topic to consume (the module's `topicPrefix` is prepended). */

@@ -1,5 +1,5 @@
 import { hash } from 'crypto';
-import type { KeyedRecord, MessageIdFrom } from '../interfaces/event-context.interface';
+import type { KeyedRecord, MessageIdFrom } from '../interfaces/record-info.interface';
 import { displayMessageId, type RecordIdentity } from './record-identity';
 
 /** The longest field path `messageIdFrom` may name, in characters, and its deepest nesting. */

@@ -5,7 +5,7 @@ import { ParkingRepository } from '../parking/parking.repository';
 import type { HandlerDefinition } from './handler-definition';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { drainBatchSize } from '../publishing/drain-batch';
-import type { SchemaRegistry } from '../serde/schema-registry';
+import type { SchemaRegistry } from '../formats/avro/schema-registry';
 import { PartitionProducer } from '../transaction/partition-producer';
 import { legacyTransactionalIds, partitionTransactionalId } from '../transaction/transactional-ids';
 import { releaseClean } from './clean-release';

@@ -2,7 +2,6 @@ import type { OrderingKey } from '../decorators/ordered-event.decorator';
 import type { BatchContext, BatchEvent, EventContext } from '../interfaces/event-context.interface';
 import type { ResolvedOptions } from '../options/resolved-options';
 import type { EventReader } from '../formats/event-reader';
-import type { RetryTiers } from '../retry/retry-tiers';
 import type { EventKeySource } from './event-identity';
 
 /** A discovered @IdempotentHandler, ready to be called by the engine. */
@@ -29,4 +28,14 @@ export interface HandlerDefinition {
   invoke(event: unknown, ctx: EventContext): Promise<void>;
   /** Set for @IdempotentHandler({ batch: true }): the new events of a unit of work at once. */
   invokeBatch?(events: BatchEvent[], batch: BatchContext): Promise<void>;
+}
+
+/** The retry tiers of a handler, resolved at boot. */
+export interface RetryTiers {
+  /** The topic of each tier, in order: `<topic>.retry.1`, `<topic>.retry.2`... */
+  topics: string[];
+  /** The delay of each tier, ms. */
+  delaysMs: number[];
+  /** Errors that skip the tiers (besides those never retried). */
+  deadLetterOn: Array<abstract new (...args: any[]) => Error>;
 }

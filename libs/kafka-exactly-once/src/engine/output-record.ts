@@ -1,5 +1,3 @@
-import type { RecordedOutput } from '../inbox/inbox.repository';
-
 /**
  * An event a unit of work sends, as bytes: what `ctx.emit` encoded, a dead letter, a retry tier's record. The
  * inbox keeps it either in the unit's outputs (a binary blob per unit of work, see encodeUnitOutputs) or, for the
@@ -11,6 +9,22 @@ export interface OutputRecord {
   value: Buffer | null;
   /** [name, value] in order (a name may repeat); value null for a null header. */
   headers: Array<[string, Buffer | null]>;
+}
+
+/**
+ * An event recorded on an inbox row: exactly the bytes sent, so that a replay re-sends the same record. Every
+ * byte string is base64 (header names and values too): jsonb cannot hold a NUL, and headers are bytes.
+ */
+export interface RecordedOutput {
+  topic: string;
+  /** base64, or null */
+  key: string | null;
+  /** base64, or null */
+  value: string | null;
+  /** [name, value] pairs, both base64 (value null for a null header), in order (a name may repeat). */
+  h?: Array<[string, string | null]>;
+  /** Rows written before 0.2: text headers. Read for replays, never written. */
+  headers?: Record<string, string>;
 }
 
 const b64 = (bytes: Buffer) => bytes.toString('base64');

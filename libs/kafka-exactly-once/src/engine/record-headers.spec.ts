@@ -1,6 +1,5 @@
 import { headerPairs, MessageHeaderReader, textHeaderPairs, toKafkaHeaders, toKafkaMessage, toProduceRequests } from './record-headers';
-import type { RecordedOutput } from '../inbox/inbox.repository';
-import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord, outputRecordSize, toRecordedOutput } from './output-record';
+import { type RecordedOutput, decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord, outputRecordSize, toRecordedOutput } from './output-record';
 
 describe('record headers and produce requests', () => {
   it('keeps every header byte for byte through JSON (NUL, invalid UTF-8, repeated names, null values)', () => {

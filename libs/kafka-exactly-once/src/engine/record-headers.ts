@@ -1,6 +1,5 @@
 import type { IHeaders, KafkaMessage, Message } from '../kafkajs';
-import type { RecordedOutput } from '../inbox/inbox.repository';
-import { fromRecordedOutput, OutputRecord, outputRecordSize } from './output-record';
+import { fromRecordedOutput, OutputRecord, outputRecordSize, type RecordedOutput } from './output-record';
 
 /** A header as recorded on the inbox: name and value as base64 (value null for a null header). */
 export type HeaderPair = [string, string | null];

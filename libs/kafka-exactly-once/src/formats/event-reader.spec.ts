@@ -6,15 +6,15 @@ import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
-import { RegistrySchemas } from '../serde/registry-schemas';
-import type { RegistryAnswer, RegistryTransport } from '../serde/registry-http';
-import { SchemaRegistry } from '../serde/schema-registry';
-import { encodeSingleObject } from '../serde/single-object.codec';
+import type { RegistryAnswer, RegistryTransport } from '../registry/registry-http';
+import { SchemaRegistry } from './avro/schema-registry';
+import { encodeSingleObject } from './avro/single-object.codec';
 import { eventReader } from './event-reader';
+import { formatRegistry } from './writer-codecs';
 import { eventValidator, validationProblem } from './event-validator';
-import { DEFAULT_JSON_LIMITS } from './json.codec';
-import { frameJsonSchema } from './registry-json-schema';
-import { encodeMessageIndexes, frameProtobuf } from './registry-protobuf';
+import { DEFAULT_JSON_LIMITS } from '../options/format-defaults';
+import { frameForRegistry } from '../registry/registry-framing';
+import { encodeMessageIndexes } from './protobuf/protobuf.codec';
 
 class Order {
   @IsString()
@@ -38,7 +38,7 @@ function registryOf(schemas: Record<number, { schemaType?: string; schema: strin
     },
   };
   const registry = SchemaRegistry.fromSchemas([]);
-  registry.remote = new RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', transport);
+  registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', transport);
   return registry;
 }
 
@@ -105,8 +105,8 @@ describe('event readers', () => {
     });
     const protobuf = require('protobufjs') as typeof import('protobufjs');
     const M = protobuf.parse('syntax = "proto3"; package p; message M { int64 n = 1; string s = 2; }', { keepCase: true }).root.lookupType('p.M');
-    const protoValue = frameProtobuf(2, Buffer.concat([encodeMessageIndexes([0]), Buffer.from(M.encode(M.fromObject({ n: '9007199254740993', s: 'x' })).finish())]));
-    const values = [frameJsonSchema(1, json({ n: 4 })), frameJsonSchema(1, json({ n: 'four' })), protoValue, frameJsonSchema(3, Buffer.from([2])), frameJsonSchema(99, json({}))];
+    const protoValue = frameForRegistry(2, Buffer.concat([encodeMessageIndexes([0]), Buffer.from(M.encode(M.fromObject({ n: '9007199254740993', s: 'x' })).finish())]));
+    const values = [frameForRegistry(1, json({ n: 4 })), frameForRegistry(1, json({ n: 'four' })), protoValue, frameForRegistry(3, Buffer.from([2])), frameForRegistry(99, json({}))];
     // Not fetched yet: the registry's part, waited on (never dead-lettered).
     await expect(eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS }).read(values[0])).rejects.toThrow(SchemaRegistryError);
     await registry.remote!.prefetch(values);
@@ -132,8 +132,8 @@ describe('event readers', () => {
     const registry = registryOf({ 5: { schemaType: 'PROTOBUF', schema: proto }, 6: { schema: JSON.stringify({ type: 'record', name: 'Order', namespace: 'shop.avro', fields: [{ name: 'id', type: 'string' }] }) } });
     const protobuf = require('protobufjs') as typeof import('protobufjs');
     const root = protobuf.parse(proto, { keepCase: true }).root;
-    const framed = (index: number, name: string) => frameProtobuf(5, Buffer.concat([encodeMessageIndexes([index]), Buffer.from(root.lookupType(name).encode({ id: 'o-1' }).finish())]));
-    const avro = frameJsonSchema(6, Buffer.from([6, 0x6f, 0x2d, 0x31])); // the registry's framing, an Avro body: "o-1"
+    const framed = (index: number, name: string) => frameForRegistry(5, Buffer.concat([encodeMessageIndexes([index]), Buffer.from(root.lookupType(name).encode({ id: 'o-1' }).finish())]));
+    const avro = frameForRegistry(6, Buffer.from([6, 0x6f, 0x2d, 0x31])); // the registry's framing, an Avro body: "o-1"
     await registry.remote!.prefetch([framed(0, 'shop.OrderPlaced'), avro]);
     const reader = eventReader(registry, { format: 'protobuf', json: DEFAULT_JSON_LIMITS });
     // Same fields, same values: only the message name tells them apart.
@@ -182,7 +182,7 @@ describe('event readers', () => {
     const plain = eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS, registryFraming: false });
     expect(plain.readsRegistry).toBe(false);
     expect(plain.describe).toBe('JSON, plain only');
-    const framed = frameJsonSchema(1, json({ n: 4 }));
+    const framed = frameForRegistry(1, json({ n: 4 }));
     await registry.remote!.prefetch([]);
     await expect(plain.read(framed)).rejects.toThrow(DecodeError);
     await expect(plain.read(framed)).rejects.toThrow(/starts with byte 00, as Schema Registry framing does .*JSON has no such framing/);
@@ -204,7 +204,7 @@ describe('event readers without the optional packages', () => {
       jest.doMock('protobufjs', missing('protobufjs'));
       try {
         /* eslint-disable @typescript-eslint/no-require-imports */
-        await readWithoutPackages({ reader: require('./event-reader'), serde: require('../serde/schema-registry'), remote: require('../serde/registry-schemas') });
+        await readWithoutPackages({ reader: require('./event-reader'), serde: require('./avro/schema-registry'), remote: require('./writer-codecs') });
         /* eslint-enable @typescript-eslint/no-require-imports */
       } finally {
         jest.dontMock('ajv');
@@ -213,13 +213,13 @@ describe('event readers without the optional packages', () => {
     });
   });
 
-  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('../serde/schema-registry'); remote: typeof import('../serde/registry-schemas') }): Promise<void> {
+  async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('./avro/schema-registry'); remote: typeof import('./writer-codecs') }): Promise<void> {
     const schemas: Record<number, { schemaType: string; schema: string }> = { 1: { schemaType: 'JSON', schema: '{}' }, 2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message M { int32 n = 1; }' } };
     const registry = modules.serde.SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] } }]);
-    registry.remote = new modules.remote.RegistrySchemas({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {
+    registry.remote = modules.remote.formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {
       request: async (_method, path) => ({ status: 200, body: schemas[Number(/(\d+)$/.exec(path)![1])] }),
     });
-    const values = [frameJsonSchema(1, json({ n: 1 })), frameProtobuf(2, Buffer.from([0, 8, 1]))];
+    const values = [frameForRegistry(1, json({ n: 1 })), frameForRegistry(2, Buffer.from([0, 8, 1]))];
     await registry.remote.prefetch(values);
     for (const format of ['json', 'protobuf'] as const) {
       const reader = modules.reader.eventReader(registry, { format, json: DEFAULT_JSON_LIMITS });

@@ -1,29 +1,15 @@
 import { DecodeError } from '../errors/decode.error';
 import { EventValidationError } from '../errors/event-validation.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
-import type { RecordSchema } from '../interfaces/event-context.interface';
-import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { missingPeerFault, notAvroReason, registryIdOf, type Writer } from '../serde/registry-schemas';
-import type { LoadedSchema, SchemaRegistry } from '../serde/schema-registry';
-import { decodeEvent, describeStart } from '../serde/single-object.codec';
+import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
+import { registryBodyOf, registryIdOf, startsAsRegistryFramed } from '../registry/registry-framing';
+import { missingPeerFault, type ReadableWriter } from '../registry/registry-schemas';
+import { notAvroReason, readAvroValue } from './avro/avro.reader';
+import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
 import type { EventValidator } from './event-validator';
-import { parseJsonValue, type JsonLimits } from './json.codec';
-import { fieldErrorsOf } from './registry-json-schema';
-
-/**
- * What a topic's values are: `avro` (Avro single-object encoding, or Avro in a Schema Registry's framing),
- * `json` (plain JSON, as Nest's Kafka transport and most Node services write it, or JSON Schema in a registry's
- * framing) or `protobuf` (Protobuf in a registry's framing).
- */
-export type EventFormat = 'avro' | 'json' | 'protobuf';
-
-export const EVENT_FORMATS: readonly EventFormat[] = ['avro', 'json', 'protobuf'];
-
-/** A record's value decoded, before validation: the event, and the registry's writer schema when it names one. */
-export interface DecodedValue {
-  event: unknown;
-  schema?: RecordSchema;
-}
+import type { DecodedValue, WriterCodec } from './format.codec';
+import { parseJsonValue } from './json/json.codec';
+import { describeStart } from './value-start';
 
 /** How a handler reads its records: decoding by its format, then its validation. */
 export interface EventReader {
@@ -78,32 +64,29 @@ export function eventReader(registry: SchemaRegistry, spec: ReaderSpec): EventRe
   };
 }
 
+/**
+ * How the handler's records decode, chosen by its format: Avro with its reader schema (either framing); JSON as plain
+ * JSON, or by the writer schema's codec when the value is in the registry's framing; Protobuf by the writer schema's
+ * codec.
+ */
 function decoderOf(registry: SchemaRegistry, spec: ReaderSpec, readsRegistry: boolean): (bytes: Buffer | null) => DecodedValue {
   switch (spec.format) {
     case 'avro': {
       const schema = spec.schema!;
-      return (bytes) => {
-        const event = decodeEvent(registry, schema, bytes);
-        const id = registryIdOf(bytes);
-        if (id === undefined || !registry.remote) return { event };
-        // Read with the writer of that id, which is cached by now (else the decode above would have thrown).
-        const writer = registry.remote.readableWriter(id);
-        const name = 'type' in writer ? (writer.type as { name?: string }).name : undefined;
-        return { event, schema: { id, type: 'avro', name } };
-      };
+      return (bytes) => readAvroValue(registry, schema, bytes);
     }
     case 'json':
       return (bytes) => {
-        if (bytes && bytes.length > 0 && bytes[0] === 0x00 && readsRegistry) return readRegistryFramed(registry, bytes, 'json', spec.json);
+        if (readsRegistry && startsAsRegistryFramed(bytes)) return readRegistryFramed(registry, bytes as Buffer, 'json', spec.json);
         return { event: parseJsonValue(bytes, spec.json) };
       };
     case 'protobuf':
       return (bytes) => {
-        if (!bytes || bytes.length === 0 || bytes[0] !== 0x00) {
+        if (!startsAsRegistryFramed(bytes)) {
           throw new DecodeError(bytes ? `value is not in a Schema Registry's framing (00, then a 4-byte schema id), which Protobuf records need here; ${describeStart(bytes)}` : 'record has no value (a tombstone)');
         }
         if (!registry.remote) throw new DecodeError('value is Protobuf in a Schema Registry\'s framing, and this module has no schemaRegistry option to read it with');
-        return readRegistryFramed(registry, bytes, 'protobuf', spec.json);
+        return readRegistryFramed(registry, bytes as Buffer, 'protobuf', spec.json);
       };
   }
 }
@@ -116,32 +99,25 @@ function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'js
 }
 
 /**
- * Reads a registry-framed value with its writer schema, for the handler's format: JSON Schema with the safe JSON
- * reader, then the writer's schema (its problems make the record `validation-failed`); Protobuf with the writer's
- * `.proto` and the record's message indexes.
+ * Reads a registry-framed value with its writer schema's codec, whichever of JSON Schema and Protobuf it is: a topic
+ * may move from one to the other (or carry both) under a json or protobuf handler, which gets a plain object either
+ * way. A codec that decodes any body (JSON Schema) checks the value against the writer's schema: its problems make
+ * the record `validation-failed`.
  */
-function readWithWriter(id: number, writer: Exclude<Writer, 'unknown' | { unreadable: string }>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
-  // The writer's schema type decides how the value reads: a topic may move from JSON Schema to Protobuf (or carry
-  // both) under a json or protobuf handler, which gets a plain object either way.
-  if ('jsonSchema' in writer) {
-    let value: Record<string, unknown>;
-    try {
-      value = parseJsonValue(bytes.subarray(5), limits);
-    } catch (err) {
-      throw new DecodeError(`value of JSON Schema id ${id}: ${(err as Error).message}`, { cause: err });
+function readWithWriter(id: number, writer: ReadableWriter<WriterCodec>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
+  if ('codec' in writer && writer.codec.schemaType !== 'AVRO') {
+    const codec = writer.codec;
+    const { value, name } = codec.decode(registryBodyOf(bytes), limits);
+    if (codec.validatesDecoded) {
+      const problems = codec.validate(value);
+      if (problems.length > 0) throw new EventValidationError(codec.describe, problems);
     }
-    const problems = writer.jsonSchema.validate(value);
-    if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id}`, fieldErrorsOf(problems));
-    return { event: value, schema: { id, type: 'json' } };
-  }
-  if ('protobuf' in writer) {
     // The message's name goes to the handler beside the event (ctx.message.schema), never into the event itself.
-    const { message, value } = writer.protobuf.decode(bytes.subarray(5));
-    return { event: value, schema: { id, type: 'protobuf', name: message } };
+    return { event: value, schema: name === undefined ? { id, type: codec.format } : { id, type: codec.format, name } };
   }
   // A JSON Schema or Protobuf writer whose package is not installed: this handler would read it, so it waits.
   if ('missingPeer' in writer) throw missingPeerFault(id, writer);
-  const kind = 'type' in writer ? 'an Avro schema (read by a handler of format avro, with its reader schema)' : `a schema of a kind not read here (${notAvroReason(writer)})`;
+  const kind = 'codec' in writer ? 'an Avro schema (read by a handler of format avro, with its reader schema)' : `a schema of a kind not read here (${notAvroReason(writer)})`;
   throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind}, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
 }
 

@@ -1,22 +1,6 @@
 import type { DatabaseSession } from '../database/database.port';
 import { INBOX_TABLE, UNIT_OUTPUTS_TABLE, UNIT_SEQUENCE } from '../kafka-exactly-once.constants';
-import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord } from '../engine/output-record';
-
-/**
- * An event recorded on an inbox row: exactly the bytes sent, so that a replay re-sends the same record. Every
- * byte string is base64 (header names and values too): jsonb cannot hold a NUL, and headers are bytes.
- */
-export interface RecordedOutput {
-  topic: string;
-  /** base64, or null */
-  key: string | null;
-  /** base64, or null */
-  value: string | null;
-  /** [name, value] pairs, both base64 (value null for a null header), in order (a name may repeat). */
-  h?: Array<[string, string | null]>;
-  /** Rows written before 0.2: text headers. Read for replays, never written. */
-  headers?: Record<string, string>;
-}
+import { decodeUnitOutputs, encodeUnitOutputs, fromRecordedOutput, OutputRecord, type RecordedOutput } from '../engine/output-record';
 
 /**
  * `processed` and `dead-lettered` are final. `deferred`: dead-lettered because the writer's schema is unknown

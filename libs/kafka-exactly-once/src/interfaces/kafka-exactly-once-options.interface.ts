@@ -1,8 +1,7 @@
 import type { DatabasePort } from '../database/database.port';
 import type { KafkaConfig } from 'kafkajs';
-import type { EventFormat } from '../formats/event-reader';
-import type { JsonLimits } from '../formats/json.codec';
-import type { MessageIdFrom } from './event-context.interface';
+import type { EventFormat, JsonLimits } from './format-options.interface';
+import type { MessageIdFrom } from './record-info.interface';
 
 /** Options of KafkaExactlyOnceModule.forRoot / forRootAsync. */
 export interface KafkaExactlyOnceModuleOptions {

@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { KafkaExactlyOnceModuleOptions } from '../interfaces/kafka-exactly-once-options.interface';
-import { writesToRegistry } from '../serde/registry-boot';
+import { writesToRegistry } from '../formats/registry-boot';
 import { resolveOptions } from './resolve-options';
 import { drizzleDatabase } from '../database/drizzle.database';
 

@@ -1,6 +1,6 @@
 import type { DatabasePort } from '../database/database.port';
-import { DEFAULT_JSON_LIMITS, type JsonLimits } from '../formats/json.codec';
-import { EVENT_FORMATS, type EventFormat } from '../formats/event-reader';
+import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
+import { DEFAULT_JSON_LIMITS, EVENT_FORMATS } from './format-defaults';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { messageIdFromProblem } from '../engine/event-identity';
 import type { KafkaExactlyOnceModuleOptions, RetryOptions, RegistryConnectionOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';

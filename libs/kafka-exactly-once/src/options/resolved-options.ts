@@ -1,5 +1,5 @@
 import type { DatabasePort } from '../database/database.port';
-import type { JsonLimits } from '../formats/json.codec';
+import type { JsonLimits } from '../interfaces/format-options.interface';
 import type { KafkaExactlyOnceModuleOptions, RegistryConnectionOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
 
 /** The options with every default applied; what the engine reads. */

@@ -11,8 +11,8 @@ import type { ResolvedOptions } from '../options/resolved-options';
 import { type EventHeaders, headersProblem, messageIdProblem, toDurableHeaders } from '../publishing/event-headers';
 import { estimateRecordBytes, MAX_PRODUCER_RECORD_BYTES } from '../publishing/record-size';
 import { TopicInspector } from '../publishing/topic-inspector';
-import { encodeDeclaredEvent } from '../serde/declared-event.encoder';
-import { SchemaRegistry } from '../serde/schema-registry';
+import { encodeDeclaredEvent } from '../formats/declared-event.encoder';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { encodeHeaders, keyLockId, lockedPosition } from './outbox-event';
 import { OutboxRelay, type OutboxRelayStatus, type PgPool } from './outbox-relay';
 

@@ -2,21 +2,11 @@ import type { IHeaders } from '../kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import type { RetryTopicsOptions } from '../interfaces/kafka-exactly-once-options.interface';
 import type { RecordedFailure } from '../inbox/inbox.repository';
-import type { HandlerDefinition } from '../engine/handler-definition';
+import type { HandlerDefinition, RetryTiers } from '../engine/handler-definition';
 import { RETRY_HEADERS } from '../kafka-exactly-once.constants';
 import { isRetriableHandlerError } from '../engine/error-classification';
 import { HeaderPair, headerPairs, textHeaderPairs } from '../engine/record-headers';
 import { firstHeader, storableText } from '../engine/record-identity';
-
-/** The retry tiers of a handler, resolved at boot. */
-export interface RetryTiers {
-  /** The topic of each tier, in order: `<topic>.retry.1`, `<topic>.retry.2`... */
-  topics: string[];
-  /** The delay of each tier, ms. */
-  delaysMs: number[];
-  /** Errors that skip the tiers (besides those never retried). */
-  deadLetterOn: Array<abstract new (...args: any[]) => Error>;
-}
 
 /** Where a record was first consumed. */
 export interface RetryOrigin {

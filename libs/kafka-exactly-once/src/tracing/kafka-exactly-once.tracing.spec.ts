@@ -2,7 +2,7 @@ import * as api from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { RecordInfo } from '../interfaces/event-context.interface';
+import type { RecordInfo } from '../interfaces/record-info.interface';
 import { HeaderReader, KafkaExactlyOnceTracing } from './kafka-exactly-once.tracing';
 
 const PARENT_TRACE = '0af7651916cd43dd8448eb211c80319c';

@@ -1,4 +1,4 @@
-import type { RecordInfo } from '../interfaces/event-context.interface';
+import type { RecordInfo } from '../interfaces/record-info.interface';
 
 // @opentelemetry/api is an optional peer: its types are not imported, so that applications without it compile.
 type Context = object;

@@ -1,8 +1,10 @@
-import { DecodeError } from '../errors/decode.error';
-import { DEFAULT_JSON_LIMITS, JsonLimits, encodeJsonValue, parseJsonValue } from './json.codec';
+import { DecodeError } from '../../errors/decode.error';
+import type { JsonLimits } from '../../interfaces/format-options.interface';
+import { DEFAULT_JSON_LIMITS } from '../../options/format-defaults';
+import { encodeJsonValue, parseJsonValue } from './json.codec';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const worst = require('../../../../bench/json-worst-cases.js') as {
+const worst = require('../../../../../bench/json-worst-cases.js') as {
   JSON_WORST_CASES: Array<{ name: string; make(size: number): Buffer; bigIntegers?: JsonLimits['bigIntegers'] }>;
   linearity(make: (size: number) => Buffer, call: (input: Buffer) => unknown): Promise<{ small: number; half?: number; full?: number }>;
 };

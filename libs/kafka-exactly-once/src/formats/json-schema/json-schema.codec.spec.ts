@@ -1,6 +1,6 @@
-import { DecodeError } from '../errors/decode.error';
-import { parseJsonValue } from './json.codec';
-import { buildJsonSchemaValidator, frameJsonSchema, type JsonSchemaValidator, MAX_PROBLEMS, parseJsonBody, pathOf } from './registry-json-schema';
+import { DecodeError } from '../../errors/decode.error';
+import { parseJsonValue } from '../json/json.codec';
+import { buildJsonSchemaValidator, type JsonSchemaValidator, MAX_PROBLEMS, parseJsonBody, pathOf } from './json-schema.codec';
 
 const ORDER = {
   type: 'object',
@@ -16,7 +16,7 @@ const ORDER = {
 };
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const worst = require('../../../../bench/json-worst-cases.js') as {
+const worst = require('../../../../../bench/json-worst-cases.js') as {
   JSON_SCHEMA_WORST_CASES: Array<{ name: string; schema: object; make(size: number): Buffer }>;
   linearity(make: (size: number) => Buffer, call: (input: Buffer) => unknown): Promise<{ small: number; half?: number; full?: number }>;
 };
@@ -186,8 +186,7 @@ describe('JSON Schema validator of a registry schema', () => {
     expect(() => parseJsonBody(9, Buffer.from([0x22, 0xff, 0x22]))).toThrow(/JSON Schema id 9 is not UTF-8 text/);
   });
 
-  it('frames JSON bytes after the magic byte and the id, and writes JSON pointers as paths', () => {
-    expect(frameJsonSchema(0x01020304, Buffer.from('{}'))).toEqual(Buffer.from([0, 1, 2, 3, 4, 0x7b, 0x7d]));
+  it('writes JSON pointers as paths', () => {
     expect(pathOf('')).toBe('$');
     expect(pathOf('/a/0/b~1c/d~0e/_x$')).toBe('$.a[0]["b/c"]["d~e"]._x$');
   });
@@ -203,11 +202,11 @@ describe('without the optional packages', () => {
       jest.doMock('ajv', missing('ajv'));
       jest.doMock('protobufjs', missing('protobufjs'));
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const json = require('./registry-json-schema') as typeof import('./registry-json-schema');
+      const json = require('./json-schema.codec') as typeof import('./json-schema.codec');
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const proto = require('./registry-protobuf') as typeof import('./registry-protobuf');
+      const proto = require('../protobuf/protobuf.codec') as typeof import('../protobuf/protobuf.codec');
       expect(json.buildJsonSchemaValidator(1, '{}')).toEqual({ missingPeer: 'ajv' });
-      expect(proto.buildProtobufCodec(1, 'syntax = "proto3"; message M {}')).toEqual({ missingPeer: 'protobufjs' });
+      expect(proto.buildProtobufSchema(1, 'syntax = "proto3"; message M {}')).toEqual({ missingPeer: 'protobufjs' });
     });
     jest.dontMock('ajv');
     jest.dontMock('protobufjs');

@@ -1,6 +1,6 @@
-import { HEADERS } from '../kafka-exactly-once.constants';
-import { uuidv7 } from '../engine/message-ids';
-import { DecodeError } from '../errors/decode.error';
+import { HEADERS } from '../../kafka-exactly-once.constants';
+import { uuidv7 } from '../../engine/message-ids';
+import { DecodeError } from '../../errors/decode.error';
 import { fingerprintBytes } from './rabin-fingerprint';
 import { SchemaRegistry, type SchemaRegistryOptions } from './schema-registry';
 import { decodeSingleObject, encodeSingleObject, readFingerprint } from './single-object.codec';

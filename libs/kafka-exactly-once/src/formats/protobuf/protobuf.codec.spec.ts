@@ -1,6 +1,6 @@
 import * as protobuf from 'protobufjs';
-import { DecodeError } from '../errors/decode.error';
-import { buildProtobufCodec, decodeMessageIndexes, encodeMessageIndexes, frameProtobuf, MAX_MESSAGE_INDEXES, type ProtobufCodec } from './registry-protobuf';
+import { DecodeError } from '../../errors/decode.error';
+import { buildProtobufSchema, decodeMessageIndexes, encodeMessageIndexes, MAX_MESSAGE_INDEXES, type ProtobufSchema } from './protobuf.codec';
 
 const SHOP = `
 syntax = "proto3";
@@ -43,8 +43,8 @@ package common;
 message Money { string currency = 1; sint64 units = 2; }
 `;
 
-function codec(text = SHOP, references = [{ name: 'common/money.proto', schema: MONEY }]): ProtobufCodec {
-  const built = buildProtobufCodec(42, text, references);
+function codec(text = SHOP, references = [{ name: 'common/money.proto', schema: MONEY }]): ProtobufSchema {
+  const built = buildProtobufSchema(42, text, references);
   if (!('protobuf' in built)) throw new Error(JSON.stringify(built));
   return built.protobuf;
 }
@@ -164,29 +164,25 @@ describe('Protobuf codec of a registry schema', () => {
     expect(() => c.encode(undefined, 'text')).toThrow(/a message's value is an object, not string/);
   });
 
-  it('frames indexes and body after the magic byte and the id', () => {
-    expect(frameProtobuf(258, Buffer.from([0, 0x0a, 0x00]))).toEqual(Buffer.from([0, 0, 0, 1, 2, 0, 0x0a, 0x00]));
-  });
-
   it('reads a schema without a package, and imports that import others (references in any order)', () => {
     const a = 'syntax = "proto3"; package a; import "b.proto"; message A { b.B b = 1; }';
     const b = 'syntax = "proto3"; package b; import "c.proto"; message B { c.C c = 1; }';
     const c = 'syntax = "proto3"; package c; message C { int32 n = 1; }';
-    const top = buildProtobufCodec(1, 'syntax = "proto3"; import "a.proto"; message Top { a.A a = 1; }', [{ name: 'c.proto', schema: c }, { name: 'a.proto', schema: a }, { name: 'b.proto', schema: b }]);
+    const top = buildProtobufSchema(1, 'syntax = "proto3"; import "a.proto"; message Top { a.A a = 1; }', [{ name: 'c.proto', schema: c }, { name: 'a.proto', schema: a }, { name: 'b.proto', schema: b }]);
     if (!('protobuf' in top)) throw new Error(JSON.stringify(top));
     expect(top.protobuf.decode(top.protobuf.encode('Top', { a: { b: { c: { n: 7 } } } }))).toEqual({ message: 'Top', value: { a: { b: { c: { n: 7 } } } } });
   });
 
   it('resolves several well-known imports of one file (their google.protobuf namespace shared)', () => {
-    const built = buildProtobufCodec(5, 'syntax = "proto3"; import "google/protobuf/timestamp.proto"; import "google/protobuf/duration.proto"; import "google/protobuf/wrappers.proto"; message M { google.protobuf.Timestamp t = 1; google.protobuf.Duration d = 2; google.protobuf.StringValue s = 3; }');
+    const built = buildProtobufSchema(5, 'syntax = "proto3"; import "google/protobuf/timestamp.proto"; import "google/protobuf/duration.proto"; import "google/protobuf/wrappers.proto"; message M { google.protobuf.Timestamp t = 1; google.protobuf.Duration d = 2; google.protobuf.StringValue s = 3; }');
     if (!('protobuf' in built)) throw new Error(JSON.stringify(built));
     expect(built.protobuf.decode(built.protobuf.encode('M', { t: { seconds: 1 }, d: { seconds: '2', nanos: 3 }, s: { value: 'x' } })).value).toEqual({ t: { seconds: '1', nanos: 0 }, d: { seconds: '2', nanos: 3 }, s: { value: 'x' } });
   });
 
   it('is unreadable, saying why, for a file that does not parse, an import no reference gives, a type that does not resolve, or no message', () => {
-    expect(buildProtobufCodec(3, 'syntax = "proto3"; message {')).toEqual({ unreadable: expect.stringMatching(/^Protobuf schema id 3 cannot be read here: /) });
-    expect(buildProtobufCodec(3, SHOP, [])).toEqual({ unreadable: expect.stringMatching(/imports common\/money\.proto, which is neither among the schema's references nor a well-known type/) });
-    expect(buildProtobufCodec(3, 'syntax = "proto3"; message M { Missing m = 1; }')).toEqual({ unreadable: expect.stringMatching(/no such Type or Enum 'Missing'/) });
-    expect(buildProtobufCodec(3, 'syntax = "proto3"; enum E { A = 0; }')).toEqual({ unreadable: 'Protobuf schema id 3 declares no message' });
+    expect(buildProtobufSchema(3, 'syntax = "proto3"; message {')).toEqual({ unreadable: expect.stringMatching(/^Protobuf schema id 3 cannot be read here: /) });
+    expect(buildProtobufSchema(3, SHOP, [])).toEqual({ unreadable: expect.stringMatching(/imports common\/money\.proto, which is neither among the schema's references nor a well-known type/) });
+    expect(buildProtobufSchema(3, 'syntax = "proto3"; message M { Missing m = 1; }')).toEqual({ unreadable: expect.stringMatching(/no such Type or Enum 'Missing'/) });
+    expect(buildProtobufSchema(3, 'syntax = "proto3"; enum E { A = 0; }')).toEqual({ unreadable: 'Protobuf schema id 3 declares no message' });
   });
 });

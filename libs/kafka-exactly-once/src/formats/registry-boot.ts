@@ -1,11 +1,12 @@
 import type { Logger } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import type { EventFormat } from '../formats/event-reader';
+import type { EventFormat } from '../interfaces/format-options.interface';
 import { assertPeersInstalled, type PeerNeed } from '../optional-peers';
 import type { ResolvedOptions } from '../options/resolved-options';
-import { notAvroReason, type RegistrySchemas } from './registry-schemas';
-import type { LoadedSchema, SchemaRegistry } from './schema-registry';
+import { avroWriterOf, notAvroReason } from './avro/avro.reader';
+import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
+import type { FormatRegistry } from './writer-codecs';
 
 /** A handler's topic and how it reads it (HandlerDefinition's, without the engine's types). */
 export interface RegistryReader {
@@ -56,7 +57,7 @@ export function formatPeersNeeded(options: Pick<ResolvedOptions, 'topics' | 'wir
  * A registry that does not answer is warned about; the checks are not made then (the records show any mismatch as
  * decode failures, and wait for a missing package).
  */
-export async function checkReaders(remote: RegistrySchemas, readers: RegistryReader[], logger: Logger): Promise<void> {
+export async function checkReaders(remote: FormatRegistry, readers: RegistryReader[], logger: Logger): Promise<void> {
   try {
     await remote.probe();
   } catch (err) {
@@ -69,7 +70,7 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
     if (!reader.schema) continue;
     const schema = reader.schema;
     const subject = remote.subjectOf(reader.topic, schema.name);
-    let latest: Awaited<ReturnType<RegistrySchemas['latest']>>;
+    let latest: Awaited<ReturnType<FormatRegistry['latest']>>;
     try {
       latest = await remote.latest(subject);
     } catch (err) {
@@ -80,9 +81,10 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
       logger.log(`${reader.name}: subject ${subject} has no schema in the Schema Registry; records of ${reader.topic} in the registry's framing are read with ${schema.name} (${schema.file}) from their writer schemas as they come`);
       continue;
     }
-    const writer = latest.writer;
-    if (writer === 'unknown' || !('type' in writer)) {
-      const why = writer === 'unknown' ? 'the registry does not give it' : 'unreadable' in writer ? writer.unreadable : notAvroReason(writer);
+    const found = latest.writer;
+    const writer = found === 'unknown' || 'unreadable' in found ? undefined : avroWriterOf(found);
+    if (!writer) {
+      const why = found === 'unknown' ? 'the registry does not give it' : 'unreadable' in found ? found.unreadable : notAvroReason(found);
       throw new SchemaRegistryError('incompatible', `${reader.name}: the latest schema of subject ${subject} (id ${latest.id}) is not an Avro schema it can read: ${why}`, subject);
     }
     try {
@@ -103,7 +105,7 @@ export async function checkReaders(remote: RegistrySchemas, readers: RegistryRea
  * others name a record, which such a handler does not): a JSON Schema or Protobuf writer whose package is not
  * installed fails the boot, every one in one MissingPeerError. A subject that cannot be looked up is warned about.
  */
-async function checkFormatReaders(remote: RegistrySchemas, readers: RegistryReader[], logger: Logger): Promise<void> {
+async function checkFormatReaders(remote: FormatRegistry, readers: RegistryReader[], logger: Logger): Promise<void> {
   if (readers.length === 0 || !remote.subjectNamedByTopic) return;
   const needs: PeerNeed[] = [];
   for (const reader of readers) {
@@ -112,7 +114,7 @@ async function checkFormatReaders(remote: RegistrySchemas, readers: RegistryRead
       const latest = await remote.latest(subject);
       const writer = latest?.writer;
       if (writer && writer !== 'unknown' && 'missingPeer' in writer) {
-        needs.push({ peer: writer.missingPeer, neededBy: `${reader.name} reads ${reader.topic}, whose subject ${subject} has ${writer.schemaType === 'JSON' ? 'a JSON Schema' : 'a Protobuf schema'} as its latest schema (id ${latest!.id})` });
+        needs.push({ peer: writer.missingPeer, neededBy: `${reader.name} reads ${reader.topic}, whose subject ${subject} has ${writer.kind} as its latest schema (id ${latest!.id})` });
       }
     } catch (err) {
       logger.warn(`${reader.name}: could not look up the latest schema of subject ${subject} of the Schema Registry: ${(err as Error).message}`);
@@ -130,7 +132,7 @@ async function checkFormatReaders(remote: RegistrySchemas, readers: RegistryRead
  * `autoRegister`, and fails as any write without an id does otherwise), without the warning and the repeated lookups
  * of a topic only written. Resolves when every id is known, or left to its writes, or `running()` turns false.
  */
-export async function warmUpIds(remote: RegistrySchemas, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
+export async function warmUpIds(remote: FormatRegistry, registry: SchemaRegistry, options: Pick<ResolvedOptions, 'topics' | 'wireFormat' | 'topicPrefix'>, logger: Logger, running: () => boolean, read: ReadonlySet<string> = new Set()): Promise<void> {
   // Avro: the id of the local schema under the subject. JSON Schema and Protobuf: the subject's latest schema.
   const wanted = Object.entries(options.topics)
     .filter(([topic]) => writesToRegistry(options, topic))

@@ -1,6 +1,8 @@
 import { dirname } from 'path';
 import type * as Protobuf from 'protobufjs';
-import { DecodeError } from '../errors/decode.error';
+import { DecodeError } from '../../errors/decode.error';
+import type { BuiltWriter, RegistrySchema } from '../../registry/registry-schemas';
+import type { ProtobufCodec } from '../format.codec';
 
 /** Message indexes one record may carry: a real .proto nests a handful of levels, so more is a corrupt value. */
 export const MAX_MESSAGE_INDEXES = 100;
@@ -25,7 +27,7 @@ export interface ProtobufReference {
  *   null), except oneof members; a set oneof names its member under the oneof's own name (`{ kind: 'card', card: {...} }`);
  * - well-known types as their messages (a Timestamp is `{ seconds: '1700000000', nanos: 0 }`).
  */
-export interface ProtobufCodec {
+export interface ProtobufSchema {
   id: number;
   /** The message the indexes name and its value; DecodeError (naming the schema id) for what does not read. */
   decode(bytesAfterId: Buffer): { message: string; value: Record<string, unknown> };
@@ -88,22 +90,14 @@ export function decodeMessageIndexes(bytes: Buffer, schemaId: number): { indexes
   return { indexes, bodyOffset: offset };
 }
 
-/** Confluent's framing of a Protobuf value written with schema `id`: 0x00, the id (4 bytes, big-endian), indexes and body. */
-export function frameProtobuf(id: number, indexesAndBody: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(5);
-  header[0] = 0x00;
-  header.writeUInt32BE(id, 1);
-  return Buffer.concat([header, indexesAndBody]);
-}
-
 /**
- * The codec of a registry's Protobuf schema: `text` (the .proto file) parsed with field names as written, its
+ * A registry's Protobuf schema, compiled: `text` (the .proto file) parsed with field names as written, its
  * imports from `references` (name: the import path; the referenced files in any order) or protobufjs's well-known
  * types (google/protobuf/timestamp.proto and the others it bundles). `{ unreadable }` with the reason when the
  * files do not parse or resolve, or an import is neither; `{ missingPeer }` when protobufjs is not installed (not
  * the schema's fault: its records wait for the package).
  */
-export function buildProtobufCodec(id: number, text: string, references: readonly ProtobufReference[] = []): { protobuf: ProtobufCodec } | { unreadable: string } | { missingPeer: 'protobufjs' } {
+export function buildProtobufSchema(id: number, text: string, references: readonly ProtobufReference[] = []): { protobuf: ProtobufSchema } | { unreadable: string } | { missingPeer: 'protobufjs' } {
   const protobuf = loadProtobuf();
   if (!protobuf) return { missingPeer: 'protobufjs' };
   const options = { keepCase: true };
@@ -140,24 +134,59 @@ export function buildProtobufCodec(id: number, text: string, references: readonl
     const messagesOf = (namespace: Protobuf.NamespaceBase): Protobuf.Type[] => namespace.nestedArray.filter((t): t is Protobuf.Type => t instanceof protobuf.Type);
     const ownTop = messagesOf(ownPackage);
     if (ownTop.length === 0) return { unreadable: `Protobuf schema id ${id} declares no message` };
-    return { protobuf: codecOf(id, protobuf, own.package ?? '', ownTop, messagesOf, (type) => root.lookupType(type.fullName)) };
+    return { protobuf: schemaOf(id, protobuf, own.package ?? '', ownTop, messagesOf, (type) => root.lookupType(type.fullName)) };
   } catch (err) {
     return { unreadable: `Protobuf schema id ${id} cannot be read here: ${(err as Error).message}` };
   }
 }
 
 /**
- * The codec over the main file's own messages (`ownTop`, where message indexes point) and the full root their
+ * The codec of a registry's Protobuf schema: a body is Confluent's message indexes and the message they name (its
+ * full name beside the value); an event is written as the message named (the file's first when none is), checked
+ * field by field first (validate says what encode would refuse).
+ */
+export function protobufCodec(schema: ProtobufSchema): ProtobufCodec {
+  return {
+    format: 'protobuf',
+    schemaType: 'PROTOBUF',
+    describe: `Protobuf schema id ${schema.id}`,
+    validatesDecoded: false,
+    decode(body) {
+      const { message, value } = schema.decode(body);
+      return { value, name: message };
+    },
+    validate(value, name) {
+      try {
+        schema.encode(name, value);
+        return [];
+      } catch (err) {
+        return [{ path: '', problem: (err as Error).message }];
+      }
+    },
+    encode: (value, name) => schema.encode(name, value),
+  };
+}
+
+/** The codec of a registry's schema of schemaType PROTOBUF, or why there is none here (a schema problem, protobufjs missing). */
+export function protobufWriter(schema: RegistrySchema): BuiltWriter<ProtobufCodec> {
+  const built = buildProtobufSchema(schema.id, schema.text, schema.references.map((r) => ({ name: r.name, schema: r.text })));
+  if ('missingPeer' in built) return { missingPeer: built.missingPeer, schemaType: 'PROTOBUF', kind: 'a Protobuf schema' };
+  if ('unreadable' in built) return { unreadable: `the registry's schema id ${schema.id} is a Protobuf schema that cannot be read here: ${built.unreadable}` };
+  return { codec: protobufCodec(built.protobuf) };
+}
+
+/**
+ * The compiled schema over the main file's own messages (`ownTop`, where message indexes point) and the full root their
  * field types resolve in (`inFull`: the same message there).
  */
-function codecOf(
+function schemaOf(
   id: number,
   protobuf: typeof Protobuf,
   pkg: string,
   ownTop: Protobuf.Type[],
   messagesOf: (namespace: Protobuf.NamespaceBase) => Protobuf.Type[],
   inFull: (type: Protobuf.Type) => Protobuf.Type,
-): ProtobufCodec {
+): ProtobufSchema {
   const typeAt = (indexes: readonly number[]): Protobuf.Type | string => {
     let level = ownTop;
     let type: Protobuf.Type | undefined;

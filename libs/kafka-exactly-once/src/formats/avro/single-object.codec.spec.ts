@@ -1,10 +1,10 @@
 import { mkdtempSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { DecodeError } from '../errors/decode.error';
-import { EventValidationError } from '../errors/event-validation.error';
-import { SchemaLoadError } from '../errors/schema-load.error';
-import { UnknownSchemaError } from '../errors/unknown-schema.error';
+import { DecodeError } from '../../errors/decode.error';
+import { EventValidationError } from '../../errors/event-validation.error';
+import { SchemaLoadError } from '../../errors/schema-load.error';
+import { UnknownSchemaError } from '../../errors/unknown-schema.error';
 import { SchemaRegistry } from './schema-registry';
 import { decodeSingleObject, encodeSingleObject, readFingerprint, validationErrors } from './single-object.codec';
 

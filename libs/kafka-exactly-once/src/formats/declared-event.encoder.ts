@@ -1,15 +1,16 @@
 import { MissingKeyError } from '../errors/missing-key.error';
 import { UndeclaredTopicError } from '../errors/undeclared-topic.error';
 import type { ResolvedOptions } from '../options/resolved-options';
-import type { SchemaRegistry } from './schema-registry';
 import { EventValidationError } from '../errors/event-validation.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
+import { frameForRegistry } from '../registry/registry-framing';
+import type { LatestWriter } from '../registry/registry-schemas';
+import { avroCodec } from './avro/avro.codec';
+import type { SchemaRegistry } from './avro/schema-registry';
+import { encodeSingleObject } from './avro/single-object.codec';
+import type { FormatCodec, WriterCodec } from './format.codec';
+import { JSON_CODEC } from './json/json.codec';
 import { writesToRegistry } from './registry-boot';
-import { frameForRegistry, type RegistrySchemas } from './registry-schemas';
-import { encodeSingleObject, validationErrors } from './single-object.codec';
-import { encodeJsonValue, parseJsonValue } from '../formats/json.codec';
-import { fieldErrorsOf, frameJsonSchema } from '../formats/registry-json-schema';
-import { frameProtobuf } from '../formats/registry-protobuf';
 
 /** An event encoded for one of the module's declared topics. */
 export interface EncodedEvent {
@@ -47,11 +48,12 @@ export function encodeDeclaredEvent(options: Pick<ResolvedOptions, 'topics' | 't
   if (!writesToRegistry(options, topic)) return { topic: written, key: recordKey, value: encodeSingleObject(schema, event), eventType: schema.name };
   // Confluent's framing: the event validated first (an invalid one is the caller's error whatever the registry
   // does), then the schema's id under the topic's subject: cached, or the lookup's, waited for.
-  const errors = validationErrors(schema, event);
+  const codec = avroCodec(schema.type);
+  const errors = codec.validate(event);
   if (errors.length > 0) throw new EventValidationError(schema.name, errors);
   const remote = registry.remote;
   if (!remote) throw new SchemaRegistryError('unavailable', `topic ${topic} is written in the Schema Registry's framing, and the module has no schemaRegistry option`);
-  const body = schema.type.toBuffer(event);
+  const body = codec.encode(event);
   const id = remote.idSoon(remote.subjectOf(written, schema.name), schema);
   return { topic: written, key: recordKey, value: typeof id === 'number' ? frameForRegistry(id, body) : quiet(id.then((known) => frameForRegistry(known, body))), eventType: schema.name };
 }
@@ -80,30 +82,32 @@ function encodeOther(registry: SchemaRegistry, topic: string, written: string, f
   return quiet(latest.then((known) => encodeWithLatest(topic, subject, known, format, event, message)));
 }
 
-/** A JSON or Protobuf event in the registry's framing with the subject's latest schema, checked against it first. */
-function encodeWithLatest(topic: string, subject: string, { id, writer }: Awaited<ReturnType<RegistrySchemas['latestSoon']>>, format: 'json' | 'protobuf', event: unknown, message: string | undefined): Buffer {
+/**
+ * A JSON or Protobuf event in the registry's framing with the subject's latest schema, by that schema's codec, the
+ * event checked against it first: a JSON event as a reader will check it (the bytes read back, big integers exact).
+ */
+function encodeWithLatest(topic: string, subject: string, { id, writer }: LatestWriter<WriterCodec>, format: 'json' | 'protobuf', event: unknown, message: string | undefined): Buffer {
+  const codec = 'codec' in writer ? writer.codec : undefined;
   if (format === 'json') {
-    if (!('jsonSchema' in writer)) throw new SchemaRegistryError('incompatible', `topic ${topic} is written as JSON Schema, and the latest schema of subject ${subject} (id ${id}) is not one`, subject);
+    if (codec?.schemaType !== 'JSON') throw new SchemaRegistryError('incompatible', `topic ${topic} is written as JSON Schema, and the latest schema of subject ${subject} (id ${id}) is not one`, subject);
     const bytes = jsonBytes(topic, event);
-    // Checked as a reader will check it: the bytes read back (big integers exact), against the writer's schema.
-    const problems = writer.jsonSchema.validate(parseJsonValue(bytes, { maxBytes: bytes.length + 2, maxDepth: 1000, bigIntegers: 'bigint' }));
-    if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id} (subject ${subject})`, fieldErrorsOf(problems));
-    return frameJsonSchema(id, bytes);
+    const problems = codec.validate(JSON_CODEC.decode(bytes, { maxBytes: bytes.length + 2, maxDepth: 1000, bigIntegers: 'bigint' }).value);
+    if (problems.length > 0) throw new EventValidationError(`JSON Schema id ${id} (subject ${subject})`, problems);
+    return frameForRegistry(id, bytes);
   }
-  if (!('protobuf' in writer)) throw new SchemaRegistryError('incompatible', `topic ${topic} is written as Protobuf, and the latest schema of subject ${subject} (id ${id}) is not a Protobuf schema`, subject);
-  let body: Buffer;
-  try {
-    body = writer.protobuf.encode(message, event);
-  } catch (err) {
-    throw new EventValidationError(`${message ?? 'the first message'} of Protobuf schema id ${id}`, [{ path: '', problem: (err as Error).message }]);
-  }
-  return frameProtobuf(id, body);
+  if (codec?.schemaType !== 'PROTOBUF') throw new SchemaRegistryError('incompatible', `topic ${topic} is written as Protobuf, and the latest schema of subject ${subject} (id ${id}) is not a Protobuf schema`, subject);
+  return frameForRegistry(id, encoded(codec, event, message, `${message ?? 'the first message'} of Protobuf schema id ${id}`));
 }
 
 function jsonBytes(topic: string, event: unknown): Buffer {
+  return encoded(JSON_CODEC, event, undefined, `JSON event of ${topic}`);
+}
+
+/** The body of `event` by `codec`; EventValidationError, under `what`, with the reason it cannot be written. */
+function encoded(codec: FormatCodec, event: unknown, name: string | undefined, what: string): Buffer {
   try {
-    return encodeJsonValue(event);
+    return codec.encode(event, name);
   } catch (err) {
-    throw new EventValidationError(`JSON event of ${topic}`, [{ path: '', problem: (err as Error).message }]);
+    throw new EventValidationError(what, [{ path: '', problem: (err as Error).message }]);
   }
 }

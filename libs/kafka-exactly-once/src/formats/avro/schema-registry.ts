@@ -1,11 +1,12 @@
 import * as avro from 'avsc';
 import { existsSync, readdirSync, readFileSync, statSync } from 'fs';
 import { isAbsolute, join, relative, resolve } from 'path';
-import { SchemaLoadError } from '../errors/schema-load.error';
-import { UnknownSchemaError } from '../errors/unknown-schema.error';
+import { SchemaLoadError } from '../../errors/schema-load.error';
+import { UnknownSchemaError } from '../../errors/unknown-schema.error';
 import { BigIntLongType } from './long-type';
 import { rabinFingerprint64 } from './rabin-fingerprint';
-import type { RegistrySchemas } from './registry-schemas';
+import type { RegistrySchemas } from '../../registry/registry-schemas';
+import type { WriterCodec } from '../format.codec';
 
 type Resolver = ReturnType<avro.Type['createResolver']>;
 
@@ -46,7 +47,7 @@ export class SchemaRegistry {
    * The Schema Registry, when the module has `schemaRegistry`: writer schemas of values in Confluent's framing,
    * and the ids of the schemas written in it (see RegistrySchemas).
    */
-  remote?: RegistrySchemas;
+  remote?: RegistrySchemas<WriterCodec, LoadedSchema>;
   private readonly byFingerprint = new Map<bigint, LoadedSchema>();
   private readonly versions = new Map<string, LoadedSchema[]>();
   private readonly resolvers = new Map<string, Resolver>();

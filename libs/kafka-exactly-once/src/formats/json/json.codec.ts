@@ -1,24 +1,10 @@
 import { randomBytes } from 'crypto';
-import { DecodeError } from '../errors/decode.error';
-
-/**
- * What `parseJsonValue` is willing to read. A record value comes from any producer, so each bound is a refusal
- * with a message rather than memory, stack or precision quietly lost.
- */
-export interface JsonLimits {
-  /** Largest value read, bytes. Default 1 MiB (1_048_576). */
-  maxBytes: number;
-  /** Deepest nesting of objects and arrays read. Default 64. */
-  maxDepth: number;
-  /** An integer outside ±(2^53-1): 'reject' (default: DecodeError naming the path and the digits), 'bigint' (read as a JS bigint, exact), 'string' (read as its decimal digits, a string). */
-  bigIntegers: 'reject' | 'bigint' | 'string';
-}
-
-export const DEFAULT_JSON_LIMITS: JsonLimits = Object.freeze({
-  maxBytes: 1_048_576,
-  maxDepth: 64,
-  bigIntegers: 'reject',
-} as const);
+import { DecodeError } from '../../errors/decode.error';
+import type { FieldError } from '../../errors/event-validation.error';
+import type { JsonLimits } from '../../interfaces/format-options.interface';
+import { DEFAULT_JSON_LIMITS } from '../../options/format-defaults';
+import { startsAsRegistryFramed } from '../../registry/registry-framing';
+import type { FormatCodec } from '../format.codec';
 
 // Decoding is stateless without `stream: true`, so one decoder serves every call. A leading BOM is refused
 // before decoding; `ignoreBOM` only keeps the decoder from hiding one if that check is ever moved.
@@ -36,7 +22,7 @@ const MIN_NORMAL = 2.2250738585072014e-308;
 const MAX_CHECKED_DIGITS = 100;
 
 /**
- * Reads a record value as a JSON object. Throws DecodeError (import { DecodeError } from '../errors/decode.error') for anything else.
+ * Reads a record value as a JSON object. Throws DecodeError (import { DecodeError } from '../../errors/decode.error') for anything else.
  *
  * Stricter than `JSON.parse` where two readers of one record could disagree (duplicate keys, integers a double
  * rounds, decimals with more digits than a double holds) or where reading costs more than the record is worth
@@ -84,7 +70,7 @@ function checkFraming(bytes: Buffer, limits: JsonLimits): void {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
     throw new DecodeError('value starts with a UTF-8 byte order mark (EF BB BF): JSON on the wire must not carry a byte order mark (RFC 8259 §8.1)');
   }
-  if (bytes[0] === 0x00) {
+  if (startsAsRegistryFramed(bytes)) {
     throw new DecodeError(
       `value starts with byte 00, as Schema Registry framing does (00 + 4-byte schema id): JSON has no such framing; ${describeStart(bytes)}`,
     );
@@ -505,6 +491,27 @@ export function encodeJsonValue(value: unknown): Buffer {
   }
   return Buffer.from(text, 'utf8');
 }
+
+/**
+ * The codec of plain JSON (no schema; Nest's Kafka transport and most Node services write it): a body is read with
+ * parseJsonValue within the reader's limits; an event is valid when it can be written as a JSON object, which
+ * encodeJsonValue does.
+ */
+export const JSON_CODEC: FormatCodec = Object.freeze({
+  format: 'json',
+  describe: 'JSON',
+  validatesDecoded: false,
+  decode: (body: Buffer, limits: JsonLimits) => ({ value: parseJsonValue(body, limits) }),
+  validate(value: unknown): FieldError[] {
+    try {
+      encodeJsonValue(value);
+      return [];
+    } catch (err) {
+      return [{ path: '', problem: (err as Error).message }];
+    }
+  },
+  encode: (value: unknown) => encodeJsonValue(value),
+});
 
 /** JSON.stringify with a replacer that writes bigints exactly and refuses non-finite numbers. */
 function stringifyCarefully(value: object): string | undefined {

@@ -1,8 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { DecodeError } from '../errors/decode.error';
-import { EventValidationError } from '../errors/event-validation.error';
+import { DecodeError } from '../../errors/decode.error';
+import { EventValidationError } from '../../errors/event-validation.error';
 import { EventCodec } from './event-codec';
 import { SchemaRegistry } from './schema-registry';
 import { decodeSingleObject } from './single-object.codec';

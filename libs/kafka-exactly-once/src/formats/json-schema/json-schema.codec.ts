@@ -1,6 +1,9 @@
-import type { FieldError } from '../errors/event-validation.error';
+import type { FieldError } from '../../errors/event-validation.error';
 import type { ErrorObject, Options as AjvOptions, ValidateFunction } from 'ajv';
-import { DecodeError } from '../errors/decode.error';
+import { DecodeError } from '../../errors/decode.error';
+import type { BuiltWriter, RegistrySchema } from '../../registry/registry-schemas';
+import type { JsonSchemaCodec } from '../format.codec';
+import { encodeJsonValue, parseJsonValue } from '../json/json.codec';
 import { uniqueItemsKeyword } from './unique-items.keyword';
 
 /** Problems reported for one value at most (validation stops at the first, but a failed anyOf or oneOf lists its branches'). */
@@ -107,6 +110,38 @@ export function buildJsonSchemaValidator(id: number, text: string, references: r
 }
 
 /**
+ * The codec of a registry's JSON Schema: a body is JSON text, read with the reader's limits (DecodeError naming the
+ * schema id); a value read or to be written is checked against the schema (validate), which reading does too, since
+ * any JSON text decodes whatever the schema says; an event is written as plain JSON.
+ */
+export function jsonSchemaCodec(validator: JsonSchemaValidator): JsonSchemaCodec {
+  const id = validator.id;
+  return {
+    format: 'json',
+    schemaType: 'JSON',
+    describe: `JSON Schema id ${id}`,
+    validatesDecoded: true,
+    decode(body, limits) {
+      try {
+        return { value: parseJsonValue(body, limits) };
+      } catch (err) {
+        throw new DecodeError(`value of JSON Schema id ${id}: ${(err as Error).message}`, { cause: err });
+      }
+    },
+    validate: (value) => fieldErrorsOf(validator.validate(value)),
+    encode: (value) => encodeJsonValue(value),
+  };
+}
+
+/** The codec of a registry's schema of schemaType JSON, or why there is none here (a schema problem, ajv missing). */
+export function jsonSchemaWriter(schema: RegistrySchema): BuiltWriter<JsonSchemaCodec> {
+  const built = buildJsonSchemaValidator(schema.id, schema.text, schema.references.map((r) => ({ name: r.name, schema: r.text })));
+  if ('missingPeer' in built) return { missingPeer: built.missingPeer, schemaType: 'JSON', kind: 'a JSON Schema' };
+  if ('unreadable' in built) return { unreadable: `the registry's schema id ${schema.id} is a JSON Schema that cannot be read here: ${built.unreadable}` };
+  return { codec: jsonSchemaCodec(built.jsonSchema) };
+}
+
+/**
  * The JSON value of a record's bytes after the schema id (UTF-8 JSON text); DecodeError naming `schemaId` when
  * they are not. Numbers read as JavaScript numbers: integers beyond 2^53 lose precision, as with any JSON.parse.
  */
@@ -122,14 +157,6 @@ export function parseJsonBody(schemaId: number, bytesAfterId: Buffer): unknown {
   } catch (err) {
     throw new DecodeError(`value of JSON Schema id ${schemaId} is not JSON: ${(err as Error).message}`, { cause: err });
   }
-}
-
-/** Confluent's framing of a JSON value written with schema `id`: 0x00, the id (4 bytes, big-endian), the JSON bytes. */
-export function frameJsonSchema(id: number, jsonBytes: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(5);
-  header[0] = 0x00;
-  header.writeUInt32BE(id, 1);
-  return Buffer.concat([header, jsonBytes]);
 }
 
 type Draft = 'draft-07' | 'draft-06' | '2019-09' | '2020-12';

@@ -1,8 +1,12 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
-import { frameForRegistry, MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, registryIdOf, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
-import { SchemaRegistry } from './schema-registry';
-import { decodeEvent, encodeSingleObject } from './single-object.codec';
+import { frameForRegistry, registryIdOf } from './registry-framing';
+import { MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
+import { decodeEvent } from '../formats/avro/avro.reader';
+import { SchemaRegistry } from '../formats/avro/schema-registry';
+import { encodeSingleObject } from '../formats/avro/single-object.codec';
+import { formatRegistry } from '../formats/writer-codecs';
+import { DEFAULT_JSON_LIMITS } from '../options/format-defaults';
 
 const V1 = { type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }] };
 const V2 = { type: 'record', name: 'Note', namespace: 't', fields: [{ name: 'id', type: 'string' }, { name: 'n', type: 'long', default: 0 }] };
@@ -95,21 +99,14 @@ describe('the Schema Registry as the library uses it', () => {
 
   it('names subjects by the configured strategy', () => {
     const client = fakeClient(local);
-    expect(new RegistrySchemas(options(), 'bigint', client).subjectOf('orders', 't.Note')).toBe('orders-value');
-    expect(new RegistrySchemas(options({ subjectNameStrategy: 'record' }), 'bigint', client).subjectOf('orders', 't.Note')).toBe('t.Note');
-    expect(new RegistrySchemas(options({ subjectNameStrategy: 'topic-record' }), 'bigint', client).subjectOf('orders', 't.Note')).toBe('orders-t.Note');
-  });
-
-  it('tells the framing apart by its first bytes', () => {
-    expect(registryIdOf(frameForRegistry(258, Buffer.from([1, 2])))).toBe(258);
-    expect(registryIdOf(encodeSingleObject(v2, { id: 'x', n: 1n }))).toBeUndefined();
-    expect(registryIdOf(Buffer.from([0, 0, 0]))).toBeUndefined();
-    expect(registryIdOf(null)).toBeUndefined();
+    expect(formatRegistry(options(), 'bigint', client).subjectOf('orders', 't.Note')).toBe('orders-value');
+    expect(formatRegistry(options({ subjectNameStrategy: 'record' }), 'bigint', client).subjectOf('orders', 't.Note')).toBe('t.Note');
+    expect(formatRegistry(options({ subjectNameStrategy: 'topic-record' }), 'bigint', client).subjectOf('orders', 't.Note')).toBe('orders-t.Note');
   });
 
   it('reads a value of either framing on one topic, resolving an older writer to the reader', async () => {
     const client = fakeClient(local);
-    const remote = new RegistrySchemas(options(), 'bigint', client);
+    const remote = formatRegistry(options(), 'bigint', client);
     const registry = SchemaRegistry.fromSchemas([{ schema: V1, file: 'note.v1.avsc' }, { schema: V2, file: 'note.v2.avsc' }]);
     registry.remote = remote;
     const { id } = await client.register({ schema: v1.text }, { subject: 'orders-value' });
@@ -128,7 +125,7 @@ describe('the Schema Registry as the library uses it', () => {
 
   it('classes an id the registry does not know as a decode failure, and a registry that does not answer as unavailable', async () => {
     const client = fakeClient(local);
-    const remote = new RegistrySchemas(options(), 'bigint', client);
+    const remote = formatRegistry(options(), 'bigint', client);
     const registry = SchemaRegistry.fromSchemas([{ schema: V2, file: 'note.v2.avsc' }]);
     registry.remote = remote;
     const unknown = frameForRegistry(999, Buffer.from([2, 0x61]));
@@ -145,7 +142,7 @@ describe('the Schema Registry as the library uses it', () => {
 
   it('writes with the id of the schema under its subject: cached, looked up again when missing, registered only with autoRegister', async () => {
     const client = fakeClient(local);
-    const remote = new RegistrySchemas(options(), 'bigint', client);
+    const remote = formatRegistry(options(), 'bigint', client);
     await expect(remote.idFor('orders-value', v2)).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/registering at run time is off: register it at deploy time \(npx kafka-eo schemas register\)/) });
     // A write looks it up again, and says why there is none.
     await expect(remote.idSoon('orders-value', v2)).rejects.toMatchObject({ failure: 'no-id', message: expect.stringMatching(/registering at run time is off/) });
@@ -155,14 +152,14 @@ describe('the Schema Registry as the library uses it', () => {
     client.down = true;
     expect(remote.idSoon('orders-value', v2)).toBe(id); // cached: writes go on while the registry is away
 
-    const registering = new RegistrySchemas(options({ autoRegister: true }), 'bigint', fakeClient(local));
+    const registering = formatRegistry(options({ autoRegister: true }), 'bigint', fakeClient(local));
     expect(await registering.idFor('payments-value', v2)).toBeGreaterThan(0);
   });
 
   it('makes a write whose id is still being looked up wait for that lookup (no second request), within requestTimeoutMs', async () => {
     const client = fakeClient(local);
     const id = (await client.register({ schema: v2.text }, { subject: 'orders-value' })).id;
-    const remote = new RegistrySchemas(options({ requestTimeoutMs: 200 }), 'bigint', client);
+    const remote = formatRegistry(options({ requestTimeoutMs: 200 }), 'bigint', client);
     let answer!: () => void;
     client.hold = new Promise((resolve) => (answer = resolve));
     const boot = remote.idFor('orders-value', v2); // the boot's lookup, under way
@@ -179,7 +176,7 @@ describe('the Schema Registry as the library uses it', () => {
     // Registering at run time, each request within requestTimeoutMs but both together later: the write fails as
     // the registry away does, and the lookup runs on, for a later write to find at once.
     const slow = fakeClient(local);
-    const registering = new RegistrySchemas(options({ requestTimeoutMs: 100, autoRegister: true }), 'bigint', { request: (method, path, body) => withDelay(slow.request(method, path, body), 60) });
+    const registering = formatRegistry(options({ requestTimeoutMs: 100, autoRegister: true }), 'bigint', { request: (method, path, body) => withDelay(slow.request(method, path, body), 60) });
     await expect(registering.idSoon('late-value', v2)).rejects.toMatchObject({ failure: 'unavailable', message: expect.stringMatching(/did not give the id of t\.Note under subject late-value within 100 ms \(schemaRegistry\.requestTimeoutMs\)/) });
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(registering.idSoon('late-value', v2)).toEqual(expect.any(Number));
@@ -188,7 +185,7 @@ describe('the Schema Registry as the library uses it', () => {
 
   it('finds the id of a topic it may only read at boot without registering it, whatever autoRegister says', async () => {
     const client = fakeClient(local);
-    const remote = new RegistrySchemas(options({ autoRegister: true }), 'bigint', client);
+    const remote = formatRegistry(options({ autoRegister: true }), 'bigint', client);
     expect(await remote.findId('orders-value', v2)).toBeUndefined();
     expect(await remote.latest('orders-value')).toBeUndefined(); // nothing registered
     const id = (await client.register({ schema: v2.text }, { subject: 'orders-value' })).id;
@@ -200,7 +197,7 @@ describe('the Schema Registry as the library uses it', () => {
 
   it('gives the latest schema of a subject, or none', async () => {
     const client = fakeClient(local);
-    const remote = new RegistrySchemas(options(), 'bigint', client);
+    const remote = formatRegistry(options(), 'bigint', client);
     expect(await remote.latest('nothing-value')).toBeUndefined();
     await client.register({ schema: v1.text }, { subject: 'orders-value' });
     const { id } = await client.register({ schema: v2.text }, { subject: 'orders-value' });
@@ -228,9 +225,9 @@ describe('the Schema Registry client\'s authentication', () => {
   it('sends basic credentials, and a bearer token asked for each request', async () => {
     const server = await serve();
     try {
-      await new RegistrySchemas(options({ url: server.url, auth: { username: 'key', password: 'secret' } }), 'bigint').prefetch([frameForRegistry(1, Buffer.alloc(0))]);
+      await formatRegistry(options({ url: server.url, auth: { username: 'key', password: 'secret' } }), 'bigint').prefetch([frameForRegistry(1, Buffer.alloc(0))]);
       let n = 0;
-      const bearer = new RegistrySchemas(options({ url: server.url, auth: { bearerToken: async () => `token-${++n}` } }), 'bigint');
+      const bearer = formatRegistry(options({ url: server.url, auth: { bearerToken: async () => `token-${++n}` } }), 'bigint');
       await bearer.prefetch([frameForRegistry(1, Buffer.alloc(0))]);
       expect(server.seen).toEqual([`Basic ${Buffer.from('key:secret').toString('base64')}`, 'Bearer token-1']);
     } finally {
@@ -244,7 +241,7 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
   const note = reader.current('t.Note');
   const setUp = (now: () => number = Date.now, unknownIdWaitMs = 0) => {
     const client = fakeClient();
-    const remote = new RegistrySchemas(options({ unknownIdWaitMs }), 'bigint', client, now);
+    const remote = formatRegistry(options({ unknownIdWaitMs }), 'bigint', client, now);
     const registry = SchemaRegistry.fromSchemas([{ schema: V2, file: 'note.v2.avsc' }]);
     registry.remote = remote;
     return { client, remote, registry };
@@ -419,7 +416,7 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     const before = client.calls;
     await remote.prefetch(ids.slice(5).map(value));
     expect(client.calls).toBe(before);
-    for (const id of [ids[5], ids[ids.length - 1]]) expect(remote.writer(id)).toEqual({ type: expect.anything() });
+    for (const id of [ids[5], ids[ids.length - 1]]) expect(remote.writer(id)).toEqual({ codec: expect.objectContaining({ schemaType: 'AVRO' }) });
     // A forgotten writer's next record fetches it again (one request), and makes room by forgetting the oldest kept.
     await remote.prefetch([value(ids[0])]);
     expect(client.calls).toBe(before + 1);
@@ -464,13 +461,13 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     const values = [json, proto, badJson].map((i) => frameForRegistry(i, Buffer.from('{}')));
     await remote.prefetch(values);
     const jsonWriter = remote.writer(json);
-    if (!jsonWriter || typeof jsonWriter !== 'object' || !('jsonSchema' in jsonWriter)) throw new Error(`not a JSON Schema writer: ${JSON.stringify(jsonWriter)}`);
-    expect(jsonWriter.jsonSchema.validate({ code: 'x', n: 1 })).toEqual(['$.code: must NOT have fewer than 2 characters']);
-    expect(jsonWriter.jsonSchema.validate({ code: 'xy', n: 1.5 })).toEqual(['$.n: must be integer']);
+    if (!jsonWriter || typeof jsonWriter !== 'object' || !('codec' in jsonWriter) || jsonWriter.codec.schemaType !== 'JSON') throw new Error(`not a JSON Schema writer: ${JSON.stringify(jsonWriter)}`);
+    expect(jsonWriter.codec.validate({ code: 'x', n: 1 })).toEqual([{ path: 'code', problem: 'must NOT have fewer than 2 characters' }]);
+    expect(jsonWriter.codec.validate({ code: 'xy', n: 1.5 })).toEqual([{ path: 'n', problem: 'must be integer' }]);
     const protoWriter = remote.writer(proto);
-    if (!protoWriter || typeof protoWriter !== 'object' || !('protobuf' in protoWriter)) throw new Error(`not a Protobuf writer: ${JSON.stringify(protoWriter)}`);
-    const written = protoWriter.protobuf.encode('t.Note', { id: 'n', total: { units: '9007199254740993' } });
-    expect(protoWriter.protobuf.decode(written)).toEqual({ message: 't.Note', value: { id: 'n', total: { units: '9007199254740993' } } });
+    if (!protoWriter || typeof protoWriter !== 'object' || !('codec' in protoWriter) || protoWriter.codec.schemaType !== 'PROTOBUF') throw new Error(`not a Protobuf writer: ${JSON.stringify(protoWriter)}`);
+    const written = protoWriter.codec.encode({ id: 'n', total: { units: '9007199254740993' } }, 't.Note');
+    expect(protoWriter.codec.decode(written, DEFAULT_JSON_LIMITS)).toEqual({ name: 't.Note', value: { id: 'n', total: { units: '9007199254740993' } } });
     expect(remote.writer(badJson)).toEqual({ unreadable: expect.stringMatching(/^the registry's schema id \d+ is a JSON Schema that cannot be read here: JSON Schema id \d+ does not compile/) });
     expect(() => decodeEvent(registry, note, values[0])).toThrow(/a JSON schema under this id, not an Avro one/);
     expect(() => decodeEvent(registry, note, values[1])).toThrow(/a PROTOBUF schema under this id, not an Avro one/);
@@ -483,12 +480,12 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     const v1 = client.add(JSON.stringify({ type: 'object' }), { schemaType: 'JSON' }, 'notes-value');
     // A write while the lookup is under way waits for it.
     const lookup = remote.latestFor('notes-value');
-    await expect(remote.latestSoon('notes-value')).resolves.toMatchObject({ id: v1, writer: { jsonSchema: { id: v1 } } });
+    await expect(remote.latestSoon('notes-value')).resolves.toMatchObject({ id: v1, writer: { codec: { schemaType: 'JSON', describe: `JSON Schema id ${v1}` } } });
     await expect(lookup).resolves.toMatchObject({ id: v1 });
     client.add(JSON.stringify({ type: 'object', required: ['a'] }), { schemaType: 'JSON' }, 'notes-value');
     client.down = true;
     expect(remote.latestSoon('notes-value')).toMatchObject({ id: v1 }); // cached: at once, while the registry is away
-    const other = new RegistrySchemas(options(), 'bigint', client);
+    const other = formatRegistry(options(), 'bigint', client);
     await expect(other.latestFor('notes-value')).rejects.toMatchObject({ failure: 'unavailable' });
     await expect(other.latestSoon('notes-value')).rejects.toThrow(/did not give the latest schema of subject notes-value: connect ECONNREFUSED/);
   });

@@ -1,45 +1,75 @@
-import * as avro from 'avsc';
 import { withDeadline } from '../engine/deadline';
 import { DecodeError } from '../errors/decode.error';
 import { SchemaRegistryError } from '../errors/schema-registry.error';
-import { buildJsonSchemaValidator, type JsonSchemaValidator } from '../formats/registry-json-schema';
-import { buildProtobufCodec, type ProtobufCodec } from '../formats/registry-protobuf';
-import { installLineOf, OPTIONAL_PEERS } from '../optional-peers';
-import type { ResolvedOptions } from '../options/resolved-options';
-import { BigIntLongType } from './long-type';
+import { installLineOf, OPTIONAL_PEERS, type OptionalPeer } from '../optional-peers';
 import { CachedLookups } from './cached-lookups';
-import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryTransport } from './registry-http';
-import type { LoadedSchema } from './schema-registry';
-
-type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
+import { registryIdOf } from './registry-framing';
+import { errorCodeOf, httpTransport, type RegistryAnswer, type RegistryOptions, type RegistryTransport } from './registry-http';
 
 /**
- * A writer schema by id: its Avro type; `jsonSchema` (its validator) or `protobuf` (its codec) when the registry's
- * schemaType is JSON or PROTOBUF; `unknown` when the registry's last answer was that no schema has the id (asked
- * again by each prefetch); `notAvro` when the id holds a schema of another type; `unreadable` when the registry's
- * schema cannot be built here (the reason names the schema problem); `missingPeer` when it is a JSON Schema or a
- * Protobuf schema and the package that reads it (ajv, protobufjs) is not installed.
+ * A schema as the registry gives it for an id: its `schemaType` (AVRO when the answer names none), its text, and the
+ * schemas its text refers to, fetched by subject and version (each after those it refers to in turn), under the
+ * name the text refers to it by (a `$ref`, an import path, a named type).
  */
-export type Writer =
-  | { type: avro.Type }
-  | 'unknown'
-  | { notAvro: string }
-  | { unreadable: string }
-  | { jsonSchema: JsonSchemaValidator }
-  | { protobuf: ProtobufCodec }
-  | MissingPeerWriter;
-
-/** A JSON Schema or Protobuf writer schema whose package is not installed. */
-export interface MissingPeerWriter {
-  missingPeer: 'ajv' | 'protobufjs';
-  schemaType: 'JSON' | 'PROTOBUF';
+export interface RegistrySchema {
+  id: number;
+  schemaType: string;
+  text: string;
+  references: ReadonlyArray<{ name: string; text: string }>;
 }
 
-/** A writer that is not Avro: what an Avro reader says of it. */
-export function notAvroReason(writer: { notAvro: string } | { jsonSchema: JsonSchemaValidator } | { protobuf: ProtobufCodec } | MissingPeerWriter): string {
-  if ('notAvro' in writer) return writer.notAvro;
-  const type = 'missingPeer' in writer ? writer.schemaType : 'jsonSchema' in writer ? 'JSON' : 'PROTOBUF';
-  return `the registry holds a ${type} schema under this id, not an Avro one`;
+/** A writer schema whose package (ajv, protobufjs) is not installed. */
+export interface MissingPeerWriter {
+  missingPeer: OptionalPeer;
+  /** The registry's schemaType (JSON, PROTOBUF). */
+  schemaType: string;
+  /** What the schema is, in a sentence: `a JSON Schema`, `a Protobuf schema`. */
+  kind: string;
+}
+
+/** What the formats make of a registry's schema: its codec, or why there is none here. */
+export type BuiltWriter<C> = { codec: C } | { unreadable: string } | MissingPeerWriter;
+
+/** A schema this process writes with (the application's own), as the registry looks up and registers it. */
+export interface OwnSchema {
+  /** Its full name, for messages. */
+  name: string;
+  /** Where it comes from (a file of the schemas directory), for messages. */
+  file: string;
+  /** Its text, as registered. */
+  text: string;
+  /** What tells it from the subject's other schemas (an Avro schema's fingerprint). */
+  fingerprint: bigint;
+}
+
+/**
+ * How the registry's schemas become codecs: given by the formats (formats/writer-codecs.ts), so that the registry
+ * knows no format's details. `C` is a writer schema's codec; `S` a schema the process writes with.
+ */
+export interface WriterBuilder<C, S extends OwnSchema> {
+  /** Whether the formats read schemas of this schemaType; another is kept as `{ unsupported }`, its references not fetched. */
+  reads(schemaType: string): boolean;
+  /** The codec of a schema the registry gave (the reasons it gives are the record's failure: they name the schema problem). */
+  build(schema: RegistrySchema): BuiltWriter<C>;
+  /** The codec of a schema the process writes with, kept for the id the registry gives it: its records then read without a lookup. */
+  ownCodec(schema: S): C;
+}
+
+/**
+ * A writer schema by id: its `codec` (built by the formats); `unknown` when the registry's last answer was that no
+ * schema has the id (asked again by each prefetch); `unsupported` (the schemaType) when the id holds a kind of
+ * schema the formats do not read; `unreadable` when the registry's schema cannot be built here (the reason names
+ * the schema problem); `missingPeer` when the package that reads it (ajv, protobufjs) is not installed.
+ */
+export type Writer<C> = { codec: C } | 'unknown' | { unsupported: string } | { unreadable: string } | MissingPeerWriter;
+
+/** A writer schema a record can be read with, or whose failure is the partition's wait (see readableWriter). */
+export type ReadableWriter<C> = Exclude<Writer<C>, 'unknown' | { unreadable: string }>;
+
+/** The id and writer of a subject's latest schema, as the writers of JSON Schema and Protobuf write with it. */
+export interface LatestWriter<C> {
+  id: number;
+  writer: Exclude<Writer<C>, 'unknown'>;
 }
 
 /**
@@ -48,10 +78,9 @@ export function notAvroReason(writer: { notAvro: string } | { jsonSchema: JsonSc
  * partition waits and says why in health and in the log until the package is installed and the application restarted.
  */
 export function missingPeerFault(id: number, writer: MissingPeerWriter): SchemaRegistryError {
-  const kind = writer.schemaType === 'JSON' ? 'a JSON Schema' : 'a Protobuf schema';
   return new SchemaRegistryError(
     'missing-peer',
-    `schema id ${id} of the Schema Registry is ${kind}, and ${writer.missingPeer} (${OPTIONAL_PEERS[writer.missingPeer]}, an optional peer dependency of kafka-exactly-once) is not installed: records framed with it wait, none is dead-lettered. Install it and restart the application: ${installLineOf(writer.missingPeer)}`,
+    `schema id ${id} of the Schema Registry is ${writer.kind}, and ${writer.missingPeer} (${OPTIONAL_PEERS[writer.missingPeer]}, an optional peer dependency of kafka-exactly-once) is not installed: records framed with it wait, none is dead-lettered. Install it and restart the application: ${installLineOf(writer.missingPeer)}`,
   );
 }
 
@@ -77,8 +106,9 @@ const MAX_REFERENCES = 100;
  * bearer authentication, TLS): writer schemas by id and ids by subject and schema, cached (a schema id never
  * names another schema), so that records and publishes whose schemas are cached go on while the registry is away.
  *
- * Each writer schema is built on its own (its named types in a registry of its own), so any number of versions of
- * any number of records are read side by side for the life of the process. The registry's answers are told apart:
+ * It knows no format: each writer schema it fetches becomes a codec by the `builder` the formats give it (built on
+ * its own, so any number of versions of any number of records are read side by side for the life of the process),
+ * and a value's bytes are framing (registry-framing.ts) and a body it never reads. The registry's answers are told apart:
  * "no schema of this id" (`error_code` 40403) makes the id's records wait `unknownIdWaitMs`, asked again at each
  * retry (a writer registering it, a replica catching up), and is a decode failure of a record only after that wait
  * and on a fresh answer; a 404 without a registry's error body (a wrong base URL, a proxy whose upstream is away),
@@ -87,13 +117,13 @@ const MAX_REFERENCES = 100;
  * Reading is in two steps: `prefetch` (asynchronous, before a unit of work: the writer schemas of its records
  * that are not cached yet, at most MAX_LOOKUPS_PER_UNIT ids: see `affordable`) and `writer` (synchronous, while
  * decoding). Writing: `idFor` (at boot, for the declared topics) and `idSoon` (while encoding: the cached id at
- * once, else the lookup under way, waited for at most `requestTimeoutMs`); for JSON Schema and Protobuf, whose
- * schemas are the registry's rather than the application's, `latestFor` and `latestSoon` (a subject's latest schema)
- * in the same way.
+ * once, else the lookup under way, waited for at most `requestTimeoutMs`); for the formats whose schemas are the
+ * registry's rather than the application's (JSON Schema, Protobuf), `latestFor` and `latestSoon` (a subject's latest
+ * schema) in the same way.
  */
-export class RegistrySchemas {
+export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
   private readonly http: RegistryTransport;
-  private readonly writers = new Map<number, Exclude<Writer, 'unknown'>>();
+  private readonly writers = new Map<number, Exclude<Writer<C>, 'unknown'>>();
   /**
    * Ids the registry said it does not know: since when it says so (its records wait `unknownIdWaitMs` from then),
    * and its last such answer. Never taken as an answer: an unknown id is asked again by each prefetch.
@@ -104,11 +134,11 @@ export class RegistrySchemas {
   /** The ids of the schemas this process writes, by subject and schema. */
   private readonly ids = new CachedLookups<number>();
   /** The latest schema of a subject to write with (JSON Schema, Protobuf), by subject, once looked up. */
-  private readonly latestWriters = new CachedLookups<{ id: number; writer: Exclude<Writer, 'unknown'> }>();
+  private readonly latestWriters = new CachedLookups<LatestWriter<C>>();
 
   constructor(
     private readonly options: RegistryOptions,
-    private readonly longs: 'bigint' | 'number',
+    private readonly builder: WriterBuilder<C, S>,
     transport?: RegistryTransport,
     private readonly now: () => number = Date.now,
   ) {
@@ -133,7 +163,7 @@ export class RegistrySchemas {
   }
 
   /** The writer schema of an id, if it was fetched (undefined: not fetched yet, see prefetch). */
-  writer(id: number): Writer | undefined {
+  writer(id: number): Writer<C> | undefined {
     return this.writers.get(id) ?? (this.unknownIds.has(id) ? 'unknown' : undefined);
   }
 
@@ -143,7 +173,7 @@ export class RegistrySchemas {
    * wait for it (`unknown-id`); DecodeError when the registry still said it has no schema of the id after the wait,
    * or the schema cannot be built here (the record's failure).
    */
-  readableWriter(id: number): Exclude<Writer, 'unknown' | { unreadable: string }> {
+  readableWriter(id: number): ReadableWriter<C> {
     const writer = this.writer(id);
     if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
     if (writer === 'unknown') {
@@ -266,59 +296,27 @@ export class RegistrySchemas {
     this.unknownIds.set(id, { since, answeredAt: now });
   }
 
-  private keepWriter(id: number, writer: Exclude<Writer, 'unknown'>): void {
+  private keepWriter(id: number, writer: Exclude<Writer<C>, 'unknown'>): void {
     if (!this.writers.has(id) && this.writers.size >= MAX_WRITERS) this.writers.delete(this.writers.keys().next().value!);
     this.writers.set(id, writer);
   }
 
   /**
-   * The writer of a registry's schema by its schemaType. Avro: its type, built in a type registry of its own (with
-   * its references, fetched by subject and version); unions read as plain values when Avro allows, else as Avro's
-   * wrapped branches (a writer's `["int","double"]`: the reader's own representation is what a handler gets either
-   * way). JSON and PROTOBUF: a validator or a codec, with the referenced schemas under the names they are referred
-   * to by (a `$ref`, an import path).
+   * The writer of a registry's schema: the codec the formats build from its schemaType, its text and its references
+   * (fetched by subject and version, each with the name it is referred to by), or why there is none.
    */
-  private async buildWriter(id: number, found: { schema?: unknown; schemaType?: unknown; references?: unknown }): Promise<Exclude<Writer, 'unknown'>> {
-    const type = typeof found.schemaType === 'string' ? found.schemaType.toUpperCase() : 'AVRO';
-    if (type !== 'AVRO' && type !== 'JSON' && type !== 'PROTOBUF') return { notAvro: `the registry holds a ${type} schema under this id, not an Avro one` };
-    let referenced: Array<{ name: string; text: string }>;
+  private async buildWriter(id: number, found: { schema?: unknown; schemaType?: unknown; references?: unknown }): Promise<Exclude<Writer<C>, 'unknown'>> {
+    const schemaType = typeof found.schemaType === 'string' ? found.schemaType.toUpperCase() : 'AVRO';
+    if (!this.builder.reads(schemaType)) return { unsupported: schemaType };
+    let references: Array<{ name: string; text: string }>;
     try {
-      referenced = await this.referencesOf(id, found.references);
+      references = await this.referencesOf(id, found.references);
     } catch (err) {
       if (err instanceof SchemaRegistryError) throw err;
       return { unreadable: `the registry's schema id ${id} cannot be read here: ${(err as Error).message}` };
     }
     if (typeof found.schema !== 'string') return { unreadable: `the registry's answer for schema id ${id} has no schema text` };
-    if (type === 'JSON') {
-      const built = buildJsonSchemaValidator(id, found.schema, referenced.map((r) => ({ name: r.name, schema: r.text })));
-      if ('missingPeer' in built) return { missingPeer: built.missingPeer, schemaType: 'JSON' };
-      return 'unreadable' in built ? { unreadable: `the registry's schema id ${id} is a JSON Schema that cannot be read here: ${built.unreadable}` } : built;
-    }
-    if (type === 'PROTOBUF') {
-      const built = buildProtobufCodec(id, found.schema, referenced.map((r) => ({ name: r.name, schema: r.text })));
-      if ('missingPeer' in built) return { missingPeer: built.missingPeer, schemaType: 'PROTOBUF' };
-      return 'unreadable' in built ? { unreadable: `the registry's schema id ${id} is a Protobuf schema that cannot be read here: ${built.unreadable}` } : built;
-    }
-    const texts = referenced.map((r) => r.text);
-    texts.push(found.schema);
-    let parsed: unknown[];
-    try {
-      parsed = texts.map((text) => JSON.parse(text));
-    } catch (err) {
-      return { unreadable: `the registry's schema id ${id} is not valid JSON: ${(err as Error).message}` };
-    }
-    let firstError: Error | undefined;
-    for (const wrapUnions of [false, true]) {
-      try {
-        const registry: Record<string, unknown> = this.longs === 'bigint' ? { long: BigIntLongType } : {};
-        let built: avro.Type | undefined;
-        for (const schema of parsed) built = avro.Type.forSchema(schema as avro.Schema, { registry, wrapUnions } as avro.ForSchemaOptions);
-        return { type: built! };
-      } catch (err) {
-        firstError ??= err as Error;
-      }
-    }
-    return { unreadable: `the registry's schema id ${id} is not an Avro schema this library can build: ${firstError?.message}` };
+    return this.builder.build({ id, schemaType, text: found.schema, references });
   }
 
   /**
@@ -352,7 +350,7 @@ export class RegistrySchemas {
   }
 
   /** The id of `schema` under `subject`, if known (see idFor). */
-  cachedId(subject: string, schema: LoadedSchema): number | undefined {
+  cachedId(subject: string, schema: S): number | undefined {
     return this.ids.values.get(idKey(subject, schema));
   }
 
@@ -361,7 +359,7 @@ export class RegistrySchemas {
    * under way (the boot's, or another write's) or one started now (registering with `autoRegister`), waited for at
    * most `requestTimeoutMs`. The promise rejects as idFor does, or `unavailable` when no answer came in time.
    */
-  idSoon(subject: string, schema: LoadedSchema): number | Promise<number> {
+  idSoon(subject: string, schema: S): number | Promise<number> {
     return this.ids.soon(idKey(subject, schema), () => this.lookUp(subject, schema), this.options.requestTimeoutMs, () => this.late(`the id of ${schema.name} under subject ${subject}`, subject));
   }
 
@@ -370,13 +368,13 @@ export class RegistrySchemas {
    * registers, whatever `autoRegister` says (the boot's lookup for a topic the module may only read). Throws
    * SchemaRegistryError `unavailable` when the registry does not answer.
    */
-  async findId(subject: string, schema: LoadedSchema): Promise<number | undefined> {
+  async findId(subject: string, schema: S): Promise<number | undefined> {
     const cached = this.cachedId(subject, schema);
     if (cached !== undefined) return cached;
     const id = await this.find(subject, schema);
     if (id !== undefined) {
       this.ids.values.set(idKey(subject, schema), id);
-      this.keepWriter(id, { type: schema.type });
+      this.keepWriter(id, { codec: this.builder.ownCodec(schema) });
     }
     return id;
   }
@@ -391,11 +389,11 @@ export class RegistrySchemas {
    * have it), then cached. Throws SchemaRegistryError: `no-id` when the subject does not have it and registering
    * is off, `unavailable` when the registry does not answer.
    */
-  idFor(subject: string, schema: LoadedSchema): Promise<number> {
+  idFor(subject: string, schema: S): Promise<number> {
     return this.ids.get(idKey(subject, schema), () => this.lookUp(subject, schema));
   }
 
-  private async lookUp(subject: string, schema: LoadedSchema): Promise<number> {
+  private async lookUp(subject: string, schema: S): Promise<number> {
     let id = await this.find(subject, schema);
     if (id === undefined) {
       if (!this.options.autoRegister) {
@@ -407,12 +405,12 @@ export class RegistrySchemas {
       }
       id = await this.registerNow(subject, schema);
     }
-    this.keepWriter(id, { type: schema.type });
+    this.keepWriter(id, { codec: this.builder.ownCodec(schema) });
     return id;
   }
 
   /** The id of `schema` under `subject`, or undefined when the subject (or the schema under it) is not there. */
-  private async find(subject: string, schema: LoadedSchema): Promise<number | undefined> {
+  private async find(subject: string, schema: S): Promise<number | undefined> {
     const what = `the id of ${schema.name} under subject ${subject}`;
     const answer = await this.call(what, 'POST', `/subjects/${encodeURIComponent(subject)}`, { schema: schema.text });
     // 40401: no such subject; 40403: the subject has no such schema.
@@ -421,13 +419,13 @@ export class RegistrySchemas {
   }
 
   /** Registers `schema` under `subject` (the deploy-time step: `kafka-eo schemas register`); its id. */
-  async register(subject: string, schema: LoadedSchema): Promise<number> {
+  async register(subject: string, schema: S): Promise<number> {
     const id = await this.registerNow(subject, schema);
     this.ids.values.set(idKey(subject, schema), id);
     return id;
   }
 
-  private async registerNow(subject: string, schema: LoadedSchema): Promise<number> {
+  private async registerNow(subject: string, schema: S): Promise<number> {
     const what = `registering ${schema.name} under subject ${subject}`;
     const answer = await this.call(what, 'POST', `/subjects/${encodeURIComponent(subject)}/versions`, { schema: schema.text });
     if (answer.status === 409 || answer.status === 422) {
@@ -437,7 +435,7 @@ export class RegistrySchemas {
   }
 
   /** The subject's latest schema, or undefined when the subject has none yet. */
-  async latest(subject: string): Promise<{ id: number; writer: Writer } | undefined> {
+  async latest(subject: string): Promise<{ id: number; writer: Writer<C> } | undefined> {
     const what = `the latest schema of subject ${subject}`;
     const answer = await this.call(what, 'GET', `/subjects/${encodeURIComponent(subject)}/versions/latest`);
     if (answer.status === 404 && (errorCodeOf(answer) === 40401 || errorCodeOf(answer) === 40402)) return undefined;
@@ -452,7 +450,7 @@ export class RegistrySchemas {
    * from the lookup under way or one started now, waited for at most `requestTimeoutMs`. The promise rejects as
    * latestFor does, or `unavailable` when no answer came in time.
    */
-  latestSoon(subject: string): { id: number; writer: Exclude<Writer, 'unknown'> } | Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
+  latestSoon(subject: string): LatestWriter<C> | Promise<LatestWriter<C>> {
     return this.latestWriters.soon(subject, () => this.lookUpLatest(subject), this.options.requestTimeoutMs, () => this.late(`the latest schema of subject ${subject}`, subject));
   }
 
@@ -462,11 +460,11 @@ export class RegistrySchemas {
    * `no-id` when the subject has no schema (register it at deploy time), `unavailable` when the registry does not
    * answer or its latest schema's id does not resolve.
    */
-  latestFor(subject: string): Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
+  latestFor(subject: string): Promise<LatestWriter<C>> {
     return this.latestWriters.get(subject, () => this.lookUpLatest(subject));
   }
 
-  private async lookUpLatest(subject: string): Promise<{ id: number; writer: Exclude<Writer, 'unknown'> }> {
+  private async lookUpLatest(subject: string): Promise<LatestWriter<C>> {
     const found = await this.latest(subject);
     if (!found) {
       throw new SchemaRegistryError('no-id', `subject ${subject} of the Schema Registry at ${this.options.url} has no schema to write with: register one at deploy time`, subject);
@@ -515,21 +513,7 @@ export class RegistrySchemas {
   }
 }
 
-/** The schema id of a value in Confluent's framing (byte 0 then a 4-byte big-endian id), else undefined. */
-export function registryIdOf(value: Buffer | null | undefined): number | undefined {
-  if (!value || value.length < 5 || value[0] !== 0x00) return undefined;
-  return value.readUInt32BE(1);
-}
-
-/** Confluent's framing of an Avro body written with schema `id`. */
-export function frameForRegistry(id: number, body: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(5);
-  header[0] = 0x00;
-  header.writeUInt32BE(id, 1);
-  return Buffer.concat([header, body]);
-}
-
-function idKey(subject: string, schema: LoadedSchema): string {
+function idKey(subject: string, schema: OwnSchema): string {
   return `${subject}\u0000${schema.fingerprint}`;
 }
 

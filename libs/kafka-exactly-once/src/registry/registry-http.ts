@@ -2,7 +2,8 @@ import { Agent as HttpAgent, request as httpRequest } from 'http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'https';
 import type { ResolvedOptions } from '../options/resolved-options';
 
-type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
+/** The module's `schemaRegistry` option, resolved. */
+export type RegistryOptions = NonNullable<ResolvedOptions['schemaRegistry']>;
 
 /** An answer of the registry's REST API: its HTTP status and its body (parsed JSON, or the text when it is not JSON). */
 export interface RegistryAnswer {
