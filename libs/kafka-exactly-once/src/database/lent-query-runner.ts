@@ -46,6 +46,15 @@ export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
     return new UnitConnectionError(`${ENDS_UNIT}; for a transaction of the handler's own, use manager.transaction(...) (a savepoint)`);
   };
   const depth = () => (runner as unknown as { transactionDepth?: number }).transactionDepth ?? 1;
+  /**
+   * The end of a transaction of the call's own, after the call: refused, and its level forgotten as TypeORM would
+   * forget it (TypeORM counts a level once its SAVEPOINT is answered, which may be after the call; every statement of
+   * that transaction after the call was refused, so its savepoint holds nothing).
+   */
+  const lateEnd = (late: UnitConnectionError): Promise<never> => {
+    if (depthAtOpen !== undefined && depth() > depthAtOpen) (runner as unknown as { transactionDepth: number }).transactionDepth = depth() - 1;
+    return Promise.reject(late);
+  };
   const guarded: Record<string, (...args: any[]) => unknown> = {
     query(this: QueryRunner, text: string, ...rest: unknown[]) {
       const refusal = checked(text);
@@ -60,12 +69,14 @@ export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
       return late ? Promise.reject(late) : (runner.startTransaction as (...a: unknown[]) => unknown).apply(this, args);
     },
     commitTransaction(this: QueryRunner) {
-      const late = refused() ?? (depth() <= 1 ? new UnitConnectionError(ENDS_UNIT) : undefined);
-      return late ? Promise.reject(late) : runner.commitTransaction.call(this);
+      const late = refused();
+      if (late) return lateEnd(late);
+      return depth() <= 1 ? Promise.reject(new UnitConnectionError(ENDS_UNIT)) : runner.commitTransaction.call(this);
     },
     rollbackTransaction(this: QueryRunner) {
-      const late = refused() ?? (depth() <= 1 ? new UnitConnectionError("a handler cannot roll back its unit of work's transaction: throw from the handler instead") : undefined);
-      return late ? Promise.reject(late) : runner.rollbackTransaction.call(this);
+      const late = refused();
+      if (late) return lateEnd(late);
+      return depth() <= 1 ? Promise.reject(new UnitConnectionError("a handler cannot roll back its unit of work's transaction: throw from the handler instead")) : runner.rollbackTransaction.call(this);
     },
     release() {
       return Promise.reject(new UnitConnectionError("a handler cannot release its unit of work's connection: the library releases it"));
