@@ -5,9 +5,10 @@ import { installLine, MissingPeerError, type MissingPeer } from './errors/missin
  * versions it supports: its package.json's `peerDependencies` (a unit spec keeps the two equal). What the
  * configuration makes certain is checked at boot (MissingPeerError names the package, the range, the install line):
  * - protobufjs: handlers and declared topics of format `protobuf` (KafkaExactlyOnceExplorer); a `json` handler whose
- *   subject's latest schema is Protobuf (checkReaders). Other Protobuf writers a record brings wait for it;
+ *   subject's latest schema is Protobuf (checkReaders). A Protobuf writer a record brings waits for it a while when
+ *   the topic's subject holds it, else the record is dead-lettered naming it (RegistrySchemas.missingPeerFailure);
  * - ajv: topics written as JSON Schema (explorer); a handler whose subject's latest schema is a JSON Schema
- *   (checkReaders). Other JSON Schema writers a record brings wait for it;
+ *   (checkReaders). A JSON Schema writer a record brings: as for protobufjs;
  * - class-validator: a handler's `validate` given as a DTO class (its validator, built at boot); class-transformer,
  *   when installed, builds the DTO (without it, the event's own fields: no nested DTOs);
  * - prom-client: `metrics` (KafkaExactlyOnceMetrics); @opentelemetry/api: spans, when installed (nothing to declare);
