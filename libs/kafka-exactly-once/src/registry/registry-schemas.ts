@@ -339,13 +339,13 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
     const unknown = this.unknownIds.get(id);
     if (!unknown || this.writers.has(id)) return false;
     const wait = this.options.unknownIdWaitMs;
-    if (now - unknown.since >= wait) {
-      unknown.notWaited = `asked again for ${wait} ms: schemaRegistry.unknownIdWaitMs`;
-      return false;
-    }
     const settled = this.settledId(now);
     if (settled !== undefined && id < settled) {
       unknown.notWaited = `not waited for: the registry gave id ${settled} more than ${wait} ms ago, and gives ids in increasing order`;
+      return false;
+    }
+    if (now - unknown.since >= wait) {
+      unknown.notWaited = `asked again for ${wait} ms: schemaRegistry.unknownIdWaitMs`;
       return false;
     }
     return true;
