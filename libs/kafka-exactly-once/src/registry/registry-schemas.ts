@@ -220,7 +220,7 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
     const subject = writer.subjects?.find((s) => this.namesTopic(s, topic));
     if (subject === undefined) {
       return new DecodeError(
-        `value is framed for a Schema Registry with ${missingPeerText(id, writer)}, and the subject of ${topic} does not hold that schema (not waited for: the registry lists it under ${listed(writer.subjects)}). If ${topic} is to carry such records, install it, restart the application and replay this dead letter: ${install}`,
+        `value is framed for a Schema Registry: ${missingPeerText(id, writer)}, and the subject of ${topic} does not hold that schema (not waited for: the registry lists it under ${listed(writer.subjects)}). If ${topic} is to carry such records, install it, restart the application and replay this dead letter: ${install}`,
       );
     }
     const now = this.now();
@@ -235,7 +235,7 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
         subject,
       );
     }
-    return new DecodeError(`value is framed for a Schema Registry with ${missingPeerText(id, writer)} (the records of ${topic}'s subject ${subject} waited ${wait} ms for it: schemaRegistry.missingPeerWaitMs). Install it, restart the application and replay this dead letter: ${install}`);
+    return new DecodeError(`value is framed for a Schema Registry: ${missingPeerText(id, writer)} (the records of ${topic}'s subject ${subject} waited ${wait} ms for it: schemaRegistry.missingPeerWaitMs). Install it, restart the application and replay this dead letter: ${install}`);
   }
 
   /** Whether `subject` is one the naming strategy gives `topic`'s values (never under `record`: a record's name says no topic). */
