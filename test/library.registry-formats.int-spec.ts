@@ -56,7 +56,7 @@ describe('library: JSON Schema and Protobuf in the Schema Registry framing', () 
 
   beforeAll(() => {
     registry = startTestRegistry();
-    remote = formatRegistry({ url: registry.url, subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 5000, unknownIdWaitMs: 0 }, 'bigint');
+    remote = formatRegistry({ url: registry.url, subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 5000, unknownIdWaitMs: 0, missingPeerWaitMs: 0 }, 'bigint');
   });
 
   afterAll(() => {

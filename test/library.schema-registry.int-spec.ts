@@ -341,7 +341,7 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
     expect(await deadLettered()).toEqual([]);
   });
 
-  it('dead-letters a flood of unknown ids a few lookups per unit of work, each id asked again while it waits, and says what framings a bad record lacks', async () => {
+  it('dead-letters a flood of unknown ids a few lookups per unit of work, the partition waiting unknownIdWaitMs once, and says what framings a bad record lacks', async () => {
     const v1 = await register(ORDER_V1);
     const flood: Message[] = Array.from({ length: 120 }, (_, i) => ({ key: 'flood', value: frameForRegistry(70_000_000 + i, Buffer.from([2, 0x61])), headers: { 'message-id': `flood-${i}` } }));
     const badFraming: Message = { key: 'flood', value: Buffer.from([0x01, 0x02, 0x03]), headers: { 'message-id': 'bad-framing' } };
@@ -353,10 +353,13 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
     expect(letters.find((l) => l.headers['message-id'] === 'bad-framing')?.headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(
       /neither framing this topic reads: Avro single-object encoding \(C3 01.*or a Schema Registry's \(00, then a 4-byte schema id.*starts with 01 02 03 \(3 bytes\)/,
     );
-    // Each unknown id asked again while its records waited (never final on one answer), a bounded number of times,
-    // and no unit of work looked up more than its bound (rows a transaction wrote share its xmin).
-    for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBeGreaterThan(1);
+    // Each unknown id asked (the first unit's again while they waited: never final on one answer), a bounded number
+    // of times; the partition's wait for unknown ids spent, the others were dead-lettered on their first answers; no
+    // unit of work looked up more than its bound (rows a transaction wrote share its xmin).
+    for (let i = 0; i < 16; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBeGreaterThan(1);
+    for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBeGreaterThanOrEqual(1);
     for (let i = 0; i < 120; i++) expect(proxy.count(new RegExp(`^GET /schemas/ids/${70_000_000 + i}$`))).toBeLessThan(30);
+    expect(letters.find((l) => l.headers['message-id'] === 'flood-119')?.headers[DEAD_LETTER_HEADERS.errorMessage]).toMatch(/not waited for: this partition already waited 3000 ms for ids the registry does not know within 30000 ms/);
     const perUnit = await queryDatabase<{ n: number }>(databaseUrl, "SELECT count(*)::int AS n FROM kafka_eo_inbox WHERE topic = $1 AND message_id LIKE '%flood-%' GROUP BY xmin::text", [input]);
     expect(perUnit.reduce((sum, r) => sum + r.n, 0)).toBe(120);
     expect(Math.max(...perUnit.map((r) => r.n))).toBeLessThanOrEqual(16);
@@ -506,6 +509,11 @@ class EarlyLateHandler {
   async onLate(event: { orderId: string }, ctx: EventContext): Promise<void> {
     await ctx.manager.query('INSERT INTO applied (topic, order_id) VALUES ($1, $2)', ['late', event.orderId]);
   }
+
+  @IdempotentHandler({ topic: 'flood', schema: 'test.registry.Order' })
+  async onFlood(event: { orderId: string }, ctx: EventContext): Promise<void> {
+    await ctx.manager.query('INSERT INTO applied (topic, order_id) VALUES ($1, $2)', ['flood', event.orderId]);
+  }
 }
 
 /**
@@ -532,7 +540,7 @@ describe('library: Schema Registry framing, ids not registered yet', () => {
     independent = new ConfluentClient({ host: registry.url });
     databaseUrl = await createSuiteDatabase('unknown_ids');
     await queryDatabase(databaseUrl, 'CREATE TABLE applied (topic text, order_id text)');
-    await createTopics(kafka, ['early', 'late', 'early.dlq', 'late.dlq'].map((t) => `${prefix}${t}`), 1);
+    await createTopics(kafka, ['early', 'late', 'flood', 'early.dlq', 'late.dlq', 'flood.dlq'].map((t) => `${prefix}${t}`), 1);
     @Module({
       imports: [
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
@@ -601,5 +609,47 @@ describe('library: Schema Registry framing, ids not registered yet', () => {
     expect(proxy.count(new RegExp(`^GET /schemas/ids/${never}$`))).toBeGreaterThan(1);
     expect(await queryDatabase(databaseUrl, 'SELECT message_id FROM kafka_eo_inbox WHERE topic = $1 AND dlq_reason IS NOT NULL', [`${prefix}late`])).toEqual([]);
     expect(await applied('early')).toEqual([]);
+  });
+
+  it('dead-letters a flood of distinct unknown ids within a bounded time, valid records flowing: ids below one the registry gave are not waited for, those above cost the partition one wait', async () => {
+    const lifecycle = moduleRef!.get(KafkaExactlyOnceLifecycle);
+    // Holes: 200 ids the registry gave and has deleted for good (a registry never gives an id again).
+    const holes: number[] = [];
+    for (let i = 0; i < 200; i++) holes.push((await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(unique(`hole-${i}`)) }, { subject: `${prefix}holes-value` })).id);
+    for (const permanent of ['', '?permanent=true']) expect((await fetch(`${registry.url}/subjects/${prefix}holes-value${permanent}`, { method: 'DELETE' })).status).toBe(200);
+    expect((await fetch(`${registry.url}/schemas/ids/${holes[0]}`)).status).toBe(404);
+    // A writer's schema above them, which the process reads (and so has been given) before the flood.
+    const { id } = await independent.register({ type: SchemaType.AVRO, schema: JSON.stringify(unique('flood-v1')) }, { subject: `${prefix}flood-value` });
+    const valid = async (n: number): Promise<Message> => ({ key: `order-${n % 7}`, value: await independent.encode(id, { orderId: `flood-${n}`, amount: n }), headers: { 'message-id': `valid-${n}` } });
+    await sendRaw(kafka, `${prefix}flood`, [await valid(0)]);
+    await waitUntil(async () => (await applied('flood')).length === 1, 60000, 'the first valid record applied');
+    // The registry may lag on a replica for up to unknownIdWaitMs: an id is settled once given that long ago.
+    await new Promise((resolve) => setTimeout(resolve, WAIT_MS + 1000));
+    const above = Array.from({ length: 20 }, (_, i) => 2_100_000_000 + i);
+    const hostile = [...holes.map((hole) => ({ kind: 'hole', id: hole })), ...above.map((a) => ({ kind: 'above', id: a }))];
+    const records: Message[] = [];
+    let n = 1;
+    for (const [i, { kind, id: framed }] of hostile.sort(() => Math.random() - 0.5).entries()) {
+      records.push({ key: `hostile-${i % 7}`, value: frameForRegistry(framed, Buffer.from([2, 0x61])), headers: { 'message-id': `${kind}-${framed}` } });
+      if (i % 4 === 0) records.push(await valid(n++));
+    }
+    const sentAt = Date.now();
+    await sendRaw(kafka, `${prefix}flood`, records);
+    // Before, each 16 distinct ids cost the partition unknownIdWaitMs: 14 waits of 15 s, some 210 s. A loose bound.
+    await waitUntil(async () => (await applied('flood')).length === n, 100000, 'every valid record applied');
+    const letters = await readTopic(kafka, `${prefix}flood.dlq`, { until: (r) => r.length >= hostile.length, timeoutMs: 100000 - (Date.now() - sentAt) });
+    expect(Date.now() - sentAt).toBeLessThan(100000);
+    expect(await applied('flood')).toEqual(Array.from({ length: n }, (_, k) => ({ order_id: `flood-${k}`, n: 1 })).sort((a, b) => a.order_id.localeCompare(b.order_id)));
+    expect(letters.length).toBe(hostile.length);
+    expect(new Set(letters.map((l) => l.headers[DEAD_LETTER_HEADERS.reason]))).toEqual(new Set(['decode-failed']));
+    for (const letter of letters) {
+      const messageId = letter.headers['message-id'];
+      const error = letter.headers[DEAD_LETTER_HEADERS.errorMessage];
+      if (messageId.startsWith('hole-')) expect([messageId, error]).toEqual([messageId, expect.stringMatching(/which the registry says does not exist \(not waited for: the registry gave id \d+ more than 15000 ms ago, and gives ids in increasing order\)/)]);
+      else expect([messageId, error]).toEqual([messageId, expect.stringMatching(/which the registry says does not exist \((asked again for 15000 ms|not waited for: this partition already waited 15000 ms)/)]);
+    }
+    // Each id asked a bounded number of times; the partition said why it waited while it did.
+    for (const framed of [...holes, ...above]) expect(proxy.count(new RegExp(`^GET /schemas/ids/${framed}$`))).toBeLessThan(30);
+    expect(lifecycle.status()?.partitions.find((p) => p.topic === `${prefix}flood`)?.lastError?.message).toMatch(/no schema of id 21000000\d\d \(yet\)/);
   });
 });

@@ -310,7 +310,7 @@ describe('KafkaExactlyOnceExplorer', () => {
     }
     const moduleRef = await moduleWith([KeyedHandlers], { topics: { orders: { format: 'json', messageIdFrom: 'order.id' }, refunds: { format: 'json', messageIdFrom: 'ignored' } } });
     const byTopic = Object.fromEntries(moduleRef.get(KafkaExactlyOnceExplorer).explore().map((h) => [h.topic, h.messageIdFrom]));
-    const record = () => ({ topic: 't', partition: 0, offset: '0', key: null, headers: {}, timestamp: '0' });
+    const record = () => ({ topic: 't', partition: 0, offset: '0', key: null, keyBytes: null, headers: {}, timestamp: '0' });
     expect(byTopic['env.orders']!.describe).toBe('field order.id');
     expect(byTopic['env.orders']!.keyOf({ order: { id: 'o-1' } }, record)).toEqual({ key: Buffer.from('o-1') });
     expect(byTopic['env.refunds']!.keyOf({ refund: { id: 'r-1' }, ignored: 'x' }, record)).toEqual({ key: Buffer.from('r-1') });

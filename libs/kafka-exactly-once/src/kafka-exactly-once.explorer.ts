@@ -222,7 +222,7 @@ export class KafkaExactlyOnceExplorer {
     } catch (err) {
       throw new HandlerRegistrationError(name, (err as Error).message);
     }
-    return eventReader(this.registry, { format, schema, json, validator, validatorName, registryFraming });
+    return eventReader(this.registry, { format, schema, json, validator, validatorName, registryFraming, topic: `${this.options.topicPrefix}${spec.topic}` });
   }
 
   /** The handler's retry tiers, checked (a boot error names the handler and the option). */

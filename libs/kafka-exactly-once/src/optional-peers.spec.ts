@@ -1,7 +1,8 @@
-import { readFileSync } from 'fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
 import { join } from 'path';
 import { MissingPeerError } from './errors/missing-peer.error';
-import { assertPeersInstalled, installLineOf, OPTIONAL_PEERS, satisfies } from './optional-peers';
+import { assertPeersInstalled, installedVersion, installLineOf, OPTIONAL_PEERS, satisfies } from './optional-peers';
 import { formatPeersNeeded } from './formats/registry-boot';
 
 const manifest = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { peerDependencies: Record<string, string>; peerDependenciesMeta: Record<string, { optional?: boolean }> };
@@ -32,6 +33,36 @@ describe('optional peer dependencies', () => {
 
   it('passes the packages this workspace has installed, in their supported versions', () => {
     expect(() => assertPeersInstalled(Object.keys(OPTIONAL_PEERS).map((peer) => ({ peer: peer as keyof typeof OPTIONAL_PEERS, neededBy: 'a test' })))).not.toThrow();
+  });
+
+  it("reads the version of a package whose exports leave its package.json out (drizzle-orm, @prisma/adapter-pg), so that its range is checked", () => {
+    for (const peer of ['drizzle-orm', '@prisma/adapter-pg'] as const) {
+      // The workspace's copy, read as a file (Node refuses `require('<peer>/package.json')`: ERR_PACKAGE_PATH_NOT_EXPORTED).
+      const manifest = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', 'node_modules', peer, 'package.json'), 'utf8')) as { version: string };
+      expect(manifest.version).toMatch(/^\d+\.\d+\.\d+/);
+      expect([peer, installedVersion(peer)]).toEqual([peer, manifest.version]);
+    }
+  });
+
+  it('refuses a version outside the range of a package whose package.json is not exported (a Prisma 6 adapter), and stops at its own folder', () => {
+    const app = mkdtempSync(join(tmpdir(), 'kafka-eo-peers-'));
+    try {
+      const root = join(app, 'node_modules', '@prisma', 'adapter-pg');
+      mkdirSync(join(root, 'dist', 'cjs'), { recursive: true });
+      const exports = { '.': { require: './dist/cjs/index.js' } };
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ name: '@prisma/adapter-pg', version: '6.19.0', main: './dist/cjs/index.js', exports }));
+      writeFileSync(join(root, 'dist', 'cjs', 'package.json'), JSON.stringify({ type: 'commonjs' })); // a manifest without a name
+      writeFileSync(join(root, 'dist', 'cjs', 'index.js'), 'module.exports = {};');
+      expect(installedVersion('@prisma/adapter-pg', app)).toBe('6.19.0');
+      expect(() => assertPeersInstalled([{ peer: '@prisma/adapter-pg', neededBy: 'prismaDatabase(...)' }], app)).toThrow(
+        '@prisma/adapter-pg 6.19.0 is installed, and kafka-exactly-once supports ^7.0.0 (needed: prismaDatabase(...))',
+      );
+      // A package without any manifest of its own naming it: found, its version unknown (not refused).
+      writeFileSync(join(root, 'package.json'), JSON.stringify({ main: './dist/cjs/index.js' }));
+      expect(installedVersion('@prisma/adapter-pg', app)).toBe('');
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
   });
 
   it('says what each declared format needs', () => {

@@ -1,3 +1,5 @@
+import { readFileSync } from 'fs';
+import { basename, dirname, join } from 'path';
 import { installLine, MissingPeerError, type MissingPeer } from './errors/missing-peer.error';
 
 /**
@@ -5,9 +7,10 @@ import { installLine, MissingPeerError, type MissingPeer } from './errors/missin
  * versions it supports: its package.json's `peerDependencies` (a unit spec keeps the two equal). What the
  * configuration makes certain is checked at boot (MissingPeerError names the package, the range, the install line):
  * - protobufjs: handlers and declared topics of format `protobuf` (KafkaExactlyOnceExplorer); a `json` handler whose
- *   subject's latest schema is Protobuf (checkReaders). Other Protobuf writers a record brings wait for it;
+ *   subject's latest schema is Protobuf (checkReaders). A Protobuf writer a record brings waits for it a while when
+ *   the topic's subject holds it, else the record is dead-lettered naming it (RegistrySchemas.missingPeerFailure);
  * - ajv: topics written as JSON Schema (explorer); a handler whose subject's latest schema is a JSON Schema
- *   (checkReaders). Other JSON Schema writers a record brings wait for it;
+ *   (checkReaders). A JSON Schema writer a record brings: as for protobufjs;
  * - class-validator: a handler's `validate` given as a DTO class (its validator, built at boot); class-transformer,
  *   when installed, builds the DTO (without it, the event's own fields: no nested DTOs);
  * - prom-client: `metrics` (KafkaExactlyOnceMetrics); @opentelemetry/api: spans, when installed (nothing to declare);
@@ -41,9 +44,10 @@ export function installLineOf(peer: OptionalPeer): string {
 
 /**
  * Throws MissingPeerError when a package of `needs` cannot be loaded from the library, or is installed in a version
- * outside the range the library supports; every such package in one error, with one install line.
+ * outside the range the library supports; every such package in one error, with one install line. `from`: the folder
+ * the packages are resolved from (default: the library's, as its lazy `require()`s resolve them).
  */
-export function assertPeersInstalled(needs: readonly PeerNeed[]): void {
+export function assertPeersInstalled(needs: readonly PeerNeed[], from?: string): void {
   const missing = new Map<OptionalPeer, MissingPeer>();
   for (const { peer, neededBy } of needs) {
     const found = missing.get(peer);
@@ -51,7 +55,7 @@ export function assertPeersInstalled(needs: readonly PeerNeed[]): void {
       if (!found.neededBy.includes(neededBy)) found.neededBy.push(neededBy);
       continue;
     }
-    const installed = installedVersion(peer);
+    const installed = installedVersion(peer, from);
     if (installed !== undefined && (installed === '' || satisfies(installed, OPTIONAL_PEERS[peer]))) continue;
     missing.set(peer, { name: peer, range: OPTIONAL_PEERS[peer], installed, neededBy: [neededBy] });
   }
@@ -69,22 +73,34 @@ export function requirePeer<T>(peer: OptionalPeer, neededBy: string): T {
 }
 
 /**
- * The version of `peer` the library would load (resolved from here, as its lazy `require()`s are): undefined when
- * it cannot be found; '' when it is there but its version cannot be read (its package.json not exported).
+ * The version of `peer` the library would load (resolved from here, as its lazy `require()`s are, or from `from`):
+ * undefined when it cannot be found; '' when it is there but no package.json of it says a version. Read from the
+ * package.json nearest above its entry point that names the package, with fs: a package's `exports` may leave its
+ * package.json out (drizzle-orm's and @prisma/adapter-pg's do), and a folder of its own may hold one without a name
+ * (`dist/cjs/package.json` saying only its module type).
  */
-function installedVersion(peer: OptionalPeer): string | undefined {
+export function installedVersion(peer: OptionalPeer, from?: string): string | undefined {
+  let entry: string;
   try {
-    require.resolve(peer);
+    entry = from === undefined ? require.resolve(peer) : require.resolve(peer, { paths: [from] });
   } catch (err) {
     if ((err as { code?: string }).code === 'MODULE_NOT_FOUND') return undefined;
     throw err;
   }
+  for (let dir = dirname(entry); ; dir = dirname(dir)) {
+    const manifest = readManifest(join(dir, 'package.json'));
+    if (manifest?.name === peer) return typeof manifest.version === 'string' ? manifest.version : '';
+    // Never past the package's own node_modules folder (another package's manifest), nor the file system's root.
+    if (basename(dir) === 'node_modules' || dirname(dir) === dir) return '';
+  }
+}
+
+function readManifest(path: string): { name?: unknown; version?: unknown } | undefined {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const version = (require(`${peer}/package.json`) as { version?: unknown }).version;
-    return typeof version === 'string' ? version : '';
+    const manifest: unknown = JSON.parse(readFileSync(path, 'utf8'));
+    return manifest !== null && typeof manifest === 'object' ? manifest : undefined;
   } catch {
-    return '';
+    return undefined;
   }
 }
 

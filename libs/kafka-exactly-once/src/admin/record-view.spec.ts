@@ -30,7 +30,7 @@ const thing = schemas.current('test.Thing');
 describe('record views', () => {
   it("says at once that the registry knows no schema of a value's id: the wait for it is a consumer's, not a view's", async () => {
     const registry = SchemaRegistry.fromSchemas([]);
-    registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 30000 }, 'bigint', {
+    registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 30000, missingPeerWaitMs: 0 }, 'bigint', {
       request: async () => ({ status: 404, body: { error_code: 40403, message: 'Schema not found' } }),
     });
     expect(await valueView(registry, frameForRegistry(77, Buffer.from([2])))).toMatchObject({ framing: 'schema-registry', decoded: null, error: 'the Schema Registry knows no schema of id 77' });

@@ -4,11 +4,12 @@ import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { resolveOptions } from '../options/resolve-options';
 import { eventKeyDigest, eventKeyIdentity, eventKeySource, messageIdFromProblem } from './event-identity';
 import type { HandlerDefinition } from './handler-definition';
-import { UnitReading } from './record-reading';
+import type { KeyedRecord } from '../interfaces/record-info.interface';
+import { keyedRecord, UnitReading } from './record-reading';
 import { coordinatesDigest, identify, outputIdSeed, sha256Hex } from './record-identity';
 
 describe('event identity (messageIdFrom)', () => {
-  const record = () => ({ topic: 'payments', partition: 0, offset: '5', key: 'acct-1', headers: {}, timestamp: '0' });
+  const record = () => ({ topic: 'payments', partition: 0, offset: '5', key: 'acct-1', keyBytes: Buffer.from('acct-1'), headers: {}, timestamp: '0' });
   const keyOf = (from: Parameters<typeof eventKeySource>[0], event: unknown) => eventKeySource(from).keyOf(event, record);
 
   it('refuses at boot what is neither a field path nor a function, naming the option', () => {
@@ -48,9 +49,30 @@ describe('event identity (messageIdFrom)', () => {
       [Infinity, /Infinity/],
       [{ id: 1 }, /an object/],
       [['a'], /an array/],
-      [Buffer.from('b'), /an object/],
+      [Buffer.alloc(0), /no bytes/],
     ];
     for (const [value, reason] of values) expect(keyOf('id', { id: value })).toEqual({ problem: expect.stringMatching(reason) });
+  });
+
+  it('takes bytes (a Buffer, a Uint8Array: an Avro bytes field, the record\'s keyBytes) as the key\'s own bytes', () => {
+    expect(keyOf('id', { id: Buffer.from([0xff, 0x00, 0xfe]) })).toEqual({ key: Buffer.from([0xff, 0x00, 0xfe]) });
+    expect(keyOf('id', { id: new Uint8Array([1, 2]) })).toEqual({ key: Buffer.from([1, 2]) });
+    expect(keyOf('id', { id: Buffer.from('p-1') })).toEqual(keyOf('id', { id: 'p-1' })); // bytes and their UTF-8 text: one key
+  });
+
+  it('gives a messageIdFrom function the record key\'s exact bytes: two binary keys that read alike as text stay two keys', () => {
+    // Two keys that are not UTF-8 and differ: their text is the same (each invalid byte reads as U+FFFD).
+    const keys = [Buffer.from([0x6b, 0xff]), Buffer.from([0x6b, 0xfe])];
+    const records = keys.map((key, n) => keyedRecord('payments', 0, { offset: String(n), key, value: null, timestamp: '0', headers: {}, attributes: 0, size: 0 } as never));
+    expect(records[0].key).toBe(records[1].key);
+    const byBytes = eventKeySource((_event: unknown, r: KeyedRecord) => r.keyBytes);
+    const [a, b] = records.map((r) => byBytes.keyOf({}, () => r));
+    expect(a).toEqual({ key: keys[0] });
+    expect(b).toEqual({ key: keys[1] });
+    // A copy: what the function does with it never changes the record's key.
+    records[0].keyBytes![0] = 0;
+    expect(keys[0][0]).toBe(0x6b);
+    expect(keyedRecord('payments', 0, { offset: '9', key: null, value: null, timestamp: '0', headers: {}, attributes: 0, size: 0 } as never)).toMatchObject({ key: null, keyBytes: null });
   });
 
   it('never reaches a prototype: only the event\'s own fields are read', () => {

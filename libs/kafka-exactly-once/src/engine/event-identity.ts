@@ -56,13 +56,17 @@ export function eventKeySource(from: MessageIdFrom): EventKeySource {
   };
 }
 
-/** A key's bytes: a string's UTF-8, a number's or a bigint's decimal text. */
+/**
+ * A key's bytes: a string's UTF-8, a number's or a bigint's decimal text, a Buffer's or Uint8Array's own bytes (a
+ * copy: an Avro `bytes` field, or the record's `keyBytes`, whose distinct values a text of them may not keep apart).
+ */
 function keyBytes(value: unknown, what: string): { key: Buffer } | { problem: string } {
   if (typeof value === 'string') return value.length > 0 ? { key: Buffer.from(value, 'utf8') } : { problem: `${what} an empty string` };
+  if (value instanceof Uint8Array) return value.length > 0 ? { key: Buffer.from(value) } : { problem: `${what} no bytes` };
   if (typeof value === 'bigint') return { key: Buffer.from(value.toString(), 'utf8') };
   if (typeof value === 'number') return Number.isFinite(value) ? { key: Buffer.from(String(value), 'utf8') } : { problem: `${what} ${value}, not a usable key` };
   const kind = value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : typeof value;
-  return { problem: `${what} ${kind}; a key is a non-empty string, a finite number or a bigint` };
+  return { problem: `${what} ${kind}; a key is a non-empty string, a finite number, a bigint or bytes (a Buffer)` };
 }
 
 /**

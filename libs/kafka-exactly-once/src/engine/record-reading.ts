@@ -35,9 +35,10 @@ export function eventIdentityOf(handler: HandlerDefinition, id: RecordIdentity, 
   return 'key' in key ? { id: eventKeyIdentity(id.scope, key.key) } : { id, problem: key.problem };
 }
 
-/** The record as a `messageIdFrom` function is given it. */
+/** The record as a `messageIdFrom` function is given it: its key as text and, exactly, as bytes (a copy). */
 export function keyedRecord(topic: string, partition: number, message: KafkaMessage): KeyedRecord {
-  return { topic, partition, offset: message.offset, key: message.key?.toString() ?? null, headers: textHeaders(message), timestamp: message.timestamp };
+  const key = message.key ?? null;
+  return { topic, partition, offset: message.offset, key: key?.toString() ?? null, keyBytes: key === null ? null : Buffer.from(key), headers: textHeaders(message), timestamp: message.timestamp };
 }
 
 /**

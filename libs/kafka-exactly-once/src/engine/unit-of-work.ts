@@ -283,7 +283,7 @@ export class UnitOfWork {
     try {
       // The writer schemas of the records in the Schema Registry's framing, before any transaction: a registry
       // that does not answer fails the unit as an infrastructure fault (retried; nothing dead-lettered).
-      await this.deps.registry.remote?.prefetch(this.records.map((r) => r.message.value));
+      await this.deps.registry.remote?.prefetch(this.records.map((r) => r.message.value), `${topic}[${partition}]`);
       // Records without a message id whose handler names their event's key are claimed by that key.
       this.reading.identify(this.records);
       this.sm.transitionTo('claiming');

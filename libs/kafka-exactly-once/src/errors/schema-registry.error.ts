@@ -13,10 +13,14 @@ import { KafkaExactlyOnceError } from './kafka-exactly-once.error';
  *   boot): a wrong base URL.
  * - `unknown-id`: the registry has no schema of a record's id (yet): the record waits, as for `unavailable`, for at
  *   most `schemaRegistry.unknownIdWaitMs` from the first such answer (a writer registering it, a replica catching
- *   up), the id asked again at each retry; after that the record is dead-lettered (`decode-failed`).
- * - `missing-peer`: a record's writer schema is a JSON Schema or a Protobuf schema, and the package that reads it
- *   (ajv, protobufjs) is not installed: the record waits, as for `unavailable`, until it is installed and the
- *   application restarted; never a dead letter.
+ *   up), the id asked again at each retry; after that the record is dead-lettered (`decode-failed`). Not waited for:
+ *   an id below one the registry gave that long ago, or any once its partition has waited that long for unknown ids
+ *   within ten times that.
+ * - `missing-peer`: a record's writer schema is a JSON Schema or a Protobuf schema, the package that reads it (ajv,
+ *   protobufjs) is not installed, and the topic's own subject holds that schema: the record waits, as for
+ *   `unavailable`, for at most `schemaRegistry.missingPeerWaitMs` from the first such record of the process (install
+ *   the package and restart), then is dead-lettered (`decode-failed`). A record of a schema the topic's subject does
+ *   not hold is dead-lettered at once, naming the package.
  */
 export type SchemaRegistryFailure = 'unavailable' | 'no-id' | 'incompatible' | 'not-a-registry' | 'unknown-id' | 'missing-peer';
 

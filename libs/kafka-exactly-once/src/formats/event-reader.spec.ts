@@ -38,7 +38,7 @@ function registryOf(schemas: Record<number, { schemaType?: string; schema: strin
     },
   };
   const registry = SchemaRegistry.fromSchemas([]);
-  registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', transport);
+  registry.remote = formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0, missingPeerWaitMs: 0 }, 'bigint', transport);
   return registry;
 }
 
@@ -198,7 +198,7 @@ describe('event readers without the optional packages', () => {
     throw Object.assign(new Error(`Cannot find module '${name}'`), { code: 'MODULE_NOT_FOUND' });
   };
 
-  it('makes a JSON Schema or Protobuf writer whose package is missing a wait of the record (missing-peer), never a dead letter; an Avro reader still refuses it as not Avro', async () => {
+  it('makes a writer whose package is missing wait only when the topic\'s subject holds it, for missingPeerWaitMs, and otherwise dead-letters the record naming the package; an Avro reader still refuses it as not Avro', async () => {
     await jest.isolateModulesAsync(async () => {
       jest.doMock('ajv', missing('ajv'));
       jest.doMock('protobufjs', missing('protobufjs'));
@@ -214,22 +214,61 @@ describe('event readers without the optional packages', () => {
   });
 
   async function readWithoutPackages(modules: { reader: typeof import('./event-reader'); serde: typeof import('./avro/schema-registry'); remote: typeof import('./writer-codecs') }): Promise<void> {
-    const schemas: Record<number, { schemaType: string; schema: string }> = { 1: { schemaType: 'JSON', schema: '{}' }, 2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message M { int32 n = 1; }' } };
-    const registry = modules.serde.SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] } }]);
-    registry.remote = modules.remote.formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: 'topic', autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0 }, 'bigint', {
-      request: async (_method, path) => ({ status: 200, body: schemas[Number(/(\d+)$/.exec(path)![1])] }),
-    });
-    const values = [frameForRegistry(1, json({ n: 1 })), frameForRegistry(2, Buffer.from([0, 8, 1]))];
-    await registry.remote.prefetch(values);
+    // Ids 1 and 2 under the topic's own subject (orders-value), 3 and 4 under another team's only.
+    const schemas: Record<number, { schemaType: string; schema: string; subjects: string[] }> = {
+      1: { schemaType: 'JSON', schema: '{}', subjects: ['orders-value'] },
+      2: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message M { int32 n = 1; }', subjects: ['audit-value', 'orders-value'] },
+      3: { schemaType: 'JSON', schema: '{"title": "other"}', subjects: ['payments-value'] },
+      4: { schemaType: 'PROTOBUF', schema: 'syntax = "proto3"; message Other { int32 n = 1; }', subjects: ['payments-value'] },
+    };
+    const registryWith = (strategy: 'topic' | 'record' | 'topic-record', now: () => number) => {
+      const registry = modules.serde.SchemaRegistry.fromSchemas([{ schema: { type: 'record', name: 'A', fields: [{ name: 'n', type: 'int' }] } }]);
+      registry.remote = modules.remote.formatRegistry({ url: 'http://registry.invalid', subjectNameStrategy: strategy, autoRegister: false, requestTimeoutMs: 1000, unknownIdWaitMs: 0, missingPeerWaitMs: 60_000 }, 'bigint', {
+        request: async (_method, path) => {
+          const [, id, versions] = /^\/schemas\/ids\/(\d+)(\/versions)?$/.exec(path)!;
+          const { subjects, ...schema } = schemas[Number(id)];
+          return { status: 200, body: versions ? subjects.map((subject) => ({ subject: strategy === 'topic-record' ? subject.replace(/-value$/, '-t.M') : subject, version: 1 })) : schema };
+        },
+      }, now);
+      return registry;
+    };
+    let now = 1_000_000;
+    const registry = registryWith('topic', () => now);
+    const values = [frameForRegistry(1, json({ n: 1 })), frameForRegistry(2, Buffer.from([0, 8, 1])), frameForRegistry(3, json({ n: 1 })), frameForRegistry(4, Buffer.from([0, 8, 1]))];
+    await registry.remote!.prefetch(values);
+    const failure = (reader: ReturnType<typeof modules.reader.eventReader>, value: Buffer) => reader.read(value).catch((e: unknown) => e);
     for (const format of ['json', 'protobuf'] as const) {
-      const reader = modules.reader.eventReader(registry, { format, json: DEFAULT_JSON_LIMITS });
+      const reader = modules.reader.eventReader(registry, { format, json: DEFAULT_JSON_LIMITS, topic: 'orders' });
+      // The topic's subject holds the schema (the boot refuses that, when the registry answers then): the record waits.
       for (const [value, peer] of [[values[0], 'ajv'], [values[1], 'protobufjs']] as const) {
-        const failure = await reader.read(value).catch((e: unknown) => e);
-        expect(failure).toMatchObject({ name: 'SchemaRegistryError', failure: 'missing-peer', retriable: true });
-        expect((failure as Error).message).toMatch(new RegExp(`${peer} \\(\\^\\d\\.0\\.0, an optional peer dependency of kafka-exactly-once\\) is not installed: records framed with it wait, none is dead-lettered\\. Install it and restart the application: npm install "${peer}@\\^\\d\\.0\\.0"`));
+        expect(await failure(reader, value)).toMatchObject({ name: 'SchemaRegistryError', failure: 'missing-peer', retriable: true, subject: 'orders-value' });
+        expect(((await failure(reader, value)) as Error).message).toMatch(
+          new RegExp(`${peer} \\(\\^\\d\\.0\\.0, an optional peer dependency of kafka-exactly-once\\) is not installed, and orders's subject orders-value holds it: its records wait up to 60000 ms \\(schemaRegistry\\.missingPeerWaitMs, 0 ms so far\\), then are dead-lettered\\. Install it and restart the application: npm install "${peer}@\\^\\d\\.0\\.0"`),
+        );
+      }
+      // Another subject's schema (another team's, a hostile record's): the record's failure at once, naming the package.
+      for (const [value, peer] of [[values[2], 'ajv'], [values[3], 'protobufjs']] as const) {
+        expect(await failure(reader, value)).toMatchObject({ name: 'DecodeError', retriable: false });
+        expect(((await failure(reader, value)) as Error).message).toMatch(
+          new RegExp(`is not installed, and the subject of orders does not hold that schema \\(not waited for: the registry lists it under subject payments-value\\)\\. If orders is to carry such records, install it, restart the application and replay this dead letter: npm install "${peer}@`),
+        );
       }
     }
-    const avro = modules.reader.eventReader(registry, { format: 'avro', schema: registry.current('A'), json: DEFAULT_JSON_LIMITS });
+    // Another topic's reader: the subject of id 1 is not its own.
+    expect(await failure(modules.reader.eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS, topic: 'payments' }), values[0])).toMatchObject({ name: 'DecodeError' });
+    // The wait is bounded: from the first record that waited for the package, then dead letters naming it.
+    now += 59_999;
+    const orders = modules.reader.eventReader(registry, { format: 'json', json: DEFAULT_JSON_LIMITS, topic: 'orders' });
+    expect(await failure(orders, values[0])).toMatchObject({ failure: 'missing-peer', message: expect.stringContaining('59999 ms so far') });
+    now += 1;
+    expect(await failure(orders, values[0])).toMatchObject({ name: 'DecodeError', message: expect.stringMatching(/\(the records of orders's subject orders-value waited 60000 ms for it: schemaRegistry\.missingPeerWaitMs\)\. Install it, restart the application and replay this dead letter: npm install "ajv@\^8\.0\.0"/) });
+    // The record strategy names no topic: never a wait. The topic-record one names the topic: orders-t.M waits.
+    for (const [strategy, name] of [['record', 'DecodeError'], ['topic-record', 'SchemaRegistryError']] as const) {
+      const other = registryWith(strategy, () => now);
+      await other.remote!.prefetch(values);
+      expect(await failure(modules.reader.eventReader(other, { format: 'protobuf', json: DEFAULT_JSON_LIMITS, topic: 'orders' }), values[1])).toMatchObject({ name });
+    }
+    const avro = modules.reader.eventReader(registry, { format: 'avro', schema: registry.current('A'), json: DEFAULT_JSON_LIMITS, topic: 'orders' });
     await expect(avro.read(values[1])).rejects.toMatchObject({ name: 'DecodeError', message: expect.stringMatching(/a PROTOBUF schema under this id, not an Avro one/) });
   }
 });

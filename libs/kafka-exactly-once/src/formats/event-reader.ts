@@ -3,7 +3,7 @@ import { EventValidationError } from '../errors/event-validation.error';
 import { RetriableValidationError } from '../errors/retriable-validation.error';
 import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
 import { registryBodyOf, registryIdOf, startsAsRegistryFramed } from '../registry/registry-framing';
-import { missingPeerFault, type ReadableWriter } from '../registry/registry-schemas';
+import type { ReadableWriter } from '../registry/registry-schemas';
 import { notAvroReason, readAvroValue } from './avro/avro.reader';
 import type { LoadedSchema, SchemaRegistry } from './avro/schema-registry';
 import type { EventValidator } from './event-validator';
@@ -44,6 +44,11 @@ export interface ReaderSpec {
    * a registry). false: plain JSON only, such a value gets the JSON reader's refusal.
    */
   registryFraming?: boolean;
+  /**
+   * The handler's topic, as consumed: whether its subject holds a writer schema whose package is not installed (its
+   * records then wait a while: see RegistrySchemas.missingPeerFailure). Without it, no subject does.
+   */
+  topic?: string;
 }
 
 /** The reader of a handler. */
@@ -77,7 +82,7 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec, readsRegistry: bo
     }
     case 'json':
       return (bytes) => {
-        if (readsRegistry && startsAsRegistryFramed(bytes)) return readRegistryFramed(registry, bytes as Buffer, 'json', spec.json);
+        if (readsRegistry && startsAsRegistryFramed(bytes)) return readRegistryFramed(registry, bytes as Buffer, 'json', spec);
         return { event: parseJsonValue(bytes, spec.json) };
       };
     case 'protobuf':
@@ -86,16 +91,21 @@ function decoderOf(registry: SchemaRegistry, spec: ReaderSpec, readsRegistry: bo
           throw new DecodeError(bytes ? `value is not in a Schema Registry's framing (00, then a 4-byte schema id), which Protobuf records need here; ${describeStart(bytes)}` : 'record has no value (a tombstone)');
         }
         if (!registry.remote) throw new DecodeError('value is Protobuf in a Schema Registry\'s framing, and this module has no schemaRegistry option to read it with');
-        return readRegistryFramed(registry, bytes as Buffer, 'protobuf', spec.json);
+        return readRegistryFramed(registry, bytes as Buffer, 'protobuf', spec);
       };
   }
 }
 
 /** A value in Confluent's framing whose writer schema (fetched before the unit of work) is JSON Schema or Protobuf. */
-function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
+function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'json' | 'protobuf', spec: ReaderSpec): DecodedValue {
   const id = registryIdOf(bytes);
   if (id === undefined) throw new DecodeError(`value starts with 00 as a Schema Registry's framing does, and is too short to hold a schema id; ${describeStart(bytes)}`);
-  return readWithWriter(id, registry.remote!.readableWriter(id), bytes, format, limits);
+  const remote = registry.remote!;
+  const writer = remote.readableWriter(id);
+  // A JSON Schema or Protobuf writer whose package is not installed: this handler would read it. It waits a while
+  // when the topic's subject holds that schema (a configuration the boot refuses), else it is the record's failure.
+  if ('missingPeer' in writer) throw remote.missingPeerFailure(id, writer, spec.topic ?? '');
+  return readWithWriter(id, writer, bytes, format, spec.json);
 }
 
 /**
@@ -104,7 +114,7 @@ function readRegistryFramed(registry: SchemaRegistry, bytes: Buffer, format: 'js
  * way. A codec that decodes any body (JSON Schema) checks the value against the writer's schema: its problems make
  * the record `validation-failed`.
  */
-function readWithWriter(id: number, writer: ReadableWriter<WriterCodec>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
+function readWithWriter(id: number, writer: Exclude<ReadableWriter<WriterCodec>, { missingPeer: unknown }>, bytes: Buffer, format: 'json' | 'protobuf', limits: JsonLimits): DecodedValue {
   if ('codec' in writer && writer.codec.schemaType !== 'AVRO') {
     const codec = writer.codec;
     const { value, name } = codec.decode(registryBodyOf(bytes), limits);
@@ -115,8 +125,6 @@ function readWithWriter(id: number, writer: ReadableWriter<WriterCodec>, bytes: 
     // The message's name goes to the handler beside the event (ctx.message.schema), never into the event itself.
     return { event: value, schema: name === undefined ? { id, type: codec.format } : { id, type: codec.format, name } };
   }
-  // A JSON Schema or Protobuf writer whose package is not installed: this handler would read it, so it waits.
-  if ('missingPeer' in writer) throw missingPeerFault(id, writer);
   const kind = 'codec' in writer ? 'an Avro schema (read by a handler of format avro, with its reader schema)' : `a schema of a kind not read here (${notAvroReason(writer)})`;
   throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, ${kind}, and this handler reads ${format === 'json' ? 'JSON' : 'Protobuf'}`);
 }

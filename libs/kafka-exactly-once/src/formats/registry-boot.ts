@@ -35,8 +35,9 @@ export function writesToRegistry(options: Pick<ResolvedOptions, 'topics' | 'wire
 /**
  * The optional peers the declared formats are sure to need: protobufjs for every handler and declared topic of
  * format `protobuf`, ajv for every topic written as JSON Schema. A `json` handler of a registry may meet Protobuf
- * or JSON Schema writers too, but only its records say so: those wait while the package is missing (see
- * RegistrySchemas), and checkReaders looks at its subject's latest schema at boot.
+ * or JSON Schema writers too, but only its records say so: checkReaders looks at its subject's latest schema at boot;
+ * at run time such a record waits a while only when the topic's subject holds its schema, else it is dead-lettered
+ * (RegistrySchemas.missingPeerFailure).
  */
 export function formatPeersNeeded(options: Pick<ResolvedOptions, 'topics' | 'wireFormat'>, handlers: ReadonlyArray<{ name: string; format: EventFormat }>): PeerNeed[] {
   const needs: PeerNeed[] = handlers.filter((h) => h.format === 'protobuf').map((h) => ({ peer: 'protobufjs', neededBy: `${h.name} reads format protobuf` }));
@@ -55,7 +56,7 @@ export function formatPeersNeeded(options: Pick<ResolvedOptions, 'topics' | 'wir
  * handler's subject (under the `topic` strategy, where a topic names it) has its latest schema looked up too: a
  * JSON Schema or Protobuf one whose package (ajv, protobufjs) is not installed fails the boot (MissingPeerError).
  * A registry that does not answer is warned about; the checks are not made then (the records show any mismatch as
- * decode failures, and wait for a missing package).
+ * decode failures, and wait `missingPeerWaitMs` for a missing package their topic's subject declares).
  */
 export async function checkReaders(remote: FormatRegistry, readers: RegistryReader[], logger: Logger): Promise<void> {
   try {

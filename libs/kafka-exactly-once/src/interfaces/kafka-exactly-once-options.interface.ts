@@ -264,10 +264,20 @@ export interface RegistryConnectionOptions {
    * found": a writer may register it moments later, or a registry replica lag behind the one the writer used. Their
    * unit of work is retried meanwhile as for a registry away (the partition paused, heartbeats going, the id asked
    * again at each retry, health naming it); after the wait, a record whose id the registry still does not know is
-   * dead-lettered (`decode-failed`). A "not found" is never reused for another unit of work. Default 30000; 0: no
+   * dead-lettered (`decode-failed`). A "not found" is never reused for another unit of work. Not waited for: an id
+   * below one the registry gave this process more than this long ago (registries give ids in increasing order), and
+   * any once the partition has waited this long for unknown ids within ten times this long. Default 30000; 0: no
    * wait; below `consumer.stallAfterMs`.
    */
   unknownIdWaitMs?: number;
+  /**
+   * How long the records of a JSON Schema or Protobuf writer schema wait when the package that reads it (ajv,
+   * protobufjs) is not installed and the topic's own subject holds that schema (what the boot refuses, when the
+   * registry answers then), in ms, from the first such record of the process: health names the package and its
+   * install line meanwhile; after it, they are dead-lettered (`decode-failed`). A record of a schema the topic's
+   * subject does not hold is dead-lettered at once. Default 600000 (10 minutes); 0: no wait.
+   */
+  missingPeerWaitMs?: number;
 }
 
 export interface ConsumerOptions {

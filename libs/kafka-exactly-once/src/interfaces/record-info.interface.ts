@@ -27,14 +27,22 @@ export interface RecordInfo {
 }
 
 /** What a `messageIdFrom` function is given besides the decoded event: the record, without an id of its own. */
-export type KeyedRecord = Omit<RecordInfo, 'messageId' | 'schema'>;
+export type KeyedRecord = Omit<RecordInfo, 'messageId' | 'schema'> & {
+  /**
+   * The record's key as it was written, byte for byte (null without one). `key` is its UTF-8 text, which a key that
+   * is not UTF-8 loses bytes of (two such keys may read alike): key events by the record's key with
+   * `(event, record) => record.keyBytes`.
+   */
+  keyBytes: Buffer | null;
+};
 
 /**
  * Where a record without a `message-id` header takes its identity from: the dotted path of a field of the decoded
  * event (`'paymentId'`, `'order.id'`: own fields only), or a function of the decoded event (before `validate`) and
- * the record. The key must be a non-empty string, a finite number or a bigint (a number and its decimal text are the
- * same key); of any length (it is hashed). Give the same key for every delivery of one event: a function must not
- * use the record's partition or offset.
+ * the record. The key must be a non-empty string, a finite number, a bigint (a number and its decimal text are the
+ * same key) or bytes (a Buffer or Uint8Array: its bytes, as `record.keyBytes` gives the record's key); of any length
+ * (it is hashed). Give the same key for every delivery of one event: a function must not use the record's partition
+ * or offset.
  */
 export type MessageIdFrom = string | ((event: any, record: KeyedRecord) => unknown);
 

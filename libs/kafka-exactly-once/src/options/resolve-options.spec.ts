@@ -74,6 +74,7 @@ describe('resolveOptions', () => {
     [{ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: -1 } }, 'schemaRegistry.unknownIdWaitMs'],
     [{ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 1.5 } }, 'schemaRegistry.unknownIdWaitMs'],
     [{ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 60000 } }, 'schemaRegistry.unknownIdWaitMs'],
+    [{ ...valid, schemaRegistry: { url: 'http://r', missingPeerWaitMs: -1 } }, 'schemaRegistry.missingPeerWaitMs'],
     [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { format: 'json', registryFraming: 'no' as never } } }, 'topics["out"].registryFraming'],
     [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { schema: 'x.Y', registryFraming: false } } }, 'topics["out"].registryFraming'],
     [{ ...valid, schemaRegistry: { url: 'http://r' }, topics: { out: { format: 'protobuf', registryFraming: false } } }, 'topics["out"].registryFraming'],
@@ -103,7 +104,7 @@ describe('resolveOptions', () => {
   });
 
   it('waits 30 s for a schema id the registry does not know by default, and takes a plain JSON topic among framed ones', () => {
-    expect(resolveOptions({ ...valid, schemaRegistry: { url: 'http://r' } }).schemaRegistry).toMatchObject({ unknownIdWaitMs: 30000 });
+    expect(resolveOptions({ ...valid, schemaRegistry: { url: 'http://r' } }).schemaRegistry).toMatchObject({ unknownIdWaitMs: 30000, missingPeerWaitMs: 600000 });
     expect(resolveOptions({ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 0 } }).schemaRegistry).toMatchObject({ unknownIdWaitMs: 0 });
     expect(() => resolveOptions({ ...valid, schemaRegistry: { url: 'http://r', unknownIdWaitMs: 60000 } })).toThrow(/"schemaRegistry.unknownIdWaitMs" must be lower than consumer.stallAfterMs \(60000\)/);
     // The module writes JSON Schema, except to the topic declared plain JSON only.

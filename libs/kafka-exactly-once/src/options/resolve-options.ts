@@ -362,6 +362,7 @@ function resolveSchemaRegistry(registry: RegistryConnectionOptions | undefined):
     autoRegister: registry.autoRegister ?? false,
     requestTimeoutMs: positiveInt('schemaRegistry.requestTimeoutMs', registry.requestTimeoutMs, 10000, 100),
     unknownIdWaitMs: positiveInt('schemaRegistry.unknownIdWaitMs', registry.unknownIdWaitMs, 30000, 0),
+    missingPeerWaitMs: positiveInt('schemaRegistry.missingPeerWaitMs', registry.missingPeerWaitMs, 600000, 0),
   };
 }
 

@@ -18,7 +18,7 @@ export interface ResolvedOptions {
   /** The default framing of values the module writes. */
   wireFormat: WireFormat;
   /** undefined: no Schema Registry. */
-  schemaRegistry?: Required<Pick<RegistryConnectionOptions, 'url' | 'subjectNameStrategy' | 'autoRegister' | 'requestTimeoutMs' | 'unknownIdWaitMs'>> & Pick<RegistryConnectionOptions, 'auth' | 'tls'>;
+  schemaRegistry?: Required<Pick<RegistryConnectionOptions, 'url' | 'subjectNameStrategy' | 'autoRegister' | 'requestTimeoutMs' | 'unknownIdWaitMs' | 'missingPeerWaitMs'>> & Pick<RegistryConnectionOptions, 'auth' | 'tls'>;
   dataSourceName?: string;
   /** The data layer given in the options (else the TypeORM DataSource of dataSourceName). */
   database?: DatabasePort;

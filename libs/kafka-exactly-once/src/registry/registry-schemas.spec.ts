@@ -1,7 +1,7 @@
 import { SchemaRegistryError } from '../errors/schema-registry.error';
 import { DecodeError } from '../errors/decode.error';
 import { frameForRegistry, registryIdOf } from './registry-framing';
-import { MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, RegistrySchemas, UNKNOWN_ID_MEMORY_MS } from './registry-schemas';
+import { MAX_LOOKUPS_PER_UNIT, MAX_UNKNOWN_IDS, MAX_WRITERS, RegistrySchemas, UNKNOWN_ID_MEMORY_MS, UNKNOWN_ID_WINDOW_FACTOR } from './registry-schemas';
 import { decodeEvent } from '../formats/avro/avro.reader';
 import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { encodeSingleObject } from '../formats/avro/single-object.codec';
@@ -35,6 +35,11 @@ function fakeClient(_local?: SchemaRegistry) {
       texts.set(id, { schema, ...extra });
       if (subject) subjects.set(subject, [...(subjects.get(subject) ?? []), id]);
       return id;
+    },
+    /** Deletes schema `id` for good (its subject versions too), as a registry's permanent delete does. */
+    remove(id: number): void {
+      texts.delete(id);
+      for (const [subject, ids] of subjects) subjects.set(subject, ids.filter((i) => i !== id));
     },
     async register(schema: { schema: string }, { subject }: { subject: string }) {
       return { id: client.add(schema.schema, {}, subject) };
@@ -89,6 +94,7 @@ const options = (overrides: Partial<ConstructorParameters<typeof RegistrySchemas
   autoRegister: false,
   requestTimeoutMs: 1000,
   unknownIdWaitMs: 0,
+  missingPeerWaitMs: 0,
   ...overrides,
 });
 
@@ -338,9 +344,8 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     const { client, remote, registry } = setUp(() => now, wait);
     const value = frameForRegistry(9, body(V1, { id: 'x' }));
     const waits = () => remote.prefetch([value]).then(() => undefined, (err: unknown) => err);
-    // Unknown: the unit waits (an infrastructure fault, retried), never a decode failure meanwhile.
+    // Unknown: the unit waits (an infrastructure fault, retried: its records are not decoded meanwhile).
     expect(await waits()).toMatchObject({ name: 'SchemaRegistryError', failure: 'unknown-id', retriable: true, message: expect.stringMatching(/no schema of id 9 \(yet\): records framed with it wait up to 30000 ms \(schemaRegistry\.unknownIdWaitMs\).*\(0 ms so far\)/) });
-    expect(() => decodeEvent(registry, note, value)).toThrow(expect.objectContaining({ failure: 'unknown-id' }));
     now += wait - 1;
     const calls = client.calls;
     expect(await waits()).toMatchObject({ failure: 'unknown-id', message: expect.stringMatching(/\(29999 ms so far\)/) });
@@ -375,6 +380,85 @@ describe('reading writer schemas from the registry, whatever it holds', () => {
     // Not asked about for UNKNOWN_ID_MEMORY_MS: a record naming it waits anew.
     now += UNKNOWN_ID_MEMORY_MS;
     expect(await failure()).toBe('unknown-id');
+  });
+
+  it('does not wait for an unknown id below one the registry gave unknownIdWaitMs ago (ids are given in increasing order), and waits for one above', async () => {
+    let now = 1_000_000;
+    const wait = 30_000;
+    const { client, remote, registry } = setUp(() => now, wait);
+    const [, gone, known] = [V1, V1, V1].map((schema) => client.add(JSON.stringify(schema)));
+    client.remove(gone);
+    const value = (id: number) => frameForRegistry(id, body(V1, { id: 'x' }));
+    const failure = (id: number, partition: string) => remote.prefetch([value(id)], partition).then(() => undefined, (err: unknown) => (err as { failure: string }).failure);
+    expect(await failure(known, 'orders[0]')).toBeUndefined();
+    // Moments after the registry gave a higher id, a lower one it does not know may be a replica lagging: it waits.
+    now += 1000;
+    expect(await failure(gone, 'orders[0]')).toBe('unknown-id');
+    // Once the higher id is unknownIdWaitMs old, a lower unknown id is not coming: a decode failure on a fresh answer
+    // (before its own wait is over).
+    now += wait - 500;
+    const calls = client.calls;
+    expect(await failure(gone, 'orders[1]')).toBeUndefined();
+    expect(client.calls).toBe(calls + 1);
+    expect(() => decodeEvent(registry, note, value(gone))).toThrow(DecodeError);
+    expect(() => decodeEvent(registry, note, value(gone))).toThrow(new RegExp(`schema id ${gone}, which the registry says does not exist \\(not waited for: the registry gave id ${known} more than 30000 ms ago, and gives ids in increasing order\\)`));
+    // An id above every id given may be a registration under way: it waits.
+    expect(await failure(known + 100, 'orders[1]')).toBe('unknown-id');
+  });
+
+  it('makes a flood of unknown ids cost a partition unknownIdWaitMs at most per window, however many units of work it fills, other partitions keeping their own', async () => {
+    let now = 1_000_000;
+    const wait = 10_000;
+    const { remote, registry } = setUp(() => now, wait);
+    const flood = Array.from({ length: 1000 }, (_, i) => frameForRegistry(50_000 + ((i * 7919) % 1000), Buffer.from([2, 0x61])));
+    // The partition's consumer, as the engine runs it: a unit of the records it may afford, retried a second later
+    // while its prefetch says the registry has no schema of an id yet; then its records are read (dead-lettered).
+    const consume = async (values: Buffer[], partition: string) => {
+      const started = now;
+      for (let index = 0; index < values.length; ) {
+        const unit = values.slice(index, index + remote.affordable(values.slice(index)));
+        const failure = await remote.prefetch(unit, partition).then(() => undefined, (err: unknown) => (err as { failure: string }).failure);
+        if (failure === 'unknown-id') {
+          now += 1000;
+          continue;
+        }
+        expect(failure).toBeUndefined();
+        for (const value of unit) expect(() => decodeEvent(registry, note, value)).toThrow(DecodeError);
+        index += unit.length;
+        now += 10;
+      }
+      return now - started;
+    };
+    // 63 units of 16 ids: each waited unknownIdWaitMs before, about 10.5 minutes; now the first one only.
+    expect(await consume(flood, 'orders[0]')).toBeLessThan(2 * wait);
+    expect(() => decodeEvent(registry, note, flood[flood.length - 1])).toThrow(/not waited for: this partition already waited 10000 ms for ids the registry does not know within 100000 ms \(schemaRegistry\.unknownIdWaitMs\)/);
+    // Another partition has its own: a new unknown id waits there.
+    await expect(remote.prefetch([frameForRegistry(90_000, Buffer.alloc(1))], 'orders[1]')).rejects.toMatchObject({ failure: 'unknown-id' });
+    // The first partition, in its window still: a new unknown id does not wait; past the window, it does.
+    await expect(remote.prefetch([frameForRegistry(90_001, Buffer.alloc(1))], 'orders[0]')).resolves.toBeUndefined();
+    now += UNKNOWN_ID_WINDOW_FACTOR * wait;
+    await expect(remote.prefetch([frameForRegistry(90_002, Buffer.alloc(1))], 'orders[0]')).rejects.toMatchObject({ failure: 'unknown-id' });
+  });
+
+  it('counts only the time a partition waited: a short wait for an id registered moments later leaves the rest of the budget', async () => {
+    let now = 1_000_000;
+    const wait = 10_000;
+    const { client, remote, registry } = setUp(() => now, wait);
+    const late = frameForRegistry(1, body(V1, { id: 'late' }));
+    await expect(remote.prefetch([late], 'orders[0]')).rejects.toMatchObject({ failure: 'unknown-id' });
+    now += 2000;
+    client.add(JSON.stringify(V1)); // id 1 registered: the next retry reads it
+    await remote.prefetch([late], 'orders[0]');
+    expect(decodeEvent(registry, note, late)).toEqual({ id: 'late', n: 0n });
+    // Later in the window, another id not registered yet still waits: 2 s of 10 were spent.
+    now += 5000;
+    const next = frameForRegistry(2, body(V1, { id: 'next' }));
+    await expect(remote.prefetch([next], 'orders[0]')).rejects.toMatchObject({ failure: 'unknown-id' });
+    now += 7000;
+    await expect(remote.prefetch([next], 'orders[0]')).rejects.toMatchObject({ failure: 'unknown-id' });
+    now += 1000;
+    await expect(remote.prefetch([next], 'orders[0]')).resolves.toBeUndefined();
+    expect(() => decodeEvent(registry, note, next)).toThrow(/not waited for: this partition already waited 10000 ms/);
   });
 
   it('bounds the ids one unit looks up, and the ids it remembers as unknown', async () => {

@@ -25,6 +25,11 @@ export interface MissingPeerWriter {
   schemaType: string;
   /** What the schema is, in a sentence: `a JSON Schema`, `a Protobuf schema`. */
   kind: string;
+  /**
+   * The subjects the registry listed for the id when this process fetched it (`GET /schemas/ids/{id}/versions`):
+   * whether a topic's own subject holds the schema (see RegistrySchemas.missingPeerFailure). Set by the registry.
+   */
+  subjects?: readonly string[];
 }
 
 /** What the formats make of a registry's schema: its codec, or why there is none here. */
@@ -72,16 +77,17 @@ export interface LatestWriter<C> {
   writer: Exclude<Writer<C>, 'unknown'>;
 }
 
+/** What a writer schema whose package is missing is, in a sentence naming the package and its range. */
+function missingPeerText(id: number, writer: MissingPeerWriter): string {
+  return `schema id ${id} of the Schema Registry is ${writer.kind}, and ${writer.missingPeer} (${OPTIONAL_PEERS[writer.missingPeer]}, an optional peer dependency of kafka-exactly-once) is not installed`;
+}
+
 /**
- * A record whose writer schema's package is not installed, read by a handler of the writer's kind: not the record's
- * fault, so not a dead letter. An infrastructure fault (`missing-peer`): the unit of work is retried, and its
- * partition waits and says why in health and in the log until the package is installed and the application restarted.
+ * A writer schema whose package is not installed, as the console shows it: SchemaRegistryError `missing-peer`
+ * naming the package, its range and the install line (what a record of it does is RegistrySchemas.missingPeerFailure's).
  */
 export function missingPeerFault(id: number, writer: MissingPeerWriter): SchemaRegistryError {
-  return new SchemaRegistryError(
-    'missing-peer',
-    `schema id ${id} of the Schema Registry is ${writer.kind}, and ${writer.missingPeer} (${OPTIONAL_PEERS[writer.missingPeer]}, an optional peer dependency of kafka-exactly-once) is not installed: records framed with it wait, none is dead-lettered. Install it and restart the application: ${installLineOf(writer.missingPeer)}`,
-  );
+  return new SchemaRegistryError('missing-peer', `${missingPeerText(id, writer)}. Install it and restart the application: ${installLineOf(writer.missingPeer)}`);
 }
 
 /**
@@ -94,6 +100,15 @@ export const UNKNOWN_ID_MEMORY_MS = 600_000;
 export const MAX_WRITERS = 10_000;
 /** Ids the registry said it does not know, kept at most (a flood of random ids cannot grow the cache past it). */
 export const MAX_UNKNOWN_IDS = 10_000;
+/**
+ * A partition waits for ids the registry does not know at most `unknownIdWaitMs` in all per window of this many
+ * times `unknownIdWaitMs`, counted from its first wait: past it, such a record is dead-lettered on a fresh answer.
+ */
+export const UNKNOWN_ID_WINDOW_FACTOR = 10;
+/** Partitions whose waits for unknown ids are counted (the oldest counted is forgotten past it). */
+const MAX_WAITERS = 10_000;
+/** Rising ids kept to tell which unknown ids may still come (see RegistrySchemas.settledId). */
+const MAX_RISING_IDS = 64;
 /** Ids not cached yet that one unit of work may look up: a chunk ends before the record of one more. */
 export const MAX_LOOKUPS_PER_UNIT = 16;
 /** Lookups of one prefetch in flight at once. */
@@ -109,10 +124,10 @@ const MAX_REFERENCES = 100;
  * It knows no format: each writer schema it fetches becomes a codec by the `builder` the formats give it (built on
  * its own, so any number of versions of any number of records are read side by side for the life of the process),
  * and a value's bytes are framing (registry-framing.ts) and a body it never reads. The registry's answers are told apart:
- * "no schema of this id" (`error_code` 40403) makes the id's records wait `unknownIdWaitMs`, asked again at each
- * retry (a writer registering it, a replica catching up), and is a decode failure of a record only after that wait
- * and on a fresh answer; a 404 without a registry's error body (a wrong base URL, a proxy whose upstream is away),
- * a 5xx, a timeout or refused credentials is `unavailable`, an infrastructure fault that waits.
+ * "no schema of this id" (`error_code` 40403) makes the id's records wait, asked again at each retry (a writer
+ * registering it, a replica catching up), and is a decode failure of a record on a fresh answer once the wait is over
+ * or not due (see `prefetch`); a 404 without a registry's error body (a wrong base URL, a proxy whose upstream is
+ * away), a 5xx, a timeout or refused credentials is `unavailable`, an infrastructure fault that waits.
  *
  * Reading is in two steps: `prefetch` (asynchronous, before a unit of work: the writer schemas of its records
  * that are not cached yet, at most MAX_LOOKUPS_PER_UNIT ids: see `affordable`) and `writer` (synchronous, while
@@ -126,9 +141,16 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
   private readonly writers = new Map<number, Exclude<Writer<C>, 'unknown'>>();
   /**
    * Ids the registry said it does not know: since when it says so (its records wait `unknownIdWaitMs` from then),
-   * and its last such answer. Never taken as an answer: an unknown id is asked again by each prefetch.
+   * its last such answer, and why the last prefetch that asked did not wait for it (the dead letter's words). Never
+   * taken as an answer: an unknown id is asked again by each prefetch.
    */
-  private readonly unknownIds = new Map<number, { since: number; answeredAt: number }>();
+  private readonly unknownIds = new Map<number, { since: number; answeredAt: number; notWaited?: string }>();
+  /** The ids the registry has given this process, each higher than the one before, with when it first gave each. */
+  private readonly risingIds: Array<{ id: number; at: number }> = [];
+  /** Each partition's waits for unknown ids in its current window (see mayWait), by the prefetch's `waiter`. */
+  private readonly waits = new Map<string, { windowStart: number; spent: number; since?: number; lastAt: number }>();
+  /** When a record first waited for a package this process does not have, by package (see missingPeerFailure). */
+  private readonly missingPeerSince = new Map<OptionalPeer, number>();
   /** Writer lookups in flight, shared by the partitions that need the same id at the same moment. */
   private readonly fetching = new Map<number, Promise<void>>();
   /** The ids of the schemas this process writes, by subject and schema. */
@@ -168,21 +190,64 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
   }
 
   /**
-   * The writer schema of a record framed with schema `id`, as decoding needs it: SchemaRegistryError when it has not
-   * been fetched (`unavailable`, see prefetch) or when the registry does not know the id yet and its records still
-   * wait for it (`unknown-id`); DecodeError when the registry still said it has no schema of the id after the wait,
-   * or the schema cannot be built here (the record's failure).
+   * The writer schema of a record framed with schema `id`, as decoding needs it (after the unit's prefetch, which
+   * made its records wait while they were to: see prefetch): SchemaRegistryError `unavailable` when it has not been
+   * fetched; DecodeError when the registry said it has no schema of the id, or the schema cannot be built here (the
+   * record's failure).
    */
   readableWriter(id: number): ReadableWriter<C> {
     const writer = this.writer(id);
     if (writer === undefined) throw new SchemaRegistryError('unavailable', `the writer schema of id ${id} has not come from the Schema Registry`);
     if (writer === 'unknown') {
-      const waiting = this.waitingFor(id);
-      if (waiting) throw waiting;
-      throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist (asked again for ${this.options.unknownIdWaitMs} ms: schemaRegistry.unknownIdWaitMs)`);
+      const why = this.unknownIds.get(id)?.notWaited ?? `asked again for ${this.options.unknownIdWaitMs} ms: schemaRegistry.unknownIdWaitMs`;
+      throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, which the registry says does not exist (${why})`);
     }
     if ('unreadable' in writer) throw new DecodeError(`value is framed for a Schema Registry with schema id ${id}, and ${writer.unreadable}`);
     return writer;
+  }
+
+  /**
+   * A record framed with `id`, whose writer schema's package is not installed, for a handler of `topic` (as consumed)
+   * that would read it: a wait (SchemaRegistryError `missing-peer`, an infrastructure fault) only when the topic's own
+   * subject holds that schema (the `topic` strategy's `<topic>-value`, the `topic-record` strategy's `<topic>-<name>`:
+   * what the boot checks, and could not when the registry was away or the subject changed since), and only for
+   * `missingPeerWaitMs` from the first record this process made wait for that package; else DecodeError, the record's
+   * dead letter, naming the package and its install line. A record of any other subject (another team's, a hostile
+   * one) never stops the partition for a package the application does not declare.
+   */
+  missingPeerFailure(id: number, writer: MissingPeerWriter, topic: string): SchemaRegistryError | DecodeError {
+    const install = installLineOf(writer.missingPeer);
+    const subject = writer.subjects?.find((s) => this.namesTopic(s, topic));
+    if (subject === undefined) {
+      return new DecodeError(
+        `value is framed for a Schema Registry: ${missingPeerText(id, writer)}, and the subject of ${topic} does not hold that schema (not waited for: the registry lists it under ${listed(writer.subjects)}). If ${topic} is to carry such records, install it, restart the application and replay this dead letter: ${install}`,
+      );
+    }
+    const now = this.now();
+    const wait = this.options.missingPeerWaitMs;
+    let since = this.missingPeerSince.get(writer.missingPeer);
+    if (since === undefined) this.missingPeerSince.set(writer.missingPeer, (since = now));
+    const waited = now - since;
+    if (waited < wait) {
+      return new SchemaRegistryError(
+        'missing-peer',
+        `${missingPeerText(id, writer)}, and ${topic}'s subject ${subject} holds it: its records wait up to ${wait} ms (schemaRegistry.missingPeerWaitMs, ${waited} ms so far), then are dead-lettered. Install it and restart the application: ${install}`,
+        subject,
+      );
+    }
+    return new DecodeError(`value is framed for a Schema Registry: ${missingPeerText(id, writer)} (the records of ${topic}'s subject ${subject} waited ${wait} ms for it: schemaRegistry.missingPeerWaitMs). Install it, restart the application and replay this dead letter: ${install}`);
+  }
+
+  /** Whether `subject` is one the naming strategy gives `topic`'s values (never under `record`: a record's name says no topic). */
+  private namesTopic(subject: string, topic: string): boolean {
+    switch (this.options.subjectNameStrategy) {
+      case 'record':
+        return false;
+      case 'topic-record':
+        return subject.startsWith(`${topic}-`) && subject.length > topic.length + 1;
+      default:
+        return subject === `${topic}-value`;
+    }
   }
 
   /**
@@ -192,22 +257,6 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
    */
   private needsFetch(id: number): boolean {
     return !this.writers.has(id);
-  }
-
-  /**
-   * SchemaRegistryError `unknown-id` while the records of an id the registry does not know still wait for it
-   * (`unknownIdWaitMs` from its first "not found"); undefined once they have waited, or for a known id.
-   */
-  private waitingFor(id: number): SchemaRegistryError | undefined {
-    const unknown = this.unknownIds.get(id);
-    if (!unknown || this.writers.has(id)) return undefined;
-    const waited = this.now() - unknown.since;
-    const wait = this.options.unknownIdWaitMs;
-    if (waited >= wait) return undefined;
-    return new SchemaRegistryError(
-      'unknown-id',
-      `the Schema Registry at ${this.options.url} has no schema of id ${id} (yet): records framed with it wait up to ${wait} ms (schemaRegistry.unknownIdWaitMs) for a writer to register it or a replica to catch up, the id asked again at each retry, then are dead-lettered (${waited} ms so far)`,
-    );
   }
 
   /**
@@ -237,11 +286,19 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
   /**
    * Fetches the writer schemas of these values' ids that are not cached yet (LOOKUP_CONCURRENCY at a time); a
    * registry that does not answer, or not as a registry, throws SchemaRegistryError (`unavailable`). An id the
-   * registry says it does not know throws SchemaRegistryError `unknown-id` while its records wait for it
-   * (`unknownIdWaitMs` from the first such answer: the unit of work is retried as for a registry away, and asks
-   * again); after that, its records' decoding fails (each prefetch asks again first).
+   * registry says it does not know (asked again by every prefetch) throws SchemaRegistryError `unknown-id` while its
+   * records are to wait for it: the unit of work is retried as for a registry away, and asks again. They wait only
+   * while all of these hold (else their decoding fails: see readableWriter):
+   * - `unknownIdWaitMs` has not passed since the registry first said so;
+   * - the id is above every id the registry gave this process at least `unknownIdWaitMs` ago. A registry gives ids
+   *   in increasing order (Confluent's, Apicurio's, Karapace's and Redpanda's do), so a registration race or a lagging
+   *   replica concerns new ids only: an id below one it gave is not coming (a replica lagging that one by less than
+   *   the wait has caught up);
+   * - the partition (`waiter`: one key per partition; the unit of work's) has waited for unknown ids less than
+   *   `unknownIdWaitMs` in all in its current window of UNKNOWN_ID_WINDOW_FACTOR times that. A flood of random ids
+   *   then costs a partition that much delay at most, however many units of work it fills.
    */
-  async prefetch(values: ReadonlyArray<Buffer | null | undefined>): Promise<void> {
+  async prefetch(values: ReadonlyArray<Buffer | null | undefined>, waiter = ''): Promise<void> {
     const queue = [...this.missingIds(values).ids];
     const failures: unknown[] = [];
     const worker = async () => {
@@ -252,11 +309,106 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
     };
     await Promise.all(Array.from({ length: Math.min(LOOKUP_CONCURRENCY, queue.length) }, worker));
     if (failures.length > 0) throw failures[0];
+    const now = this.now();
+    const waiting = new Set<number>();
     for (const value of values) {
       const id = registryIdOf(value);
-      const waiting = id === undefined ? undefined : this.waitingFor(id);
-      if (waiting) throw waiting;
+      if (id !== undefined && !waiting.has(id) && this.mayCome(id, now)) waiting.add(id);
     }
+    const spent = this.mayWait(waiter, waiting.size > 0, now);
+    if (waiting.size === 0) return;
+    const wait = this.options.unknownIdWaitMs;
+    if (spent === undefined) {
+      const why = `not waited for: this partition already waited ${wait} ms for ids the registry does not know within ${UNKNOWN_ID_WINDOW_FACTOR * wait} ms (schemaRegistry.unknownIdWaitMs)`;
+      for (const id of waiting) this.unknownIds.get(id)!.notWaited = why;
+      return;
+    }
+    const [id] = waiting;
+    const waited = now - this.unknownIds.get(id)!.since;
+    throw new SchemaRegistryError(
+      'unknown-id',
+      `the Schema Registry at ${this.options.url} has no schema of id ${id} (yet)${waiting.size > 1 ? ` nor of ${waiting.size - 1} other id(s) of this unit of work` : ''}: records framed with it wait up to ${wait} ms (schemaRegistry.unknownIdWaitMs) for a writer to register it or a replica to catch up, the id asked again at each retry, then are dead-lettered (${waited} ms so far)`,
+    );
+  }
+
+  /**
+   * Whether the records of `id` are still to wait for it, if the registry says it does not know it (see prefetch);
+   * when they are not, the id keeps why (its records' dead letters say it).
+   */
+  private mayCome(id: number, now: number): boolean {
+    const unknown = this.unknownIds.get(id);
+    if (!unknown || this.writers.has(id)) return false;
+    const wait = this.options.unknownIdWaitMs;
+    const settled = this.settledId(now);
+    if (settled !== undefined && id < settled) {
+      unknown.notWaited = `not waited for: the registry gave id ${settled} more than ${wait} ms ago, and gives ids in increasing order`;
+      return false;
+    }
+    if (now - unknown.since >= wait) {
+      unknown.notWaited = `asked again for ${wait} ms: schemaRegistry.unknownIdWaitMs`;
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * A partition's waits for unknown ids: records one more prefetch of it (`waiting`: whether its records would wait),
+   * and gives the time it has waited in its current window, or undefined when that has reached `unknownIdWaitMs`
+   * (its records then do not wait). A window starts at the partition's first wait after the last one ended; a gap
+   * between two prefetches longer than the wait (the partition moved away meanwhile) ends the wait at the first.
+   */
+  private mayWait(waiter: string, waiting: boolean, now: number): number | undefined {
+    const wait = this.options.unknownIdWaitMs;
+    let waits = this.waits.get(waiter);
+    if (waits?.since !== undefined && now - waits.lastAt > wait) {
+      waits.spent += waits.lastAt - waits.since;
+      waits.since = undefined;
+    }
+    if (!waiting) {
+      if (waits?.since !== undefined) {
+        waits.spent += now - waits.since;
+        waits.since = undefined;
+      }
+      if (waits) waits.lastAt = now;
+      return 0;
+    }
+    if (!waits || now - waits.windowStart >= UNKNOWN_ID_WINDOW_FACTOR * wait) {
+      this.waits.delete(waiter);
+      if (this.waits.size >= MAX_WAITERS) this.waits.delete(this.waits.keys().next().value!);
+      this.waits.set(waiter, (waits = { windowStart: now, spent: 0, lastAt: now }));
+    }
+    const spent = waits.spent + (waits.since === undefined ? 0 : now - waits.since);
+    waits.lastAt = now;
+    if (spent >= wait) {
+      if (waits.since !== undefined) waits.spent = spent;
+      waits.since = undefined;
+      return undefined;
+    }
+    waits.since ??= now;
+    return spent;
+  }
+
+  /**
+   * The highest id the registry gave this process at least `unknownIdWaitMs` ago (undefined: none yet): every id
+   * below it that the registry does not know is not coming (see prefetch).
+   */
+  private settledId(now: number): number | undefined {
+    const ids = this.risingIds;
+    let i = ids.length - 1;
+    while (i >= 0 && now - ids[i].at < this.options.unknownIdWaitMs) i--;
+    if (i < 0) return undefined;
+    // The ones below it are not needed any more.
+    if (i > 0) ids.splice(0, i);
+    return ids[0].id;
+  }
+
+  /** An id the registry gave (a writer schema fetched, an id looked up or registered): kept when it is the highest. */
+  private gaveId(id: number): void {
+    const ids = this.risingIds;
+    if (ids.length > 0 && id <= ids[ids.length - 1].id) return;
+    // Bounded: an id dropped from the middle only makes the settled id lower for a while (fewer ids not waited for).
+    if (ids.length >= MAX_RISING_IDS) ids.splice(1, 1);
+    ids.push({ id, at: this.now() });
   }
 
   private fetchWriter(id: number): Promise<void> {
@@ -277,8 +429,22 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
     }
     const found = this.expectOk(what, answer) as { schema?: unknown; schemaType?: unknown; references?: unknown };
     const writer = await this.buildWriter(id, found);
+    if ('missingPeer' in writer) writer.subjects = await this.subjectsOf(id);
     this.unknownIds.delete(id);
     this.keepWriter(id, writer);
+  }
+
+  /**
+   * The subjects the registry lists for schema `id` (`GET /schemas/ids/{id}/versions`); none when it answers 404
+   * (the id gone since, or a registry without that endpoint: its records are then not waited for). A registry that
+   * does not answer throws SchemaRegistryError `unavailable`.
+   */
+  private async subjectsOf(id: number): Promise<string[]> {
+    const what = `the subjects of schema id ${id}`;
+    const answer = await this.call(what, 'GET', `/schemas/ids/${id}/versions`);
+    if (answer.status === 404) return [];
+    const body = this.expectOk(what, answer);
+    return Array.isArray(body) ? body.map((v: { subject?: unknown } | null) => v?.subject).filter((s): s is string => typeof s === 'string') : [];
   }
 
   /**
@@ -297,6 +463,7 @@ export class RegistrySchemas<C, S extends OwnSchema = OwnSchema> {
   }
 
   private keepWriter(id: number, writer: Exclude<Writer<C>, 'unknown'>): void {
+    this.gaveId(id);
     if (!this.writers.has(id) && this.writers.size >= MAX_WRITERS) this.writers.delete(this.writers.keys().next().value!);
     this.writers.set(id, writer);
   }
@@ -523,6 +690,13 @@ function idIn(what: string, body: unknown, url: string): number {
     throw new SchemaRegistryError('unavailable', `the Schema Registry at ${url} gave ${what} without a schema id: ${describeBody({ status: 200, body })}`);
   }
   return id;
+}
+
+/** The subjects of a list, for a message: `subjects a-value, b-value`, or `no subject`. */
+function listed(subjects: readonly string[] | undefined): string {
+  if (!subjects || subjects.length === 0) return 'no subject';
+  const shown = subjects.slice(0, 5).join(', ');
+  return `subject${subjects.length > 1 ? 's' : ''} ${shown}${subjects.length > 5 ? ` and ${subjects.length - 5} more` : ''}`;
 }
 
 function messageOf(answer: RegistryAnswer): string {
