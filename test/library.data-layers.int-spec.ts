@@ -91,23 +91,35 @@ async function balances(databaseUrl: string, label: string): Promise<Record<stri
  * unit's rollback discards, a statement after the unit refused, `Outbox.add` in each ORM's transaction, and a
  * SIGKILL between the PostgreSQL and the Kafka commit with one effect per payment after the restart.
  */
+/** A suite of a data layer's: its database with the fixture's tables, a pool of it, and the test broker's client. */
+function dataLayerSuite(label: string, kind: string): { readonly kafka: Kafka; readonly databaseUrl: string; readonly pool: Pool } {
+  const suite = {} as { kafka: Kafka; databaseUrl: string; pool: Pool };
+  beforeAll(async () => {
+    if (kind === 'prisma') generatePrismaClient();
+    suite.kafka = testKafka();
+    suite.databaseUrl = await createSuiteDatabase(label);
+    await queryDatabase(suite.databaseUrl, fixture.TABLES);
+    suite.pool = new Pool({ connectionString: suite.databaseUrl, max: 10 });
+  });
+  afterAll(async () => {
+    await suite.pool?.end();
+  });
+  return suite;
+}
+
 describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
   const processes = new ProcessGroup();
+  const suite = dataLayerSuite(`dl-${kind}`, kind);
   let kafka: Kafka;
   let databaseUrl: string;
   let pool: Pool;
 
-  beforeAll(async () => {
-    if (kind === 'prisma') generatePrismaClient();
-    kafka = testKafka();
-    databaseUrl = await createSuiteDatabase(`dl-${kind}`);
-    await queryDatabase(databaseUrl, fixture.TABLES);
-    pool = new Pool({ connectionString: databaseUrl, max: 10 });
+  beforeAll(() => {
+    ({ kafka, databaseUrl, pool } = suite);
   });
 
   afterAll(async () => {
     await processes.killAll();
-    await pool?.end();
   });
 
   it('applies each payment once through ctx.db, duplicates skipped, balances the in-order fold, one output each', async () => {
@@ -244,20 +256,13 @@ describe.each(LAYERS)('library: a handler writing through %s', (kind) => {
  * be taken for a commit (the Kafka transaction would then commit outputs and offsets of work PostgreSQL dropped).
  */
 describe.each(['typeorm', ...LAYERS] as const)('library: statements after the handler\'s call, through %s', (kind) => {
+  const suite = dataLayerSuite(`dl-late-${kind}`, kind);
   let kafka: Kafka;
   let databaseUrl: string;
   let pool: Pool;
 
-  beforeAll(async () => {
-    if (kind === 'prisma') generatePrismaClient();
-    kafka = testKafka();
-    databaseUrl = await createSuiteDatabase(`dl-late-${kind}`);
-    await queryDatabase(databaseUrl, fixture.TABLES);
-    pool = new Pool({ connectionString: databaseUrl, max: 10 });
-  });
-
-  afterAll(async () => {
-    await pool?.end();
+  beforeAll(() => {
+    ({ kafka, databaseUrl, pool } = suite);
   });
 
   it('refuses every statement sent through ctx.db once the call is over: none runs in the unit or outside it, each payment applied once', async () => {
@@ -435,19 +440,13 @@ function ormClient(kind: string, pool: Pool): { transaction(work: (tx: { handle:
  * library lends the handler's `ctx.db` to the TransactionHost and checks in every unit that the join took.
  */
 describe.each(['prisma', 'drizzle'] as const)('library: a %s TransactionHost service called from a handler', (kind) => {
+  const suite = dataLayerSuite(`dl-cls-${kind}`, kind);
   let kafka: Kafka;
   let databaseUrl: string;
   let pool: Pool;
 
-  beforeAll(async () => {
-    kafka = testKafka();
-    databaseUrl = await createSuiteDatabase(`dl-cls-${kind}`);
-    await queryDatabase(databaseUrl, fixture.TABLES);
-    pool = new Pool({ connectionString: databaseUrl, max: 10 });
-  });
-
-  afterAll(async () => {
-    await pool?.end();
+  beforeAll(() => {
+    ({ kafka, databaseUrl, pool } = suite);
   });
 
   it("writes in the unit's transaction: committed once with it, rolled back with a record that fails", async () => {
