@@ -6,6 +6,12 @@ import { Kafka } from 'kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, KafkaHealthIndicator, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { partitionTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
+import { DeliveredOutputs } from 'kafka-exactly-once/engine/delivered-outputs';
+import type { OutputRecord } from 'kafka-exactly-once/engine/output-record';
+import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
+import { recordDigest } from 'kafka-exactly-once/kafkajs';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { leaveHangingTransaction } from './support/hanging';
@@ -289,5 +295,95 @@ describe('library: a hanging transaction of the partition\'s own producer, abort
     else expect(abortedHere).toBeUndefined();
     // Past the records they were for, the rows are gone.
     await waitUntil(async () => (await queryDatabase(setup.databaseUrl, 'SELECT 1 FROM kafka_eo_committed_outputs')).length === 0, 10000, 'the rows deleted');
+  });
+});
+
+/** An output of a replayed record, `value` its only difference from the others. */
+const filedOutput = (value: string): OutputRecord => ({ topic: 'notes.filed', key: Buffer.from('k'), value: Buffer.from(value), headers: [['message-id', Buffer.from(`id-${value}`)]] });
+const digestOf = (o: OutputRecord) => recordDigest(o.topic, o.key, o.value, o.headers);
+/** What a replay sends, by value. */
+const sent = async (outputs: Promise<OutputRecord[]>) => (await outputs).map((o) => o.value!.toString());
+
+/**
+ * What the abort found committed, as PostgreSQL keeps it for whichever member replays the records (no Kafka here:
+ * DeliveredOutputs on real PostgreSQL sessions): what two members replaying the same record at once leave out, and
+ * what a read recorded later keeps of an earlier one.
+ */
+describe('library: outputs found committed, as kept in PostgreSQL', () => {
+  let databaseUrl: string;
+  let dataSource: DataSource;
+  const clients: Client[] = [];
+  let n = 0;
+
+  beforeAll(async () => {
+    databaseUrl = await createSuiteDatabase('committed_outputs');
+    dataSource = await new DataSource({ type: 'postgres', url: databaseUrl }).initialize();
+    await runInboxMigrations(dataSource);
+  });
+
+  afterAll(async () => {
+    for (const client of clients) await client.end().catch(() => undefined);
+    await dataSource?.destroy();
+  });
+
+  /** A session of its own, as a unit of work has (its statements answered with their rows). */
+  async function session(): Promise<{ client: Client; db: { query(sql: string, params?: unknown[]): Promise<any> }; pid: number }> {
+    const client = new Client({ connectionString: databaseUrl });
+    clients.push(client);
+    await client.connect();
+    const [{ pid }] = (await client.query('SELECT pg_backend_pid() AS pid')).rows;
+    return { client, db: { query: async (sql, params) => (await client.query(sql, params)).rows }, pid };
+  }
+
+  /** A member's view of a partition of its own (a fresh group per test). */
+  const member = (group: string) => new DeliveredOutputs(dataSource, group, 'notes', 0);
+
+  it('two members replaying the same record at once (a zombie and the new owner): the second waits for the first and leaves out what the first took', async () => {
+    const group = `race-${++n}`;
+    const outputs = [filedOutput('a'), filedOutput('b')];
+    const zombie = member(group);
+    await zombie.record(10n, new Map(outputs.map((o) => [digestOf(o), 1])));
+    const [one, two] = [await session(), await session()];
+    await one.client.query('BEGIN');
+    await two.client.query('BEGIN');
+    // The zombie's unit of work takes both (its PostgreSQL transaction still open)...
+    expect(await sent(zombie.undelivered(one.db, '5', outputs))).toEqual([]);
+    // ...while the new owner's unit of work replays the same record: it waits for the zombie's transaction.
+    const owner = sent(member(group).undelivered(two.db, '5', outputs));
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [two.pid])).length === 1, 10000, 'the second member waiting for the first');
+    await one.client.query('COMMIT');
+    // Kafka holds both committed: the new owner sends neither again.
+    expect(await owner).toEqual([]);
+    await two.client.query('COMMIT');
+    const rows = await queryDatabase(databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs WHERE consumer_group = $1 ORDER BY "offset", digest`, [group]);
+    expect(rows).toEqual([{ offset: -1, count: 0 }, { offset: -1, count: 0 }, { offset: 5, count: 1 }, { offset: 5, count: 1 }]);
+  });
+
+  it('a read recorded after a complete one (a member that recorded and died before its abort, read again in part or not at all) keeps what the earlier found', async () => {
+    const group = `merge-${++n}`;
+    const [a, b, c] = [filedOutput('a'), filedOutput('b'), filedOutput('c')];
+    await member(group).record(10n, new Map([[digestOf(a), 1], [digestOf(b), 1]]));
+    // The next member's reads: one that failed (nothing found), one cut short (c found, on a partition the first did not read in time).
+    await member(group).record(12n, new Map());
+    await member(group).record(12n, new Map([[digestOf(a), 1], [digestOf(c), 1]]));
+    const { client, db } = await session();
+    await client.query('BEGIN');
+    expect(await sent(member(group).undelivered(db, '5', [a, b, c, filedOutput('d')]))).toEqual(['d']);
+    await client.query('COMMIT');
+  });
+
+  it('a read recorded after a replay took its share keeps what the replayed record took: run again, it leaves out the same outputs', async () => {
+    const group = `kept-${++n}`;
+    const a = filedOutput('a');
+    await member(group).record(10n, new Map([[digestOf(a), 1]]));
+    const { client, db } = await session();
+    await client.query('BEGIN');
+    expect(await sent(member(group).undelivered(db, '5', [a]))).toEqual([]);
+    await client.query('COMMIT');
+    // A later abort's read does not find the output (it looked from a later time): the record still leaves it out.
+    await member(group).record(20n, new Map());
+    await client.query('BEGIN');
+    expect(await sent(member(group).undelivered(db, '5', [a]))).toEqual([]);
+    await client.query('COMMIT');
   });
 });
