@@ -144,8 +144,9 @@ async function filingSetup(label: string, ids: string[]) {
   const group = `${prefix}group`;
   const topic = `${prefix}notes`;
   const filed = `${prefix}notes.filed`;
+  const archive = `${prefix}notes.archive`;
   const dir = schemasDirectory(label, { 'note.avsc': NOTE, 'filed.avsc': FILED });
-  await createTopics(kafka, [topic, filed], 1);
+  await createTopics(kafka, [topic, filed, archive], 1);
   const databaseUrl = await createSuiteDatabase(label.replace(/-/g, '_'));
   await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
   const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
@@ -155,7 +156,7 @@ async function filingSetup(label: string, ids: string[]) {
 
   // The partition's own transactional id.
   const own = partitionTransactionalId(label, group, topic, 0);
-  return { kafka, group, topic, filed, databaseUrl, own, FilingModule, env };
+  return { kafka, group, topic, filed, archive, databaseUrl, own, FilingModule, env };
 }
 
 /**
@@ -295,6 +296,83 @@ describe('library: a hanging transaction of the partition\'s own producer, abort
     else expect(abortedHere).toBeUndefined();
     // Past the records they were for, the rows are gone.
     await waitUntil(async () => (await queryDatabase(setup.databaseUrl, 'SELECT 1 FROM kafka_eo_committed_outputs')).length === 0, 10000, 'the rows deleted');
+  });
+});
+
+/**
+ * A topic the partition's producer may write, deleted once the member has started (its boot checks passed): no read
+ * of what that producer committed is whole while it is gone (its partitions cannot be read).
+ */
+async function deleteTopic(kafka: Kafka, topic: string): Promise<void> {
+  await withAdmin(kafka, (admin) => admin.deleteTopics({ topics: [topic], timeout: 30000 }));
+  await waitUntil(async () => !(await withAdmin(kafka, (admin) => admin.listTopics())).includes(topic), 30000, `${topic} deleted`);
+}
+
+/**
+ * The library reads what the partition's own producer committed before it aborts the producer's hanging
+ * transaction; a read that fails or stops short would leave outputs Kafka already holds out of what it keeps, and
+ * the replay would send them again. So the abort waits (the partition held, health saying why) and the partition
+ * reads again; after COMMITTED_READS_BEFORE_ABORT (3) such reads in a row it aborts anyway, saying so at error level,
+ * and what an earlier member read whole is kept.
+ */
+describe('library: a hanging transaction of the partition\'s own producer, what it committed not readable', () => {
+  const processes = new ProcessGroup();
+  let moduleRef: TestingModule | undefined;
+
+  afterEach(async () => {
+    await moduleRef?.close();
+    moduleRef = undefined;
+    await processes.killAll();
+  });
+
+  const abortedLines = (logger: CapturingLogger) => logger.lines.filter((l) => l.message.startsWith('hanging transaction aborted'));
+  const abortedAnyway = (logger: CapturingLogger) => logger.lines.filter((l) => l.level === 'error' && /its hanging transaction is aborted anyway/.test(l.message));
+
+  it('is not aborted while the read fails, health saying why; read whole once the topic is back, aborted, and nothing is sent again', async () => {
+    const setup = await filingSetup('hanging-unread', ['n-1', 'n-2']);
+    await handledThenHanging(setup);
+    const { kafka, group, topic, archive, FilingModule } = setup;
+    const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
+    moduleRef = await startLibraryModule(FilingModule, logger);
+    await deleteTopic(kafka, archive);
+    const health = moduleRef.get(KafkaHealthIndicator);
+    let message = '';
+    await waitUntil(
+      async () => {
+        message = ((await health.isHealthy('kafka')).kafka as { message?: string }).message ?? '';
+        return /did not abort it yet/.test(message);
+      },
+      60000,
+      'health naming the read that failed',
+    );
+    expect(message).toMatch(/the outputs its own producer already committed were not (all )?read \(.*\); it reads them again \(read 1 of 3\)/);
+    expect(message).toContain(archive);
+    expect(abortedLines(logger)).toEqual([]);
+    // The way out: the topic is back (its partitions readable); the next read is whole.
+    await createTopics(kafka, [archive], 1);
+    await waitForGroupCaughtUp(kafka, group, topic, 90000);
+    await expectFiledOnce(setup);
+    expect(abortedLines(logger)).toHaveLength(1);
+    expect(abortedAnyway(logger)).toEqual([]);
+  });
+
+  it('after the last read in a row that fails, aborted anyway at error level; what a member read whole before it died is kept, and nothing is sent again', async () => {
+    const setup = await filingSetup('hanging-unread-kept', ['n-1', 'n-2']);
+    await handledThenHanging(setup);
+    const { kafka, group, topic, env, databaseUrl } = setup;
+    // A member reads whole what the producer committed, keeps it in PostgreSQL, and dies before its abort.
+    const first = processes.add(new AppProcess('hanging-unread-first', 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: 'before-hanging-abort:1' }, join(REPO_ROOT, 'test-logs', 'hanging-unread-first.log')));
+    expect(await first.waitForExit(90000)).toBeNull();
+    expect(await queryDatabase(databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs`)).toEqual([{ offset: -1, count: 1 }, { offset: -1, count: 1 }]);
+    // The next one's reads all fail.
+    const next = processes.add(new AppProcess('hanging-unread-next', 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: 'hanging-read:1:fail' }, join(REPO_ROOT, 'test-logs', 'hanging-unread-next.log')));
+    await waitForGroupCaughtUp(kafka, group, topic, 120000);
+    await expectFiledOnce(setup);
+    const logs = next.logs();
+    expect([...logs.matchAll(/its hanging transaction is not aborted yet: the partition waits and reads them again \(read (\d) of 3;/g)].map((m) => m[1])).toEqual(['1', '2']);
+    expect(logs.match(/its hanging transaction is aborted anyway/g)).toHaveLength(1);
+    expect(logs).toContain('were not read (fault injection: a failure at hanging-read), 3 reads in a row: its hanging transaction is aborted anyway');
+    expect(logs.match(/hanging transaction aborted \{/g)).toHaveLength(1);
   });
 });
 
