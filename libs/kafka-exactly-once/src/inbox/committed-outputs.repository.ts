@@ -94,6 +94,7 @@ export class CommittedOutputsRepository {
   async lookUp(db: Statements, where: GroupPartition, offset: string, digests: readonly string[]): Promise<{ taken?: string[]; left: Map<string, number> }> {
     const { group, topic, partition } = where;
     await lockPartition(db, where);
+    // FOR UPDATE still: the deletions past a partition's committed offset (forget, inbox retention) take no lock.
     const rows: Array<{ offset: string; digest: string; count: number }> = await db.query(
       `SELECT "offset"::text AS offset, digest, count FROM ${COMMITTED_OUTPUTS_TABLE}
        WHERE ${WHERE_PARTITION} AND until_offset > $4 AND ("offset" = $4 OR ("offset" = -1 AND count > 0 AND digest = ANY($5::text[])))
