@@ -6,6 +6,12 @@ import { Kafka } from 'kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, KafkaHealthIndicator, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { partitionTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
+import { DeliveredOutputs } from 'kafka-exactly-once/engine/delivered-outputs';
+import type { OutputRecord } from 'kafka-exactly-once/engine/output-record';
+import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
+import { recordDigest } from 'kafka-exactly-once/kafkajs';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, REPO_ROOT } from './support/environment';
 import { leaveHangingTransaction } from './support/hanging';
@@ -138,8 +144,9 @@ async function filingSetup(label: string, ids: string[]) {
   const group = `${prefix}group`;
   const topic = `${prefix}notes`;
   const filed = `${prefix}notes.filed`;
+  const archive = `${prefix}notes.archive`;
   const dir = schemasDirectory(label, { 'note.avsc': NOTE, 'filed.avsc': FILED });
-  await createTopics(kafka, [topic, filed], 1);
+  await createTopics(kafka, [topic, filed, archive], 1);
   const databaseUrl = await createSuiteDatabase(label.replace(/-/g, '_'));
   await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
   const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
@@ -149,7 +156,7 @@ async function filingSetup(label: string, ids: string[]) {
 
   // The partition's own transactional id.
   const own = partitionTransactionalId(label, group, topic, 0);
-  return { kafka, group, topic, filed, databaseUrl, own, FilingModule, env };
+  return { kafka, group, topic, filed, archive, databaseUrl, own, FilingModule, env };
 }
 
 /**
@@ -289,5 +296,172 @@ describe('library: a hanging transaction of the partition\'s own producer, abort
     else expect(abortedHere).toBeUndefined();
     // Past the records they were for, the rows are gone.
     await waitUntil(async () => (await queryDatabase(setup.databaseUrl, 'SELECT 1 FROM kafka_eo_committed_outputs')).length === 0, 10000, 'the rows deleted');
+  });
+});
+
+/**
+ * A topic the partition's producer may write, deleted once the member has started (its boot checks passed): no read
+ * of what that producer committed is whole while it is gone (its partitions cannot be read).
+ */
+async function deleteTopic(kafka: Kafka, topic: string): Promise<void> {
+  await withAdmin(kafka, (admin) => admin.deleteTopics({ topics: [topic], timeout: 30000 }));
+  await waitUntil(async () => !(await withAdmin(kafka, (admin) => admin.listTopics())).includes(topic), 30000, `${topic} deleted`);
+}
+
+/**
+ * The library reads what the partition's own producer committed before it aborts the producer's hanging
+ * transaction; a read that fails or stops short would leave outputs Kafka already holds out of what it keeps, and
+ * the replay would send them again. So the abort waits (the partition held, health saying why) and the partition
+ * reads again; after COMMITTED_READS_BEFORE_ABORT (3) such reads in a row it aborts anyway, saying so at error level,
+ * and what an earlier member read whole is kept.
+ */
+describe('library: a hanging transaction of the partition\'s own producer, what it committed not readable', () => {
+  const processes = new ProcessGroup();
+  let moduleRef: TestingModule | undefined;
+
+  afterEach(async () => {
+    await moduleRef?.close();
+    moduleRef = undefined;
+    await processes.killAll();
+  });
+
+  const abortedLines = (logger: CapturingLogger) => logger.lines.filter((l) => l.message.startsWith('hanging transaction aborted'));
+  const abortedAnyway = (logger: CapturingLogger) => logger.lines.filter((l) => l.level === 'error' && /its hanging transaction is aborted anyway/.test(l.message));
+
+  it('is not aborted while the read fails, health saying why; read whole once the topic is back, aborted, and nothing is sent again', async () => {
+    const setup = await filingSetup('hanging-unread', ['n-1', 'n-2']);
+    await handledThenHanging(setup);
+    const { kafka, group, topic, archive, FilingModule } = setup;
+    const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
+    moduleRef = await startLibraryModule(FilingModule, logger);
+    await deleteTopic(kafka, archive);
+    const health = moduleRef.get(KafkaHealthIndicator);
+    let message = '';
+    await waitUntil(
+      async () => {
+        message = ((await health.isHealthy('kafka')).kafka as { message?: string }).message ?? '';
+        return /did not abort it yet/.test(message);
+      },
+      60000,
+      'health naming the read that failed',
+    );
+    expect(message).toMatch(/the outputs its own producer already committed were not (all )?read \(.*\); it reads them again \(read 1 of 3\)/);
+    expect(message).toContain(archive);
+    expect(abortedLines(logger)).toEqual([]);
+    // The way out: the topic is back (its partitions readable); the next read is whole.
+    await createTopics(kafka, [archive], 1);
+    await waitForGroupCaughtUp(kafka, group, topic, 90000);
+    await expectFiledOnce(setup);
+    expect(abortedLines(logger)).toHaveLength(1);
+    expect(abortedAnyway(logger)).toEqual([]);
+  });
+
+  it('after the last read in a row that fails, aborted anyway at error level; what a member read whole before it died is kept, and nothing is sent again', async () => {
+    const setup = await filingSetup('hanging-unread-kept', ['n-1', 'n-2']);
+    await handledThenHanging(setup);
+    const { kafka, group, topic, env, databaseUrl } = setup;
+    // A member reads whole what the producer committed, keeps it in PostgreSQL, and dies before its abort.
+    const first = processes.add(new AppProcess('hanging-unread-first', 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: 'before-hanging-abort:1' }, join(REPO_ROOT, 'test-logs', 'hanging-unread-first.log')));
+    expect(await first.waitForExit(90000)).toBeNull();
+    expect(await queryDatabase(databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs`)).toEqual([{ offset: -1, count: 1 }, { offset: -1, count: 1 }]);
+    // The next one's reads all fail.
+    const next = processes.add(new AppProcess('hanging-unread-next', 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: 'hanging-read:1:fail' }, join(REPO_ROOT, 'test-logs', 'hanging-unread-next.log')));
+    await waitForGroupCaughtUp(kafka, group, topic, 120000);
+    await expectFiledOnce(setup);
+    const logs = next.logs();
+    expect([...logs.matchAll(/its hanging transaction is not aborted yet: the partition waits and reads them again \(read (\d) of 3;/g)].map((m) => m[1])).toEqual(['1', '2']);
+    expect(logs.match(/its hanging transaction is aborted anyway/g)).toHaveLength(1);
+    expect(logs).toContain('were not read (fault injection: a failure at hanging-read), 3 reads in a row: its hanging transaction is aborted anyway');
+    expect(logs.match(/hanging transaction aborted \{/g)).toHaveLength(1);
+  });
+});
+
+/** An output of a replayed record, `value` its only difference from the others. */
+const filedOutput = (value: string): OutputRecord => ({ topic: 'notes.filed', key: Buffer.from('k'), value: Buffer.from(value), headers: [['message-id', Buffer.from(`id-${value}`)]] });
+const digestOf = (o: OutputRecord) => recordDigest(o.topic, o.key, o.value, o.headers);
+/** What a replay sends, by value. */
+const sent = async (outputs: Promise<OutputRecord[]>) => (await outputs).map((o) => o.value!.toString());
+
+/**
+ * What the abort found committed, as PostgreSQL keeps it for whichever member replays the records (no Kafka here:
+ * DeliveredOutputs on real PostgreSQL sessions): what two members replaying the same record at once leave out, and
+ * what a read recorded later keeps of an earlier one.
+ */
+describe('library: outputs found committed, as kept in PostgreSQL', () => {
+  let databaseUrl: string;
+  let dataSource: DataSource;
+  const clients: Client[] = [];
+  let n = 0;
+
+  beforeAll(async () => {
+    databaseUrl = await createSuiteDatabase('committed_outputs');
+    dataSource = await new DataSource({ type: 'postgres', url: databaseUrl }).initialize();
+    await runInboxMigrations(dataSource);
+  });
+
+  afterAll(async () => {
+    for (const client of clients) await client.end().catch(() => undefined);
+    await dataSource?.destroy();
+  });
+
+  /** A session of its own, as a unit of work has (its statements answered with their rows). */
+  async function session(): Promise<{ client: Client; db: { query(sql: string, params?: unknown[]): Promise<any> }; pid: number }> {
+    const client = new Client({ connectionString: databaseUrl });
+    clients.push(client);
+    await client.connect();
+    const [{ pid }] = (await client.query('SELECT pg_backend_pid() AS pid')).rows;
+    return { client, db: { query: async (sql, params) => (await client.query(sql, params)).rows }, pid };
+  }
+
+  /** A member's view of a partition of its own (a fresh group per test). */
+  const member = (group: string) => new DeliveredOutputs(dataSource, group, 'notes', 0);
+
+  it('two members replaying the same record at once (a zombie and the new owner): the second waits for the first and leaves out what the first took', async () => {
+    const group = `race-${++n}`;
+    const outputs = [filedOutput('a'), filedOutput('b')];
+    const zombie = member(group);
+    await zombie.record(10n, new Map(outputs.map((o) => [digestOf(o), 1])));
+    const [one, two] = [await session(), await session()];
+    await one.client.query('BEGIN');
+    await two.client.query('BEGIN');
+    // The zombie's unit of work takes both (its PostgreSQL transaction still open)...
+    expect(await sent(zombie.undelivered(one.db, '5', outputs))).toEqual([]);
+    // ...while the new owner's unit of work replays the same record: it waits for the zombie's transaction.
+    const owner = sent(member(group).undelivered(two.db, '5', outputs));
+    await waitUntil(async () => (await queryDatabase(databaseUrl, `SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [two.pid])).length === 1, 10000, 'the second member waiting for the first');
+    await one.client.query('COMMIT');
+    // Kafka holds both committed: the new owner sends neither again.
+    expect(await owner).toEqual([]);
+    await two.client.query('COMMIT');
+    const rows = await queryDatabase(databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs WHERE consumer_group = $1 ORDER BY "offset", digest`, [group]);
+    expect(rows).toEqual([{ offset: -1, count: 0 }, { offset: -1, count: 0 }, { offset: 5, count: 1 }, { offset: 5, count: 1 }]);
+  });
+
+  it('a read recorded after a complete one (a member that recorded and died before its abort, read again in part or not at all) keeps what the earlier found', async () => {
+    const group = `merge-${++n}`;
+    const [a, b, c] = [filedOutput('a'), filedOutput('b'), filedOutput('c')];
+    await member(group).record(10n, new Map([[digestOf(a), 1], [digestOf(b), 1]]));
+    // The next member's reads: one that failed (nothing found), one cut short (c found, on a partition the first did not read in time).
+    await member(group).record(12n, new Map());
+    await member(group).record(12n, new Map([[digestOf(a), 1], [digestOf(c), 1]]));
+    const { client, db } = await session();
+    await client.query('BEGIN');
+    expect(await sent(member(group).undelivered(db, '5', [a, b, c, filedOutput('d')]))).toEqual(['d']);
+    await client.query('COMMIT');
+  });
+
+  it('a read recorded after a replay took its share keeps what the replayed record took: run again, it leaves out the same outputs', async () => {
+    const group = `kept-${++n}`;
+    const a = filedOutput('a');
+    await member(group).record(10n, new Map([[digestOf(a), 1]]));
+    const { client, db } = await session();
+    await client.query('BEGIN');
+    expect(await sent(member(group).undelivered(db, '5', [a]))).toEqual([]);
+    await client.query('COMMIT');
+    // A later abort's read does not find the output (it looked from a later time): the record still leaves it out.
+    await member(group).record(20n, new Map());
+    await client.query('BEGIN');
+    expect(await sent(member(group).undelivered(db, '5', [a]))).toEqual([]);
+    await client.query('COMMIT');
   });
 });

@@ -99,7 +99,7 @@ export class DeliveredOutputs {
     this.leftOut.clear();
   }
 
-  /** Records a read (before the abort it is for), in place of what earlier ones left: see CommittedOutputsRepository.record. */
+  /** Records a read (before the abort it is for), merged into what earlier ones left: see CommittedOutputsRepository.record. */
   async record(until: bigint, committed: ReadonlyMap<string, number>): Promise<void> {
     await this.repository.record(this.source, this.where, until, committed);
     this.known = undefined;

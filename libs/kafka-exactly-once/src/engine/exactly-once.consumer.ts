@@ -15,6 +15,7 @@ import { isConnectionFault, isKafkaUnavailable, isRecordSuspectFault } from './e
 import type { FaultInjector } from './fault-injector';
 import type { PartitionHealth } from './partition-progress';
 import { DeliveredOutputs } from './delivered-outputs';
+import { HangingAbortPolicy } from './hanging-abort-policy';
 import { PartitionSession } from './partition-session';
 import { identify } from './record-identity';
 import { HangingTransactionError } from '../errors/hanging-transaction.error';
@@ -94,6 +95,8 @@ export class ExactlyOnceConsumer {
   private consumer?: GroupConsumer;
   private readonly stableOffsets: StableOffsets;
   private readonly hanging: HangingTransactions;
+  /** When a hanging transaction of a partition's own producer is aborted after reads of what it committed. */
+  private readonly hangingAborts = new HangingAbortPolicy();
   /** Set by stop(): no more recoveries after a crash. */
   private stopRequested = false;
   private recovery?: NodeJS.Timeout;
@@ -395,6 +398,7 @@ export class ExactlyOnceConsumer {
           failure = await this.abortOwnHanging(topic, partition, own, found.offsetsPartition);
         }
         if (!failure) {
+          this.hangingAborts.ended(sessionKey(topic, partition));
           this.faults.reach('after-hanging-abort');
           // What this member committed past the offset read now may have been in the aborted transaction: the
           // partition goes back to that offset (the session's floor and the fetch position), and the records come
@@ -439,15 +443,17 @@ export class ExactlyOnceConsumer {
   /**
    * Before an abort of this partition's own hanging transaction: reads the outputs its producer committed from a
    * while before that transaction began (its first record on the offsets' partition, less the transaction timeout
-   * and COMMITTED_LOOKBACK_MS), and records them in PostgreSQL (DeliveredOutputs.record), so that whichever member
-   * replays the records after the abort does not send them again. A broker crash can leave the commit markers
-   * written on the output partitions and only the offsets' partition open: without this, the abort would send those
-   * outputs twice. Reading before the abort finds what reading after it would: a record of the transaction still
-   * open on a partition counts neither before (no marker follows it) nor after (aborted), and no other producer
-   * writes under that producer id meanwhile (this member's InitProducerId fenced the rest). What cannot be read is
-   * sent again (those outputs a second time, with the same message ids), never fewer; a read cut short by a
-   * rebalance throws it (nothing is recorded or aborted: the next owner does both). Returns '' when recorded, or why
-   * not (nothing is aborted then, and the partition tries again).
+   * and COMMITTED_LOOKBACK_MS), and records them in PostgreSQL (DeliveredOutputs.record, merged into what earlier
+   * reads recorded), so that whichever member replays the records after the abort does not send them again. A
+   * broker crash can leave the commit markers written on the output partitions and only the offsets' partition
+   * open: without this, the abort would send those outputs twice. Reading before the abort finds what reading after
+   * it would: a record of the transaction still open on a partition counts neither before (no marker follows it)
+   * nor after (aborted), and no other producer writes under that producer id meanwhile (this member's InitProducerId
+   * fenced the rest). A read cut short by a rebalance throws it (nothing is recorded or aborted: the next owner does
+   * both). A read that fails or is not whole is recorded for what it found, and the abort waits: the partition
+   * tries again (HangingAbortPolicy), and aborts anyway after COMMITTED_READS_BEFORE_ABORT such reads in a row,
+   * sending again what no read found (a second time, with the same message ids), never fewer. Returns '' when the
+   * abort may go ahead, or why not (nothing is aborted then, and the partition tries again).
    */
   private async recordDelivered(delivered: DeliveredOutputs, own: OpenTransaction[], offsetsPartition: number, heartbeat: () => Promise<void>): Promise<string> {
     const { topic, partition } = delivered.where;
@@ -459,7 +465,10 @@ export class ExactlyOnceConsumer {
       });
     let until = -1n;
     let committed: CommittedRecords = new Map();
+    // Why the read is not whole ('' when it is).
+    let short = '';
     try {
+      this.faults.reach('hanging-read');
       const started: number[] = [];
       for (const holder of own) {
         const at = await this.hanging.startedAt('__consumer_offsets', offsetsPartition, holder.producerId, holder.startOffset);
@@ -477,20 +486,28 @@ export class ExactlyOnceConsumer {
         `${topic}[${partition}]: ${found} records of its own producer found committed since ${new Date(since).toISOString()}; records below offset ${until} replayed from the inbox send none of them again (kept in PostgreSQL for whichever member replays them)`,
       );
       if (!read.complete) {
-        this.logger.warn(
-          `${topic}[${partition}]: its own producer's committed records were not all read (${read.unread.slice(0, 10).join(', ')}${read.unread.length > 10 ? ` and ${read.unread.length - 10} more` : ''}: no leader, a failed fetch, the group rebalancing or the ${COMMITTED_READ_BYTES / 1024 / 1024} MiB read used up); outputs committed there may be sent a second time, with the same message ids`,
-        );
+        short = `not all read (${read.unread.slice(0, 10).join(', ')}${read.unread.length > 10 ? ` and ${read.unread.length - 10} more` : ''}: no leader, a failed fetch or the ${COMMITTED_READ_BYTES / 1024 / 1024} MiB read used up)`;
       }
     } catch (err) {
       if (isRebalanceError(err)) throw err;
-      this.logger.warn(
-        `${topic}[${partition}]: which outputs of its own producer are already committed could not be read (${(err as Error).message}); the records that come again send all their outputs, those already committed a second time with the same message ids`,
-      );
+      short = `not read (${(err as Error).message})`;
     }
     try {
       await delivered.record(until, committed);
     } catch (err) {
       return ` The library did not abort it yet: what its producer already committed could not be kept in PostgreSQL first (${(err as Error).message}); it tries again.`;
+    }
+    const holders = own.map((h) => `${h.producerId}:${h.producerEpoch}:${h.startOffset}`).join(',');
+    const next = this.hangingAborts.afterRead(sessionKey(topic, partition), holders, !short);
+    if (next.action === 'read-again') {
+      const why = `the outputs its own producer already committed were ${short}`;
+      this.logger.warn(`${topic}[${partition}]: ${why}; its hanging transaction is not aborted yet: the partition waits and reads them again (read ${next.reads} of ${next.of}; the last one aborts anyway)`);
+      return ` The library did not abort it yet: ${why}; it reads them again (read ${next.reads} of ${next.of}), and after the last aborts anyway, sending a second time what no read found.`;
+    }
+    if (next.action === 'abort-anyway') {
+      this.logger.error(
+        `${topic}[${partition}]: the outputs its own producer already committed were ${short}, ${next.reads} reads in a row: its hanging transaction is aborted anyway, so that the partition moves. The records replayed after it send again, a second time with the same message ids, their outputs that Kafka holds committed and no read found (on the partitions named; readers that do not deduplicate by message id see them twice); nothing is lost`,
+      );
     }
     return '';
   }

@@ -42,6 +42,14 @@ describe('FaultInjector', () => {
     expect(kill).not.toHaveBeenCalled();
   });
 
+  it('makes the step throw from the n-th time on when asked to fail, without a signal', () => {
+    const faults = new FaultInjector('hanging-read:2:fail');
+    faults.reach('hanging-read');
+    for (let i = 0; i < 3; i++) expect(() => faults.reach('hanging-read')).toThrow('fault injection: a failure at hanging-read');
+    faults.reach('mid-chunk');
+    expect(kill).not.toHaveBeenCalled();
+  });
+
   it.each(['nowhere:1', 'mid-chunk:0', 'mid-chunk:x', 'mid-chunk:1:explode', 'mid-chunk:1:delay=x'])('refuses the malformed spec %s', (spec) => {
     expect(() => new FaultInjector(spec)).toThrow(/KAFKA_EO_FAULT/);
   });

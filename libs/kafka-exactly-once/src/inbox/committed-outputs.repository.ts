@@ -20,6 +20,17 @@ const ROWS_PER_STATEMENT = 5000;
 /** How long recording a read may take in all (it may hold many digests). */
 const RECORD_TIMEOUT_MS = 120000;
 const WHERE_PARTITION = 'consumer_group = $1 AND topic = $2 AND partition = $3';
+/**
+ * The class of the transaction-scoped advisory locks (two-int form) that serialise, per partition of a group, what
+ * takes from or adds to its recorded reads. Other classes of the library's two-int advisory locks: the parking
+ * replay worker's 736_421_191; the relay's and the migrations' locks are of the one-bigint form, a space of its own.
+ */
+const COMMITTED_OUTPUTS_LOCK = 736_421_192;
+
+/** Takes the partition's lock, held until the transaction of `db` ends. */
+async function lockPartition(db: Statements, { group, topic, partition }: GroupPartition): Promise<void> {
+  await db.query(`SELECT pg_advisory_xact_lock($1::int, hashtext($2::text)) AS locked`, [COMMITTED_OUTPUTS_LOCK, JSON.stringify([group, topic, partition])]);
+}
 
 /**
  * The outputs a partition's own producer is known to have committed in Kafka, recorded before the library aborted a
@@ -29,23 +40,30 @@ const WHERE_PARTITION = 'consumer_group = $1 AND topic = $2 AND partition = $3';
  */
 export class CommittedOutputsRepository {
   /**
-   * Records a read, in a transaction of its own, in place of whatever an earlier read of the partition left (an
-   * earlier abort's, or this one's before a crash: the read done again replaces it).
+   * Records a read, in a transaction of its own, merged into whatever earlier reads of the partition left: a digest
+   * counts as many times as the read that found it most often says (each read counts records Kafka holds committed,
+   * and one read may be cut short where another was not: a member that recorded a whole read and died before its
+   * abort, read again in part by the next), and what replayed records took stays theirs. A read that found nothing
+   * changes nothing.
    */
-  async record(source: SessionSource, { group, topic, partition }: GroupPartition, until: bigint, committed: ReadonlyMap<string, number>): Promise<void> {
+  async record(source: SessionSource, where: GroupPartition, until: bigint, committed: ReadonlyMap<string, number>): Promise<void> {
+    if (committed.size === 0) return;
+    const { group, topic, partition } = where;
     const runner = source.createQueryRunner();
     try {
       await withDeadline(
         (async () => {
           await runner.connect();
           await runner.startTransaction();
-          await runner.query(`DELETE FROM ${COMMITTED_OUTPUTS_TABLE} WHERE ${WHERE_PARTITION}`, [group, topic, partition]);
+          await lockPartition(runner, where);
           const entries = [...committed];
           for (let i = 0; i < entries.length; i += ROWS_PER_STATEMENT) {
             const some = entries.slice(i, i + ROWS_PER_STATEMENT);
             await runner.query(
-              `INSERT INTO ${COMMITTED_OUTPUTS_TABLE} (consumer_group, topic, partition, "offset", digest, count, until_offset)
-               SELECT $1::text, $2::text, $3::int, -1, d.digest, d.count, $4::bigint FROM unnest($5::text[], $6::int[]) AS d(digest, count)`,
+              `INSERT INTO ${COMMITTED_OUTPUTS_TABLE} AS c (consumer_group, topic, partition, "offset", digest, count, until_offset)
+               SELECT $1::text, $2::text, $3::int, -1, d.digest, d.count, $4::bigint FROM unnest($5::text[], $6::int[]) AS d(digest, count)
+               ON CONFLICT (consumer_group, topic, partition, "offset", digest)
+               DO UPDATE SET count = GREATEST(c.count, EXCLUDED.count), until_offset = GREATEST(c.until_offset, EXCLUDED.until_offset)`,
               [group, topic, partition, until.toString(), some.map(([digest]) => digest), some.map(([, count]) => count)],
             );
           }
@@ -67,10 +85,16 @@ export class CommittedOutputsRepository {
 
   /**
    * For the record at `offset` replayed with outputs of `digests`: what it took already (a unit of work of it that
-   * committed in PostgreSQL before), or else what is left of those digests' counts, the rows locked until the unit
-   * of work ends (another unit replaying the partition waits, then sees what this one took).
+   * committed in PostgreSQL before), or else what is left of those digests' counts. The partition is locked first,
+   * until the unit of work ends, and the rows are read in a statement of their own after it: another unit replaying
+   * the partition at the same time (a zombie's, and the new owner's) waits, then sees what this one took, rows it
+   * inserted included (in READ COMMITTED, a statement that waited on a row lock sees the rows it waited for as they
+   * are now, but none inserted after it began).
    */
-  async lookUp(db: Statements, { group, topic, partition }: GroupPartition, offset: string, digests: readonly string[]): Promise<{ taken?: string[]; left: Map<string, number> }> {
+  async lookUp(db: Statements, where: GroupPartition, offset: string, digests: readonly string[]): Promise<{ taken?: string[]; left: Map<string, number> }> {
+    const { group, topic, partition } = where;
+    await lockPartition(db, where);
+    // FOR UPDATE still: the deletions past a partition's committed offset (forget, inbox retention) take no lock.
     const rows: Array<{ offset: string; digest: string; count: number }> = await db.query(
       `SELECT "offset"::text AS offset, digest, count FROM ${COMMITTED_OUTPUTS_TABLE}
        WHERE ${WHERE_PARTITION} AND until_offset > $4 AND ("offset" = $4 OR ("offset" = -1 AND count > 0 AND digest = ANY($5::text[])))

@@ -390,8 +390,8 @@ export class HangingTransactions extends ClusterClient {
    * `topics`, from each partition's first record of timestamp `sinceMs` or later (record timestamps: the
    * producer's clock), as counts of their digests. Read uncommitted from each partition's leader: a producer's
    * records count once its commit marker follows them; an abort marker drops them, and a transaction still open
-   * counts nothing. What cannot be read counts nothing, and `complete` is then false: a partition without a leader
-   * or whose read fails (the others are still read), a read past COMMITTED_READ_BYTES in all, a `between` that
+   * counts nothing. What cannot be read counts nothing, and `complete` is then false: a topic the cluster does not
+   * know, a partition without a leader or whose read fails (the others are still read), a read past COMMITTED_READ_BYTES in all, a `between` that
    * fails (it runs after each fetch and each partition: a group member's heartbeat, which fails when the group
    * rebalances; the read stops there). A caller sends again whatever is not counted, never fewer.
    */
@@ -402,15 +402,29 @@ export class HangingTransactions extends ClusterClient {
     between: () => Promise<void> = async () => undefined,
   ): Promise<{ committed: CommittedRecords; complete: boolean; unread: string[] }> {
     await this.connected();
-    await this.cluster.addMultipleTargetTopics(topics);
     const committed: CommittedRecords = new Map();
     const unread: string[] = [];
+    const readable: string[] = [];
+    try {
+      await this.cluster.addMultipleTargetTopics(topics);
+      readable.push(...topics);
+    } catch {
+      // A topic the cluster does not know (deleted, or refused) stops none of the others' reads.
+      for (const topic of topics) {
+        try {
+          await this.cluster.addMultipleTargetTopics([topic]);
+          readable.push(topic);
+        } catch (err) {
+          unread.push(`${topic} (${(err as Error).message})`);
+        }
+      }
+    }
     let budget = COMMITTED_READ_BYTES;
     let stopped = false;
     const pause = async () => {
       if (!stopped) await between().catch(() => (stopped = true));
     };
-    for (const topic of topics) {
+    for (const topic of readable) {
       for (const { partitionId: partition } of this.cluster.findTopicPartitionMetadata(topic)) {
         if (stopped || budget <= 0) {
           unread.push(`${topic}[${partition}]`);
@@ -431,9 +445,9 @@ export class HangingTransactions extends ClusterClient {
             from = BigInt(records[records.length - 1].offset) + 1n;
             await pause();
           }
-        } catch {
+        } catch (err) {
           // What was read of the partition before still counts (each record counted followed its commit marker).
-          unread.push(`${topic}[${partition}]`);
+          unread.push(stopped || budget <= 0 ? `${topic}[${partition}]` : `${topic}[${partition}] (${(err as Error).message})`);
         }
         await pause();
       }

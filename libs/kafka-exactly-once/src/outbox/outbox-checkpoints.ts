@@ -1,14 +1,20 @@
 import { COMMITTED_LOOKBACK_MS, type CommittedRecords, forgottenByCoordinator, HangingTransactions, PartitionLogs, type KafkaClient, type LoggedRecord, type Message, type OpenTransaction, type PartitionLog } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
 import type { FaultInjector } from '../engine/fault-injector';
+import { HangingAbortPolicy } from '../engine/hanging-abort-policy';
 import { createTopicsAndWait } from '../kafka-topics';
 import { sleep } from '../engine/sleep';
 import { describeHolders } from '../errors/hanging-transaction.error';
 import { OutboxRelayError } from '../errors/outbox-relay.error';
 /** How long the read waits on an open transaction before it names it in a warning (once per read). */
 const HOLDER_WARNING_AFTER_MS = 5000;
-/** What the read of an aborted transaction's committed events leaves of the checkpoint read's time, for what follows it. */
-const KEEP_DELIVERED_MARGIN_MS = 3000;
+/**
+ * How long the read of what the relay's own producer committed may take, before an abort of its hanging
+ * transaction: time of its own, not what is left of the checkpoint read's (the relay sends nothing meanwhile).
+ */
+const COMMITTED_READ_MS = 120000;
+/** The relay's place in HangingAbortPolicy (one checkpoint partition, one producer). */
+const RELAY = 'relay';
 
 /** The relay's own producer, whose hanging transaction on the checkpoint partition the read may end. */
 export interface OwnProducer {
@@ -26,6 +32,16 @@ export interface OwnProducer {
    * from the producer (counts of record digests); returns how many. Throws when it cannot (nothing is aborted then).
    */
   delivered: (committed: CommittedRecords) => Promise<number>;
+  /** False once the relay is stopping: a read in progress stops, and nothing is aborted. */
+  running: () => boolean;
+  /** Told why the relay leaves its own hanging transaction open for now (health shows it). */
+  waiting: (why: string) => void;
+}
+
+/** A hanging transaction of the relay's own producer due to be ended, found by the checkpoint read. */
+interface DueHanging {
+  log: PartitionLog;
+  due: OpenTransaction[];
 }
 
 /** What a checkpoint record says: the last relay batch whose events are in Kafka (committed with it). */
@@ -45,6 +61,10 @@ export class OutboxCheckpoints {
   private readonly holders: HangingTransactions;
   /** When this relay first saw each open transaction (producer id and first offset) on the checkpoint partition. */
   private readonly heldSince = new Map<string, number>();
+  /** When a hanging transaction of the relay's own producer is aborted after reads of what that producer committed. */
+  private readonly aborts = new HangingAbortPolicy();
+  /** Such a transaction left open for now (its last read was not whole), and why, for the checkpoint read's error. */
+  private waiting?: { id: string; why: string };
 
   constructor(
     private readonly kafka: KafkaClient,
@@ -52,6 +72,8 @@ export class OutboxCheckpoints {
     /** Told which transaction holds the checkpoint partition's last stable offset, once a read has waited on it. */
     private readonly warn: (message: string) => void = () => undefined,
     private readonly faults?: FaultInjector,
+    /** Told, at error level, that a hanging transaction is aborted anyway after reads that were not whole. */
+    private readonly alarm: (message: string) => void = warn,
   ) {
     this.logs = new PartitionLogs(kafka);
     this.holders = new HangingTransactions(kafka);
@@ -114,15 +136,21 @@ export class OutboxCheckpoints {
    * the partition's last stable offset in growing windows, so that a long history is not read whole.
    */
   async last(key: string, timeoutMs: number, producer?: OwnProducer): Promise<Checkpoint> {
-    // The read's own deadline comes first, so that a wait on an open transaction fails with its holder named.
-    const own = timeoutMs - Math.min(5000, Math.floor(timeoutMs / 5));
-    return withDeadline(this.read(key, Date.now() + own, producer), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
-      this.logs.reset();
-      throw err;
-    });
+    for (;;) {
+      // The read's own deadline comes first, so that a wait on an open transaction fails with its holder named.
+      const own = timeoutMs - Math.min(5000, Math.floor(timeoutMs / 5));
+      const read = await withDeadline(this.read(key, Date.now() + own, producer), timeoutMs, `reading the outbox checkpoint from ${this.topic}`).catch((err) => {
+        this.logs.reset();
+        throw err;
+      });
+      if ('batch' in read) return read;
+      // A hanging transaction of its own producer is due to be ended: outside the checkpoint read's deadline (what
+      // its producer committed is read first, in time of its own), then the checkpoint is read again.
+      await this.endOwnHanging(read, producer!);
+    }
   }
 
-  private async read(key: string, deadline: number, producer?: OwnProducer): Promise<Checkpoint> {
+  private async read(key: string, deadline: number, producer?: OwnProducer): Promise<Checkpoint | DueHanging> {
     const log = await this.logs.ofKey(this.topic, key);
     if (!log) throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} does not exist`);
     const { partition } = log;
@@ -138,11 +166,13 @@ export class OutboxCheckpoints {
     for (let stable = await log.offset('latest', 'committed'); stable < end; stable = await log.offset('latest', 'committed')) {
       if (producer && Date.now() - checked >= 1000) {
         checked = Date.now();
-        if (await this.endOwnHanging(log, producer, deadline)) continue;
+        const due = await this.dueOwnHanging(log, producer);
+        if (due.length > 0) return { log, due };
       }
       const overdue = Date.now() > deadline;
       if (overdue || (!warned && Date.now() - waitingSince >= HOLDER_WARNING_AFTER_MS)) {
         const held = `${this.topic}[${partition}] holds an open transaction (last stable offset ${stable}, high watermark ${end}), ${await this.holder(partition)}`;
+        if (overdue && this.waiting) throw new Error(`${held}: ${this.waiting.why}`);
         if (overdue) throw new Error(`${held}: a transaction ends within its transaction timeout, and a hanging one never does (docs/outbox.md, "Operations"); the relay tries again`);
         this.warn(`${held}; waiting for it to end`);
         warned = true;
@@ -161,26 +191,45 @@ export class OutboxCheckpoints {
   }
 
   /**
-   * Ends a hanging transaction of the relay's own producer on the checkpoint partition (and wherever else it is
-   * open: its batch's events), once this relay has seen it hold the partition for `abortAfterMs` and its
-   * coordinator no longer ends it. Its checkpoint record says which batch it carried: a batch the database
-   * already counts as relayed was answered committed (its rows are gone), so the transaction is committed; a later
-   * one is aborted and sent again from the outbox. Returns whether it ended one.
+   * The hanging transactions of the relay's own producer on the checkpoint partition due to be ended: this relay
+   * has seen each hold the partition for `abortAfterMs`, its coordinator no longer ends it, and (after a read of
+   * what its producer committed that was not whole) `abortAfterMs` have passed since that read.
    */
-  private async endOwnHanging(log: PartitionLog, producer: OwnProducer, deadline: number): Promise<boolean> {
-    const { partition } = log;
+  private async dueOwnHanging(log: PartitionLog, producer: OwnProducer): Promise<OpenTransaction[]> {
     let open;
     try {
-      open = await this.holders.openOn(this.topic, partition);
+      open = await this.holders.openOn(this.topic, log.partition);
     } catch {
-      return false; // named, or not, by the warning below
+      return []; // named, or not, by the warning of the checkpoint read
     }
     const now = Date.now();
     const seen = new Set(open.map((t) => `${t.producerId}:${t.startOffset}`));
     for (const id of this.heldSince.keys()) if (!seen.has(id)) this.heldSince.delete(id);
     for (const id of seen) if (!this.heldSince.has(id)) this.heldSince.set(id, now);
-    const due = open.filter((t) => t.transactionalId === producer.transactionalId && forgottenByCoordinator(t) && now - this.heldSince.get(`${t.producerId}:${t.startOffset}`)! >= producer.abortAfterMs);
+    if (this.waiting && !seen.has(this.waiting.id)) {
+      // Ended meanwhile (by an operator, or another relay).
+      this.waiting = undefined;
+      this.aborts.ended(RELAY);
+    }
+    return open.filter((t) => {
+      const id = `${t.producerId}:${t.startOffset}`;
+      return t.transactionalId === producer.transactionalId && forgottenByCoordinator(t) && now - this.heldSince.get(id)! >= producer.abortAfterMs && this.aborts.mayRead(RELAY, id, producer.abortAfterMs, now);
+    });
+  }
+
+  /**
+   * Ends hanging transactions of the relay's own producer on the checkpoint partition (and wherever else each is
+   * open: its batch's events). Its checkpoint record says which batch it carried: a batch the database already
+   * counts as relayed was answered committed (its rows are gone), so the transaction is committed; a later one is
+   * aborted and sent again from the outbox, less its events Kafka already holds committed (keepDelivered), once
+   * they were read whole (HangingAbortPolicy: else it is left open, the checkpoint read waits on it, and it is read
+   * again; after the last of COMMITTED_READS_BEFORE_ABORT reads that were not whole, it is aborted anyway). Throws
+   * when one cannot be ended (the relay starts over, and tries again).
+   */
+  private async endOwnHanging({ log, due }: DueHanging, producer: OwnProducer): Promise<void> {
+    const { partition } = log;
     for (const t of due) {
+      const id = `${t.producerId}:${t.startOffset}`;
       try {
         const records = await log.read(BigInt(t.startOffset), 'uncommitted', 1024 * 1024);
         const first = records.find((r) => r.offset === t.startOffset && !r.isControlRecord);
@@ -189,10 +238,27 @@ export class OutboxCheckpoints {
         const commit = batch <= producer.knownRelayed;
         const topics = await producer.topics();
         if (!commit) {
-          await this.keepDelivered(t, partition, topics, producer, deadline);
+          const short = await this.keepDelivered(t, partition, topics, producer);
+          if (!producer.running()) throw new Error('the relay is stopping');
+          const next = this.aborts.afterRead(RELAY, id, !short);
+          if (next.action === 'read-again') {
+            // Left open: the checkpoint read waits on it, and the next read of it comes `abortAfterMs` later.
+            const why = `its own hanging transaction ${t.transactionalId} (batch ${batch}) is not aborted yet: the events its producer already committed were ${short}; the relay reads them again in ${Math.round(producer.abortAfterMs / 1000)} s (read ${next.reads} of ${next.of}; the last one aborts anyway)`;
+            this.waiting = { id, why };
+            this.warn(why);
+            producer.waiting(why);
+            continue;
+          }
+          if (next.action === 'abort-anyway') {
+            this.alarm(
+              `its own hanging transaction ${t.transactionalId} (batch ${batch}) is aborted anyway, so that the relay moves: the events its producer already committed were ${short}, ${next.reads} reads in a row. Batch ${batch} is sent again with those of its events that Kafka holds committed and no read found (on the partitions named), a second time with the same message ids (readers that do not deduplicate by message id see them twice); nothing is lost`,
+            );
+          }
           this.faults?.reach('before-hanging-abort');
         }
         const ended = await this.holders.endEverywhere(t, commit, topics, { topic: this.topic, partition });
+        this.aborts.ended(RELAY);
+        this.waiting = undefined;
         if (!commit) this.faults?.reach('after-hanging-abort');
         const what = { transactionalId: t.transactionalId, producerId: t.producerId, producerEpoch: t.producerEpoch, coordinatorState: t.state, batch: batch.toString(), [commit ? 'committed' : 'aborted']: ended };
         this.warn(
@@ -201,11 +267,10 @@ export class OutboxCheckpoints {
             : `hanging transaction aborted ${JSON.stringify(what)}: the relay's own producer left it open and its coordinator no longer ends it; batch ${batch} is sent again from the outbox, less its events Kafka already held committed`,
         );
       } catch (err) {
-        this.warn(`hanging transaction of the relay's own producer ${t.transactionalId} not ended (${(err as Error).message}): an operator must end it (docs/outbox.md, "Operations")`);
-        return false;
+        // The relay's run loop logs it (the same message again only now and then), and health shows it.
+        throw new Error(`its own hanging transaction ${t.transactionalId} on ${this.topic}[${partition}] is not ended yet (${(err as Error).message}); the relay tries again, and if this lasts an operator can end it (docs/outbox.md, "Operations")`);
       }
     }
-    return due.length > 0;
   }
 
   /**
@@ -218,33 +283,44 @@ export class OutboxCheckpoints {
    * would go twice. Done before the abort, in the outbox's own table, so that a relay that dies after it leaves
    * nothing to redo, and one that dies before it leaves the transaction for the next relay to find, read and abort:
    * reading before the abort finds what reading after it would (a record of the transaction still open counts
-   * neither before nor after; this relay's InitProducerId fenced any other writer of that producer id). What cannot
-   * be read (by `deadline` less KEEP_DELIVERED_MARGIN_MS among it) is sent again (a second time, with the same message
-   * ids), never fewer.
+   * neither before nor after; this relay's InitProducerId fenced any other writer of that producer id). The read has
+   * COMMITTED_READ_MS of its own. What it found is taken out even when it is not whole (those events are in Kafka
+   * whatever follows). Returns '' when the read was whole, else why not; throws when the outbox cannot be updated.
    */
-  private async keepDelivered(t: OpenTransaction, partition: number, topics: string[], producer: OwnProducer, deadline: number): Promise<void> {
+  private async keepDelivered(t: OpenTransaction, partition: number, topics: string[], producer: OwnProducer): Promise<string> {
     let committed: CommittedRecords = new Map();
     let found = 0;
     let since = 0;
+    let short = '';
     try {
+      this.faults?.reach('hanging-read');
       const at = await this.holders.startedAt(this.topic, partition, t.producerId, t.startOffset);
       if (at === undefined) throw new Error(`its first record on ${this.topic}[${partition}] (offset ${t.startOffset}) was not found`);
       since = at - producer.abortAfterMs - COMMITTED_LOOKBACK_MS;
-      // Within the checkpoint read's own time, with a moment left for the outbox's statement and the abort.
+      const until = Date.now() + COMMITTED_READ_MS;
       const inTime = async () => {
-        if (Date.now() > deadline - KEEP_DELIVERED_MARGIN_MS) throw new Error('the checkpoint read is out of time');
+        if (!producer.running()) throw new Error('the relay is stopping');
+        if (Date.now() > until) throw new Error(`the read took more than ${COMMITTED_READ_MS / 1000} s`);
       };
       const read = await this.holders.committedRecords(new Set([t.producerId]), topics, since, inTime);
       committed = read.committed;
       for (const n of committed.values()) found += n;
-      if (!read.complete) this.warn(`the records its own producer committed were not all read (${read.unread.slice(0, 10).join(', ')}${read.unread.length > 10 ? ` and ${read.unread.length - 10} more` : ''}): events committed there may be sent a second time, with the same message ids`);
+      if (!read.complete) short = `not all read (${read.unread.slice(0, 10).join(', ')}${read.unread.length > 10 ? ` and ${read.unread.length - 10} more` : ''}: no leader, a failed fetch, the read's ${COMMITTED_READ_MS / 1000} s or its bytes used up)`;
     } catch (err) {
-      this.warn(`which events its own producer already committed could not be read (${(err as Error).message}): the batch is sent again whole, events already committed a second time with the same message ids`);
+      short = `not read (${(err as Error).message})`;
     }
-    const kept = await producer.delivered(committed);
-    this.warn(
-      `${kept} events of the outbox found committed in Kafka by its own producer (${found} records of producer id ${t.producerId} committed since ${new Date(since).toISOString()}) are taken out of the outbox as relayed before its hanging transaction is aborted: they are not sent again`,
-    );
+    let kept: number;
+    try {
+      kept = await producer.delivered(committed);
+    } catch (err) {
+      throw new Error(`the events its producer already committed could not be taken out of the outbox first (${(err as Error).message}), so it is not aborted yet`);
+    }
+    if (found > 0 || !short) {
+      this.warn(
+        `${kept} events of the outbox found committed in Kafka by its own producer (${found} records of producer id ${t.producerId} committed since ${new Date(since).toISOString()}) are taken out of the outbox as relayed, before any abort of its hanging transaction: they are not sent again`,
+      );
+    }
+    return short;
   }
 
   /** Who holds the partition's last stable offset, as DescribeProducers and ListTransactions tell it. */

@@ -123,7 +123,13 @@ export class OutboxRelay {
     private readonly config: OutboxRelayConfig,
     private readonly metrics?: KafkaExactlyOnceMetrics,
   ) {
-    this.checkpoints = new OutboxCheckpoints(kafka, config.checkpointTopic, (message) => this.logger.warn(`outbox relay ${config.name}: ${message}`), this.faults);
+    this.checkpoints = new OutboxCheckpoints(
+      kafka,
+      config.checkpointTopic,
+      (message) => this.logger.warn(`outbox relay ${config.name}: ${message}`),
+      this.faults,
+      (message) => this.logger.error(`outbox relay ${config.name}: ${message}`),
+    );
     metrics?.attach({ outbox: () => (this.current.waiting ? { waiting: this.current.waiting.events, oldestAgeMs: this.current.waiting.oldestAgeMs } : undefined) });
   }
 
@@ -217,7 +223,17 @@ export class OutboxRelay {
       ...new Set([...(this.config.declaredTopics ?? []), ...(await this.sql<{ topic: string }>(`SELECT DISTINCT aggregatetype AS topic FROM ${OUTBOX_TABLE}`)).map((r) => r.topic)]),
     ];
     const own = this.config.abortHangingTransactions
-      ? { transactionalId, abortAfterMs: this.config.transactionTimeoutMs + 5000, key, knownRelayed, topics, delivered: (committed: CommittedRecords) => this.dropDelivered(committed) }
+      ? {
+          transactionalId,
+          abortAfterMs: this.config.transactionTimeoutMs + 5000,
+          key,
+          knownRelayed,
+          topics,
+          delivered: (committed: CommittedRecords) => this.dropDelivered(committed),
+          running: () => this.running,
+          // Health shows why the relay waits (the session goes on, it has not failed).
+          waiting: (why: string) => Object.assign(this.current, { lastError: why, lastErrorAt: new Date().toISOString() }),
+        }
       : undefined;
     let relayed = (await this.checkpoints.last(key, this.config.sendTimeoutMs, own)).batch;
     if (relayed < knownRelayed) {
