@@ -1,11 +1,9 @@
-import { Injectable, Module, type Type } from '@nestjs/common';
+import { Injectable, Module } from '@nestjs/common';
 import { TestingModule } from '@nestjs/testing';
-import { join } from 'path';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { Kafka } from 'kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule, KafkaHealthIndicator, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
-import { partitionTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { DeliveredOutputs } from 'kafka-exactly-once/engine/delivered-outputs';
 import type { OutputRecord } from 'kafka-exactly-once/engine/output-record';
 import { runInboxMigrations } from 'kafka-exactly-once/inbox/inbox-migrator';
@@ -13,18 +11,13 @@ import { recordDigest } from 'kafka-exactly-once/kafkajs';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { kafkaBrokers } from './support/environment';
+import { expectFiledOnce, filingSetup, handledThenHanging, NOTE } from './support/filing';
 import { leaveHangingTransaction } from './support/hanging';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitForGroupCaughtUp, waitUntil } from './support/payments';
-import { AppProcess, ProcessGroup } from './support/processes';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { filingModule } = require('./fixtures/filing-app.js') as { filingModule(settings: { label: string; prefix: string; schemas: string; brokers: string[]; databaseUrl: string }): unknown };
-
-const NOTE = { type: 'record', name: 'Note', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
-const FILED = { type: 'record', name: 'NoteFiled', namespace: 'test.hanging', fields: [{ name: 'id', type: 'string' }] };
 
 @Injectable()
 class NotesHandler {
@@ -133,33 +126,6 @@ describe('library: a hanging transaction holding the committed offset', () => {
 });
 
 /**
- * A group whose partition's own producer will be found hanging: its topics, database, the notes `ids` published
- * (each its own message id), and the module of test/fixtures/filing-app.js (each note applied and filed) with a
- * short transaction timeout, so that a hanging transaction is found past it in seconds; `env` runs the same module
- * as a process of its own.
- */
-async function filingSetup(label: string, ids: string[]) {
-  const kafka = testKafka();
-  const prefix = `${uniqueTopic(label)}.`;
-  const group = `${prefix}group`;
-  const topic = `${prefix}notes`;
-  const filed = `${prefix}notes.filed`;
-  const archive = `${prefix}notes.archive`;
-  const dir = schemasDirectory(label, { 'note.avsc': NOTE, 'filed.avsc': FILED });
-  await createTopics(kafka, [topic, filed, archive], 1);
-  const databaseUrl = await createSuiteDatabase(label.replace(/-/g, '_'));
-  await queryDatabase(databaseUrl, 'CREATE TABLE applied (id text PRIMARY KEY)');
-  const schema = SchemaRegistry.fromDirectory(dir).current('test.hanging.Note');
-  await sendRaw(kafka, topic, ids.map((id) => ({ key: 'k', value: encodeSingleObject(schema, { id }), headers: { 'message-id': id } })));
-  const FilingModule = filingModule({ label, prefix, schemas: dir, brokers: kafkaBrokers(), databaseUrl }) as Type<unknown>;
-  const env = { KAFKA_BROKERS: kafkaBrokers().join(','), DATABASE_URL: databaseUrl, FILING_LABEL: label, FILING_PREFIX: prefix, FILING_SCHEMAS: dir };
-
-  // The partition's own transactional id.
-  const own = partitionTransactionalId(label, group, topic, 0);
-  return { kafka, group, topic, filed, archive, databaseUrl, own, FilingModule, env };
-}
-
-/**
  * The hanging transaction is this partition's own producer's (its transactional id), and its coordinator no
  * longer ends it: the library aborts it on every partition where it is open (the group's offsets and an output
  * partition), past the transaction timeout, and the partition starts. The record is applied once, its output is
@@ -196,32 +162,6 @@ describe('library: a hanging transaction of the partition\'s own producer', () =
   });
 });
 
-/**
- * What a broker crash can leave: both records handled and their outputs committed, with the offsets, by the
- * partition's own producer (their commit marker written on the output partition), then the group's offset behind
- * both and a transaction of that producer holding the offset past them pending on the offsets' partition, which no
- * coordinator ends.
- */
-async function handledThenHanging(setup: Awaited<ReturnType<typeof filingSetup>>): Promise<{ producerId: number }> {
-  const { kafka, group, topic, filed, own, FilingModule } = setup;
-  const moduleRef = await startLibraryModule(FilingModule);
-  try {
-    await waitForGroupCaughtUp(kafka, group, topic, 60000);
-  } finally {
-    await moduleRef.close();
-  }
-  const before = await readTopic(kafka, filed, { until: quietAfter(2, 2000), pollIdleMs: 250, timeoutMs: 30000 });
-  expect(before.map((r) => r.key)).toEqual(['n-1', 'n-2']);
-  await withAdmin(kafka, (admin) => admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '0' }] }));
-  return leaveHangingTransaction(kafka, own, { groupId: group, topic, partition: 0, offset: '2' }, []);
-}
-
-/** Each output once, read committed, and each record applied once (their inbox rows replayed, the handler not run again). */
-async function expectFiledOnce({ kafka, filed, databaseUrl }: Awaited<ReturnType<typeof filingSetup>>): Promise<void> {
-  const after = await readTopic(kafka, filed, { until: quietAfter(2, 3000), pollIdleMs: 250, timeoutMs: 30000 });
-  expect(after.map((r) => r.key)).toEqual(['n-1', 'n-2']);
-  expect(await queryDatabase(databaseUrl, 'SELECT id FROM applied ORDER BY id')).toEqual([{ id: 'n-1' }, { id: 'n-2' }]);
-}
 
 /**
  * The library aborts such a transaction and the records come again: their outputs, already in Kafka, must not be
@@ -248,131 +188,6 @@ describe('library: a hanging transaction of the partition\'s own producer, its o
     expect(aborted?.message).toContain(`"producerId":"${hanging.producerId}"`);
     expect(logger.lines.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/: 2 records of its own producer found committed since /), expect.stringMatching(/: 2 outputs already committed were not sent again$/)]));
     expect(await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM kafka_eo_committed_outputs')).toEqual([{ n: 0 }]);
-  });
-});
-
-/**
- * What the abort learnt outlives the member that made it: the member that aborted the hanging transaction is
- * killed (a process of its own, SIGKILL at a fault point) before its replay of the records commits in Kafka, and
- * another member takes the partition and replays them. Whichever point the first died at, the outputs already
- * committed are not sent again.
- */
-describe('library: a hanging transaction of the partition\'s own producer, aborted by a member that dies before its replay commits', () => {
-  const processes = new ProcessGroup();
-  let moduleRef: TestingModule | undefined;
-
-  afterEach(async () => {
-    await moduleRef?.close();
-    moduleRef = undefined;
-    await processes.killAll();
-  });
-
-  it.each([
-    ['after-hanging-abort', 'the abort written, nothing replayed yet', 'hanging-aborted'],
-    ['after-db-commit', 'its replay committed in PostgreSQL, not in Kafka', 'hanging-replayed'],
-    ['before-hanging-abort', 'what its producer committed kept, the abort not written: the next member finds the transaction and aborts it', 'hanging-read'],
-  ])('killed at %s (%s): the next member sends none of the committed outputs again', async (point, _when, label) => {
-    const setup = await filingSetup(label, ['n-1', 'n-2']);
-    const hanging = await handledThenHanging(setup);
-    const { kafka, group, topic, env, FilingModule } = setup;
-
-    const first = processes.add(new AppProcess(`hanging-${point}`, 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: `${point}:1` }, join(REPO_ROOT, 'test-logs', `hanging-moved-${point}.log`)));
-    expect(await first.waitForExit(90000)).toBeNull(); // killed by its own SIGKILL
-    expect(first.logs()).toContain(`fault injection: SIGKILL at ${point} #1`);
-    // What the first member left in PostgreSQL for the next: the two outputs found committed, counted once each
-    // (offset -1), and, its replay committed in PostgreSQL, what each replayed record took (at its offset).
-    const kept = await queryDatabase<{ offset: number; count: number }>(setup.databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs ORDER BY "offset", count`);
-    expect(kept).toEqual(point === 'after-db-commit' ? [{ offset: -1, count: 0 }, { offset: -1, count: 0 }, { offset: 0, count: 1 }, { offset: 1, count: 1 }] : [{ offset: -1, count: 1 }, { offset: -1, count: 1 }]);
-
-    const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
-    moduleRef = await startLibraryModule(FilingModule, logger);
-    await waitForGroupCaughtUp(kafka, group, topic, 90000);
-    await expectFiledOnce(setup);
-    // The first member read what its producer had committed before its abort; the next one aborted only when the first had not.
-    expect(first.logs()).toContain(': 2 records of its own producer found committed since ');
-    if (point !== 'before-hanging-abort') expect(first.logs()).toContain(`hanging transaction aborted {"group":"${group}"`);
-    const abortedHere = logger.lines.find((l) => l.message.startsWith('hanging transaction aborted'));
-    if (point === 'before-hanging-abort') expect(abortedHere?.message).toContain(`"producerId":"${hanging.producerId}"`);
-    else expect(abortedHere).toBeUndefined();
-    // Past the records they were for, the rows are gone.
-    await waitUntil(async () => (await queryDatabase(setup.databaseUrl, 'SELECT 1 FROM kafka_eo_committed_outputs')).length === 0, 10000, 'the rows deleted');
-  });
-});
-
-/**
- * A topic the partition's producer may write, deleted once the member has started (its boot checks passed): no read
- * of what that producer committed is whole while it is gone (its partitions cannot be read).
- */
-async function deleteTopic(kafka: Kafka, topic: string): Promise<void> {
-  await withAdmin(kafka, (admin) => admin.deleteTopics({ topics: [topic], timeout: 30000 }));
-  await waitUntil(async () => !(await withAdmin(kafka, (admin) => admin.listTopics())).includes(topic), 30000, `${topic} deleted`);
-}
-
-/**
- * The library reads what the partition's own producer committed before it aborts the producer's hanging
- * transaction; a read that fails or stops short would leave outputs Kafka already holds out of what it keeps, and
- * the replay would send them again. So the abort waits (the partition held, health saying why) and the partition
- * reads again; after COMMITTED_READS_BEFORE_ABORT (3) such reads in a row it aborts anyway, saying so at error level,
- * and what an earlier member read whole is kept.
- */
-describe('library: a hanging transaction of the partition\'s own producer, what it committed not readable', () => {
-  const processes = new ProcessGroup();
-  let moduleRef: TestingModule | undefined;
-
-  afterEach(async () => {
-    await moduleRef?.close();
-    moduleRef = undefined;
-    await processes.killAll();
-  });
-
-  const abortedLines = (logger: CapturingLogger) => logger.lines.filter((l) => l.message.startsWith('hanging transaction aborted'));
-  const abortedAnyway = (logger: CapturingLogger) => logger.lines.filter((l) => l.level === 'error' && /its hanging transaction is aborted anyway/.test(l.message));
-
-  it('is not aborted while the read fails, health saying why; read whole once the topic is back, aborted, and nothing is sent again', async () => {
-    const setup = await filingSetup('hanging-unread', ['n-1', 'n-2']);
-    await handledThenHanging(setup);
-    const { kafka, group, topic, archive, FilingModule } = setup;
-    const logger = new CapturingLogger({ logLevels: ['log', 'warn', 'error'] });
-    moduleRef = await startLibraryModule(FilingModule, logger);
-    await deleteTopic(kafka, archive);
-    const health = moduleRef.get(KafkaHealthIndicator);
-    let message = '';
-    await waitUntil(
-      async () => {
-        message = ((await health.isHealthy('kafka')).kafka as { message?: string }).message ?? '';
-        return /did not abort it yet/.test(message);
-      },
-      60000,
-      'health naming the read that failed',
-    );
-    expect(message).toMatch(/the outputs its own producer already committed were not (all )?read \(.*\); it reads them again \(read 1 of 3\)/);
-    expect(message).toContain(archive);
-    expect(abortedLines(logger)).toEqual([]);
-    // The way out: the topic is back (its partitions readable); the next read is whole.
-    await createTopics(kafka, [archive], 1);
-    await waitForGroupCaughtUp(kafka, group, topic, 90000);
-    await expectFiledOnce(setup);
-    expect(abortedLines(logger)).toHaveLength(1);
-    expect(abortedAnyway(logger)).toEqual([]);
-  });
-
-  it('after the last read in a row that fails, aborted anyway at error level; what a member read whole before it died is kept, and nothing is sent again', async () => {
-    const setup = await filingSetup('hanging-unread-kept', ['n-1', 'n-2']);
-    await handledThenHanging(setup);
-    const { kafka, group, topic, env, databaseUrl } = setup;
-    // A member reads whole what the producer committed, keeps it in PostgreSQL, and dies before its abort.
-    const first = processes.add(new AppProcess('hanging-unread-first', 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: 'before-hanging-abort:1' }, join(REPO_ROOT, 'test-logs', 'hanging-unread-first.log')));
-    expect(await first.waitForExit(90000)).toBeNull();
-    expect(await queryDatabase(databaseUrl, `SELECT "offset"::int, count FROM kafka_eo_committed_outputs`)).toEqual([{ offset: -1, count: 1 }, { offset: -1, count: 1 }]);
-    // The next one's reads all fail.
-    const next = processes.add(new AppProcess('hanging-unread-next', 'test/fixtures/filing-app.js', { ...env, KAFKA_EO_FAULT: 'hanging-read:1:fail' }, join(REPO_ROOT, 'test-logs', 'hanging-unread-next.log')));
-    await waitForGroupCaughtUp(kafka, group, topic, 120000);
-    await expectFiledOnce(setup);
-    const logs = next.logs();
-    expect([...logs.matchAll(/its hanging transaction is not aborted yet: the partition waits and reads them again \(read (\d) of 3;/g)].map((m) => m[1])).toEqual(['1', '2']);
-    expect(logs.match(/its hanging transaction is aborted anyway/g)).toHaveLength(1);
-    expect(logs).toContain('were not read (fault injection: a failure at hanging-read), 3 reads in a row: its hanging transaction is aborted anyway');
-    expect(logs.match(/hanging transaction aborted \{/g)).toHaveLength(1);
   });
 });
 

@@ -1,41 +1,16 @@
-import type { Type } from '@nestjs/common';
-import { TestingModule } from '@nestjs/testing';
-import { getDataSourceToken } from '@nestjs/typeorm';
 import { ConfigResourceTypes } from 'kafkajs';
 import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
-import { DataSource } from 'typeorm';
-import { EventValidationError, Outbox, OutboxHealthIndicator, OutboxWriteError, SchemaRegistry, UndeclaredTopicError } from 'kafka-exactly-once';
+import { EventValidationError, OutboxHealthIndicator, OutboxWriteError, UndeclaredTopicError } from 'kafka-exactly-once';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
-import { outboxTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { MARK_STATEMENT, RELAY_SESSION_SETTINGS } from 'kafka-exactly-once/outbox/outbox-relay';
-import { OUTBOX_COLUMNS, outboxMessage, type OutboxRow } from 'kafka-exactly-once/outbox/outbox-event';
 import { Client } from 'pg';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers, REPO_ROOT } from './support/environment';
-import { createTopics, quietAfter, readTopic, ReadRecord, testKafka, uniqueTopic, withAdmin } from './support/kafka';
-import { endOn, leaveHangingTransaction } from './support/hanging';
-import { FAULT_ENV } from 'kafka-exactly-once/kafka-exactly-once.constants';
-import { CapturingLogger, queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
+import { createTopics, quietAfter, readTopic, withAdmin } from './support/kafka';
+import { CapturingLogger, queryDatabase } from './support/library';
+import { outboxSuite } from './support/outbox';
 import { waitUntil } from './support/payments';
-import { AppProcess, ProcessGroup } from './support/processes';
-import { kafkaControl, kafkaControlAsync } from './support/broker';
-import { join } from 'path';
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { outboxModule } = require('./fixtures/outbox-app.js') as { outboxModule(settings: object): unknown };
-
-const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
-const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
-
-/** A record of a hanging transaction (test/support/hanging.ts). */
-type HangingRecord = Parameters<typeof leaveHangingTransaction>[3][number];
-
-interface Entry {
-  account: string;
-  n: number;
-  note?: string;
-}
+import { kafkaControlAsync } from './support/broker';
 
 /**
  * The transactional outbox against the real broker and PostgreSQL: an event written with `Outbox.add` in the
@@ -44,99 +19,13 @@ interface Entry {
  * active one sends nothing; an event Kafka refuses for good is set aside and the others move.
  */
 describe('library: the transactional outbox', () => {
+  const suite = outboxSuite();
+  const { prefix, checkpointTopic, schema, startApp, startRelay, write, outboxEmpty, readIds, expectOnceInOrder, leaveRelayHanging } = suite;
   let kafka: KafkaClient;
-  const processes = new ProcessGroup();
-  const prefix = `${uniqueTopic('outbox')}.`;
-  const checkpointTopic = `${prefix}checkpoints`;
-  const dir = schemasDirectory('outbox', { 'entry.avsc': ENTRY });
-  const schema = SchemaRegistry.fromDirectory(dir).current('test.outbox.Entry');
-  const modules: TestingModule[] = [];
-  let relays = 0;
 
-  beforeAll(async () => {
-    kafka = testKafka();
-    await createTopics(kafka, [`${prefix}entries`, `${prefix}small`], 3);
+  beforeAll(() => {
+    kafka = suite.kafka();
   });
-
-  afterAll(async () => {
-    kafkaControl('start'); // never leave the broker down for the next suite
-    await processes.killAll();
-    for (const m of modules) await m.close().catch(() => undefined);
-  });
-
-  /** An application that writes to the outbox of `databaseUrl` (and relays it unless told not to). */
-  async function startApp(
-    databaseUrl: string,
-    options: { relay: boolean; name?: string; checkpointTopic?: string; transactionTimeoutMs?: number; sendTimeoutMs?: number; logger?: CapturingLogger },
-  ): Promise<{ outbox: Outbox; dataSource: DataSource; moduleRef: TestingModule }> {
-    const { relay, name, transactionTimeoutMs, sendTimeoutMs } = options;
-    const OutboxApp = outboxModule({ databaseUrl, brokers: kafkaBrokers(), prefix, schemas: dir, relay, name, checkpointTopic: options.checkpointTopic ?? checkpointTopic, transactionTimeoutMs, sendTimeoutMs }) as Type<unknown>;
-    const moduleRef = await startLibraryModule(OutboxApp, options.logger);
-    modules.push(moduleRef);
-    return { outbox: moduleRef.get(Outbox), dataSource: moduleRef.get<DataSource>(getDataSourceToken()), moduleRef };
-  }
-
-  /** `kafka-eo outbox relay` as its own process, optionally armed to kill itself at a fault point. */
-  function startRelay(databaseUrl: string, fault?: string, name?: string): AppProcess {
-    const args = ['outbox', 'relay', '--prefix', `${prefix}app`, '--checkpoint-topic', checkpointTopic, '--batch-max-records', '7', ...(name ? ['--name', name] : [])];
-    const env: Record<string, string> = { DATABASE_URL: databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(','), ...(fault ? { KAFKA_EO_FAULT: fault } : {}) };
-    return processes.add(new AppProcess(`relay-${++relays}`, CLI, env, join(REPO_ROOT, 'test-logs', `outbox-relay-${relays}.log`), { args }));
-  }
-
-  async function write(dataSource: DataSource, outbox: Outbox, entries: Entry[], options: { rollBack?: boolean } = {}): Promise<string[]> {
-    const ids: string[] = [];
-    await dataSource
-      .transaction(async (manager) => {
-        for (const entry of entries) {
-          await manager.query('INSERT INTO business (account, n) VALUES ($1, $2)', [entry.account, entry.n]);
-          ids.push((await outbox.add(manager, 'entries', entry)).messageId);
-        }
-        if (options.rollBack) throw new Error('rolled back on purpose');
-      })
-      .catch((err) => {
-        if (!options.rollBack) throw err;
-      });
-    return ids;
-  }
-
-  async function outboxEmpty(databaseUrl: string): Promise<boolean> {
-    const [row] = await queryDatabase(databaseUrl, 'SELECT count(*)::int AS n FROM kafka_eo_outbox');
-    return row.n === 0;
-  }
-
-  /** The records of `entries` carrying these ids, once all are there and no more came for `quietMs` (a duplicate would). */
-  async function readIds(ids: string[], options: { quietMs?: number; readUncommitted?: boolean } = {}): Promise<ReadRecord[]> {
-    const wanted = new Set(ids);
-    let count = -1;
-    let since = Date.now();
-    const records = await readTopic(kafka, `${prefix}entries`, {
-      until: (rs) => {
-        const n = rs.filter((r) => wanted.has(r.headers['message-id'])).length;
-        if (n !== count) [count, since] = [n, Date.now()];
-        return n >= ids.length && Date.now() - since >= (options.quietMs ?? 1500);
-      },
-      pollIdleMs: 250,
-      timeoutMs: 60000,
-      readUncommitted: options.readUncommitted,
-    });
-    return records.filter((r) => wanted.has(r.headers['message-id']));
-  }
-
-  const decode = (r: ReadRecord) => schema.type.fromBuffer(r.value!.subarray(10)) as Entry;
-
-  /** Each id once; per account, n increasing (the order they were written in, one writer per account here). */
-  function expectOnceInOrder(records: ReadRecord[], ids: string[]): void {
-    const seen = records.map((r) => r.headers['message-id']);
-    expect(new Set(seen).size).toBe(seen.length);
-    expect([...seen].sort()).toEqual([...ids].sort());
-    const last = new Map<string, number>();
-    for (const r of records) {
-      const entry = decode(r);
-      expect(r.key).toBe(entry.account);
-      expect(entry.n).toBeGreaterThan(last.get(entry.account) ?? 0);
-      last.set(entry.account, entry.n);
-    }
-  }
 
   it('commits an event with the caller\'s transaction, with the direct path\'s key, value and headers; a rolled-back one never appears; a bad one throws before the commit', async () => {
     const databaseUrl = await createSuiteDatabase('outbox-write');
@@ -380,32 +269,6 @@ describe('library: the transactional outbox', () => {
     await second.stop();
   });
 
-  /**
-   * A hanging transaction of the relay's own producer (its name and the database's outbox id), left on a
-   * checkpoint topic of its own and, with `records` (by default a record of no event's on a partition of the events'
-   * topic), where its events went, as a broker crash can leave it: its checkpoint says `batch`, the database counts
-   * `relayed` batches relayed and has given out batches up to `lastBatch`.
-   */
-  async function leaveRelayHanging(
-    databaseUrl: string,
-    checkpoints: string,
-    { batch, relayed, lastBatch = relayed, records = [{ topic: `${prefix}entries`, partition: 1 }] }: { batch: number; relayed: number; lastBatch?: number; records?: HangingRecord[] },
-  ): Promise<{ own: string; producer: { producerId: number; producerEpoch: number } }> {
-    await createTopics(kafka, [{ topic: checkpoints, numPartitions: 1, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }]);
-    const name = `${prefix}app`;
-    const [{ outbox_id: outboxId }] = await queryDatabase(
-      databaseUrl,
-      `INSERT INTO kafka_eo_outbox_relay (id, name, relayed_batch, last_batch) VALUES (1, $1, $2, $3) RETURNING outbox_id::text`,
-      [name, relayed, lastBatch],
-    );
-    const own = outboxTransactionalId(name, name, outboxId);
-    const producer = await leaveHangingTransaction(kafka, own, undefined, [
-      { topic: checkpoints, partition: 0, key: `${name}:${outboxId}`, value: JSON.stringify({ batch: String(batch), events: 1, relayedAt: new Date().toISOString() }) },
-      ...records,
-    ]);
-    return { own, producer };
-  }
-
   it('aborts a hanging transaction of its own producer whose batch is still in the outbox, and relays every event once', async () => {
     const databaseUrl = await createSuiteDatabase('outbox-hanging');
     await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
@@ -424,134 +287,6 @@ describe('library: the transactional outbox', () => {
     expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
     const committed = await readTopic(kafka, `${prefix}entries`, { until: quietAfter(0, 2000), pollIdleMs: 250, timeoutMs: 30000 });
     expect(committed.filter((r) => r.key === 'hanging')).toEqual([]);
-  });
-
-  /**
-   * What a broker crash can leave of a batch the relay sent: its transaction committed on two of the events'
-   * partitions (their commit markers written: those events visible, read committed) and open for good on the third
-   * and on the checkpoint's, its coordinator done with it. The database does not count the batch relayed.
-   */
-  async function leaveBatchPartlyCommitted(label: string): Promise<{ databaseUrl: string; ids: string[]; checkpoints: string }> {
-    const databaseUrl = await createSuiteDatabase(label);
-    await queryDatabase(databaseUrl, 'CREATE TABLE business (account text, n int)');
-    const writer = await startApp(databaseUrl, { relay: false });
-    const ids = await write(writer.dataSource, writer.outbox, [1, 2, 3].map((n) => ({ account: `acct-${n}`, n })));
-    const checkpoints = `${prefix}checkpoints-${label}`;
-    // Batch 1: the three events given out, each sent to a partition of its own in the batch's transaction.
-    await queryDatabase(databaseUrl, 'UPDATE kafka_eo_outbox SET batch = 1');
-    const rows = await queryDatabase<OutboxRow>(databaseUrl, `SELECT ${OUTBOX_COLUMNS} FROM kafka_eo_outbox ORDER BY position`);
-    const events = rows.map((row, partition) => {
-      const { key, value, headers } = outboxMessage(row);
-      return { topic: row.aggregatetype, partition, key: key as Buffer, value: value as Buffer, headers: headers as Record<string, string | Buffer> };
-    });
-    const { producer } = await leaveRelayHanging(databaseUrl, checkpoints, { batch: 1, relayed: 0, lastBatch: 1, records: events });
-    await endOn(kafka, producer, true, events.slice(0, 2));
-    expect((await readIds(ids.slice(0, 2))).map((r) => r.headers['message-id']).sort()).toEqual(ids.slice(0, 2).sort());
-    return { databaseUrl, ids, checkpoints };
-  }
-
-  /**
-   * The relay aborts such a transaction and sends the batch again: without the events Kafka already holds
-   * committed, also when the relay that aborted it is killed (a process of its own) right before or after the abort
-   * and another takes over.
-   */
-  it.each(['after-hanging-abort', 'before-hanging-abort'])('aborts a hanging transaction of its own producer whose events are committed on some partitions, and sends only the others again (the relay killed at %s)', async (point) => {
-    const { databaseUrl, ids, checkpoints } = await leaveBatchPartlyCommitted(`outbox-sent-${point}`);
-    const env = { DATABASE_URL: databaseUrl, KAFKA_BROKERS: kafkaBrokers().join(','), OUTBOX_PREFIX: prefix, OUTBOX_SCHEMAS: dir, OUTBOX_CHECKPOINTS: checkpoints, OUTBOX_TRANSACTION_TIMEOUT_MS: '5000' };
-    const first = processes.add(new AppProcess(`outbox-hanging-${point}`, 'test/fixtures/outbox-app.js', { ...env, KAFKA_EO_FAULT: `${point}:1` }, join(REPO_ROOT, 'test-logs', `outbox-hanging-${point}.log`)));
-    expect(await first.waitForExit(90000)).toBeNull(); // killed by its own SIGKILL
-    expect(first.logs()).toContain(`fault injection: SIGKILL at ${point} #1`);
-    // What the first relay left for the next: the row of the one event its producer had not committed.
-    expect(await queryDatabase(databaseUrl, 'SELECT id, batch::int FROM kafka_eo_outbox')).toEqual([{ id: ids[2], batch: 1 }]);
-    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
-    await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger });
-    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
-    // Read committed: every event once, in order.
-    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
-    // The first relay found them before its abort; the second aborted only when the first had not.
-    expect(first.logs()).toMatch(/2 events of the outbox found committed in Kafka by its own producer/);
-    expect(logger.lines.filter((l) => l.message.includes('hanging transaction aborted')).length).toBe(point === 'before-hanging-abort' ? 1 : 0);
-  });
-
-  /**
-   * The read of what its producer committed has time of its own: a checkpoint read's deadline (outbox.sendTimeoutMs)
-   * too short for it, the abort coming due anywhere in it, cuts it short no more.
-   */
-  it('reads what its own producer committed in time of its own, however little the checkpoint read has left, and sends only the others again', async () => {
-    const { databaseUrl, ids, checkpoints } = await leaveBatchPartlyCommitted('outbox-sent-short');
-    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
-    await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, sendTimeoutMs: 5000, logger });
-    await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
-    expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
-    expect(logger.lines.map((l) => l.message)).toEqual(expect.arrayContaining([expect.stringMatching(/: 2 events of the outbox found committed in Kafka by its own producer/), expect.stringMatching(/hanging transaction aborted/)]));
-  });
-
-  /**
-   * A read of what its producer committed that fails leaves the transaction open (the relay waits, health says why)
-   * and is tried again; after COMMITTED_READS_BEFORE_ABORT (3) such reads in a row the relay aborts it anyway, at
-   * error level, and sends the batch again: nothing lost, and the events its producer had committed, which no read
-   * found, a second time (with the same message ids), as the error says.
-   */
-  it('leaves its own hanging transaction open while reads of what its producer committed fail, health saying why; after the third, aborts it anyway at error level, losing nothing', async () => {
-    const { databaseUrl, ids, checkpoints } = await leaveBatchPartlyCommitted('outbox-sent-unread');
-    const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
-    // Every read fails (the relay's fault injector, armed as it is made).
-    process.env[FAULT_ENV] = 'hanging-read:1:fail';
-    let moduleRef: TestingModule;
-    try {
-      ({ moduleRef } = await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, logger }));
-    } finally {
-      delete process.env[FAULT_ENV];
-    }
-    let lastError = '';
-    await waitUntil(
-      async () => {
-        lastError = ((await moduleRef.get(OutboxHealthIndicator).isHealthy('outbox')).outbox as { lastError?: string }).lastError ?? '';
-        return /is not aborted yet/.test(lastError);
-      },
-      60000,
-      'health naming the read that failed',
-    );
-    expect(lastError).toMatch(/the events its producer already committed were not read \(fault injection: a failure at hanging-read\); the relay reads them again in 10 s \(read 1 of 3;/);
-    expect(logger.lines.filter((l) => l.message.includes('hanging transaction aborted'))).toEqual([]);
-    await waitUntil(() => outboxEmpty(databaseUrl), 120000, 'the outbox relayed');
-    const waited = logger.lines.filter((l) => l.level === 'warn' && /is not aborted yet/.test(l.message)).map((l) => /\(read (\d) of 3;/.exec(l.message)?.[1]);
-    expect(waited).toEqual(['1', '2']);
-    expect(logger.lines.filter((l) => l.level === 'error' && /is aborted anyway, so that the relay moves/.test(l.message))).toHaveLength(1);
-    const counts = new Map<string, number>();
-    for (const r of await readIds(ids, { quietMs: 3000 })) counts.set(r.headers['message-id'], (counts.get(r.headers['message-id']) ?? 0) + 1);
-    expect(ids.map((id) => counts.get(id))).toEqual([2, 2, 1]);
-  });
-
-  /**
-   * Taking the committed events out of the outbox fails for a while (here: a lock held on the outbox table, so the
-   * relay's DELETE runs into its statement timeout): the relay says what is happening, once, not at every try,
-   * and aborts nothing until it can; then every event once.
-   */
-  it('says, once, that its own hanging transaction waits while the events already committed cannot be taken out of the outbox, and aborts it once they are', async () => {
-    const { databaseUrl, ids, checkpoints } = await leaveBatchPartlyCommitted('outbox-sent-locked');
-    const lock = new Client({ connectionString: databaseUrl });
-    await lock.connect();
-    try {
-      await lock.query('BEGIN');
-      await lock.query('LOCK TABLE kafka_eo_outbox IN SHARE MODE'); // reads go on, writes wait
-      const logger = new CapturingLogger({ logLevels: ['warn', 'error'] });
-      const { moduleRef } = await startApp(databaseUrl, { relay: true, checkpointTopic: checkpoints, transactionTimeoutMs: 5000, sendTimeoutMs: 5000, logger });
-      const waiting = () => logger.lines.filter((l) => /could not be taken out of the outbox first/.test(l.message));
-      await waitUntil(async () => waiting().length > 0, 60000, 'the relay saying why it waits');
-      expect(waiting()[0].message).toMatch(/its own hanging transaction \S+ on \S+\[0\] is not ended yet \(the events its producer already committed could not be taken out of the outbox first \(.*statement timeout.*\), so it is not aborted yet\); the relay tries again/);
-      const health = (await moduleRef.get(OutboxHealthIndicator).isHealthy('outbox')).outbox as { lastError?: string };
-      expect(health.lastError).toContain('could not be taken out of the outbox first');
-      // It tries again meanwhile (a try every few seconds here), without saying it again each time.
-      await new Promise((r) => setTimeout(r, 20000));
-      expect(waiting()).toHaveLength(1);
-      expect(logger.lines.filter((l) => l.message.includes('hanging transaction aborted'))).toEqual([]);
-      await lock.query('COMMIT');
-      await waitUntil(() => outboxEmpty(databaseUrl), 60000, 'the outbox relayed');
-      expectOnceInOrder(await readIds(ids, { quietMs: 2000 }), ids);
-    } finally {
-      await lock.end();
-    }
   });
 
   it('commits a hanging transaction of its own producer whose batch the database counts relayed: its event appears once', async () => {
