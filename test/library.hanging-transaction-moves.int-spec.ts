@@ -15,6 +15,17 @@ import { AppProcess, ProcessGroup } from './support/processes';
  * never sent again. Kept apart from library.hanging-transaction for its length (each case waits out a transaction
  * timeout and runs a member of its own): run on the first CI pass only.
  */
+
+// The member each test starts in-process and the processes it starts, closed and killed after each test.
+const processes = new ProcessGroup();
+let moduleRef: TestingModule | undefined;
+
+afterEach(async () => {
+  await moduleRef?.close();
+  moduleRef = undefined;
+  await processes.killAll();
+});
+
 /**
  * What the abort learnt outlives the member that made it: the member that aborted the hanging transaction is
  * killed (a process of its own, SIGKILL at a fault point) before its replay of the records commits in Kafka, and
@@ -22,15 +33,6 @@ import { AppProcess, ProcessGroup } from './support/processes';
  * committed are not sent again.
  */
 describe('library: a hanging transaction of the partition\'s own producer, aborted by a member that dies before its replay commits', () => {
-  const processes = new ProcessGroup();
-  let moduleRef: TestingModule | undefined;
-
-  afterEach(async () => {
-    await moduleRef?.close();
-    moduleRef = undefined;
-    await processes.killAll();
-  });
-
   it.each([
     ['after-hanging-abort', 'the abort written, nothing replayed yet', 'hanging-aborted'],
     ['after-db-commit', 'its replay committed in PostgreSQL, not in Kafka', 'hanging-replayed'],
@@ -80,15 +82,6 @@ async function deleteTopic(kafka: Kafka, topic: string): Promise<void> {
  * and what an earlier member read whole is kept.
  */
 describe('library: a hanging transaction of the partition\'s own producer, what it committed not readable', () => {
-  const processes = new ProcessGroup();
-  let moduleRef: TestingModule | undefined;
-
-  afterEach(async () => {
-    await moduleRef?.close();
-    moduleRef = undefined;
-    await processes.killAll();
-  });
-
   const abortedLines = (logger: CapturingLogger) => logger.lines.filter((l) => l.message.startsWith('hanging transaction aborted'));
   const abortedAnyway = (logger: CapturingLogger) => logger.lines.filter((l) => l.level === 'error' && /its hanging transaction is aborted anyway/.test(l.message));
 
