@@ -41,6 +41,19 @@ class IncompatibleHandler {
   async onOrder(): Promise<void> {}
 }
 
+// One registry for the suite's describes (each registers subjects of its own prefix): started once, stopped after
+// the last, as scripts/registry/registry.sh keeps its storage across a restart anyway.
+let registry: ReturnType<typeof startTestRegistry>;
+
+beforeAll(() => {
+  registry = startTestRegistry();
+});
+
+afterAll(() => {
+  registryFreeze('SIGCONT'); // never leave it frozen
+  registry?.stop();
+});
+
 /**
  * The library on topics in Confluent's Schema Registry framing, against a real registry (Apicurio's
  * Confluent-compatible API, started by scripts/registry/registry.sh): records another service writes with the
@@ -49,7 +62,6 @@ class IncompatibleHandler {
  */
 describe('library: Schema Registry framing', () => {
   let kafka: Kafka;
-  let registry: ReturnType<typeof startTestRegistry>;
   let independent: ConfluentClient;
   let databaseUrl: string;
   const modules: TestingModule[] = [];
@@ -61,7 +73,6 @@ describe('library: Schema Registry framing', () => {
 
   beforeAll(async () => {
     kafka = testKafka();
-    registry = startTestRegistry();
     // Another service's client, used the way that service would: its own encode and decode.
     independent = new ConfluentClient({ host: registry.url });
     databaseUrl = await createSuiteDatabase('registry');
@@ -72,7 +83,6 @@ describe('library: Schema Registry framing', () => {
   afterAll(async () => {
     for (const moduleRef of modules) await moduleRef.close().catch(() => undefined);
     registryFreeze('SIGCONT');
-    registry?.stop();
   });
 
   function app(name: string, handlers: Array<Type<unknown>>, extra: object = {}): Type<unknown> {
@@ -217,7 +227,6 @@ class EvolvingHandler {
  */
 describe('library: Schema Registry framing, evolution and failure classes', () => {
   let kafka: Kafka;
-  let registry: ReturnType<typeof startTestRegistry>;
   let proxy: Awaited<ReturnType<typeof startRegistryProxy>>;
   let independent: ConfluentClient;
   let databaseUrl: string;
@@ -229,7 +238,6 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
 
   beforeAll(async () => {
     kafka = testKafka();
-    registry = startTestRegistry();
     proxy = await startRegistryProxy(registry.url);
     independent = new ConfluentClient({ host: registry.url });
     databaseUrl = await createSuiteDatabase('evolution');
@@ -240,7 +248,6 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
   afterAll(async () => {
     await moduleRef?.close().catch(() => undefined);
     await proxy?.close();
-    registry?.stop();
   });
 
   function app(url: string): Type<unknown> {
@@ -405,7 +412,6 @@ class NotesHandler {
  */
 describe('library: Schema Registry framing, topics the module reads and writes', () => {
   let kafka: Kafka;
-  let registry: ReturnType<typeof startTestRegistry>;
   let proxy: Awaited<ReturnType<typeof startRegistryProxy>>;
   let independent: ConfluentClient;
   let databaseUrl: string;
@@ -418,7 +424,6 @@ describe('library: Schema Registry framing, topics the module reads and writes',
 
   beforeAll(async () => {
     kafka = testKafka();
-    registry = startTestRegistry();
     proxy = await startRegistryProxy(registry.url);
     independent = new ConfluentClient({ host: registry.url });
     databaseUrl = await createSuiteDatabase('readwrite');
@@ -429,7 +434,6 @@ describe('library: Schema Registry framing, topics the module reads and writes',
   afterAll(async () => {
     await moduleRef?.close().catch(() => undefined);
     await proxy?.close();
-    registry?.stop();
   });
 
   function app(logger: CapturingLogger): Promise<TestingModule> {
@@ -524,7 +528,6 @@ class EarlyLateHandler {
  */
 describe('library: Schema Registry framing, ids not registered yet', () => {
   let kafka: Kafka;
-  let registry: ReturnType<typeof startTestRegistry>;
   let proxy: Awaited<ReturnType<typeof startRegistryProxy>>;
   let independent: ConfluentClient;
   let databaseUrl: string;
@@ -535,7 +538,6 @@ describe('library: Schema Registry framing, ids not registered yet', () => {
 
   beforeAll(async () => {
     kafka = testKafka();
-    registry = startTestRegistry();
     proxy = await startRegistryProxy(registry.url);
     independent = new ConfluentClient({ host: registry.url });
     databaseUrl = await createSuiteDatabase('unknown_ids');
@@ -563,7 +565,6 @@ describe('library: Schema Registry framing, ids not registered yet', () => {
   afterAll(async () => {
     await moduleRef?.close().catch(() => undefined);
     await proxy?.close();
-    registry?.stop();
   });
 
   const applied = async (topic: string) => queryDatabase<{ order_id: string; n: number }>(databaseUrl, 'SELECT order_id, count(*)::int AS n FROM applied WHERE topic = $1 GROUP BY order_id ORDER BY order_id', [topic]);
