@@ -437,7 +437,8 @@ class Bench {
     const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
-    if (key === 'D' || key === 'DJ' || variant.dlq || variant.countsCalls) topics.push(`${prefix}payments.requested.dlq`);
+    const dlq = key === 'D' || key === 'DJ' || variant.dlq || variant.countsCalls ? `${prefix}payments.requested.dlq` : undefined;
+    if (dlq) topics.push(dlq);
     await this.createTopics(topics, partitions);
     const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
     const database = databaseUrl ? new URL(databaseUrl).pathname.slice(1) : undefined;
@@ -460,7 +461,7 @@ class Bench {
       PAYMENT_APPROVAL_LIMIT_CENTS: String(Number.MAX_SAFE_INTEGER),
       ...variant.env,
     };
-    return { key, variant, name, prefix, input, output, group, partitions, database, env };
+    return { key, variant, name, prefix, input, output, dlq, group, partitions, database, env };
   }
 
   /**
@@ -564,6 +565,12 @@ class Bench {
     // F's outputs are fewer than its records (the failing ones are dead-lettered): no marker count.
     const outputs = key === 'A' || variant.countsCalls ? undefined : await this.markers(output, count);
     const handlerCalls = variant.countsCalls ? handlerCallsOf(children.map((c) => c.callsFile), count) : undefined;
+    // The payments are all valid: a dead letter of a variant that does not fail records on purpose (F, G) is its
+    // handler failing, and its figures would be those of dead-lettering, not of handling.
+    if (!variant.countsCalls && setup.dlq) {
+      const dead = (await this.admin.fetchTopicOffsets(setup.dlq)).reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
+      if (dead > 0) throw new Error(`${name}: records of its ${count} were dead-lettered to ${setup.dlq} (${dead} offsets there, transaction markers included): its handler fails (its logs: ${children.map((c) => c.logFile).join(', ')})`);
+    }
     // From the group being ready (or, if that was missed between two samples, the first committed offset).
     const from = Math.min(ready ?? Infinity, firstProgress ?? Infinity, finished);
     const steadySeconds = (finished - from) / 1000;

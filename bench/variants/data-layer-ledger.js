@@ -3,7 +3,8 @@
  * Variants DT, DP, DD and DK: consumer-app's payments handler (D's: a batch handler, `@OrderedEvent` by account,
  * PaymentsLedger's set-based statements) on one data layer each, BENCH_DATA_LAYER = typeorm | prisma | drizzle |
  * kysely. The handler is the same code in every variant: consumer-app's own PaymentsLedger (its build), given
- * the unit's transaction as the one thing it calls, `query(sql, params)`:
+ * consumer-app's TypeORM DemoStore (typeorm.store.ts: raw SQL, each statement one `query(sql, params)`) over the
+ * unit's transaction as each data layer runs a raw statement:
  *   typeorm  ctx.manager (TypeORM's EntityManager, as consumer-app does)
  *   prisma   ctx.db.$queryRawUnsafe(sql, ...params) (a PrismaClient, `prismaDatabase`)
  *   drizzle  ctx.db.execute(sql`...`) (a Drizzle node-postgres database, `drizzleDatabase`)
@@ -94,6 +95,7 @@ async function main() {
   const kind = process.env.BENCH_DATA_LAYER;
   const inputName = env.input.slice(env.prefix.length);
   const { PaymentsLedger } = consumerApp('payments/payments.ledger');
+  const { typeormStore } = consumerApp('data-layer/typeorm.store');
   const { paymentRequested } = consumerApp('payments/payment-requested.dto');
   const { accountOrderingKey } = consumerApp('payments/payments.handler');
   const { DEMO_TOPICS } = consumerApp('topics/demo-topics');
@@ -112,7 +114,7 @@ async function main() {
     async onPaymentsRequested(events, ctx) {
       await ledger.apply(
         events.map(({ event, ctx: eventCtx }) => ({ event: paymentRequested(event), ctx: eventCtx })),
-        layer.sql(ctx),
+        typeormStore(layer.sql(ctx)),
       );
     }
   }
