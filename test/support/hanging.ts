@@ -19,11 +19,26 @@ interface RawBroker {
  * writes since KIP-890 (`transaction.partition.verification.enable`): the check is turned off on every broker for
  * the moment of the writes (a dynamic broker setting) and on again after, whatever happens.
  */
-export async function leaveHangingTransaction(
+export function leaveHangingTransaction(
   kafka: KafkaClient,
   transactionalId: string,
   offsets: { groupId: string; topic: string; partition: number; offset: string } | undefined,
   records: Array<{ topic: string; partition: number; key?: string | Buffer; value?: string | Buffer; headers?: Record<string, string | Buffer> }>,
+): Promise<{ producerId: number; producerEpoch: number }> {
+  // One at a time in a process (tests that run side by side): the check is a setting of the whole broker, read and
+  // put back by each.
+  const turn = leaving.then(() => leave(kafka, transactionalId, offsets, records));
+  leaving = turn.catch(() => undefined);
+  return turn;
+}
+
+let leaving: Promise<unknown> = Promise.resolve();
+
+async function leave(
+  kafka: KafkaClient,
+  transactionalId: string,
+  offsets: Parameters<typeof leaveHangingTransaction>[2],
+  records: Parameters<typeof leaveHangingTransaction>[3],
 ): Promise<{ producerId: number; producerEpoch: number }> {
   const nodes = await withAdmin(kafka, async (admin) => (await admin.describeCluster()).brokers.map((b) => String(b.nodeId)));
   // Put back as found: the broker's own override if it had one, else the default (true).
