@@ -11,6 +11,9 @@ interface RawBroker {
   txnOffsetCommit(args: object): Promise<unknown>;
 }
 
+/** The hanging transaction being left in this process, if any: the next waits for it. */
+let leaving: Promise<unknown> = Promise.resolve();
+
 /**
  * Leaves a real hanging transaction: a producer with `transactionalId` writes the group's offset of
  * `offsets.topic[partition]` and one record on each of `records` in a transaction its coordinator never heard of
@@ -31,8 +34,6 @@ export function leaveHangingTransaction(
   leaving = turn.catch(() => undefined);
   return turn;
 }
-
-let leaving: Promise<unknown> = Promise.resolve();
 
 async function leave(
   kafka: KafkaClient,

@@ -19,7 +19,7 @@ import { AppProcess, ProcessGroup } from './processes';
 const { outboxModule } = require('../fixtures/outbox-app.js') as { outboxModule(settings: object): unknown };
 
 const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.outbox', fields: [{ name: 'account', type: 'string' }, { name: 'n', type: 'int' }, { name: 'note', type: 'string', default: '' }] };
-export const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
+const CLI = 'dist/libs/kafka-exactly-once/cli/kafka-eo.js';
 
 /** A record of a hanging transaction (test/support/hanging.ts). */
 type HangingRecord = Parameters<typeof leaveHangingTransaction>[3][number];
@@ -158,7 +158,6 @@ export function outboxSuite(label = 'outbox') {
     return { own, producer };
   }
 
-
   /**
    * What a broker crash can leave of a batch the relay sent: its transaction committed on two of the events'
    * partitions (their commit markers written: those events visible, read committed) and open for good on the third
@@ -195,7 +194,6 @@ export function outboxSuite(label = 'outbox') {
     write,
     outboxEmpty,
     readIds,
-    decode,
     expectOnceInOrder,
     leaveRelayHanging,
     leaveBatchPartlyCommitted,
