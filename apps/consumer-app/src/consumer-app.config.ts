@@ -1,3 +1,4 @@
+import { KAFKA_DRIVERS, type KafkaDriverName } from 'kafka-exactly-once';
 /** Injection token of the approval limit of payments (cents, bigint). */
 export const APPROVAL_LIMIT_CENTS = Symbol('consumer-app:approval-limit-cents');
 
@@ -69,6 +70,8 @@ export interface ConsumerAppConfig {
    * same whatever the layer: TypeORM's migrations create them at start-up.
    */
   dataLayer: DataLayerKind;
+  /** KAFKA_CLIENT: the Kafka client of the consumer group, `kafkajs` (default) or `platformatic` (the module's `driver`). */
+  kafkaClient: KafkaDriverName;
   /**
    * STRAY_STATEMENTS_PERCENT (0 to 100, default 0; for `npm run verify`'s hostile-json scenario): the share of
    * payments whose handler, like one with a forgotten `await`, sends a statement through its `ctx.db` from a timer
@@ -101,6 +104,12 @@ function eventFormat(raw: string | undefined, wire: ConsumerAppConfig['wireForma
   if (raw !== 'json') throw new Error(`EVENT_FORMAT must be "avro" or "json", got "${raw}"`);
   if (wire === 'schema-registry') throw new Error('EVENT_FORMAT=json writes plain JSON; WIRE_FORMAT=schema-registry frames Avro outputs: leave WIRE_FORMAT unset');
   return 'json';
+}
+
+function kafkaClient(raw: string | undefined): KafkaDriverName {
+  if (raw === undefined || raw === '') return 'kafkajs';
+  if ((KAFKA_DRIVERS as readonly string[]).includes(raw)) return raw as KafkaDriverName;
+  throw new Error(`KAFKA_CLIENT must be one of ${KAFKA_DRIVERS.join(', ')}, got "${raw}"`);
 }
 
 function dataLayer(raw: string | undefined): DataLayerKind {
@@ -140,6 +149,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     wireFormat: wireFormat(env.WIRE_FORMAT),
     eventFormat: eventFormat(env.EVENT_FORMAT, wireFormat(env.WIRE_FORMAT)),
     dataLayer: dataLayer(env.DATA_LAYER),
+    kafkaClient: kafkaClient(env.KAFKA_CLIENT),
     strayStatementsPercent: integer(env, 'STRAY_STATEMENTS_PERCENT', 0, 0, 100),
   };
 }

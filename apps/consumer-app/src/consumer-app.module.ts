@@ -60,6 +60,8 @@ const microservice = consumerAppConfig().transport === 'microservice';
         const config = consumerAppConfig();
         return {
           kafka: { clientId: 'consumer-app', brokers: config.kafkaBrokers },
+          // KAFKA_CLIENT=platformatic: the consumer group on @platformatic/kafka (Node.js 22.22+ or 24.6+).
+          driver: config.kafkaClient,
           // DATA_LAYER=prisma|drizzle|kysely: that ORM over a pool of DATABASE_URL, lent to the handlers as ctx.db.
           // TypeORM (the default): no option, the DataSource of TypeOrmModule above.
           ...(data.database ? { database: data.database } : {}),

@@ -10,6 +10,7 @@ export * from './errors';
 export * from './health';
 export * from './metrics';
 export { EventPublisher } from './publishing/event-publisher';
+export { KAFKA_DRIVERS, type KafkaDriverName } from './client/drivers';
 export type { PublishOptions, PublishResult, PublishAllItem, PublisherStatus } from './publishing/publish.interfaces';
 export type { EventHeaders, EventHeaderValue } from './publishing/event-headers';
 export { Outbox, type OutboxAddOptions, type OutboxAddResult } from './outbox/outbox';

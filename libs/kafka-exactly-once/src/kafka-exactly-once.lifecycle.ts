@@ -31,6 +31,7 @@ import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
+import { groupConsumersOf } from './client/choose-driver';
 import { assertKafkaJsFixesInForce, type ClusterAdmin, ConfigResourceTypes, createProbeClient, type KafkaClient, StableOffsets } from './kafkajs';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
@@ -322,7 +323,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     await admin.connect();
     if (this.stopRequested) return undefined;
     const faults = new FaultInjector();
-    const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing, this.ambientTransactions()));
+    const consumer = (this.consumer = new ExactlyOnceConsumer(this.kafka, groupConsumersOf(this.options.driver, this.kafka, this.options.kafka), admin, dataSource, this.registry, this.options, faults, this.handlers, limits, this.metrics, this.tracing, this.ambientTransactions()));
     this.metrics.attach({ partitions: () => consumer.getStatus().partitions ?? [], retryTiers: () => consumer.getStatus().retryTiers });
     try {
       await consumer.start();

@@ -27,7 +27,10 @@ import { ChunkRecord, DeadLetterReason, describeFailure, reasonOf, UnitOfWork, U
 import type { AmbientTransactions } from '../transaction/ambient-transaction';
 import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
-import { type ClusterAdmin, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, type CommittedRecords, type FetchedBatch, forgottenByCoordinator, type GroupConsumer, HangingTransactions, type KafkaClient, markBusy, OpenTransaction, registerDrain, StableOffsets, UnstableOffsetsError } from '../kafkajs';
+import type { GroupConsumers } from '../client/drivers';
+import type { FetchedBatch, GroupConsumer } from '../client/group-consumer';
+import { markBusy, registerDrain } from '../client/group-drains';
+import { type ClusterAdmin, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, type CommittedRecords, forgottenByCoordinator, HangingTransactions, type KafkaClient, OpenTransaction, StableOffsets, UnstableOffsetsError } from '../kafkajs';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
@@ -110,6 +113,7 @@ export class ExactlyOnceConsumer {
 
   constructor(
     private readonly kafka: KafkaClient,
+    private readonly groupConsumers: GroupConsumers,
     private readonly admin: ClusterAdmin,
     private readonly dataSource: DatabasePort,
     private readonly registry: SchemaRegistry,
@@ -149,11 +153,12 @@ export class ExactlyOnceConsumer {
     await this.launch();
   }
 
-  /** A new KafkaJS consumer: connect, subscribe, run. */
+  /** A new consumer of the group (the module's driver): connect, subscribe, run. */
   private async launch(): Promise<void> {
     const { consumer: c, groupId } = this.options;
     this.status.state = 'starting';
-    const consumer = this.kafka.consumer({
+    this.logger.log(`group ${groupId}: joining, its consumer on ${this.options.driver === 'platformatic' ? '@platformatic/kafka' : 'KafkaJS'} (driver ${this.options.driver})`);
+    const consumer = this.groupConsumers({
       groupId,
       sessionTimeout: c.sessionTimeout,
       heartbeatInterval: c.heartbeatInterval,

@@ -7,6 +7,12 @@ import type { MessageIdFrom } from './record-info.interface';
 export interface KafkaExactlyOnceModuleOptions {
   /** KafkaJS client settings; `ssl`, `sasl` and timeouts are passed through to KafkaJS. */
   kafka: Pick<KafkaConfig, 'clientId' | 'brokers' | 'ssl' | 'sasl' | 'connectionTimeout' | 'requestTimeout' | 'retry'>;
+  /**
+   * The Kafka client the consumer group runs on: `kafkajs` (default; KafkaJS 2.2.4 with the library's corrections)
+   * or `platformatic` (@platformatic/kafka, an optional peer dependency; Node.js 22.22+ or 24.6+). The producers and
+   * the library's own requests run on KafkaJS with either. docs/drivers.md.
+   */
+  driver?: 'kafkajs' | 'platformatic';
   /** Consumer group shared by every handler of this module (required when there are handlers). */
   groupId?: string;
   /** Prefix of the per-partition transactional ids: `{prefix}.{groupId}.{topic}.{partition}`, the group escaped (`.` as `%2E`). */

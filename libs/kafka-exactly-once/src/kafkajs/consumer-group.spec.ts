@@ -1,4 +1,5 @@
-import { BUSY_FETCH_WAIT_MS, CorrectedConsumerGroup, markBusy, registerDrain } from './consumer-group';
+import { markBusy, registerDrain } from '../client/group-drains';
+import { BUSY_FETCH_WAIT_MS, CorrectedConsumerGroup } from './consumer-group';
 
 // KafkaJS's own ConsumerGroup and SubscriptionState, without a cluster: what the fix changes is whether and how
 // long a fetch waits before it goes to the broker.

@@ -1,50 +1,13 @@
+import { isBusy, runDrains } from '../client/group-drains';
+
 const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
 const MAX_WAIT = Symbol('kafka-exactly-once:max-wait');
-
-/** Partitions of each group (`topic`, NUL, partition) paused while a worker runs their batch, in this process (see markBusy). */
-const busy = new Map<string, Map<string, number>>();
 
 /**
  * How long the broker may hold a fetch while some partition of the group is busy: a partition resumed meanwhile is
  * fetched only after the fetch in flight returns (one fetch per broker at a time), so it waits at most this long.
  */
 export const BUSY_FETCH_WAIT_MS = 10;
-
-/** A partition of `groupId` paused while its worker runs a batch (+1), or resumed after it (-1). */
-export function markBusy(groupId: string, topic: string, partition: number, delta: 1 | -1): void {
-  let partitions = busy.get(groupId);
-  if (!partitions) busy.set(groupId, (partitions = new Map()));
-  const key = `${topic}\u0000${partition}`;
-  const n = (partitions.get(key) ?? 0) + delta;
-  if (n > 0) partitions.set(key, n);
-  else partitions.delete(key);
-  if (partitions.size === 0) busy.delete(groupId);
-}
-
-/**
- * A drain (see registerDrain): called with `leaving`, the member id of the consumer of its group that is about to
- * leave the group; without it, a consumer of its group is about to join or rejoin.
- */
-export type Drain = (leaving?: string) => Promise<void>;
-
-/** What each group's consumers in this process wait for before they (re)join or leave the group (see registerDrain). */
-const drains = new Map<string, Set<Drain>>();
-
-/**
- * `drain` runs, and is awaited, each time a consumer of `groupId` in this process is about to join or rejoin the
- * group, and each time one is about to leave it (`leaving`: its member id; the drain of another member has
- * nothing to do): the partitions' workers end their units of work first, as KafkaJS's own batches do. Returns the
- * undo.
- */
-export function registerDrain(groupId: string, drain: Drain): () => void {
-  let set = drains.get(groupId);
-  if (!set) drains.set(groupId, (set = new Set()));
-  set.add(drain);
-  return () => {
-    set.delete(drain);
-    if (set.size === 0 && drains.get(groupId) === set) drains.delete(groupId);
-  };
-}
 
 type TopicPartitions = Array<{ topic: string; partitions: number[] }>;
 
@@ -95,15 +58,13 @@ const KafkaJsConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as ne
  */
 export class CorrectedConsumerGroup extends KafkaJsConsumerGroup {
   override async joinAndSync(): Promise<void> {
-    const waiting = drains.get(this.groupId);
-    if (waiting) await Promise.all([...waiting].map((drain) => drain()));
+    await runDrains(this.groupId);
     return super.joinAndSync();
   }
 
   override async leave(): Promise<void> {
     // Without a member id KafkaJS sends no LeaveGroup (it never joined): there is nothing to wait for either.
-    const waiting = this.memberId ? drains.get(this.groupId) : undefined;
-    if (waiting) await Promise.all([...waiting].map((drain) => drain(this.memberId!)));
+    if (this.memberId) await runDrains(this.groupId, this.memberId);
     return super.leave();
   }
 
@@ -146,7 +107,6 @@ export const CONSUMER_GROUP_OVERRIDES = ['fetch', 'resume', 'joinAndSync', 'leav
  * whether there are some and every one is paused.
  */
 function partitionsOf(group: ConsumerGroupInternals, nodeId: number): { busy: boolean; allPaused: boolean } {
-  const busyOnes = busy.get(group.groupId);
   const active = new Map(group.subscriptionState.active().map(({ topic, partitions }) => [topic, new Set(partitions)]));
   let assigned = 0;
   let anyActive = false;
@@ -155,7 +115,7 @@ function partitionsOf(group: ConsumerGroupInternals, nodeId: number): { busy: bo
     for (const partition of partitions) {
       assigned++;
       if (active.get(topic)?.has(partition)) anyActive = true;
-      if (busyOnes?.has(`${topic}\u0000${partition}`)) anyBusy = true;
+      if (isBusy(group.groupId, topic, partition)) anyBusy = true;
     }
   }
   return { busy: anyBusy, allPaused: assigned > 0 && !anyActive };

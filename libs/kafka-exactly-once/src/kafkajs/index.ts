@@ -2,7 +2,7 @@
  * The room of the Kafka client (README.md): the only part of the library that loads kafkajs at run time or knows
  * its internals. Everything else imports what it needs from here.
  */
-import { AssignerProtocol, ConfigResourceTypes, logLevel, type Admin, type Consumer, type EachBatchPayload } from 'kafkajs';
+import { AssignerProtocol, ConfigResourceTypes, logLevel, type Admin } from 'kafkajs';
 
 export { AssignerProtocol, ConfigResourceTypes, logLevel };
 export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, RetryOptions } from 'kafkajs';
@@ -13,11 +13,8 @@ export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, RetryO
  * workers (`run` with `eachBatch`, `pause`, `resume`, its group events); the admin answers the boot's, health's and
  * provisioning's questions.
  */
-export type GroupConsumer = Pick<Consumer, 'connect' | 'subscribe' | 'run' | 'pause' | 'resume' | 'stop' | 'disconnect' | 'on' | 'events'>;
-export type FetchedBatch = Pick<EachBatchPayload, 'batch' | 'resolveOffset' | 'heartbeat' | 'pause' | 'isRunning' | 'isStale'>;
 export type ClusterAdmin = Pick<Admin, 'connect' | 'disconnect' | 'listTopics' | 'createTopics' | 'fetchTopicMetadata' | 'describeConfigs' | 'describeCluster' | 'describeGroups' | 'fetchOffsets'>;
 export { createKafkaClient, type KafkaClient } from './client';
-export { markBusy, registerDrain } from './consumer-group';
 export { assertKafkaJsFixesInForce } from './corrections-in-force';
 export { type CommittedRecords, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from './hanging-transactions';
 export { messageDigest, recordDigest, takeCommitted } from './record-digest';

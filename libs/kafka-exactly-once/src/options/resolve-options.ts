@@ -1,4 +1,5 @@
 import type { DatabasePort } from '../database/database.port';
+import { KAFKA_DRIVERS } from '../client/drivers';
 import type { EventFormat, JsonLimits } from '../interfaces/format-options.interface';
 import { DEFAULT_JSON_LIMITS, EVENT_FORMATS } from './format-defaults';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
@@ -45,6 +46,9 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (typeof kafka.brokers !== 'function' && (!Array.isArray(kafka.brokers) || kafka.brokers.length === 0)) {
     throw new InvalidOptionsError('kafka.brokers', "must list at least one broker, e.g. ['127.0.0.1:9092']");
   }
+  const driver = options.driver ?? 'kafkajs';
+  if (!(KAFKA_DRIVERS as readonly string[]).includes(driver)) throw new InvalidOptionsError('driver', `must be one of ${KAFKA_DRIVERS.map((d) => `'${d}'`).join(', ')} (the Kafka client of the consumer group), got ${JSON.stringify(driver)}`);
+  if (driver === 'platformatic' && typeof kafka.brokers === 'function') throw new InvalidOptionsError('kafka.brokers', "must be an array with driver 'platformatic' (it takes no function)");
   const groupId = options.groupId === undefined ? '' : nonEmpty('groupId', options.groupId, 'the consumer group of this module');
   const prefix = nonEmpty('transactionalIdPrefix', options.transactionalIdPrefix, 'unique per application, e.g. the app name');
   if (!TRANSACTIONAL_ID_PART.test(prefix)) {
@@ -163,6 +167,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
 
   return {
     kafka,
+    driver,
     groupId,
     transactionalIdPrefix: prefix,
     schemas: { directory, longs },

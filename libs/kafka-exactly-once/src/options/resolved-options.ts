@@ -1,3 +1,4 @@
+import type { KafkaDriverName } from '../client/drivers';
 import type { DatabasePort } from '../database/database.port';
 import type { JsonLimits } from '../interfaces/format-options.interface';
 import type { KafkaExactlyOnceModuleOptions, RegistryConnectionOptions, TopicOptions, WireFormat } from '../interfaces/kafka-exactly-once-options.interface';
@@ -5,6 +6,8 @@ import type { KafkaExactlyOnceModuleOptions, RegistryConnectionOptions, TopicOpt
 /** The options with every default applied; what the engine reads. */
 export interface ResolvedOptions {
   kafka: KafkaExactlyOnceModuleOptions['kafka'];
+  /** The Kafka client of the consumer group (see KafkaExactlyOnceModuleOptions.driver). */
+  driver: KafkaDriverName;
   /** Empty when the module only publishes. */
   groupId: string;
   transactionalIdPrefix: string;

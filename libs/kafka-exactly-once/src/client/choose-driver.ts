@@ -1,0 +1,15 @@
+import type { KafkaClient } from '../kafkajs';
+import { PlatformaticGroupConsumer } from '../platformatic/group-consumer';
+import type { GroupConsumer } from './group-consumer';
+import type { GroupConsumers, KafkaConnectionOptions, KafkaDriverName } from './drivers';
+
+/**
+ * The consumer groups of the module's `driver`: KafkaJS's consumer on the library's corrected group (the KafkaJS
+ * room's client, `kafka`), or the @platformatic/kafka group (src/platformatic), on the same connection options.
+ */
+export function groupConsumersOf(driver: KafkaDriverName, kafka: KafkaClient, connection: KafkaConnectionOptions): GroupConsumers {
+  if (driver === 'platformatic') return (config) => new PlatformaticGroupConsumer(connection, config);
+  // KafkaJS's Consumer has these members (its `on` is overloaded per event, which TypeScript cannot match to the
+  // generic signature): library.kafkajs-room runs the engine on it.
+  return (config) => kafka.consumer(config) as unknown as GroupConsumer;
+}

@@ -1,0 +1,355 @@
+import { EventEmitter } from 'events';
+import type { KafkaMessage } from 'kafkajs';
+import type { KafkaConnectionOptions } from '../client/drivers';
+import { isBusy, runDrains } from '../client/group-drains';
+import type { FetchedBatch, GroupConsumer, GroupConsumerConfig, GroupConsumerEvents, GroupConsumerRun, TopicPartitionsRef } from '../client/group-consumer';
+import { decodeFetchedPartition, type FetchedRecords } from './fetched-records';
+import { connectionOptions, type FetchAnswer, findApiId, platformaticKafka, type PlatformaticKafka } from './load';
+
+/** How long a broker may hold a fetch while a partition it leads is busy in its worker (as the KafkaJS driver's group). */
+export const BUSY_FETCH_WAIT_MS = 10;
+
+/**
+ * The classic group protocol's protocol name, with KafkaJS's round-robin assignment: a group whose members run
+ * either driver agrees on it (KafkaJS's members name it so), so that an application can move from one driver to
+ * the other one instance at a time.
+ */
+const PROTOCOLS = [{ name: 'RoundRobinAssigner', version: 1 }];
+
+/** What a partition's fetch state is: where the next fetch starts, from the group's committed offset at assignment. */
+interface PartitionState {
+  topic: string;
+  partition: number;
+  /** The next offset to fetch; undefined until read from the group's committed offsets. */
+  position?: bigint;
+}
+
+/** An error the engine reads as "the group is rebalancing: rejoin" (its `type`, as KafkaJS's heartbeat errors). */
+class RebalancingError extends Error {
+  readonly type = 'REBALANCE_IN_PROGRESS';
+}
+
+const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+/**
+ * The engine's consumer group on @platformatic/kafka. The client runs the group membership (the classic protocol:
+ * JoinGroup, SyncGroup, heartbeats, LeaveGroup); this class runs the fetching, as the engine needs it and the
+ * client's message stream does not offer it: each partition paused and resumed on its own (the stream pauses as a
+ * whole), a Fetch of the unpaused partitions of each leader, its answer read committed with the aborted
+ * transactions taken out by the library's own filter (fetched-records.ts), each partition's records handed to
+ * `eachBatch` as a batch, the position moved only by `resolveOffset`. Before the member joins or rejoins the group
+ * (the client's protocolsMetadata hook, awaited before each JoinGroup) and before it leaves it, the drains of the
+ * group run (group-drains.ts): no unit of work of a partition runs on once the partition may be another member's.
+ */
+export class PlatformaticGroupConsumer implements GroupConsumer {
+  readonly events = {
+    GROUP_JOIN: 'consumer.group_join',
+    END_BATCH_PROCESS: 'consumer.end_batch_process',
+    REBALANCING: 'consumer.rebalancing',
+    CRASH: 'consumer.crash',
+    STOP: 'consumer.stop',
+  } as const;
+
+  private readonly emitter = new EventEmitter();
+  private client?: PlatformaticKafka.Consumer;
+  private topics: string[] = [];
+  private fromBeginning = true;
+  private running = false;
+  /** Moves on at each rebalance, join and stop: a batch of an earlier generation is stale. */
+  private generation = 0;
+  private assigned = new Map<string, PartitionState>();
+  /** Paused partitions (by key) and paused topics: kept across rebalances, as KafkaJS keeps them. */
+  private readonly pausedPartitions = new Set<string>();
+  private readonly pausedTopics = new Set<string>();
+  private wake?: () => void;
+  private loop?: Promise<void>;
+  private run_?: GroupConsumerRun;
+
+  constructor(
+    private readonly connection: KafkaConnectionOptions,
+    private readonly config: GroupConsumerConfig,
+  ) {}
+
+  on<E extends keyof GroupConsumerEvents>(event: E, listener: (event: { payload: GroupConsumerEvents[E] }) => void): () => void {
+    this.emitter.on(event, listener);
+    return () => this.emitter.off(event, listener);
+  }
+
+  private emit<E extends keyof GroupConsumerEvents>(event: E, payload: GroupConsumerEvents[E]): void {
+    this.emitter.emit(event, { payload });
+  }
+
+  async connect(): Promise<void> {
+    const { Consumer, FetchIsolationLevels } = platformaticKafka();
+    const { groupId, sessionTimeout, heartbeatInterval, rebalanceTimeout, maxWaitTimeInMs } = this.config;
+    const client = new Consumer({
+      ...connectionOptions(this.connection),
+      groupId,
+      sessionTimeout,
+      heartbeatInterval,
+      rebalanceTimeout,
+      maxWaitTime: maxWaitTimeInMs,
+      autocommit: false,
+      isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+      autocreateTopics: false,
+      protocols: PROTOCOLS,
+    });
+    this.client = client;
+    client.on('consumer:group:join', (payload: PlatformaticKafka.ConsumerGroupJoinPayload) => this.joined(payload));
+    client.on('consumer:group:rebalance', () => {
+      this.generation++;
+      this.emit('consumer.rebalancing', { groupId, memberId: client.memberId ?? '' });
+    });
+    // The client's own failures (a rejoin that failed for good): the engine starts a new consumer.
+    client.on('error', (error: Error) => this.crashed(error));
+    await client.metadata({ topics: [] });
+  }
+
+  async subscribe(subscription: { topics: string[]; fromBeginning: boolean }): Promise<void> {
+    this.topics = [...subscription.topics];
+    this.fromBeginning = subscription.fromBeginning;
+    this.client!.topics.trackAll(...this.topics);
+  }
+
+  async run(config: GroupConsumerRun): Promise<void> {
+    const client = this.client!;
+    this.run_ = config;
+    this.running = true;
+    await client.joinGroup({
+      sessionTimeout: this.config.sessionTimeout,
+      rebalanceTimeout: this.config.rebalanceTimeout,
+      heartbeatInterval: this.config.heartbeatInterval,
+      protocols: PROTOCOLS,
+      // Awaited before each JoinGroup, the first and every rejoin: the workers end their units first.
+      protocolsMetadata: async () => {
+        await runDrains(this.config.groupId);
+        return Buffer.alloc(0);
+      },
+    });
+    this.loop = this.fetchLoop().catch((err) => this.crashed(err as Error));
+  }
+
+  pause(topics: TopicPartitionsRef): void {
+    for (const { topic, partitions } of topics) {
+      if (partitions === undefined) this.pausedTopics.add(topic);
+      else for (const p of partitions) this.pausedPartitions.add(key(topic, p));
+    }
+  }
+
+  resume(topics: TopicPartitionsRef): void {
+    for (const { topic, partitions } of topics) {
+      if (partitions === undefined) {
+        this.pausedTopics.delete(topic);
+        for (const k of [...this.pausedPartitions]) if (k.startsWith(`${topic}\u0000`)) this.pausedPartitions.delete(k);
+      } else for (const p of partitions) this.pausedPartitions.delete(key(topic, p));
+    }
+    this.wake?.();
+  }
+
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.generation++;
+    this.wake?.();
+    await this.loop;
+    const client = this.client;
+    if (client?.memberId) {
+      await runDrains(this.config.groupId, client.memberId);
+      // Its answer does not matter: a member that does not leave is dropped at its session timeout.
+      await new Promise<void>((resolve) => client.leaveGroup(false, () => resolve()));
+    }
+    this.emit('consumer.stop', null);
+  }
+
+  async disconnect(): Promise<void> {
+    await this.stop();
+    await this.client?.close(true).catch(() => undefined);
+    this.client = undefined;
+  }
+
+  private crashed(error: Error): void {
+    if (!this.running) return;
+    this.running = false;
+    this.generation++;
+    this.wake?.();
+    this.emit('consumer.crash', { error, groupId: this.config.groupId, restart: false });
+  }
+
+  private joined(payload: PlatformaticKafka.ConsumerGroupJoinPayload): void {
+    this.generation++;
+    const next = new Map<string, PartitionState>();
+    const assignment: Record<string, number[]> = {};
+    for (const { topic, partitions } of payload.assignments ?? []) {
+      assignment[topic] = [...partitions].sort((a, b) => a - b);
+      for (const partition of partitions) next.set(key(topic, partition), { topic, partition });
+    }
+    // Every partition's position is read again from the group's committed offsets, as after any rebalance.
+    this.assigned = next;
+    this.emit('consumer.group_join', { memberId: payload.memberId, memberAssignment: assignment });
+    this.wake?.();
+  }
+
+  private isPaused(state: PartitionState): boolean {
+    return this.pausedTopics.has(state.topic) || this.pausedPartitions.has(key(state.topic, state.partition));
+  }
+
+  /** Fetches while the consumer runs: each round, one Fetch per leader of the unpaused assigned partitions. */
+  private async fetchLoop(): Promise<void> {
+    while (this.running) {
+      const generation = this.generation;
+      await this.readPositions(generation);
+      if (!this.running || generation !== this.generation) continue;
+      const active = [...this.assigned.values()].filter((s) => s.position !== undefined && !this.isPaused(s));
+      if (active.length === 0) {
+        await this.sleep(this.config.maxWaitTimeInMs);
+        continue;
+      }
+      const metadata = await this.client!.metadata({ topics: this.topics });
+      const byLeader = new Map<number, PartitionState[]>();
+      for (const state of active) {
+        const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
+        if (leader === undefined || leader < 0) continue;
+        byLeader.set(leader, [...(byLeader.get(leader) ?? []), state]);
+      }
+      if (byLeader.size === 0) {
+        await this.sleep(Math.min(this.config.maxWaitTimeInMs, 500));
+        continue;
+      }
+      await Promise.all([...byLeader].map(([node, states]) => this.fetchFrom(node, states, metadata, generation)));
+    }
+  }
+
+  /** The committed offsets of the assigned partitions without a position (the earliest, or the latest, where none). */
+  private async readPositions(generation: number): Promise<void> {
+    const missing = [...this.assigned.values()].filter((s) => s.position === undefined);
+    if (missing.length === 0) return;
+    const client = this.client!;
+    const byTopic = new Map<string, number[]>();
+    for (const s of missing) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s.partition]);
+    const committed = await client.listCommittedOffsets({ topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) });
+    const unset: PartitionState[] = [];
+    for (const s of missing) {
+      const offset = committed.get(s.topic)?.[s.partition];
+      if (offset !== undefined && offset >= 0n) s.position = offset;
+      else unset.push(s);
+    }
+    if (unset.length > 0) {
+      const partitions: Record<string, number[]> = {};
+      for (const s of unset) (partitions[s.topic] ??= []).push(s.partition);
+      const offsets = await client.listOffsets({ topics: Object.keys(partitions), partitions, timestamp: this.fromBeginning ? -2n : -1n });
+      for (const s of unset) {
+        const offset = offsets.get(s.topic)?.[s.partition];
+        if (offset !== undefined) s.position = offset;
+      }
+    }
+    if (generation !== this.generation) for (const s of missing) if (this.assigned.get(key(s.topic, s.partition)) !== s) s.position = undefined;
+  }
+
+  private async fetchFrom(node: number, states: PartitionState[], metadata: PlatformaticKafka.ClusterMetadata, generation: number): Promise<void> {
+    const { FetchIsolationLevels } = platformaticKafka();
+    const byTopic = new Map<string, PartitionState[]>();
+    for (const s of states) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s]);
+    const busy = states.some((s) => isBusy(this.config.groupId, s.topic, s.partition)) || [...this.assigned.values()].some((s) => this.isPaused(s) && isBusy(this.config.groupId, s.topic, s.partition));
+    const topicIds = new Map<string, string>();
+    for (const [topic, topicMetadata] of metadata.topics) topicIds.set(topicMetadata.id, topic);
+    const requested = new Map(states.map((s) => [key(s.topic, s.partition), s.position!]));
+    let response: FetchAnswer;
+    try {
+      response = await this.client!.fetch({
+        node,
+        maxWaitTime: busy ? Math.min(BUSY_FETCH_WAIT_MS, this.config.maxWaitTimeInMs) : this.config.maxWaitTimeInMs,
+        minBytes: 1,
+        isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+        topics: [...byTopic].map(([topic, list]) => ({
+          topicId: metadata.topics.get(topic)!.id,
+          partitions: list.map((s) => ({ partition: s.partition, fetchOffset: s.position!, partitionMaxBytes: this.config.maxBytesPerPartition, currentLeaderEpoch: -1, lastFetchedEpoch: -1 })),
+        })),
+      });
+    } catch (err) {
+      if (!this.running) return;
+      if (findApiId(err, 'OFFSET_OUT_OF_RANGE')) {
+        // Records below the log start offset were deleted by retention: the committed offset is read again.
+        for (const s of states) s.position = undefined;
+        return;
+      }
+      this.client?.clearMetadata();
+      await this.sleep(200);
+      return;
+    }
+    const batches: Array<{ state: PartitionState; records: FetchedRecords; highWatermark: bigint }> = [];
+    for (const topicResponse of response.responses) {
+      const topic = topicIds.get(topicResponse.topicId) ?? topicResponse.topicId;
+      for (const partitionResponse of topicResponse.partitions) {
+        const state = this.assigned.get(key(topic, partitionResponse.partitionIndex));
+        if (!state || state.position !== requested.get(key(topic, partitionResponse.partitionIndex))) continue;
+        if (partitionResponse.errorCode !== 0) continue;
+        const records = decodeFetchedPartition(partitionResponse, state.position!);
+        if (records.lastOffset < state.position!) continue;
+        batches.push({ state, records, highWatermark: partitionResponse.highWatermark });
+      }
+    }
+    await this.handOver(batches, generation);
+  }
+
+  /** Hands each partition's records to eachBatch, at most partitionsConsumedConcurrently at once. */
+  private async handOver(batches: Array<{ state: PartitionState; records: FetchedRecords; highWatermark: bigint }>, generation: number): Promise<void> {
+    const run = this.run_!;
+    const queue = [...batches];
+    const next = async (): Promise<void> => {
+      for (let item = queue.shift(); item; item = queue.shift()) {
+        if (!this.running || generation !== this.generation) return;
+        const { state, records, highWatermark } = item;
+        const { topic, partition } = state;
+        if (records.messages.length === 0) {
+          // Markers or aborted records only: the position moves past them, nothing is handed over.
+          state.position = records.lastOffset + 1n;
+          this.emit('consumer.end_batch_process', { topic, partition, batchSize: 0, lastOffset: String(records.lastOffset), highWatermark: String(highWatermark) });
+          continue;
+        }
+        await run.eachBatch(this.batch(state, records, highWatermark, generation));
+        this.emit('consumer.end_batch_process', { topic, partition, batchSize: records.messages.length, lastOffset: String(records.lastOffset), highWatermark: String(highWatermark) });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(run.partitionsConsumedConcurrently, queue.length)) }, next));
+  }
+
+  private batch(state: PartitionState, records: FetchedRecords, highWatermark: bigint, generation: number): FetchedBatch {
+    const { topic, partition } = state;
+    const messages = records.messages as KafkaMessage[];
+    const current = () => this.running && generation === this.generation && this.assigned.get(key(topic, partition)) === state;
+    return {
+      batch: {
+        topic,
+        partition,
+        highWatermark: String(highWatermark),
+        messages,
+        firstOffset: () => (messages.length > 0 ? messages[0].offset : null),
+        lastOffset: () => String(records.lastOffset),
+      },
+      resolveOffset: (offset: string) => {
+        if (current()) state.position = BigInt(offset) + 1n;
+      },
+      heartbeat: async () => {
+        if (this.running && generation !== this.generation) throw new RebalancingError('the group is rebalancing');
+      },
+      pause: () => {
+        this.pause([{ topic, partitions: [partition] }]);
+        return () => this.resume([{ topic, partitions: [partition] }]);
+      },
+      isRunning: () => this.running,
+      isStale: () => !current(),
+    };
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        if (this.wake === done) this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wake = done;
+    });
+  }
+}
