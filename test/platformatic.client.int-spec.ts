@@ -32,8 +32,8 @@ describe('@platformatic/kafka against the real broker: what the driver answers',
     await createTopics(kafka, [topic], 1);
   });
 
-  function probe<T>(name: string, transactionalId: string): T {
-    const run = spawnSync(node, ['test/fixtures/platformatic-probe.mjs', name, topic, transactionalId], {
+  function probe<T>(name: string, transactionalId: string, on = topic): T {
+    const run = spawnSync(node, ['test/fixtures/platformatic-probe.mjs', name, on, transactionalId], {
       cwd: REPO_ROOT,
       env: { ...process.env, KAFKA_BROKERS: kafkaBrokers().join(',') },
       encoding: 'utf8',
@@ -65,5 +65,16 @@ describe('@platformatic/kafka against the real broker: what the driver answers',
     const concurrent = retried.filter((r) => r.kafkaErrors.includes('CONCURRENT_TRANSACTIONS'));
     expect(concurrent.length).toBeGreaterThan(0);
     expect(new Set(concurrent.map((r) => r.operation))).toEqual(new Set(['addPartitionsToTransaction']));
+  });
+
+  it("hands a read-committed stream the records of an aborted transaction when the same producer aborted two in one fetch (its filter keeps one aborted transaction per producer id); the driver's group, reading through the same client, leaves both out", async () => {
+    const aborted = uniqueTopic('platformatic-aborted');
+    await createTopics(kafka, [aborted], 1);
+    const { client, driver } = probe<{ client: string[]; driver: string[] }>('aborted-twice', `platformatic-aborted-${randomUUID()}`, aborted);
+    expect(client).toEqual(['aborted-1.0', 'aborted-1.1', 'committed.0', 'committed.1']);
+    expect(driver).toEqual(['committed.0', 'committed.1']);
+    // KafkaJS, read committed through the library's room (another client's filter): the same two.
+    const records = await readTopic(kafka, aborted, { until: quietAfter(2, 1500), pollIdleMs: 250, timeoutMs: 30000 });
+    expect(records.map((r) => r.key?.toString())).toEqual(['committed.0', 'committed.1']);
   });
 });

@@ -32,6 +32,7 @@ import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
 import { groupConsumersOf } from './client/choose-driver';
+import { platformaticKafka } from './platformatic/load';
 import { assertKafkaJsFixesInForce, type ClusterAdmin, ConfigResourceTypes, createProbeClient, type KafkaClient, StableOffsets } from './kafkajs';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
@@ -140,6 +141,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     // Before anything consumes, relays or publishes (they start at bootstrap, after every module's init): on the
     // client they would all run on.
     await assertKafkaJsFixesInForce(this.kafka);
+    // The consumer group's client: installed, and runnable on this Node.js.
+    if (this.options.driver === 'platformatic' && this.handlers.length > 0) platformaticKafka();
   }
 
   async onApplicationBootstrap(): Promise<void> {

@@ -15,7 +15,8 @@ import { installLine, MissingPeerError, type MissingPeer } from './errors/missin
  *   when installed, builds the DTO (without it, the event's own fields: no nested DTOs);
  * - prom-client: `metrics` (KafkaExactlyOnceMetrics); @opentelemetry/api: spans, when installed (nothing to declare);
  * - @nestjs-cls/transactional: joined when the application registered it (nothing to declare);
- * - @prisma/adapter-pg and drizzle-orm: `prismaDatabase(...)` and `drizzleDatabase(...)`, when called.
+ * - @prisma/adapter-pg and drizzle-orm: `prismaDatabase(...)` and `drizzleDatabase(...)`, when called;
+ * - @platformatic/kafka: `driver: 'platformatic'` (the module's boot).
  */
 export const OPTIONAL_PEERS = {
   protobufjs: '^7.0.0',
@@ -27,6 +28,7 @@ export const OPTIONAL_PEERS = {
   '@nestjs-cls/transactional': '^3.0.0',
   '@prisma/adapter-pg': '^7.0.0',
   'drizzle-orm': '>=0.36.0 <1.0.0',
+  '@platformatic/kafka': '^2.12.1',
 } as const;
 
 export type OptionalPeer = keyof typeof OPTIONAL_PEERS;

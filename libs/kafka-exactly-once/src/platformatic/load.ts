@@ -1,5 +1,6 @@
 import type * as PlatformaticKafka from '@platformatic/kafka';
 import type { KafkaConnectionOptions } from '../client/drivers';
+import { requirePeer } from '../optional-peers';
 
 export type { PlatformaticKafka };
 
@@ -13,9 +14,9 @@ export const PLATFORMATIC_NODE = '22.22.0 or later (or 24.6.0 or later)';
 let loaded: typeof PlatformaticKafka | undefined;
 
 /**
- * @platformatic/kafka, loaded when the `platformatic` driver is first used: an ES module, which Node.js loads
- * through `require` from 22.12 on. An optional peer dependency: a clear error when it is not installed, or when
- * this Node.js cannot run it.
+ * @platformatic/kafka, loaded when the `platformatic` driver is first used (the module's boot checks it): an ES
+ * module, which Node.js loads through `require` from 22.12 on. An optional peer dependency: MissingPeerError when it
+ * is not installed (or not in a supported version), and a clear error when this Node.js cannot run it.
  */
 export function platformaticKafka(): typeof PlatformaticKafka {
   if (loaded) return loaded;
@@ -23,15 +24,7 @@ export function platformaticKafka(): typeof PlatformaticKafka {
   if (major < 22 || (major === 22 && minor < 22) || (major === 24 && minor < 6)) {
     throw new Error(`kafka-exactly-once: the "platformatic" driver runs on Node.js ${PLATFORMATIC_NODE}, and this is ${process.version}. Use the "kafkajs" driver on this Node.js, or a newer Node.js.`);
   }
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    loaded = require('@platformatic/kafka') as typeof PlatformaticKafka;
-  } catch (err) {
-    if ((err as { code?: string }).code === 'MODULE_NOT_FOUND' && String((err as Error).message).includes('@platformatic/kafka')) {
-      throw new Error('kafka-exactly-once: the "platformatic" driver needs the package @platformatic/kafka: npm install @platformatic/kafka@^2.12.1');
-    }
-    throw err;
-  }
+  loaded = requirePeer<typeof PlatformaticKafka>('@platformatic/kafka', "the module's driver 'platformatic'");
   return loaded;
 }
 
