@@ -1,7 +1,7 @@
 import type { KafkaMessage } from 'kafkajs';
 
 /**
- * What the engine asks of a driver's consumer group (see ./README.md): one consumer per group, whose fetched batches
+ * What the engine asks of a driver's consumer group (docs/drivers.md): one consumer per group, whose fetched batches
  * go to per-partition workers, each partition paused while its worker runs and resumed after. Every driver
  * implements it; the KafkaJS driver's is KafkaJS's consumer on the library's corrected group.
  */
