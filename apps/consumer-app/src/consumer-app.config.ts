@@ -72,6 +72,8 @@ export interface ConsumerAppConfig {
   dataLayer: DataLayerKind;
   /** KAFKA_CLIENT: the Kafka client of the consumer group, `kafkajs` (default) or `platformatic` (the module's `driver`). */
   kafkaClient: KafkaDriverName;
+  /** KAFKA_GROUP_PROTOCOL: `classic` (default) or `consumer` (Kafka 4's KIP-848; needs KAFKA_CLIENT=platformatic). */
+  groupProtocol: 'classic' | 'consumer';
   /**
    * STRAY_STATEMENTS_PERCENT (0 to 100, default 0; for `npm run verify`'s hostile-json scenario): the share of
    * payments whose handler, like one with a forgotten `await`, sends a statement through its `ctx.db` from a timer
@@ -112,6 +114,12 @@ function kafkaClient(raw: string | undefined): KafkaDriverName {
   throw new Error(`KAFKA_CLIENT must be one of ${KAFKA_DRIVERS.join(', ')}, got "${raw}"`);
 }
 
+function groupProtocol(raw: string | undefined): 'classic' | 'consumer' {
+  if (raw === undefined || raw === '' || raw === 'classic') return 'classic';
+  if (raw === 'consumer') return 'consumer';
+  throw new Error(`KAFKA_GROUP_PROTOCOL must be classic or consumer, got "${raw}"`);
+}
+
 function dataLayer(raw: string | undefined): DataLayerKind {
   if (raw === undefined || raw === '') return 'typeorm';
   if ((DATA_LAYERS as readonly string[]).includes(raw)) return raw as DataLayerKind;
@@ -150,6 +158,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     eventFormat: eventFormat(env.EVENT_FORMAT, wireFormat(env.WIRE_FORMAT)),
     dataLayer: dataLayer(env.DATA_LAYER),
     kafkaClient: kafkaClient(env.KAFKA_CLIENT),
+    groupProtocol: groupProtocol(env.KAFKA_GROUP_PROTOCOL),
     strayStatementsPercent: integer(env, 'STRAY_STATEMENTS_PERCENT', 0, 0, 100),
   };
 }

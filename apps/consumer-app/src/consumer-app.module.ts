@@ -80,7 +80,8 @@ const microservice = consumerAppConfig().transport === 'microservice';
           // SCHEMA_REGISTRY_URL: inputs of both framings are read; WIRE_FORMAT=schema-registry writes the outputs in the registry's.
           wireFormat: config.wireFormat,
           ...(config.schemaRegistryUrl ? { schemaRegistry: { url: config.schemaRegistryUrl } } : {}),
-          consumer: { sessionTimeout: config.sessionTimeoutMs, stallAfterMs: config.stallAfterMs },
+          // KAFKA_GROUP_PROTOCOL=consumer: Kafka 4's consumer groups (KIP-848), with KAFKA_CLIENT=platformatic.
+          consumer: { groupProtocol: config.groupProtocol, sessionTimeout: config.sessionTimeoutMs, stallAfterMs: config.stallAfterMs },
           ...(config.transactionTimeoutMs ? { transactionTimeoutMs: config.transactionTimeoutMs } : {}),
           inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },
           metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics

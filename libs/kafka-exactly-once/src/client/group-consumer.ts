@@ -7,6 +7,8 @@ import type { KafkaMessage } from 'kafkajs';
  */
 export interface GroupConsumerConfig {
   groupId: string;
+  /** `consumer`: Kafka 4's protocol (KIP-848), which only the platformatic driver speaks. */
+  groupProtocol: 'classic' | 'consumer';
   sessionTimeout: number;
   heartbeatInterval: number;
   rebalanceTimeout: number;
@@ -48,7 +50,12 @@ export interface FetchedBatch {
 
 /** What each event of a group consumer carries. */
 export interface GroupConsumerEvents {
-  'consumer.group_join': { memberId: string; memberAssignment: Record<string, number[]> };
+  /**
+   * The member's assignment. `incremental`: the partitions it had before and still has were its own throughout (no
+   * other member could have had them meanwhile: KIP-848), so their state stands; without it, every partition is
+   * taken as assigned anew (the classic protocol's rebalance).
+   */
+  'consumer.group_join': { memberId: string; memberAssignment: Record<string, number[]>; incremental?: boolean };
   /** After each partition's batch (batchSize 0: a fetch of markers or aborted records only, nothing handed over). */
   'consumer.end_batch_process': { topic: string; partition: number; batchSize: number; lastOffset: string; highWatermark: string };
   'consumer.rebalancing': { groupId: string; memberId: string };

@@ -160,6 +160,7 @@ export class ExactlyOnceConsumer {
     this.logger.log(`group ${groupId}: joining, its consumer on ${this.options.driver === 'platformatic' ? '@platformatic/kafka' : 'KafkaJS'} (driver ${this.options.driver})`);
     const consumer = this.groupConsumers({
       groupId,
+      groupProtocol: c.groupProtocol,
       sessionTimeout: c.sessionTimeout,
       heartbeatInterval: c.heartbeatInterval,
       rebalanceTimeout: c.rebalanceTimeout,
@@ -177,7 +178,7 @@ export class ExactlyOnceConsumer {
     this.undrain = registerDrain(groupId, (leaving) => (leaving === undefined || leaving === this.memberId ? this.drainWorkers() : Promise.resolve()));
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       this.memberId = payload.memberId;
-      this.onAssignment(payload.memberAssignment);
+      this.onAssignment(payload.memberAssignment, payload.incremental === true);
     });
     // A fetch of transaction markers or aborted records only: KafkaJS moves past it without calling onBatch. Its
     // offsets hold nothing to handle, so that a caught-up partition of a transactional topic shows no lag.
@@ -322,14 +323,15 @@ export class ExactlyOnceConsumer {
     }
   }
 
-  private onAssignment(assignment: Record<string, number[]>): void {
+  /** `incremental`: the partitions kept were this member's throughout (KIP-848): their sessions go on as they are. */
+  private onAssignment(assignment: Record<string, number[]>, incremental = false): void {
     this.draining = false;
     this.markJoined();
     this.status.state = 'running';
     this.status.assignment = assignment;
     for (const [key, session] of this.sessions) {
       if (assignment[session.topic]?.includes(session.partition)) {
-        session.reassigned();
+        if (!incremental) session.reassigned();
       } else {
         // KafkaJS keeps a partition paused across rebalances: resume it now, or it would stay paused for good
         // when it comes back to this member later.

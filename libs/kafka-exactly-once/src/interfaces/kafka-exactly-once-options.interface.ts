@@ -287,6 +287,14 @@ export interface RegistryConnectionOptions {
 }
 
 export interface ConsumerOptions {
+  /**
+   * The consumer group protocol: `classic` (default; JoinGroup and SyncGroup, every member's partitions given up at
+   * each rebalance) or `consumer` (Kafka 4's KIP-848: the broker assigns, partitions move one at a time, each
+   * revoked partition's worker drained first while the others go on). `consumer` needs `driver: 'platformatic'`
+   * and a Kafka 4 broker; `sessionTimeout` and `heartbeatInterval` are then the broker's group settings
+   * (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`). docs/drivers.md.
+   */
+  groupProtocol?: 'classic' | 'consumer';
   sessionTimeout?: number;
   heartbeatInterval?: number;
   rebalanceTimeout?: number;

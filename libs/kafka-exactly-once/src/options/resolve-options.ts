@@ -94,6 +94,11 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (wireFormat === 'schema-registry' && !schemaRegistry) throw new InvalidOptionsError('wireFormat', "'schema-registry' needs the option schemaRegistry ({ url: ... })");
 
   const consumer = options.consumer ?? {};
+  const groupProtocol = consumer.groupProtocol ?? 'classic';
+  if (groupProtocol !== 'classic' && groupProtocol !== 'consumer') throw new InvalidOptionsError('consumer.groupProtocol', `must be 'classic' or 'consumer', got ${JSON.stringify(groupProtocol)}`);
+  if (groupProtocol === 'consumer' && driver !== 'platformatic') {
+    throw new InvalidOptionsError('consumer.groupProtocol', "'consumer' (Kafka 4's consumer groups, KIP-848) needs driver: 'platformatic': KafkaJS speaks the classic protocol only");
+  }
   const sessionTimeout = positiveInt('consumer.sessionTimeout', consumer.sessionTimeout, 30000, 1000);
   const heartbeatInterval = positiveInt('consumer.heartbeatInterval', consumer.heartbeatInterval, Math.min(3000, Math.floor(sessionTimeout / 3)));
   if (heartbeatInterval >= sessionTimeout) {
@@ -180,6 +185,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     dataSourceName: options.dataSourceName,
     database: databaseOption(options.database),
     consumer: {
+      groupProtocol,
       sessionTimeout,
       heartbeatInterval,
       rebalanceTimeout,

@@ -26,6 +26,7 @@ export interface ResolvedOptions {
   /** The data layer given in the options (else the TypeORM DataSource of dataSourceName). */
   database?: DatabasePort;
   consumer: {
+    groupProtocol: 'classic' | 'consumer';
     sessionTimeout: number;
     heartbeatInterval: number;
     rebalanceTimeout: number;

@@ -3,6 +3,7 @@ import type { KafkaMessage } from 'kafkajs';
 import type { KafkaConnectionOptions } from '../client/drivers';
 import { isBusy, runDrains } from '../client/group-drains';
 import type { FetchedBatch, GroupConsumer, GroupConsumerConfig, GroupConsumerEvents, GroupConsumerRun, TopicPartitionsRef } from '../client/group-consumer';
+import { type Assignment, ConsumerProtocolMember } from './consumer-protocol';
 import { decodeFetchedPartition, type FetchedRecords } from './fetched-records';
 import { connectionOptions, type FetchAnswer, findApiId, platformaticKafka, type PlatformaticKafka } from './load';
 
@@ -64,6 +65,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   private wake?: () => void;
   private loop?: Promise<void>;
   private run_?: GroupConsumerRun;
+  /** The KIP-848 membership (groupProtocol 'consumer'); the classic protocol's is the client's. */
+  private member?: ConsumerProtocolMember;
 
   constructor(
     private readonly connection: KafkaConnectionOptions,
@@ -115,6 +118,17 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     const client = this.client!;
     this.run_ = config;
     this.running = true;
+    if (this.config.groupProtocol === 'consumer') {
+      const { clientId, tls, sasl, connectTimeout, requestTimeout } = connectionOptions(this.connection);
+      this.member = new ConsumerProtocolMember(client, { clientId, tls, sasl, connectTimeout, requestTimeout }, this.config.groupId, this.topics, this.config.rebalanceTimeout, {
+        assigned: (assignment, incremental) => this.reconciled(assignment, incremental),
+        drained: (revoked) => this.drained(revoked),
+        failed: (error) => this.crashed(error),
+      });
+      await this.member.start();
+      this.loop = this.fetchLoop().catch((err) => this.crashed(err as Error));
+      return;
+    }
     await client.joinGroup({
       sessionTimeout: this.config.sessionTimeout,
       rebalanceTimeout: this.config.rebalanceTimeout,
@@ -153,7 +167,10 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.wake?.();
     await this.loop;
     const client = this.client;
-    if (client?.memberId) {
+    if (this.member) {
+      if (this.member.id) await runDrains(this.config.groupId, this.member.id);
+      await this.member.leave();
+    } else if (client?.memberId) {
       await runDrains(this.config.groupId, client.memberId);
       // Its answer does not matter: a member that does not leave is dropped at its session timeout.
       await new Promise<void>((resolve) => client.leaveGroup(false, () => resolve()));
@@ -187,6 +204,28 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.assigned = next;
     this.emit('consumer.group_join', { memberId: payload.memberId, memberAssignment: assignment });
     this.wake?.();
+  }
+
+  /**
+   * A KIP-848 assignment: the partitions kept keep their state (their position, their batches current); those
+   * taken away are out at once (their batches stale), the new ones read their committed offsets.
+   */
+  private reconciled(assignment: Assignment, incremental: boolean): void {
+    const next = new Map<string, PartitionState>();
+    const byTopic: Record<string, number[]> = {};
+    for (const [topic, partitions] of assignment) {
+      byTopic[topic] = [...partitions].sort((a, b) => a - b);
+      for (const partition of partitions) next.set(key(topic, partition), (incremental && this.assigned.get(key(topic, partition))) || { topic, partition });
+    }
+    this.assigned = next;
+    this.emit('consumer.group_join', { memberId: this.member?.id ?? '', memberAssignment: byTopic, incremental });
+    this.wake?.();
+  }
+
+  /** Resolves once no worker of `revoked` runs a unit of work, or after the rebalance timeout. */
+  private async drained(revoked: Array<{ topic: string; partition: number }>): Promise<void> {
+    const deadline = Date.now() + this.config.rebalanceTimeout;
+    while (revoked.some(({ topic, partition }) => isBusy(this.config.groupId, topic, partition)) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
   private isPaused(state: PartitionState): boolean {
@@ -330,7 +369,9 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         if (current()) state.position = BigInt(offset) + 1n;
       },
       heartbeat: async () => {
-        if (this.running && generation !== this.generation) throw new RebalancingError('the group is rebalancing');
+        // KIP-848: only this partition's revocation concerns its worker; the classic protocol: any rebalance.
+        const rebalancing = this.member ? this.running && !current() : this.running && generation !== this.generation;
+        if (rebalancing) throw new RebalancingError('the group is rebalancing');
       },
       pause: () => {
         this.pause([{ topic, partitions: [partition] }]);
