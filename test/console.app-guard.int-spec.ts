@@ -7,7 +7,7 @@ import { EventContext, IdempotentHandler, KafkaExactlyOnceAdminModule, KafkaExac
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { chromiumPath, launchChromium, watchPage } from './support/browser';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw } from './support/library';
 import { waitUntil } from './support/payments';
@@ -91,6 +91,7 @@ describe('console and admin API behind the application guard', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'app-guard-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: `${prefix}tx`,
           schemas: { directory },

@@ -10,7 +10,7 @@ import { KafkaExactlyOnceModule, Outbox } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { chromiumPath, launchChromium, screenshotDirectory, watchPage, type PageWatch } from './support/browser';
 import { ConsumerAppScope, consumerAppPort, createConsumerAppScope, KAFKA_EO_CLI as CLI, runKafkaEoCli, startConsumerApp } from './support/consumer-app';
-import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { kafkaBrokers, REPO_ROOT, testDriver } from './support/environment';
 import { createTopics, readTopic, withAdmin } from './support/kafka';
 import { queryDatabase, sendRaw, startLibraryModule } from './support/library';
 import { checkPaymentInvariants, demoSchemas, parkingWorkload, republish, waitForGroupCaughtUp, waitUntil, type Payment, type PublishedPayment } from './support/payments';
@@ -638,6 +638,7 @@ if (!browserFound && !process.env.KEO_REQUIRE_BROWSER) {
         TypeOrmModule.forRoot({ type: 'postgres', url: s.databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'console-outbox', brokers: kafkaBrokers() },
+          driver: testDriver(),
           transactionalIdPrefix: `${s.topicPrefix}outbox`,
           schemas: { directory: join(REPO_ROOT, 'schemas') },
           topicPrefix: s.topicPrefix,

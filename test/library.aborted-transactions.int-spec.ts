@@ -6,7 +6,7 @@ import { EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactl
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { SchemaRegistry } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -70,6 +70,7 @@ describe('library: records of aborted transactions', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'aborted-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'aborted-test',
           schemas: { directory: dir },

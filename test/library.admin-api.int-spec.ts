@@ -9,7 +9,7 @@ import { OutboxOperations } from 'kafka-exactly-once/outbox/outbox-operations';
 import { OUTBOX_RELAY_LOCK } from 'kafka-exactly-once/kafka-exactly-once.constants';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers, testDatabaseUrl } from './support/environment';
+import { kafkaBrokers, testDatabaseUrl, testDriver } from './support/environment';
 import { createTopics, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw } from './support/library';
 import { waitUntil } from './support/payments';
@@ -58,6 +58,7 @@ describe('admin REST API', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'admin-api-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: `${prefix}tx`,
           schemas: { directory },

@@ -9,7 +9,7 @@ import { join } from 'path';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, NonRetriableHandlerError, Outbox, OutboxWriteError, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { kafkaBrokers, REPO_ROOT, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -69,6 +69,7 @@ describe('library: the transaction the application already opened (@nestjs-cls/t
         ClsModule.forRoot({ global: true, plugins: [new ClsPluginTransactional({ imports: [TypeOrmModule], adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: getDataSourceToken() }) })] }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'cls-outbox', brokers: kafkaBrokers() },
+          driver: testDriver(),
           transactionalIdPrefix: `${prefix}outbox`,
           schemas: { directory: dir },
           topicPrefix: prefix,
@@ -179,6 +180,7 @@ describe('library: the transaction the application already opened (@nestjs-cls/t
         }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'cls-early', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}early.group`,
           transactionalIdPrefix: `${prefix}early`,
           schemas: { directory: dir },
@@ -222,6 +224,7 @@ describe('library: the transaction the application already opened (@nestjs-cls/t
         }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'cls-other', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}other.group`,
           transactionalIdPrefix: `${prefix}other`,
           schemas: { directory: dir },

@@ -4,7 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { EventContext, IdempotentHandler, InvalidOptionsError, KafkaExactlyOnceModule, KafkaExactlyOnceModuleOptions } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
 import { createTopics, testKafka, uniqueTopic } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { schemasDirectory } from './support/library';
 
 const NOTE = { type: 'record', name: 'Note', namespace: 'test.boot', fields: [{ name: 'id', type: 'string' }] };
@@ -32,6 +32,7 @@ describe('library: boot checks against the broker', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: poolMax } }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'boot-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${topicPrefix}group`,
           transactionalIdPrefix: 'boot-test',
           schemas: { directory: dir },

@@ -6,7 +6,7 @@ import { EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactl
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { kafkaControl } from './support/broker';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw } from './support/library';
 import { waitUntil } from './support/payments';
@@ -65,6 +65,7 @@ describe('library: a consumer that KafkaJS leaves stopped after a crash is start
           // errors it deems not retriable, e.g. "Failed to find group coordinator" after a broker restart, or
           // "request is not a function" after a broker that stalled answers again: seen here, not on demand.)
           kafka: { clientId: 'recovery-test', brokers: kafkaBrokers(), retry: { retries: 2, initialRetryTime: 200, maxRetryTime: 1000, restartOnFailure: async () => false }, connectionTimeout: 1000 },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'recovery-test',
           schemas: { directory: dir },

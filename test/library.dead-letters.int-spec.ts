@@ -11,7 +11,7 @@ import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 
 const ORDER = {
   type: 'record',
@@ -76,6 +76,7 @@ describe('library: retries and dead letters', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'dlq-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'dlq-test',
           schemas: { directory: registry.dir },

@@ -9,7 +9,7 @@ import { DataSource } from 'typeorm';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { DEAD_LETTER_HEADERS, EventContext, EventValidationError, IdempotentHandler, KafkaExactlyOnceModule, OrderedEvent, Outbox, OutputInvalidError, RetriableValidationError } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { sendRaw, startLibraryModule } from './support/library';
 
@@ -104,6 +104,7 @@ describe('library: JSON format', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'formats-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'formats-test',
           topicPrefix: prefix,

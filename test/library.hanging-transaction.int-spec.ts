@@ -11,7 +11,7 @@ import { recordDigest } from 'kafka-exactly-once/kafkajs';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { expectFiledOnce, filingSetup, handledThenHanging, NOTE } from './support/filing';
 import { leaveHangingTransaction } from './support/hanging';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
@@ -79,6 +79,7 @@ describe('library: a hanging transaction holding the committed offset', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'hanging-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'hanging-test',
           schemas: { directory: dir },

@@ -12,7 +12,7 @@ import { CheckedProducer } from '../libs/kafka-exactly-once/src/kafkajs/producer
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, ReadRecord, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { waitUntil } from './support/payments';
 
 const COMMAND = {
@@ -127,6 +127,7 @@ describe('library: hostile input never stops the line', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 4 } }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'hostile-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'hostile-test',
           schemas: { directory: dir },
@@ -374,6 +375,7 @@ describe('library: a message id cannot forge another record\'s identity', () => 
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 4 } }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'forged-id-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'forged-id-test',
           schemas: { directory: dir },

@@ -7,7 +7,7 @@ import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { waitUntil } from './support/payments';
 
 const ENTRY = { type: 'record', name: 'Entry', namespace: 'test.inboxfault', fields: [{ name: 'id', type: 'string' }] };
@@ -43,6 +43,7 @@ describe('library: a broken inbox is an infrastructure fault, not the records\''
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'inbox-fault-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'inbox-fault-test',
           schemas: { directory: dir },

@@ -8,7 +8,7 @@ import { StableOffsets } from 'kafka-exactly-once/kafkajs/stable-offsets';
 import { InboxRetention } from 'kafka-exactly-once/inbox/inbox-retention';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitForGroupCaughtUp, waitUntil } from './support/payments';
@@ -49,6 +49,7 @@ describe('library: inbox retention and the Kafka commit', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'retention-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'retention-test',
           schemas: { directory: dir },

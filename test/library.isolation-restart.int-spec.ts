@@ -7,7 +7,7 @@ import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { waitUntil } from './support/payments';
 
 const ITEM = { type: 'record', name: 'Item', namespace: 'test.isolation', fields: [{ name: 'id', type: 'string' }] };
@@ -39,6 +39,7 @@ describe('library: isolation survives a restart', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'isolation-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'isolation-test',
           schemas: { directory: dir },

@@ -31,7 +31,7 @@ import { clientKafkaExactlyOnce, KafkaExactlyOnceServer, RequestResponseNotSuppo
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { kafkaControl } from './support/broker';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { CapturingLogger, schemasDirectory, sendRaw } from './support/library';
 import { APPLIED, ENTRY, Entry, LIMIT } from './support/ledger';
@@ -255,6 +255,7 @@ describe('library: @EventPattern handlers under KafkaExactlyOnceServer, ClientKa
         KafkaExactlyOnceModule.forRoot({
           isGlobal: true,
           kafka: { clientId: 'microservice-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'microservice-test',
           schemas: { directory: dir },

@@ -13,7 +13,7 @@ import { lastValueFrom } from 'rxjs';
 import { DEAD_LETTER_HEADERS, EventContext, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { clientKafkaExactlyOnce, KafkaExactlyOnceServer } from 'kafka-exactly-once/microservices';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { CapturingLogger } from './support/library';
 
@@ -226,6 +226,7 @@ describe('library: a group on Nest\'s Kafka transport moved over in place (same 
         KafkaExactlyOnceModule.forRoot({
           isGlobal: true,
           kafka: { clientId: 'payments', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId,
           transactionalIdPrefix: 'nest-in-place',
           topicPrefix: prefix, // this suite's topics; an application names them as they are

@@ -8,7 +8,7 @@ import { Pool } from 'pg';
 import { BatchContext, BatchEvent, DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceLifecycle, KafkaExactlyOnceModule, NonRetriableHandlerError, OperatorRequestError, OperatorStore, OrderedEvent, SchemaRegistry, pgPoolSql } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { schemasDirectory, sendRaw } from './support/library';
 import { APPLIED, ENTRY, Entry, LIMIT } from './support/ledger';
@@ -204,6 +204,7 @@ describe.each(MODES)('library: @OrderedEvent parking, release and replay, $mode'
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl, extra: { max: 8 } }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'ordered-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'ordered-test',
           schemas: { directory: dir },

@@ -6,7 +6,7 @@ import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceM
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitForGroupCaughtUp, waitUntil } from './support/payments';
@@ -53,6 +53,7 @@ describe('library: recorded outputs that Kafka refuses for good', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'refused-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'refused-test',
           schemas: { directory: dir },

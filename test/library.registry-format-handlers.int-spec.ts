@@ -6,7 +6,7 @@ import { Kafka } from 'kafkajs';
 import * as protobuf from 'protobufjs';
 import { DEAD_LETTER_HEADERS, EventContext, EventPublisher, EventValidationError, IdempotentHandler, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -112,6 +112,7 @@ describe('library: handlers of JSON Schema and Protobuf topics', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'registry-handlers-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'registry-handlers-test',
           topicPrefix: prefix,

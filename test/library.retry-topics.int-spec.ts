@@ -25,7 +25,7 @@ import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic, withAdmin } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { waitUntil } from './support/payments';
 
 const NOTICE = {
@@ -107,6 +107,7 @@ describe('library: retry topics', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: name, brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}${name}`,
           transactionalIdPrefix: name,
           schemas: { directory: registry.dir },

@@ -10,7 +10,7 @@ import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { frameForRegistry } from 'kafka-exactly-once/registry/registry-framing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { CapturingLogger, queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -91,6 +91,7 @@ describe('library: Schema Registry framing', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: name, brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}${name}`,
           transactionalIdPrefix: `${prefix}${name}`,
           schemas: { directory: dir },
@@ -256,6 +257,7 @@ describe('library: Schema Registry framing, evolution and failure classes', () =
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'evolution', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}evolution`,
           transactionalIdPrefix: `${prefix}evolution`,
           schemas: { directory: dir },
@@ -443,6 +445,7 @@ describe('library: Schema Registry framing, topics the module reads and writes',
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'readwrite', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}readwrite`,
           transactionalIdPrefix: `${prefix}readwrite`,
           schemas: { directory: dir },
@@ -548,6 +551,7 @@ describe('library: Schema Registry framing, ids not registered yet', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'unknown-ids', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}unknown-ids`,
           transactionalIdPrefix: `${prefix}unknown-ids`,
           schemas: { directory: dir },

@@ -5,7 +5,7 @@ import { readFileSync } from 'fs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
 import { EventContext, EventPublisher, IdempotentHandler, KafkaAuthenticationError, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
-import { saslListener, tlsListener } from './support/environment';
+import { saslListener, tlsListener, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -47,6 +47,7 @@ describe('library: secure connections (SASL SCRAM and PLAIN, TLS)', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'secure-test', ...connection, retry: { retries: 2 } },
+          driver: testDriver(),
           ...(consume ? { groupId: `${prefix}group` } : {}),
           transactionalIdPrefix: 'secure-test',
           schemas: { directory: dir },

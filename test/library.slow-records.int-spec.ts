@@ -5,7 +5,7 @@ import { Kafka } from 'kafkajs';
 import { DEAD_LETTER_HEADERS, EventContext, IdempotentHandler, KafkaExactlyOnceModule, SchemaRegistry } from 'kafka-exactly-once';
 import { encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -55,6 +55,7 @@ function tasksModule(prefix: string, databaseUrl: string, schemas: string) {
       TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
       KafkaExactlyOnceModule.forRoot({
         kafka: { clientId: 'slow-records', brokers: kafkaBrokers() },
+        driver: testDriver(),
         groupId: `${prefix}group`,
         transactionalIdPrefix: 'slow-records',
         schemas: { directory: schemas },

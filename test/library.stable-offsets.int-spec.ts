@@ -4,7 +4,7 @@ import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
 import { EventContext, IdempotentHandler, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { StableOffsets } from 'kafka-exactly-once/kafkajs/stable-offsets';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, quietAfter, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { queryDatabase, schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -86,6 +86,7 @@ describe('library: stable committed offsets', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'stable-replay', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'stable-replay',
           schemas: { directory: schemasDirectory('stable', { 'note.avsc': NOTE }) },

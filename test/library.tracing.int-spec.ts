@@ -7,7 +7,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { EventContext, EventPublisher, IdempotentHandler, KafkaExactlyOnceModule } from 'kafka-exactly-once';
 import { createSuiteDatabase } from './support/database';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
 import { schemasDirectory, startLibraryModule } from './support/library';
 import { waitUntil } from './support/payments';
@@ -56,6 +56,7 @@ describe('library: tracing with OpenTelemetry', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'tracing-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: `${prefix}group`,
           transactionalIdPrefix: 'tracing-test',
           schemas: { directory: dir },

@@ -7,7 +7,7 @@ import { FAULT_ENV, encodeSingleObject } from 'kafka-exactly-once/testing';
 import { createSuiteDatabase } from './support/database';
 import { queryDatabase, schemasDirectory, sendRaw, startLibraryModule } from './support/library';
 import { createTopics, readTopic, testKafka, uniqueTopic } from './support/kafka';
-import { kafkaBrokers } from './support/environment';
+import { kafkaBrokers, testDriver } from './support/environment';
 import { waitForGroupCaughtUp } from './support/payments';
 
 const TICKET = { type: 'record', name: 'Ticket', namespace: 'test.timeout', fields: [{ name: 'id', type: 'string' }] };
@@ -49,6 +49,7 @@ describe('library: a transaction aborted by the broker (transaction timeout)', (
         TypeOrmModule.forRoot({ type: 'postgres', url: databaseUrl }),
         KafkaExactlyOnceModule.forRoot({
           kafka: { clientId: 'timeout-test', brokers: kafkaBrokers() },
+          driver: testDriver(),
           groupId: group,
           transactionalIdPrefix: 'timeout-test',
           schemas: { directory: dir },

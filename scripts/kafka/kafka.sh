@@ -213,6 +213,13 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=10
 group.initial.rebalance.delay.ms=0
+# Kafka 4's consumer groups (KIP-848, consumer.groupProtocol 'consumer'): a member that died is noticed after 10 s
+# and assignments move at 2 s heartbeats, as the classic groups of the suites do (the broker's defaults, 45 s and
+# 5 s, are also its lower bounds; docs/drivers.md).
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=1000
+group.consumer.heartbeat.interval.ms=2000
 EOF
   write_log_config "$data" "$data/logs"
 }
@@ -463,6 +470,13 @@ transaction.state.log.replication.factor=$CLUSTER_NODES
 transaction.state.log.min.isr=2
 transaction.state.log.num.partitions=10
 group.initial.rebalance.delay.ms=0
+# Kafka 4's consumer groups (KIP-848, consumer.groupProtocol 'consumer'): a member that died is noticed after 10 s
+# and assignments move at 2 s heartbeats, as the classic groups of the suites do (the broker's defaults, 45 s and
+# 5 s, are also its lower bounds; docs/drivers.md).
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=1000
+group.consumer.heartbeat.interval.ms=2000
 EOF
   write_log_config "$data" "$(node_dir "$i")/logs"
 }

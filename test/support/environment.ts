@@ -3,6 +3,17 @@ import { join, resolve } from 'path';
 /** Where the suites find Kafka and PostgreSQL; the same variables the apps read. */
 export const REPO_ROOT = resolve(__dirname, '..', '..');
 
+/**
+ * The driver the module runs its consumer group on in the suites: KAFKA_CLIENT, as consumer-app and the test
+ * applications read it (CI's second pass sets `platformatic`), else `kafkajs`. Suites about one driver's own
+ * behaviour (the KafkaJS room's corrections) name theirs.
+ */
+export function testDriver(): 'kafkajs' | 'platformatic' {
+  const driver = process.env.KAFKA_CLIENT || 'kafkajs';
+  if (driver !== 'kafkajs' && driver !== 'platformatic') throw new Error(`KAFKA_CLIENT must be kafkajs or platformatic, got "${driver}"`);
+  return driver;
+}
+
 export function kafkaBrokers(): string[] {
   return (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
     .split(',')
