@@ -2,7 +2,7 @@
 /** The verifier's outputs: a terminal table, Markdown, and an SVG chart of lag over time with the faults marked. */
 
 const COLUMNS = [
-  ['scenario', (r) => r.scenario],
+  ['scenario', (r) => (r.driver ? `${r.scenario} (${r.driver})` : r.scenario)],
   ['result', (r) => (r.error ? 'ERROR' : r.check.pass ? 'pass' : 'FAIL')],
   ['in', (r) => r.check?.recordsIn],
   ['distinct', (r) => r.check?.distinct],

@@ -10,11 +10,15 @@
  * committed, by KafkaJS and by the Java client), and checks it (checker.js). Results: a table on the terminal,
  * JSON, Markdown and one SVG lag chart per scenario under verify-results/<run>/.
  *
- *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--data-layer LAYER] [--list] [--keep]
+ *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--data-layer LAYER] [--drivers LIST] [--list] [--keep]
  *
  * --keep leaves each scenario's database in place (to inspect a failure); topics are never deleted.
  * --data-layer runs every consumer-app with DATA_LAYER=LAYER (typeorm, the default; prisma, drizzle, kysely): its
  * handlers then write through that ORM, and the checker reads the same tables.
+ * --drivers runs each scenario's consumer-apps on one Kafka driver of the list, in turn (the first scenario on the
+ * driver the seed picks, the next on the next one): `kafkajs`, `platformatic` (the classic group protocol) and
+ * `platformatic/consumer` (Kafka 4's consumer groups, KIP-848); docs/drivers.md. Without it, consumer-app reads
+ * KAFKA_CLIENT and KAFKA_GROUP_PROTOCOL from the environment, as ever.
  *
  * Environment: KAFKA_BROKERS (127.0.0.1:9092), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres; the
  * verifier creates and drops a database per scenario). Exits 0 only if every scenario passed.
@@ -44,6 +48,13 @@ const KAFKA_EO_CLI = join(ROOT, 'dist/libs/kafka-exactly-once/cli/kafka-eo.js');
 const KAFKA_SCRIPT = join(ROOT, 'scripts/kafka/kafka.sh');
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 
+/** The drivers --drivers takes, as consumer-app's environment. */
+const DRIVERS = {
+  kafkajs: { KAFKA_CLIENT: 'kafkajs', KAFKA_GROUP_PROTOCOL: 'classic' },
+  platformatic: { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'classic' },
+  'platformatic/consumer': { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'consumer' },
+};
+
 /** consumer-app's data layers (its DATA_LAYER): what its handlers write through. */
 const DATA_LAYERS = ['typeorm', 'prisma', 'drizzle', 'kysely'];
 
@@ -64,7 +75,10 @@ function args(argv) {
   const scenarios = flag('scenario', '').split(',').filter(Boolean);
   const dataLayer = flag('data-layer', 'typeorm');
   if (!DATA_LAYERS.includes(dataLayer)) throw new Error(`--data-layer must be one of ${DATA_LAYERS.join(', ')}, got "${dataLayer}"`);
-  return { profile, seed, scenarios, dataLayer, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
+  const drivers = flag('drivers', '').split(',').filter(Boolean);
+  const badDriver = drivers.find((d) => !DRIVERS[d]);
+  if (badDriver) throw new Error(`--drivers takes ${Object.keys(DRIVERS).join(', ')}, got "${badDriver}"`);
+  return { profile, seed, scenarios, dataLayer, drivers, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
 }
 
 /** A small seeded PRNG (mulberry32): the same seed, the same faults at the same points of the load. */
@@ -132,9 +146,11 @@ class Proc {
 
 /** What every scenario gets: its own topics, database and group, processes, the fault log and the lag samples. */
 class Stage {
-  constructor(run, scenario) {
+  constructor(run, scenario, driver) {
     this.run = run;
     this.scenario = scenario;
+    /** The Kafka driver of this scenario's consumer-apps (--drivers), or undefined: the environment's. */
+    this.driver = driver;
     this.random = prng(run.seed + [...scenario.name].reduce((a, c) => a + c.charCodeAt(0), 0));
     const tag = `${run.id}-${scenario.name}`.toLowerCase().replace(/[^a-z0-9-]/g, '-');
     this.prefix = `verify.${tag}.`;
@@ -211,6 +227,8 @@ class Stage {
       ...this.scenario.consumerEnv,
       // The run's data layer (--data-layer): consumer-app's handlers write through it.
       DATA_LAYER: this.run.dataLayer,
+      // The scenario's Kafka driver (--drivers).
+      ...(this.driver ? DRIVERS[this.driver] : {}),
       ...env,
     }, join(this.dir, 'logs', `consumer-app-${this.instance}.log`));
     this.consumers.push(proc);
@@ -455,8 +473,8 @@ function log(line) {
 const PRODUCER_MAIN = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/main.js');
 const scenarios = require('./scenarios')({ sleep, kafkaScript, sendRaw, avro, ROOT, KAFKA_EO_CLI, log, Proc, PRODUCER_MAIN, readTopic, header });
 
-async function runScenario(run, scenario) {
-  const stage = new Stage(run, scenario);
+async function runScenario(run, scenario, driver) {
+  const stage = new Stage(run, scenario, driver);
   const result = { scenario: scenario.name, description: scenario.description, faults: stage.faults };
   const started = Date.now();
   try {
@@ -522,13 +540,15 @@ async function main() {
   await pg.connect();
   const postgres = (await pg.query('SHOW server_version')).rows[0].server_version;
   await pg.end();
-  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}`;
+  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}${options.drivers.length ? ` --drivers ${options.drivers.join(',')}` : ''}`;
   const run = { id, dir, keep: options.keep, seed: options.seed, profile: options.profile, dataLayer: options.dataLayer, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
   log(`run ${id}: profile ${options.profile}, seed ${options.seed}, data layer ${options.dataLayer}, ${chosen.length} scenario(s); results in verify-results/${id}/`);
   const results = [];
-  for (const scenario of chosen) {
-    log(`scenario ${scenario.name}: ${scenario.description}`);
-    const result = await runScenario(run, scenario);
+  for (const [index, scenario] of chosen.entries()) {
+    const driver = options.drivers.length ? options.drivers[(index + options.seed) % options.drivers.length] : undefined;
+    log(`scenario ${scenario.name}: ${scenario.description}${driver ? ` (driver ${driver})` : ''}`);
+    const result = await runScenario(run, scenario, driver);
+    if (driver) result.driver = driver;
     results.push(result);
     log(`scenario ${scenario.name}: ${result.error ? `ERROR ${result.error}` : result.check.pass ? 'pass' : `FAIL: ${result.check.problems.join('; ')}`} (${result.seconds} s)`);
   }

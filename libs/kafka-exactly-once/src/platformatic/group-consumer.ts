@@ -64,6 +64,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   private readonly pausedTopics = new Set<string>();
   private wake?: () => void;
   private loop?: Promise<void>;
+  /** Between the classic protocol's rebalance and the member's next join. */
+  private rejoining = false;
   private run_?: GroupConsumerRun;
   /** The KIP-848 membership (groupProtocol 'consumer'); the classic protocol's is the client's. */
   private member?: ConsumerProtocolMember;
@@ -101,6 +103,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     client.on('consumer:group:join', (payload: PlatformaticKafka.ConsumerGroupJoinPayload) => this.joined(payload));
     client.on('consumer:group:rebalance', () => {
       this.generation++;
+      // Nothing is fetched until the member has joined again (its partitions may be another member's by then).
+      this.rejoining = true;
       this.emit('consumer.rebalancing', { groupId, memberId: client.memberId ?? '' });
     });
     // The client's own failures (a rejoin that failed for good): the engine starts a new consumer.
@@ -194,6 +198,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   private joined(payload: PlatformaticKafka.ConsumerGroupJoinPayload): void {
     this.generation++;
+    this.rejoining = false;
     const next = new Map<string, PartitionState>();
     const assignment: Record<string, number[]> = {};
     for (const { topic, partitions } of payload.assignments ?? []) {
@@ -238,7 +243,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       const generation = this.generation;
       await this.readPositions(generation);
       if (!this.running || generation !== this.generation) continue;
-      const active = [...this.assigned.values()].filter((s) => s.position !== undefined && !this.isPaused(s));
+      const active = this.rejoining ? [] : [...this.assigned.values()].filter((s) => s.position !== undefined && !this.isPaused(s));
       if (active.length === 0) {
         await this.sleep(this.config.maxWaitTimeInMs);
         continue;

@@ -1,0 +1,100 @@
+import { Kafka } from 'kafkajs';
+import { join } from 'path';
+import { createSuiteDatabase } from './support/database';
+import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { createTopics, testKafka, uniqueTopic } from './support/kafka';
+import { queryDatabase, sendRaw } from './support/library';
+import { waitUntil } from './support/payments';
+import { AppProcess, ProcessGroup } from './support/processes';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { nodeBinary } = require('../scripts/node/node-binary.js') as { nodeBinary(major: string): string };
+
+interface Unit {
+  member: string;
+  partition: number;
+  offset: string;
+  started_at: string;
+  ended_at: string;
+}
+
+const PARTITIONS = 4;
+const PER_PARTITION = 25;
+
+/**
+ * A partition handed from one member to another on the platformatic driver, under each group protocol: the
+ * classic one (the client's membership; the library drains every worker before the member rejoins) and Kafka 4's
+ * (KIP-848, the library's own membership: a partition taken away is released once its worker is drained, the
+ * member's other partitions going on). Two members with a slow handler (each call noted with when it began and
+ * ended, in its unit's transaction): the second joins while the first works on every partition. Never do two
+ * members work on one partition at the same time, and every record is applied once. Each member is a process of its
+ * own on Node.js 24 (the client's range), against the suite's broker (Kafka 4.4 in CI's first pass).
+ */
+describe.each(['consumer', 'classic'] as const)('library: a partition handed over between members, platformatic driver, %s protocol', (protocol) => {
+  let kafka: Kafka;
+  let databaseUrl: string;
+  const processes = new ProcessGroup();
+  const prefix = `${uniqueTopic(`handover-${protocol}`)}.`;
+
+  beforeAll(async () => {
+    kafka = testKafka();
+    databaseUrl = await createSuiteDatabase(`handover_${protocol}`);
+    await queryDatabase(databaseUrl, 'CREATE TABLE member_units (member text, partition int, "offset" text, started_at bigint, ended_at bigint)');
+    await createTopics(kafka, [`${prefix}work`], PARTITIONS);
+  });
+
+  afterAll(async () => {
+    await processes.killAll();
+  });
+
+  function member(name: string): AppProcess {
+    const env = { KAFKA_BROKERS: kafkaBrokers().join(','), DATABASE_URL: databaseUrl, MEMBER_NAME: name, MEMBER_PREFIX: prefix, MEMBER_PROTOCOL: protocol, MEMBER_SLOW_MS: '150' };
+    return processes.add(new AppProcess(`${protocol}-${name}`, 'test/fixtures/member-app.js', env, join(REPO_ROOT, 'test-logs', `handover-${protocol}-${name}.log`), { node: nodeBinary('24') }));
+  }
+
+  const units = () => queryDatabase<Unit>(databaseUrl, 'SELECT member, partition, "offset", started_at::text, ended_at::text FROM member_units ORDER BY partition, started_at');
+
+  it('never has two members work on one partition at once, and applies every record once', async () => {
+    const records = [];
+    for (let partition = 0; partition < PARTITIONS; partition++) {
+      for (let n = 0; n < PER_PARTITION; n++) records.push({ partition, key: `k-${partition}`, value: JSON.stringify({ n }), headers: { 'message-id': `w-${partition}-${n}` } });
+    }
+    await sendRaw(kafka, `${prefix}work`, records);
+
+    const first = member('a');
+    await first.waitForLog(/member a started/, 60000);
+    await waitUntil(async () => new Set((await units()).map((u) => u.partition)).size === PARTITIONS, 60000, 'member a working on every partition');
+    const second = member('b');
+    await second.waitForLog(/member b started/, 60000);
+    await waitUntil(async () => (await units()).length >= PARTITIONS * PER_PARTITION, 120000, 'every record applied');
+
+    const all = await units();
+    // Once each.
+    expect(new Set(all.map((u) => `${u.partition}/${u.offset}`)).size).toBe(PARTITIONS * PER_PARTITION);
+    expect(all).toHaveLength(PARTITIONS * PER_PARTITION);
+    // The second member took partitions over, and the first kept some.
+    const owners = (name: string) => new Set(all.filter((u) => u.member === name).map((u) => u.partition));
+    expect(owners('b').size).toBeGreaterThan(0);
+    // On each partition, a unit of another member began only after the last one of the member before had ended.
+    const overlaps: string[] = [];
+    for (let partition = 0; partition < PARTITIONS; partition++) {
+      const own = all.filter((u) => u.partition === partition);
+      for (let i = 1; i < own.length; i++) {
+        const [before, after] = [own[i - 1], own[i]];
+        if (before.member !== after.member && BigInt(after.started_at) < BigInt(before.ended_at)) overlaps.push(`${partition}: ${after.member}@${after.offset} began before ${before.member}@${before.offset} ended`);
+      }
+    }
+    expect(overlaps).toEqual([]);
+    if (protocol === 'consumer') {
+      // KIP-848: the first member kept some of its partitions throughout, and each partition moved once at most.
+      expect(owners('a').size).toBeGreaterThan(0);
+      for (let partition = 0; partition < PARTITIONS; partition++) {
+        const sequence = all.filter((u) => u.partition === partition).map((u) => u.member);
+        const changes = sequence.filter((m, i) => i > 0 && m !== sequence[i - 1]).length;
+        expect({ partition, changes: Math.min(changes, 1) }).toEqual({ partition, changes });
+      }
+      expect(first.logs()).toMatch(/joining, its consumer on @platformatic\/kafka/);
+    }
+    await Promise.all([first.stop(), second.stop()]);
+  });
+});
