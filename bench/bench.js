@@ -33,6 +33,8 @@
  *      record, and extra calls (past the first) of records that never failed, per 1,000 records
  *   G  F's handler, each call first sending a statement (SELECT 1) in the unit's transaction: failures after
  *      statements, which roll the unit back
+ *   DX, DX4, EX (only when named in --variants) D and E on the platformatic driver (docs/drivers.md), DX4 on Kafka 4's
+ *   consumer groups.
  *   K1, K (only when named in --variants) E's copy after a 2 ms lookup per event, under @OrderedEvent by the
  *      record key: one key of a partition at a time (K1), 16 keys of a partition at once in key lanes (K)
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
@@ -97,6 +99,8 @@ const VARIANTS = {
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   // DJ: D with JSON in and out; its input is D's records, each value rewritten as the JSON of its Avro record.
+  DX: { label: "DX. D on the platformatic driver (KAFKA_CLIENT=platformatic, the classic group protocol)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' } },
+  DX4: { label: "DX4. D on the platformatic driver and Kafka 4's consumer groups (KAFKA_GROUP_PROTOCOL=consumer)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'consumer' } },
   DJ: { label: "DJ. consumer-app reading and writing JSON (EVENT_FORMAT=json), D's records as JSON", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { EVENT_FORMAT: 'json' }, json: true, noLatency: true },
   // DT, DP, DD, DK: D's handler (consumer-app's PaymentsLedger, the same statements) on each data layer, in a
   // process of their own (bench/variants/data-layer-ledger.js); DT is TypeORM, the control for the other three.
@@ -105,6 +109,8 @@ const VARIANTS = {
   DD: { label: "DD. D's payments handler on Drizzle (drizzleDatabase, ctx.db.execute)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'drizzle' }, dlq: true, noLatency: true },
   DK: { label: "DK. D's payments handler on Kysely (kyselyDatabase, ctx.db.executeQuery)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'kysely' }, dlq: true, noLatency: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
+  // The platformatic driver (docs/drivers.md; Node.js 22.22+ or 24.6+), not in the default set: --variants D,DX,DX4,E,EX.
+  EX: { label: "EX. E on the platformatic driver (@platformatic/kafka's consumer group)", script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' } },
   // F: the cost of failing records in handler calls (BENCH_CALLS_FILE) and in throughput, against E.
   F: { label: 'F. the library, trivial handler, 1 record in 100 failing for good (dead-lettered)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100' }, countsCalls: true },
   // G: F's, each call first sending a statement (a read) in the unit's transaction: failures after statements.
@@ -437,7 +443,7 @@ class Bench {
     const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
-    const dlq = key === 'D' || key === 'DJ' || variant.dlq || variant.countsCalls ? `${prefix}payments.requested.dlq` : undefined;
+    const dlq = variant.consumerApp || variant.dlq || variant.countsCalls ? `${prefix}payments.requested.dlq` : undefined;
     if (dlq) topics.push(dlq);
     await this.createTopics(topics, partitions);
     const databaseUrl = variant.database ? await this.createDatabase(prefix.replace(/[^a-z0-9]/g, '_').replace(/_+$/, '').slice(0, 63)) : undefined;
@@ -769,7 +775,7 @@ async function main() {
         result.latency.halfPeak = opts.latencyRate === undefined;
         log(`${key}: ${report.latencyLine(result)}`);
         // consumer-app's target holds at a quarter of its peak too (a lighter load has smaller units, not none).
-        if (key === 'D' && opts.latencyRate === undefined) {
+        if (VARIANTS[key].consumerApp && opts.latencyRate === undefined) {
           const quarter = Math.max(1, Math.round(result.recordsPerSecond / 4));
           log(`${key}: latency at ${quarter} records/s (a quarter of its peak) for ${opts.latencySeconds} s`);
           result.latencyQuarter = await bench.runLatency(key, input, quarter, '-lat4');

@@ -55,6 +55,8 @@ async function main() {
           TypeOrmModule.forRoot({ type: 'postgres', url: env.databaseUrl }),
           KafkaExactlyOnceModule.forRoot({
             kafka: { clientId: 'bench-library-copy', brokers: env.brokers },
+            // EX: the platformatic driver.
+            driver: process.env.KAFKA_CLIENT || 'kafkajs',
             groupId: env.group,
             transactionalIdPrefix: env.group,
             schemas: { directory: join(__dirname, '../../schemas') },

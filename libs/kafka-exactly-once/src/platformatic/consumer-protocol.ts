@@ -64,6 +64,11 @@ export class ConsumerProtocolMember {
   /** Joins; resolves after the first answer (the member's first assignment told to `assigned`). */
   async start(): Promise<void> {
     const { ConnectionPool } = platformaticKafka();
+    // ConsumerGroupHeartbeat (API key 68) is there on Kafka 4 (and on 3.x brokers that turned the protocol on).
+    const apis = await this.client.listApis();
+    if (!apis.some((api) => api.apiKey === 68 && api.minVersion <= 0 && api.maxVersion >= 0)) {
+      throw new Error(`consumer group ${this.groupId}: consumer.groupProtocol 'consumer' (Kafka 4's consumer groups, KIP-848) needs a broker that offers ConsumerGroupHeartbeat (Kafka 4.0 or later); this one does not. Use groupProtocol 'classic' with it.`);
+    }
     const { clientId, ...options } = this.connection;
     this.pool = new ConnectionPool(clientId, options);
     this.running = true;
