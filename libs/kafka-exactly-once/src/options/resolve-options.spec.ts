@@ -24,7 +24,9 @@ function fieldOf(options: unknown): string | undefined {
 describe('resolveOptions', () => {
   it('applies the defaults', () => {
     const resolved = resolveOptions(valid);
+    expect(resolved.driver).toBe('kafkajs');
     expect(resolved.consumer).toEqual({
+      groupProtocol: 'classic',
       sessionTimeout: 30000,
       heartbeatInterval: 3000,
       rebalanceTimeout: 60000,
@@ -56,6 +58,10 @@ describe('resolveOptions', () => {
     [{ ...valid, kafka: { clientId: 'a', brokers: [] } }, 'kafka.brokers'],
     [{ ...valid, kafka: { clientId: '', brokers: ['b:1'] } }, 'kafka.clientId'],
     [{ ...valid, groupId: ' ' }, 'groupId'],
+    [{ ...valid, driver: 'rdkafka' as never }, 'driver'],
+    [{ ...valid, driver: 'platformatic' as const, kafka: { clientId: 'a', brokers: async () => ['b:1'] } }, 'kafka.brokers'],
+    [{ ...valid, consumer: { groupProtocol: 'consumer' as const } }, 'consumer.groupProtocol'],
+    [{ ...valid, driver: 'platformatic' as const, consumer: { groupProtocol: 'cooperative' as never } }, 'consumer.groupProtocol'],
     [{ ...valid, publisher: { producer: { idempotent: false } } }, 'publisher.producer.idempotent'],
     [{ ...valid, publisher: { producer: { maxInFlightRequests: 5 } } }, 'publisher.producer.maxInFlightRequests'],
     [{ ...valid, publisher: { producer: { acks: 1 } } }, 'publisher.producer.acks'],
