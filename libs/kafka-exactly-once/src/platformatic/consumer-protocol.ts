@@ -1,3 +1,4 @@
+import { wakeableSleep } from '../engine/sleep';
 import { findApiId, platformaticKafka, type PlatformaticKafka } from './load';
 
 /** A member's partitions, by topic name. */
@@ -214,15 +215,8 @@ export class ConsumerProtocolMember {
     return consumerGroupHeartbeatV0.api.async(connection, this.groupId, this.memberId, epoch, null, null, this.rebalanceTimeout, epoch < 0 ? null : this.topics, null, null, epoch < 0 ? null : owned);
   }
 
+  /** Waits `ms`, or until `wake` (a change to act on, or the stop). */
   private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        if (this.wake === done) this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.wake = done;
-    });
+    return wakeableSleep(ms, (wake) => (this.wake = wake));
   }
 }

@@ -1,3 +1,4 @@
+import { wakeableSleep } from '../engine/sleep';
 import { EventEmitter } from 'events';
 import type { KafkaMessage } from 'kafkajs';
 import type { KafkaConnectionOptions } from '../client/drivers';
@@ -387,15 +388,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     };
   }
 
+  /** Waits `ms`, or until `wake` (a change to act on, or the stop). */
   private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        if (this.wake === done) this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.wake = done;
-    });
+    return wakeableSleep(ms, (wake) => (this.wake = wake));
   }
 }
