@@ -269,8 +269,20 @@ function logTail(label, lines = 3) {
   }
 }
 
+/**
+ * The Node.js that runs `name`: this one, but consumer-app on the platformatic driver (KAFKA_CLIENT=platformatic)
+ * needs 22.22+ or 24.6+: from an older Node.js it runs on Node.js 24, fetched once (scripts/node/node-binary.js).
+ */
+function nodeFor(name, env) {
+  const client = env.KAFKA_CLIENT ?? process.env.KAFKA_CLIENT;
+  if (name !== 'consumer-app' || client !== 'platformatic') return process.execPath;
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  const runs = major > 24 || (major === 24 && minor >= 6) || (major === 22 && minor >= 22) || major === 23;
+  return runs ? process.execPath : require('./node/node-binary').nodeBinary('24');
+}
+
 function startApp(name, port, env = {}, label = name) {
-  const child = spawn(process.execPath, [join(ROOT, `dist/apps/${name}/apps/${name}/src/main.js`)], {
+  const child = spawn(nodeFor(name, env), [join(ROOT, `dist/apps/${name}/apps/${name}/src/main.js`)], {
     cwd: ROOT,
     env: { ...process.env, HTTP_PORT: String(port), DATABASE_URL, KAFKA_TOPIC_PREFIX: TOPIC_PREFIX, KAFKA_GROUP_ID: GROUP, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
