@@ -224,8 +224,11 @@ async function cpuMs(call, times = 3) {
 
 /**
  * CPU ms of `call(make(size))` at 64 KiB, then, if that took less than `budgetMs`, at 1 MiB and (when that took
- * 100 ms or more: below, twice the bytes at three times the time is no test) at 512 KiB; each the best of two
- * calls. A quadratic path takes seconds at 64 KiB already, and minutes at 1 MiB: it stops at the first size.
+ * 100 ms or more: below, the ratio is no test) at 256 KiB; each the best of two calls. Four times the bytes take
+ * about four times as long on a linear path and sixteen times on a quadratic one: a check at eight times (with a
+ * margin) tells them apart through the noise of a loaded machine (its garbage collector's threads count in the
+ * process's CPU time). A quadratic path takes seconds at 64 KiB already, and minutes at 1 MiB: it stops at the
+ * first size.
  */
 async function linearity(make, call, budgetMs = 1000) {
   const at = async (size) => {
@@ -235,7 +238,7 @@ async function linearity(make, call, budgetMs = 1000) {
   const small = await at(65536);
   if (small >= budgetMs) return { small };
   const full = await at(1048576);
-  return full < 100 ? { small, full } : { small, half: await at(524288), full };
+  return full < 100 ? { small, full } : { small, quarter: await at(262144), full };
 }
 
 module.exports = { JSON_WORST_CASES, JSON_SCHEMA_WORST_CASES, cpuMs, linearity };
