@@ -10,8 +10,9 @@
  * committed, by KafkaJS and by the Java client), and checks it (checker.js). Results: a table on the terminal,
  * JSON, Markdown and one SVG lag chart per scenario under verify-results/<run>/.
  *
- *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--seed N] [--data-layer LAYER] [--drivers LIST] [--list] [--keep]
+ *   npm run verify -- [--profile quick|full] [--scenario NAME[,NAME]] [--skip NAME[,NAME]] [--seed N] [--data-layer LAYER] [--drivers LIST] [--list] [--keep]
  *
+ * --skip leaves the named scenarios out of the run (CI leaves out those whose subject other suites of its run cover).
  * --keep leaves each scenario's database in place (to inspect a failure); topics are never deleted.
  * --data-layer runs every consumer-app with DATA_LAYER=LAYER (typeorm, the default; prisma, drizzle, kysely): its
  * handlers then write through that ORM, and the checker reads the same tables.
@@ -73,12 +74,13 @@ function args(argv) {
   const seed = Number(flag('seed', String(Math.floor(Math.random() * 2 ** 31))));
   if (!Number.isInteger(seed)) throw new Error('--seed must be an integer');
   const scenarios = flag('scenario', '').split(',').filter(Boolean);
+  const skip = flag('skip', '').split(',').filter(Boolean);
   const dataLayer = flag('data-layer', 'typeorm');
   if (!DATA_LAYERS.includes(dataLayer)) throw new Error(`--data-layer must be one of ${DATA_LAYERS.join(', ')}, got "${dataLayer}"`);
   const drivers = flag('drivers', '').split(',').filter(Boolean);
   const badDriver = drivers.find((d) => !DRIVERS[d]);
   if (badDriver) throw new Error(`--drivers takes ${Object.keys(DRIVERS).join(', ')}, got "${badDriver}"`);
-  return { profile, seed, scenarios, dataLayer, drivers, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
+  return { profile, seed, scenarios, skip, dataLayer, drivers, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
 }
 
 /** A small seeded PRNG (mulberry32): the same seed, the same faults at the same points of the load. */
@@ -523,8 +525,8 @@ async function main() {
   for (const file of [CONSUMER_MAIN, LOAD_CLI, KAFKA_EO_CLI]) {
     if (!existsSync(file)) throw new Error(`${file} is missing: run npm run build first`);
   }
-  const chosen = options.scenarios.length ? scenarios.filter((s) => options.scenarios.includes(s.name)) : scenarios.filter((s) => !s.optIn);
-  const unknown = options.scenarios.filter((n) => !scenarios.some((s) => s.name === n));
+  const chosen = (options.scenarios.length ? scenarios.filter((s) => options.scenarios.includes(s.name)) : scenarios.filter((s) => !s.optIn)).filter((s) => !options.skip.includes(s.name));
+  const unknown = [...options.scenarios, ...options.skip].filter((n) => !scenarios.some((s) => s.name === n));
   if (unknown.length) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; --list shows them`);
   const id = `${new Date().toISOString().replace(/[-:]/g, '').slice(0, 15)}-${options.seed}`;
   const dir = join(ROOT, 'verify-results', id);
@@ -540,7 +542,7 @@ async function main() {
   await pg.connect();
   const postgres = (await pg.query('SHOW server_version')).rows[0].server_version;
   await pg.end();
-  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}${options.drivers.length ? ` --drivers ${options.drivers.join(',')}` : ''}`;
+  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}${options.skip.length ? ` --skip ${options.skip.join(',')}` : ''}${options.drivers.length ? ` --drivers ${options.drivers.join(',')}` : ''}`;
   const run = { id, dir, keep: options.keep, seed: options.seed, profile: options.profile, dataLayer: options.dataLayer, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
   log(`run ${id}: profile ${options.profile}, seed ${options.seed}, data layer ${options.dataLayer}, ${chosen.length} scenario(s); results in verify-results/${id}/`);
   const results = [];
