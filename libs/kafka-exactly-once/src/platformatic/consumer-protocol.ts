@@ -82,13 +82,15 @@ export class ConsumerProtocolMember {
 
   /** Leaves the group (epoch -1) after the caller drained its partitions. */
   async leave(): Promise<void> {
-    if (!this.running) return;
+    // Still a member unless the broker refused it for good (the loop ended by itself then).
+    const member = this.running;
     this.running = false;
     this.wake?.();
     await this.loop;
     await this.revoking;
-    if (this.memberId && this.joined) await this.heartbeat(-1).catch(() => undefined);
+    if (member && this.memberId && this.joined) await this.heartbeat(-1).catch(() => undefined);
     await this.pool?.close().catch(() => undefined);
+    this.pool = undefined;
   }
 
   private async run(first: () => void, failedFirst: (err: Error) => void): Promise<void> {

@@ -67,6 +67,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   private loop?: Promise<void>;
   /** Between the classic protocol's rebalance and the member's next join. */
   private rejoining = false;
+  /** Set by stop(): the group left (a crash stops the fetching only). */
+  private stopped = false;
   private run_?: GroupConsumerRun;
   /** The KIP-848 membership (groupProtocol 'consumer'); the classic protocol's is the client's. */
   private member?: ConsumerProtocolMember;
@@ -165,8 +167,13 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.wake?.();
   }
 
+  /**
+   * Stops fetching and leaves the group, once: also after a crash (which stopped the fetching only), so that a
+   * member of Kafka 4's protocol stops heartbeating and releases its partitions.
+   */
   async stop(): Promise<void> {
-    if (!this.running) return;
+    if (this.stopped) return;
+    this.stopped = true;
     this.running = false;
     this.generation++;
     this.wake?.();
