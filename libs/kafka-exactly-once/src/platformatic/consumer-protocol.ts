@@ -56,11 +56,24 @@ export class ConsumerProtocolMember {
     private readonly topics: string[],
     private readonly rebalanceTimeout: number,
     private readonly events: MembershipEvents,
+    /** Past this long without an answer, the member takes its partitions as lost. */
+    private readonly sessionTimeoutMs = 45000,
   ) {}
 
   get id(): string {
     return this.memberId;
   }
+
+  /**
+   * Whether the coordinator answered lately (within three heartbeat intervals, 5 s at least): a member that cannot
+   * reach it may have lost its partitions unheard, and its units must not take them back from a new owner.
+   */
+  answeredLately(): boolean {
+    return Date.now() - this.answeredAt < Math.max(5000, 3 * this.intervalMs);
+  }
+
+  private answeredAt = 0;
+  private intervalMs = 1000;
 
   /** Joins; resolves after the first answer (the member's first assignment told to `assigned`). */
   async start(): Promise<void> {
@@ -76,7 +89,14 @@ export class ConsumerProtocolMember {
     let first!: () => void;
     let failedFirst!: (err: Error) => void;
     const firstAnswer = new Promise<void>((resolve, reject) => ((first = resolve), (failedFirst = reject)));
-    this.loop = this.run(first, failedFirst);
+    this.loop = this.run(first, failedFirst).then(
+      // Ended before the first answer (left at once): the start fails rather than waits for good.
+      () => failedFirst(new Error(`consumer group ${this.groupId}: the membership ended before it joined`)),
+      (err: Error) => {
+        failedFirst(err);
+        if (this.joined) this.events.failed(err);
+      },
+    );
     await firstAnswer;
   }
 
@@ -96,11 +116,13 @@ export class ConsumerProtocolMember {
   private async run(first: () => void, failedFirst: (err: Error) => void): Promise<void> {
     let intervalMs = 1000;
     let failures = 0;
+    let answered = Date.now();
     while (this.running) {
       let answer: Awaited<ReturnType<typeof this.heartbeat>>;
       try {
         answer = await this.heartbeat(this.epoch);
         failures = 0;
+        answered = this.answeredAt = Date.now();
       } catch (err) {
         if (!this.running) return;
         if (FATAL.some((id) => findApiId(err, id))) {
@@ -112,28 +134,30 @@ export class ConsumerProtocolMember {
         }
         if (REJOIN.some((id) => findApiId(err, id))) {
           // The broker gave this member's partitions away: they are no longer its own.
-          if (findApiId(err, 'UNKNOWN_MEMBER_ID')) this.memberId = '';
-          this.epoch = 0;
-          this.target = undefined;
-          this.era++;
-          this.revoking = undefined;
-          if (this.owned.size > 0) {
-            this.owned = new Map();
-            this.events.assigned(new Map(), false);
-          }
+          this.lost(findApiId(err, 'UNKNOWN_MEMBER_ID'));
           continue;
         }
         // The coordinator moved or is away: found again at the next try.
         this.coordinator = undefined;
         failures++;
+        if (Date.now() - answered > this.sessionTimeoutMs && (this.owned.size > 0 || this.epoch > 0)) {
+          // No answer for a session timeout: the broker has given this member's partitions away by now, unheard.
+          this.lost();
+        }
         await this.sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)));
         continue;
       }
       this.memberId = answer.memberId ?? this.memberId;
       this.epoch = answer.memberEpoch;
-      if (answer.heartbeatIntervalMs > 0) intervalMs = answer.heartbeatIntervalMs;
+      if (answer.heartbeatIntervalMs > 0) intervalMs = this.intervalMs = answer.heartbeatIntervalMs;
       if (answer.assignment) this.target = answer.assignment.topicPartitions;
-      const changed = await this.reconcile();
+      let changed = false;
+      try {
+        changed = await this.reconcile();
+      } catch {
+        // The metadata to name the assignment's topics did not come: reconciled at the next answer.
+        this.coordinator = undefined;
+      }
       if (!this.joined) {
         this.joined = true;
         if (!changed) this.events.assigned(new Map(this.owned), false);
@@ -141,6 +165,19 @@ export class ConsumerProtocolMember {
       }
       // A change is told to the broker at once; otherwise at the broker's interval.
       if (!changed) await this.sleep(intervalMs);
+    }
+  }
+
+  /** This member's partitions are someone else's (fenced, unknown, or unheard for a session timeout): it joins again. */
+  private lost(forgotten = true): void {
+    if (forgotten) this.memberId = '';
+    this.epoch = 0;
+    this.target = undefined;
+    this.era++;
+    this.revoking = undefined;
+    if (this.owned.size > 0) {
+      this.owned = new Map();
+      this.events.assigned(new Map(), false);
     }
   }
 
@@ -206,12 +243,16 @@ export class ConsumerProtocolMember {
     const { consumerGroupHeartbeatV0 } = platformaticKafka();
     const metadata = await this.client.metadata({ topics: this.topics });
     for (const [name, t] of metadata.topics) this.topicIds.set(name, t.id);
-    const owned = [...this.owned].map(([topic, partitions]) => ({ topicId: this.topicIds.get(topic)!, partitions: [...partitions].sort((a, b) => a - b) }));
+    // A topic deleted while owned has no id any more: its partitions are not claimed.
+    const owned = [...this.owned].filter(([topic]) => this.topicIds.has(topic)).map(([topic, partitions]) => ({ topicId: this.topicIds.get(topic)!, partitions: [...partitions].sort((a, b) => a - b) }));
     if (!this.coordinator) {
-      const node = await this.client.findGroupCoordinator();
-      const broker = metadata.brokers.get(node) ?? (await this.client.metadata({ topics: this.topics, forceUpdate: true })).brokers.get(node);
-      if (!broker) throw new Error(`the group coordinator ${node} is not in the cluster's metadata`);
-      this.coordinator = broker;
+      // Asked each time it is lost (the client's own answer is cached until its own group requests fail).
+      const { findCoordinatorV4 } = platformaticKafka();
+      const any = await this.pool!.getFirstAvailable([...metadata.brokers.values()]);
+      const found = await findCoordinatorV4.api.async(any, 0, [this.groupId]);
+      const coordinator = found.coordinators[0];
+      if (!coordinator || coordinator.errorCode !== 0) throw new Error(`no coordinator for group ${this.groupId} yet`);
+      this.coordinator = { host: coordinator.host, port: coordinator.port };
     }
     const connection = await this.pool!.get(this.coordinator);
     return consumerGroupHeartbeatV0.api.async(connection, this.groupId, this.memberId, epoch, null, null, this.rebalanceTimeout, epoch < 0 ? null : this.topics, null, null, epoch < 0 ? null : owned);

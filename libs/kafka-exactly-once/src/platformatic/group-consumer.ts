@@ -63,7 +63,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   /** Paused partitions (by key) and paused topics: kept across rebalances, as KafkaJS keeps them. */
   private readonly pausedPartitions = new Set<string>();
   private readonly pausedTopics = new Set<string>();
-  private wake?: () => void;
+  private readonly wakers = new Set<() => void>();
   private loop?: Promise<void>;
   /** Between the classic protocol's rebalance and the member's next join. */
   private rejoining = false;
@@ -143,6 +143,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       protocols: PROTOCOLS,
       // Awaited before each JoinGroup, the first and every rejoin: the workers end their units first.
       protocolsMetadata: async () => {
+        // Every (re)join, whatever made it (a rebalance, a fenced or forgotten member): nothing is fetched, and the
+        // batches handed out are stale, until the member has joined again.
+        this.generation++;
+        this.rejoining = true;
+        this.emit('consumer.rebalancing', { groupId: this.config.groupId, memberId: client.memberId ?? '' });
         await runDrains(this.config.groupId);
         return Buffer.alloc(0);
       },
@@ -164,7 +169,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         for (const k of [...this.pausedPartitions]) if (k.startsWith(`${topic}\u0000`)) this.pausedPartitions.delete(k);
       } else for (const p of partitions) this.pausedPartitions.delete(key(topic, p));
     }
-    this.wake?.();
+    this.wake();
   }
 
   /**
@@ -176,7 +181,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     this.stopped = true;
     this.running = false;
     this.generation++;
-    this.wake?.();
+    this.wake();
     await this.loop;
     const client = this.client;
     if (this.member) {
@@ -200,7 +205,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     if (!this.running) return;
     this.running = false;
     this.generation++;
-    this.wake?.();
+    this.wake();
     this.emit('consumer.crash', { error, groupId: this.config.groupId, restart: false });
   }
 
@@ -216,7 +221,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     // Every partition's position is read again from the group's committed offsets, as after any rebalance.
     this.assigned = next;
     this.emit('consumer.group_join', { memberId: payload.memberId, memberAssignment: assignment });
-    this.wake?.();
+    this.wake();
   }
 
   /**
@@ -232,7 +237,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
     this.assigned = next;
     this.emit('consumer.group_join', { memberId: this.member?.id ?? '', memberAssignment: byTopic, incremental });
-    this.wake?.();
+    this.wake();
   }
 
   /** Resolves once no worker of `revoked` runs a unit of work, or after the rebalance timeout. */
@@ -247,28 +252,44 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   /** Fetches while the consumer runs: each round, one Fetch per leader of the unpaused assigned partitions. */
   private async fetchLoop(): Promise<void> {
+    let failures = 0;
     while (this.running) {
-      const generation = this.generation;
-      await this.readPositions(generation);
-      if (!this.running || generation !== this.generation) continue;
-      const active = this.rejoining ? [] : [...this.assigned.values()].filter((s) => s.position !== undefined && !this.isPaused(s));
-      if (active.length === 0) {
-        await this.sleep(this.config.maxWaitTimeInMs);
-        continue;
+      try {
+        await this.fetchRound();
+        failures = 0;
+      } catch (err) {
+        // A coordinator loading, a broker restarting: tried again with a backoff; the consumer is started anew
+        // (by the engine) only when it lasts.
+        if (!this.running) return;
+        if (++failures >= 10) throw err;
+        this.client?.clearMetadata();
+        await this.sleep(Math.min(5000, 100 * 2 ** failures));
       }
-      const metadata = await this.client!.metadata({ topics: this.topics });
-      const byLeader = new Map<number, PartitionState[]>();
-      for (const state of active) {
-        const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
-        if (leader === undefined || leader < 0) continue;
-        byLeader.set(leader, [...(byLeader.get(leader) ?? []), state]);
-      }
-      if (byLeader.size === 0) {
-        await this.sleep(Math.min(this.config.maxWaitTimeInMs, 500));
-        continue;
-      }
-      await Promise.all([...byLeader].map(([node, states]) => this.fetchFrom(node, states, metadata, generation)));
     }
+  }
+
+  /** One round: positions read where missing, then one Fetch per leader of the unpaused assigned partitions. */
+  private async fetchRound(): Promise<void> {
+    const generation = this.generation;
+    await this.readPositions(generation);
+    if (!this.running || generation !== this.generation) return;
+    const active = this.rejoining ? [] : [...this.assigned.values()].filter((s) => s.position !== undefined && !this.isPaused(s));
+    if (active.length === 0) {
+      await this.sleep(this.config.maxWaitTimeInMs);
+      return;
+    }
+    const metadata = await this.client!.metadata({ topics: this.topics });
+    const byLeader = new Map<number, PartitionState[]>();
+    for (const state of active) {
+      const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
+      if (leader === undefined || leader < 0) continue;
+      byLeader.set(leader, [...(byLeader.get(leader) ?? []), state]);
+    }
+    if (byLeader.size === 0) {
+      await this.sleep(Math.min(this.config.maxWaitTimeInMs, 500));
+      return;
+    }
+    await Promise.all([...byLeader].map(([node, states]) => this.fetchFrom(node, states, metadata, generation)));
   }
 
   /** The committed offsets of the assigned partitions without a position (the earliest, or the latest, where none). */
@@ -320,11 +341,12 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     } catch (err) {
       if (!this.running) return;
       if (findApiId(err, 'OFFSET_OUT_OF_RANGE')) {
-        // Records below the log start offset were deleted by retention: the committed offset is read again.
-        for (const s of states) s.position = undefined;
-        return;
+        // A position below the log's start (retention deleted the records) or past its end (the log was truncated):
+        // the partition goes on from the nearest end, as a consumer reset to the earliest or latest offset would.
+        await this.clampPositions(states).catch(() => undefined);
+      } else {
+        this.client?.clearMetadata();
       }
-      this.client?.clearMetadata();
       await this.sleep(200);
       return;
     }
@@ -341,6 +363,21 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       }
     }
     await this.handOver(batches, generation);
+  }
+
+  /** Moves each position of `states` into its partition's log (between its earliest and its latest offset). */
+  private async clampPositions(states: PartitionState[]): Promise<void> {
+    const partitions: Record<string, number[]> = {};
+    for (const s of states) (partitions[s.topic] ??= []).push(s.partition);
+    const topics = Object.keys(partitions);
+    const [earliest, latest] = await Promise.all([-2n, -1n].map((timestamp) => this.client!.listOffsets({ topics, partitions, timestamp })));
+    for (const s of states) {
+      const low = earliest.get(s.topic)?.[s.partition];
+      const high = latest.get(s.topic)?.[s.partition];
+      if (s.position === undefined || low === undefined || high === undefined) continue;
+      if (s.position < low) s.position = low;
+      else if (s.position > high) s.position = high;
+    }
   }
 
   /** Hands each partition's records to eachBatch, at most partitionsConsumedConcurrently at once. */
@@ -383,7 +420,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       },
       heartbeat: async () => {
         // KIP-848: only this partition's revocation concerns its worker; the classic protocol: any rebalance.
-        const rebalancing = this.member ? this.running && !current() : this.running && generation !== this.generation;
+        const rebalancing = this.member ? this.running && (!current() || !this.member.answeredLately()) : this.running && generation !== this.generation;
         if (rebalancing) throw new RebalancingError('the group is rebalancing');
       },
       pause: () => {
@@ -395,8 +432,17 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     };
   }
 
-  /** Waits `ms`, or until `wake` (a change to act on, or the stop). */
+  /** Waits `ms`, or until woken (a change to act on, or the stop); the fetches of several leaders wait at once. */
   private sleep(ms: number): Promise<void> {
-    return wakeableSleep(ms, (wake) => (this.wake = wake));
+    let own: (() => void) | undefined;
+    return wakeableSleep(ms, (wake) => {
+      if (wake) this.wakers.add((own = wake));
+      else if (own) this.wakers.delete(own);
+    });
+  }
+
+  /** Ends every wait (see sleep). */
+  private wake(): void {
+    for (const wake of [...this.wakers]) wake();
   }
 }
