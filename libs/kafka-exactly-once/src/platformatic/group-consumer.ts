@@ -33,6 +33,24 @@ class RebalancingError extends Error {
 
 const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
+/** `items` by `by(item)`, in their order. */
+function groupBy<K, T>(items: T[], by: (item: T) => K): Map<K, T[]> {
+  const groups = new Map<K, T[]>();
+  for (const item of items) {
+    const k = by(item);
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
+  return groups;
+}
+
+/** The partitions of `states` as listOffsets takes them. */
+function partitionsByTopic(states: PartitionState[]): { topics: string[]; partitions: Record<string, number[]> } {
+  const partitions = Object.fromEntries([...groupBy(states, (s) => s.topic)].map(([topic, list]) => [topic, list.map((s) => s.partition)]));
+  return { topics: Object.keys(partitions), partitions };
+}
+
 /**
  * The engine's consumer group on @platformatic/kafka. The client runs the group membership (the classic protocol:
  * JoinGroup, SyncGroup, heartbeats, LeaveGroup); this class runs the fetching, as the engine needs it and the
@@ -271,7 +289,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   /** One round: positions read where missing, then one Fetch per leader of the unpaused assigned partitions. */
   private async fetchRound(): Promise<void> {
     const generation = this.generation;
-    await this.readPositions(generation);
+    await this.readPositions();
     if (!this.running || generation !== this.generation) return;
     const active = this.rejoining ? [] : [...this.assigned.values()].filter((s) => s.position !== undefined && !this.isPaused(s));
     if (active.length === 0) {
@@ -279,12 +297,8 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       return;
     }
     const metadata = await this.client!.metadata({ topics: this.topics });
-    const byLeader = new Map<number, PartitionState[]>();
-    for (const state of active) {
-      const leader = metadata.topics.get(state.topic)?.partitions[state.partition]?.leader;
-      if (leader === undefined || leader < 0) continue;
-      byLeader.set(leader, [...(byLeader.get(leader) ?? []), state]);
-    }
+    const led = active.filter((s) => (metadata.topics.get(s.topic)?.partitions[s.partition]?.leader ?? -1) >= 0);
+    const byLeader = groupBy(led, (s) => metadata.topics.get(s.topic)!.partitions[s.partition].leader);
     if (byLeader.size === 0) {
       await this.sleep(Math.min(this.config.maxWaitTimeInMs, 500));
       return;
@@ -293,13 +307,11 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   /** The committed offsets of the assigned partitions without a position (the earliest, or the latest, where none). */
-  private async readPositions(generation: number): Promise<void> {
+  private async readPositions(): Promise<void> {
     const missing = [...this.assigned.values()].filter((s) => s.position === undefined);
     if (missing.length === 0) return;
     const client = this.client!;
-    const byTopic = new Map<string, number[]>();
-    for (const s of missing) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s.partition]);
-    const committed = await client.listCommittedOffsets({ topics: [...byTopic].map(([topic, partitions]) => ({ topic, partitions })) });
+    const committed = await client.listCommittedOffsets({ topics: [...groupBy(missing, (s) => s.topic)].map(([topic, list]) => ({ topic, partitions: list.map((s) => s.partition) })) });
     const unset: PartitionState[] = [];
     for (const s of missing) {
       const offset = committed.get(s.topic)?.[s.partition];
@@ -307,21 +319,17 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       else unset.push(s);
     }
     if (unset.length > 0) {
-      const partitions: Record<string, number[]> = {};
-      for (const s of unset) (partitions[s.topic] ??= []).push(s.partition);
-      const offsets = await client.listOffsets({ topics: Object.keys(partitions), partitions, timestamp: this.fromBeginning ? -2n : -1n });
+      const offsets = await client.listOffsets({ ...partitionsByTopic(unset), timestamp: this.fromBeginning ? -2n : -1n });
       for (const s of unset) {
         const offset = offsets.get(s.topic)?.[s.partition];
         if (offset !== undefined) s.position = offset;
       }
     }
-    if (generation !== this.generation) for (const s of missing) if (this.assigned.get(key(s.topic, s.partition)) !== s) s.position = undefined;
   }
 
   private async fetchFrom(node: number, states: PartitionState[], metadata: PlatformaticKafka.ClusterMetadata, generation: number): Promise<void> {
     const { FetchIsolationLevels } = platformaticKafka();
-    const byTopic = new Map<string, PartitionState[]>();
-    for (const s of states) byTopic.set(s.topic, [...(byTopic.get(s.topic) ?? []), s]);
+    const byTopic = groupBy(states, (s) => s.topic);
     const busy = states.some((s) => isBusy(this.config.groupId, s.topic, s.partition)) || [...this.assigned.values()].some((s) => this.isPaused(s) && isBusy(this.config.groupId, s.topic, s.partition));
     const topicIds = new Map<string, string>();
     for (const [topic, topicMetadata] of metadata.topics) topicIds.set(topicMetadata.id, topic);
@@ -367,10 +375,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
 
   /** Moves each position of `states` into its partition's log (between its earliest and its latest offset). */
   private async clampPositions(states: PartitionState[]): Promise<void> {
-    const partitions: Record<string, number[]> = {};
-    for (const s of states) (partitions[s.topic] ??= []).push(s.partition);
-    const topics = Object.keys(partitions);
-    const [earliest, latest] = await Promise.all([-2n, -1n].map((timestamp) => this.client!.listOffsets({ topics, partitions, timestamp })));
+    const [earliest, latest] = await Promise.all([-2n, -1n].map((timestamp) => this.client!.listOffsets({ ...partitionsByTopic(states), timestamp })));
     for (const s of states) {
       const low = earliest.get(s.topic)?.[s.partition];
       const high = latest.get(s.topic)?.[s.partition];
