@@ -141,8 +141,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
     // Before anything consumes, relays or publishes (they start at bootstrap, after every module's init): on the
     // client they would all run on.
     await assertKafkaJsFixesInForce(this.kafka);
-    // The consumer group's client: installed, and runnable on this Node.js.
-    if (this.options.driver === 'platformatic' && this.handlers.length > 0) platformaticKafka();
+    // The driver's client (the consumer group's and the producers'): installed, and runnable on this Node.js.
+    if (this.options.driver === 'platformatic') platformaticKafka();
   }
 
   async onApplicationBootstrap(): Promise<void> {

@@ -48,6 +48,8 @@ const KAFKA_UNANSWERED = new Set([
   'KafkaJSConnectionError',
   'KafkaJSConnectionClosedError',
   'KafkaJSRequestTimeoutError',
+  // The platformatic driver's: no answer (client/kafka-errors.ts).
+  'KafkaConnectionError',
   'KafkaJSBrokerNotFound',
   'KafkaJSMetadataNotLoaded',
   'KafkaJSTimeout',
@@ -73,14 +75,19 @@ export function isKafkaUnavailable(err: unknown): boolean {
   // KafkaJS says "Failed to connect: …" when the socket cannot even be made from the options (a TLS key or
   // certificate that does not parse, a wrong passphrase): waiting does not fix that.
   if (errors.some((e) => e.name === 'KafkaJSConnectionError' && String(e.message ?? '').startsWith('Failed to connect: '))) return false;
-  const protocol = errors.filter((e) => e.name === 'KafkaJSProtocolError').pop();
+  const protocol = errors.filter(isProtocolError).pop();
   if (protocol) return protocol.retriable === true;
   return errors.some((e) => KAFKA_UNANSWERED.has(String(e.name ?? '')) || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE'].includes(String(e.code ?? '')));
 }
 
 /** Whether a broker answered (with an error code) rather than not answering at all. */
 export function brokerAnswered(err: unknown): boolean {
-  return [...chain(err)].some((e) => e.name === 'KafkaJSProtocolError');
+  return [...chain(err)].some(isProtocolError);
+}
+
+/** A broker's error code, as KafkaJS throws it or as the other driver does (client/kafka-errors.ts). */
+function isProtocolError(e: ErrorLike): boolean {
+  return e.name === 'KafkaJSProtocolError' || e.name === 'KafkaProtocolError';
 }
 
 /**
@@ -103,7 +110,7 @@ export function isConnectionFault(err: unknown): boolean {
   // Only a few refusals are about the record itself; any other non-retriable refusal (authorization, producer
   // or transaction state, policy) is the cluster's configuration or the producer's, and a fresh producer or an
   // operator fixes it: blaming records for it would dead-letter every record that writes there.
-  const protocol = errors.filter((e) => e.name === 'KafkaJSProtocolError' && typeof e.type === 'string').pop();
+  const protocol = errors.filter((e) => isProtocolError(e) && typeof e.type === 'string').pop();
   if (protocol) return !RECORD_REFUSALS.has(protocol.type as string);
   for (const e of errors) {
     const name = String(e.name ?? '');
@@ -117,7 +124,7 @@ export function isConnectionFault(err: unknown): boolean {
     // Any other KafkaJS error without a broker refusal inside (connection, request timeout, a producer or
     // transaction state that a fresh producer clears) is the client's or the cluster's, not the record's; so is
     // a send the broker did not answer for every partition.
-    if (name.startsWith('KafkaJS') || name === 'ProduceIncompleteError') return true;
+    if (name.startsWith('KafkaJS') || name === 'KafkaConnectionError' || name === 'ProduceIncompleteError') return true;
   }
   return false;
 }

@@ -3,8 +3,9 @@ import type { Message, PartitionMetadata, RetryOptions } from 'kafkajs';
 import type { KafkaClient } from '../client';
 import { ProduceIncompleteError } from '../../errors/produce-incomplete.error';
 import { sleep } from '../../engine/sleep';
+import { producerDriverOf, type ProducerCluster, type ProducerDriver, type ProducerParts, type TransactionManager } from '../../client/producer-parts';
 import { cacheCoordinators } from './coordinator-cache';
-import { createCluster, createEosManager, EosManager, KafkaJsCluster, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
+import { createCluster, createEosManager, KafkaJsBroker, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
 import { Placement, ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
 import { UNENCODABLE_RECORD, unencodablePart } from './produce-encoding';
 
@@ -19,9 +20,9 @@ export interface CheckedProducerOptions {
   ackTimeoutMs?: number;
 }
 
-/** @internal What a CheckedProducer drives, for the unit specs (KafkaJS's own by default). */
+/** @internal What a CheckedProducer drives, for the unit specs (its driver's by default). */
 export interface ProducerSeams {
-  cluster?: KafkaJsCluster;
+  cluster?: ProducerCluster;
   produce?: ProduceCallDeps['produce'];
 }
 
@@ -46,9 +47,9 @@ const DEFAULT_RETRY = { retries: 5, initialRetryTime: 300, multiplier: 2, maxRet
  */
 export class CheckedProducer {
   private readonly logger = new Logger(CheckedProducer.name);
-  private readonly cluster: KafkaJsCluster;
-  private readonly kafkaLogger: KafkaJsLogger;
-  private eos: EosManager;
+  private readonly parts: ProducerParts;
+  private readonly cluster: ProducerCluster;
+  private eos: TransactionManager;
   private queue: Promise<unknown> = Promise.resolve();
   /** A send or the end of a transaction failed: a new producer id or epoch before the producer is used again. */
   private renewBeforeNextUse = false;
@@ -63,11 +64,13 @@ export class CheckedProducer {
     private readonly options: CheckedProducerOptions = {},
     seams: ProducerSeams = {},
   ) {
-    this.cluster = seams.cluster ?? cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }), { stopped: () => this.stopped });
-    this.sendProduce = seams.produce ?? sendProduce;
-    this.kafkaLogger = (kafka.logger() as unknown as KafkaJsLogger).namespace('Producer');
-    this.eos = this.newEos();
     this.retry = { ...DEFAULT_RETRY, ...stripUndefined(options.retry ?? {}) } as ProduceCallDeps['retry'];
+    const driver = producerDriverOf(kafka) ?? kafkaJsProducer(kafka);
+    const parts = driver({ transactionalId: options.transactionalId, transactionTimeout: options.transactionTimeout, retry: this.retry, stopped: () => this.stopped });
+    this.parts = { ...parts, cluster: seams.cluster ?? parts.cluster, produce: seams.produce ?? parts.produce };
+    this.cluster = this.parts.cluster;
+    this.sendProduce = this.parts.produce;
+    this.eos = this.parts.newTransactionManager();
   }
 
   get transactionalId(): string | undefined {
@@ -135,7 +138,7 @@ export class CheckedProducer {
         eos: this.eos,
         partition: partitionOf,
         produce: this.sendProduce,
-        protocolError,
+        protocolError: this.parts.protocolError,
         retry: this.retry,
         ackTimeoutMs: this.options.ackTimeoutMs ?? 30000,
         stopped: () => this.stopped,
@@ -176,19 +179,9 @@ export class CheckedProducer {
     await this.renew();
   }
 
-  private newEos(): EosManager {
-    return createEosManager({
-      logger: this.kafkaLogger,
-      cluster: this.cluster,
-      transactionTimeout: this.options.transactionTimeout,
-      transactional: this.options.transactionalId !== undefined,
-      transactionalId: this.options.transactionalId,
-    });
-  }
-
   /** A new producer id (idempotent) or the transactional id's next epoch, with sequences from 0. */
   private async renew(): Promise<void> {
-    const eos = this.newEos();
+    const eos = this.parts.newTransactionManager();
     await eos.initProducerId();
     this.eos = eos;
     this.renewBeforeNextUse = false;
@@ -202,7 +195,7 @@ export class CheckedTransaction {
 
   constructor(
     private readonly producer: CheckedProducer,
-    private readonly eos: EosManager,
+    private readonly eos: TransactionManager,
   ) {}
 
   isActive(): boolean {
@@ -267,6 +260,23 @@ export class CheckedTransaction {
   private guard(): void {
     if (!this.isActive()) throw new Error('the transaction has ended');
   }
+}
+
+/**
+ * KafkaJS 2.2.4's cluster, connections and eosManager under a CheckedProducer (the `kafkajs` driver): a cluster of
+ * the library's client (its coordinators cached), and KafkaJS's Produce request with the body written by the library.
+ */
+function kafkaJsProducer(kafka: KafkaClient): ProducerDriver {
+  return ({ transactionalId, transactionTimeout, stopped }) => {
+    const cluster = cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }), { stopped });
+    const logger = (kafka.logger() as unknown as KafkaJsLogger).namespace('Producer');
+    return {
+      cluster,
+      newTransactionManager: () => createEosManager({ logger, cluster, transactionTimeout, transactional: transactionalId !== undefined, transactionalId }),
+      produce: (broker, args) => sendProduce(broker as KafkaJsBroker, args),
+      protocolError,
+    };
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Message, PartitionMetadata, RetryOptions } from 'kafkajs';
 import { ProduceIncompleteError, WrittenRecord } from '../../errors/produce-incomplete.error';
-import type { EosManager, KafkaJsBroker, KafkaJsCluster, ProduceAnswer, ProduceArgs } from './kafkajs-internals';
+import type { ProduceBroker, ProducerCluster } from '../../client/producer-parts';
+import type { EosManager, ProduceAnswer, ProduceArgs } from './kafkajs-internals';
 
 export interface TopicMessages {
   topic: string;
@@ -11,12 +12,12 @@ export interface TopicMessages {
 export type Placement = WrittenRecord;
 
 export interface ProduceCallDeps {
-  cluster: KafkaJsCluster;
+  cluster: ProducerCluster;
   eos: EosManager;
   /** The partition of a message, decided once per call. */
   partition(topic: string, partitions: PartitionMetadata[], message: Message): number;
   /** Sends one Produce request and returns every partition's answer (errors included, never thrown). */
-  produce(broker: KafkaJsBroker, args: ProduceArgs): Promise<ProduceAnswer>;
+  produce(broker: ProduceBroker, args: ProduceArgs): Promise<ProduceAnswer>;
   retry: Required<Pick<RetryOptions, 'retries' | 'initialRetryTime' | 'multiplier' | 'maxRetryTime' | 'factor'>>;
   /** How long the broker may wait for the in-sync replicas (the Produce request's timeout). */
   ackTimeoutMs: number;
@@ -163,7 +164,7 @@ export class ProduceCall {
 
   private async sendTo(nodeId: number, batches: Batch[]): Promise<void> {
     const { cluster, eos } = this.deps;
-    let broker: KafkaJsBroker;
+    let broker: ProduceBroker;
     try {
       broker = await cluster.findBroker({ nodeId });
     } catch (err) {
