@@ -33,8 +33,8 @@
  *      record, and extra calls (past the first) of records that never failed, per 1,000 records
  *   G  F's handler, each call first sending a statement (SELECT 1) in the unit's transaction: failures after
  *      statements, which roll the unit back
- *   DX, DX4, EX (only when named in --variants) D and E on the platformatic driver (docs/drivers.md), DX4 on Kafka 4's
- *   consumer groups.
+ *   AX, DX, DX4, EX (only when named in --variants) A on @platformatic/kafka, D and E on the platformatic driver
+ *   (docs/drivers.md: its consumer group and producers), DX4 on Kafka 4's consumer groups.
  *   K1, K (only when named in --variants) E's copy after a 2 ms lookup per event, under @OrderedEvent by the
  *      record key: one key of a partition at a time (K1), 16 keys of a partition at once in key lanes (K)
  * A variant is done when its group has committed every input offset. For each: records/s (from its group
@@ -99,8 +99,8 @@ const VARIANTS = {
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
   D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
   // DJ: D with JSON in and out; its input is D's records, each value rewritten as the JSON of its Avro record.
-  DX: { label: "DX. D on the platformatic driver (KAFKA_CLIENT=platformatic, the classic group protocol)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' } },
-  DX4: { label: "DX4. D on the platformatic driver and Kafka 4's consumer groups (KAFKA_GROUP_PROTOCOL=consumer)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'consumer' } },
+  DX: { label: "DX. D on the platformatic driver (KAFKA_CLIENT=platformatic, the classic group protocol)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' }, ratesOf: 'D' },
+  DX4: { label: "DX4. D on the platformatic driver and Kafka 4's consumer groups (KAFKA_GROUP_PROTOCOL=consumer)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'consumer' }, ratesOf: 'D' },
   DJ: { label: "DJ. consumer-app reading and writing JSON (EVENT_FORMAT=json), D's records as JSON", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { EVENT_FORMAT: 'json' }, json: true, noLatency: true },
   // DT, DP, DD, DK: D's handler (consumer-app's PaymentsLedger, the same statements) on each data layer, in a
   // process of their own (bench/variants/data-layer-ledger.js); DT is TypeORM, the control for the other three.
@@ -110,7 +110,8 @@ const VARIANTS = {
   DK: { label: "DK. D's payments handler on Kysely (kyselyDatabase, ctx.db.executeQuery)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'kysely' }, dlq: true, noLatency: true },
   E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
   // The platformatic driver (docs/drivers.md; Node.js 22.22+ or 24.6+), not in the default set: --variants D,DX,DX4,E,EX.
-  EX: { label: "EX. E on the platformatic driver (@platformatic/kafka's consumer group)", script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' } },
+  AX: { label: 'AX. A on @platformatic/kafka (its own consumer group and producer), at-least-once, no database', script: 'variants/plain-copy-platformatic.mjs', database: false, match: 'message-id', ratesOf: 'A' },
+  EX: { label: "EX. E on the platformatic driver (@platformatic/kafka's consumer group)", script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' }, ratesOf: 'E' },
   // F: the cost of failing records in handler calls (BENCH_CALLS_FILE) and in throughput, against E.
   F: { label: 'F. the library, trivial handler, 1 record in 100 failing for good (dead-lettered)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100' }, countsCalls: true },
   // G: F's, each call first sending a statement (a read) in the unit's transaction: failures after statements.
@@ -440,7 +441,7 @@ class Bench {
     this.runsOf.set(name, nth);
     const prefix = `${this.tag}.${name.toLowerCase()}${nth > 1 ? `-${nth}` : ''}.`;
     const input = `${prefix}payments.requested`;
-    const output = ['A', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
+    const output = ['A', 'AX', 'AT', 'E', 'F', 'G', 'K1', 'K'].includes(key) ? `${prefix}payments.copied` : `${prefix}payments.processed`;
     const group = `${prefix}group`;
     const topics = [input, output];
     const dlq = variant.consumerApp || variant.dlq || variant.countsCalls ? `${prefix}payments.requested.dlq` : undefined;
@@ -569,7 +570,7 @@ class Bench {
     const finished = samples[samples.length - 1].t + started;
     const xactAfter = await this.xactCommit(database);
     // F's outputs are fewer than its records (the failing ones are dead-lettered): no marker count.
-    const outputs = key === 'A' || variant.countsCalls ? undefined : await this.markers(output, count);
+    const outputs = key === 'A' || key === 'AX' || variant.countsCalls ? undefined : await this.markers(output, count);
     const handlerCalls = variant.countsCalls ? handlerCallsOf(children.map((c) => c.callsFile), count) : undefined;
     // The payments are all valid: a dead letter of a variant that does not fail records on purpose (F, G) is its
     // handler failing, and its figures would be those of dead-lettering, not of handling.
@@ -768,15 +769,19 @@ async function main() {
       if (result.handlerCalls) log(report.handlerCallsLines([result])[0]);
       // F measures what failures cost in calls and throughput; its latency would be E's plus its retries' delays.
       if (opts.latency && !VARIANTS[key].countsCalls && !VARIANTS[key].noLatency) {
-        // Half the peak this run measured (a backlog), unless --latency-rate says otherwise.
-        const rate = opts.latencyRate ?? Math.max(1, Math.round(result.recordsPerSecond / 2));
+        // Half the peak this run measured (a backlog), unless --latency-rate says otherwise. A variant on the other
+        // driver (AX, DX, DX4, EX) at the rates of its KafkaJS twin when that ran first: both drivers at the same load.
+        const twin = results.find((r) => r.variant === VARIANTS[key].ratesOf);
+        const peak = twin ? twin.recordsPerSecond : result.recordsPerSecond;
+        if (twin) log(`${key}: latency at the rates of ${twin.variant}'s peak (${Math.round(peak)} records/s), for the drivers side by side`);
+        const rate = opts.latencyRate ?? Math.max(1, Math.round(peak / 2));
         log(`${key}: latency at ${rate} records/s for ${opts.latencySeconds} s (after ${LATENCY_WARMUP_MS / 1000} s of warm-up)`);
         result.latency = await bench.runLatency(key, input, rate);
         result.latency.halfPeak = opts.latencyRate === undefined;
         log(`${key}: ${report.latencyLine(result)}`);
         // consumer-app's target holds at a quarter of its peak too (a lighter load has smaller units, not none).
         if (VARIANTS[key].consumerApp && opts.latencyRate === undefined) {
-          const quarter = Math.max(1, Math.round(result.recordsPerSecond / 4));
+          const quarter = Math.max(1, Math.round(peak / 4));
           log(`${key}: latency at ${quarter} records/s (a quarter of its peak) for ${opts.latencySeconds} s`);
           result.latencyQuarter = await bench.runLatency(key, input, quarter, '-lat4');
           log(`${key}: ${report.latencyLine({ ...result, latency: result.latencyQuarter })} (a quarter of its peak)`);

@@ -35,7 +35,7 @@ function ratios(results, publishers) {
   const ratio = (a, b, target) => (rate(a) && rate(b) ? { name: `${a}/${b}`, value: rate(a) / rate(b), target } : undefined);
   // K/K1 has no target: what key lanes gain for a handler that waits on a lookup.
   // F/E: what 1% of records failing for good costs in throughput.
-  return [ratio('E', 'A', 0.5), ratio('F', 'E'), ratio('G', 'E'), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1'), ratio('DJ', 'D')].filter(Boolean);
+  return [ratio('E', 'A', 0.5), ratio('F', 'E'), ratio('G', 'E'), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1'), ratio('DJ', 'D'), ratio('AX', 'A'), ratio('DX', 'D'), ratio('EX', 'E'), ratio('EX', 'AX', 0.5)].filter(Boolean);
 }
 
 /** F's handler calls: per failing record (its in-place attempts), and extra calls of records that never failed. */

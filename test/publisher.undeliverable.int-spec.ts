@@ -9,7 +9,7 @@ import { Spool, REFUSED_QUARANTINE } from 'kafka-exactly-once/spool/spool';
 import { QuarantinedRecord, readFrame, SpooledRecord } from 'kafka-exactly-once/spool/spool-record';
 import { join } from 'path';
 import { kafkaControl, kafkaFreeze } from './support/broker';
-import { REPO_ROOT, kafkaBrokers } from './support/environment';
+import { REPO_ROOT, kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, uniqueTopic, withAdmin, topicSize } from './support/kafka';
 import { demoSchemas } from './support/payments';
 import { getJson, newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
@@ -58,6 +58,7 @@ describe('publisher: records Kafka can never take', () => {
       moduleRef = await Test.createTestingModule({
         imports: [
           KafkaExactlyOnceModule.forRoot({
+            driver: testDriver(),
             kafka: { clientId: 'undeliverable-test', brokers: kafkaBrokers() },
             transactionalIdPrefix: 'undeliverable-test',
             schemas: { directory: join(REPO_ROOT, 'schemas') },
@@ -308,6 +309,7 @@ describe('publisher: records Kafka can never take', () => {
     const offline = await Test.createTestingModule({
       imports: [
         KafkaExactlyOnceModule.forRoot({
+          driver: testDriver(),
           kafka: { clientId: 'unsendable-offline', brokers: ['127.0.0.1:1'], retry: { retries: 0 }, connectionTimeout: 500 },
           transactionalIdPrefix: 'unsendable-offline',
           schemas: { directory: join(REPO_ROOT, 'schemas') },
@@ -358,6 +360,7 @@ describe('publisher: records Kafka can never take', () => {
     const moduleRef = await Test.createTestingModule({
       imports: [
         KafkaExactlyOnceModule.forRoot({
+          driver: testDriver(),
           kafka: { clientId: 'spool-full-test', brokers: kafkaBrokers() },
           transactionalIdPrefix: 'spool-full-test',
           schemas: { directory: join(REPO_ROOT, 'schemas') },

@@ -3,7 +3,7 @@ import { randomUUID } from 'crypto';
 import { Kafka } from 'kafkajs';
 import { EventPublisher, EventValidationError, KafkaExactlyOnceModule, MissingKeyError, PublishError } from 'kafka-exactly-once';
 import { join } from 'path';
-import { REPO_ROOT, kafkaBrokers } from './support/environment';
+import { REPO_ROOT, kafkaBrokers, testDriver } from './support/environment';
 import { createTopics, readTopic, testKafka, uniqueTopic, withAdmin, topicSize } from './support/kafka';
 import { ProcessGroup } from './support/processes';
 import { newSpoolDirectory, postJson, startProducerApp } from './support/producer-app';
@@ -22,6 +22,7 @@ describe('publisher: validation and atomic batches', () => {
     moduleRef = await Test.createTestingModule({
       imports: [
         KafkaExactlyOnceModule.forRoot({
+          driver: testDriver(),
           kafka: { clientId: 'validation-test', brokers: kafkaBrokers() },
           transactionalIdPrefix: 'validation-test',
           schemas: { directory: join(REPO_ROOT, 'schemas') },

@@ -18,7 +18,9 @@
  * handlers then write through that ORM, and the checker reads the same tables.
  * --drivers runs each scenario's consumer-apps on one Kafka driver of the list, in turn (the first scenario on the
  * driver the seed picks, the next on the next one): `kafkajs`, `platformatic` (the classic group protocol) and
- * `platformatic/consumer` (Kafka 4's consumer groups, KIP-848); docs/drivers.md. Without it, consumer-app reads
+ * `platformatic/consumer` (Kafka 4's consumer groups, KIP-848); docs/drivers.md. An entry SCENARIO=DRIVER runs that
+ * scenario on that driver every time (CI pins leader-move to the platformatic driver: library.leader-move runs KafkaJS's
+ * under moving leaders). Without --drivers, consumer-app reads
  * KAFKA_CLIENT and KAFKA_GROUP_PROTOCOL from the environment, as ever.
  *
  * Environment: KAFKA_BROKERS (127.0.0.1:9092), DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres; the
@@ -77,10 +79,13 @@ function args(argv) {
   const skip = flag('skip', '').split(',').filter(Boolean);
   const dataLayer = flag('data-layer', 'typeorm');
   if (!DATA_LAYERS.includes(dataLayer)) throw new Error(`--data-layer must be one of ${DATA_LAYERS.join(', ')}, got "${dataLayer}"`);
-  const drivers = flag('drivers', '').split(',').filter(Boolean);
-  const badDriver = drivers.find((d) => !DRIVERS[d]);
-  if (badDriver) throw new Error(`--drivers takes ${Object.keys(DRIVERS).join(', ')}, got "${badDriver}"`);
-  return { profile, seed, scenarios, skip, dataLayer, drivers, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
+  // SCENARIO=DRIVER entries pin a scenario to a driver; the others take turns.
+  const listed = flag('drivers', '').split(',').filter(Boolean);
+  const drivers = listed.filter((d) => !d.includes('='));
+  const pinned = Object.fromEntries(listed.filter((d) => d.includes('=')).map((d) => d.split('=')));
+  const badDriver = [...drivers, ...Object.values(pinned)].find((d) => !DRIVERS[d]);
+  if (badDriver) throw new Error(`--drivers takes ${Object.keys(DRIVERS).join(', ')} (or SCENARIO=DRIVER), got "${badDriver}"`);
+  return { profile, seed, scenarios, skip, dataLayer, drivers, pinned, listedDrivers: listed, keep: argv.includes('--keep'), list: argv.includes('--list'), brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(',') };
 }
 
 /** A small seeded PRNG (mulberry32): the same seed, the same faults at the same points of the load. */
@@ -542,12 +547,12 @@ async function main() {
   await pg.connect();
   const postgres = (await pg.query('SHOW server_version')).rows[0].server_version;
   await pg.end();
-  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}${options.skip.length ? ` --skip ${options.skip.join(',')}` : ''}${options.drivers.length ? ` --drivers ${options.drivers.join(',')}` : ''}`;
+  const repeat = `npm run verify -- --profile ${options.profile} --seed ${options.seed}${options.scenarios.length ? ` --scenario ${options.scenarios.join(',')}` : ''}${options.dataLayer !== 'typeorm' ? ` --data-layer ${options.dataLayer}` : ''}${options.skip.length ? ` --skip ${options.skip.join(',')}` : ''}${options.listedDrivers.length ? ` --drivers ${options.listedDrivers.join(',')}` : ''}`;
   const run = { id, dir, keep: options.keep, seed: options.seed, profile: options.profile, dataLayer: options.dataLayer, config: PROFILES[options.profile], brokers: options.brokers, date: new Date().toISOString(), kafka: versions, postgres, repeat };
   log(`run ${id}: profile ${options.profile}, seed ${options.seed}, data layer ${options.dataLayer}, ${chosen.length} scenario(s); results in verify-results/${id}/`);
   const results = [];
   for (const [index, scenario] of chosen.entries()) {
-    const driver = options.drivers.length ? options.drivers[(index + options.seed) % options.drivers.length] : undefined;
+    const driver = options.pinned[scenario.name] ?? (options.drivers.length ? options.drivers[(index + options.seed) % options.drivers.length] : undefined);
     log(`scenario ${scenario.name}: ${scenario.description}${driver ? ` (driver ${driver})` : ''}`);
     const result = await runScenario(run, scenario, driver);
     if (driver) result.driver = driver;

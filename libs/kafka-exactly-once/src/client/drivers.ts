@@ -3,8 +3,8 @@ import type { GroupConsumer, GroupConsumerConfig } from './group-consumer';
 
 /**
  * The Kafka clients the library runs on (the module's `driver` option): `kafkajs`, KafkaJS 2.2.4 with the
- * library's corrections (src/kafkajs), and `platformatic`, @platformatic/kafka (src/platformatic), whose consumer
- * group runs the engine's partitions while the producers and the library's own requests stay on KafkaJS's room
+ * library's corrections (src/kafkajs), and `platformatic`, @platformatic/kafka (src/platformatic), on which the consumer
+ * group and the library's producers run while the library's own requests and admin stay on KafkaJS's room
  * (docs/drivers.md says what each part runs on).
  */
 export const KAFKA_DRIVERS = ['kafkajs', 'platformatic'] as const;

@@ -5,7 +5,7 @@ import { ProduceIncompleteError } from '../../errors/produce-incomplete.error';
 import { sleep } from '../../engine/sleep';
 import { producerDriverOf, type ProducerCluster, type ProducerDriver, type ProducerParts, type TransactionManager } from '../../client/producer-parts';
 import { cacheCoordinators } from './coordinator-cache';
-import { createCluster, createEosManager, KafkaJsBroker, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
+import { createCluster, createEosManager, KafkaJsBroker, KafkaJsCluster, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
 import { Placement, ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
 import { UNENCODABLE_RECORD, unencodablePart } from './produce-encoding';
 
@@ -65,9 +65,10 @@ export class CheckedProducer {
     seams: ProducerSeams = {},
   ) {
     this.retry = { ...DEFAULT_RETRY, ...stripUndefined(options.retry ?? {}) } as ProduceCallDeps['retry'];
-    const driver = producerDriverOf(kafka) ?? kafkaJsProducer(kafka);
+    // A seam's cluster (the unit specs') runs KafkaJS's eosManager over it.
+    const driver = (seams.cluster ? undefined : producerDriverOf(kafka)) ?? kafkaJsProducer(kafka, seams.cluster);
     const parts = driver({ transactionalId: options.transactionalId, transactionTimeout: options.transactionTimeout, retry: this.retry, stopped: () => this.stopped });
-    this.parts = { ...parts, cluster: seams.cluster ?? parts.cluster, produce: seams.produce ?? parts.produce };
+    this.parts = { ...parts, produce: seams.produce ?? parts.produce };
     this.cluster = this.parts.cluster;
     this.sendProduce = this.parts.produce;
     this.eos = this.parts.newTransactionManager();
@@ -266,9 +267,9 @@ export class CheckedTransaction {
  * KafkaJS 2.2.4's cluster, connections and eosManager under a CheckedProducer (the `kafkajs` driver): a cluster of
  * the library's client (its coordinators cached), and KafkaJS's Produce request with the body written by the library.
  */
-function kafkaJsProducer(kafka: KafkaClient): ProducerDriver {
+function kafkaJsProducer(kafka: KafkaClient, given?: ProducerCluster): ProducerDriver {
   return ({ transactionalId, transactionTimeout, stopped }) => {
-    const cluster = cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }), { stopped });
+    const cluster = (given as KafkaJsCluster | undefined) ?? cacheCoordinators(createCluster(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1 }), { stopped });
     const logger = (kafka.logger() as unknown as KafkaJsLogger).namespace('Producer');
     return {
       cluster,

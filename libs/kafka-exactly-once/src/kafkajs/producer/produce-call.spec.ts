@@ -352,6 +352,54 @@ describe('ProduceCall', () => {
   });
 });
 
+describe('ProduceCall in a transaction', () => {
+  /** An idempotent eos made transactional: AddPartitionsToTxn answers CONCURRENT_TRANSACTIONS `busy` times first. */
+  async function transactionalEos(cluster: FakeCluster, busy: number) {
+    const eos = await idempotentEos(cluster);
+    let left = busy;
+    return Object.assign(eos, {
+      isTransactional: () => true,
+      getTransactionalId: () => 'tx',
+      addPartitionsToTransaction: async () => {
+        if (left-- > 0) throw createErrorFromCode(51); // CONCURRENT_TRANSACTIONS
+      },
+    });
+  }
+
+  function callOn(cluster: FakeCluster, eos: unknown, waits: number[], topicMessages: TopicMessages[]) {
+    const deps: ProduceCallDeps = {
+      cluster: cluster as never,
+      eos: eos as never,
+      partition: partitionOf,
+      produce: (broker, args) => (broker as unknown as FakeBroker).produceRaw(args),
+      protocolError: createErrorFromCode,
+      retry: { retries: 2, initialRetryTime: 300, multiplier: 2, maxRetryTime: 30000, factor: 0 },
+      ackTimeoutMs: 30000,
+      stopped: () => false,
+      log: () => undefined,
+      sleep: async (ms) => void waits.push(ms),
+    };
+    return new ProduceCall(deps, topicMessages);
+  }
+
+  it('asks again soon while the transaction before is still ending (CONCURRENT_TRANSACTIONS), without spending its attempts', async () => {
+    const cluster = new FakeCluster(TOPIC, [1]);
+    const waits: number[] = [];
+    // Four answers "still ending" with two retries allowed: the short waits are not attempts.
+    await expect(callOn(cluster, await transactionalEos(cluster, 4), waits, onePerPartition(TOPIC, [0], 'after-commit')).run()).resolves.toHaveLength(1);
+    expect(waits).toEqual([10, 20, 40, 80]);
+    expect(cluster.values(0)).toEqual(['after-commit-0']);
+  });
+
+  it('falls back to its retry delays, and gives up after its attempts, when the coordinator keeps answering so', async () => {
+    const cluster = new FakeCluster(TOPIC, [1]);
+    const waits: number[] = [];
+    await expect(callOn(cluster, await transactionalEos(cluster, 100), waits, onePerPartition(TOPIC, [0], 'never')).run()).rejects.toThrow(ProduceIncompleteError);
+    expect(waits).toEqual([10, 20, 40, 80, 160, 300, 600]);
+    expect(cluster.values(0)).toEqual([]);
+  });
+});
+
 describe('CheckedProducer', () => {
   const fakeKafka = { logger: () => quiet } as never;
   const producerOn = (cluster: FakeCluster) => new CheckedProducer(fakeKafka, { retry: RETRY }, { cluster: cluster as never, produce: (broker, args) => (broker as unknown as FakeBroker).produceRaw(args) });

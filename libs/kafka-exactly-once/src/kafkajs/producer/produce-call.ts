@@ -87,6 +87,7 @@ export class ProduceCall {
   async run(): Promise<Placement[]> {
     const { retry } = this.deps;
     let lastError: unknown;
+    let quick = 0;
     for (let attempt = 0; ; attempt++) {
       if (this.deps.stopped()) throw this.incomplete('the producer is disconnecting', lastError);
       if (this.deps.deadline !== undefined && Date.now() >= this.deps.deadline) throw this.incomplete('the send deadline passed', lastError);
@@ -99,12 +100,17 @@ export class ProduceCall {
       const refused = this.batches.find((b) => b.refused);
       if (refused) throw this.incomplete(`the broker refused the records for ${refused.topic}[${refused.partition}]`, refused.refused, { topic: refused.topic, partition: refused.partition });
       lastError = this.batches.find((b) => b.baseOffset === undefined && b.lastError)?.lastError ?? lastError;
-      if (attempt >= retry.retries) throw this.incomplete(`no answer for every partition after ${attempt + 1} attempts`, lastError);
+      // The transaction before this one still ending (its EndTxn answered, its markers not all written): the
+      // coordinator answers AddPartitionsToTxn CONCURRENT_TRANSACTIONS for a few milliseconds. A few short waits
+      // first, not counted as attempts (the retry delays would hold every unit that follows a commit 300 ms).
+      const concurrent = quick < 5 && (lastError as { type?: string } | undefined)?.type === 'CONCURRENT_TRANSACTIONS';
+      if (concurrent) attempt--;
+      else if (attempt >= retry.retries) throw this.incomplete(`no answer for every partition after ${attempt + 1} attempts`, lastError);
       this.deps.log(`send not answered for ${this.unanswered().map((b) => `${b.topic}[${b.partition}]`).join(', ')} (${(lastError as Error)?.message ?? lastError}); sending again`);
-      let wait = delay(retry, attempt);
+      let wait = concurrent ? 10 * 2 ** quick++ : delay(retry, attempt);
       if (this.deps.deadline !== undefined) wait = Math.min(wait, Math.max(0, this.deps.deadline - Date.now()));
       await this.deps.sleep(wait);
-      await this.withinDeadline(this.deps.cluster.refreshMetadata()).catch((err) => (lastError = err));
+      if (!concurrent) await this.withinDeadline(this.deps.cluster.refreshMetadata()).catch((err) => (lastError = err));
     }
   }
 
