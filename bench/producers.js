@@ -33,9 +33,9 @@ function libraryClient(driver) {
   const { createKafkaClient, CheckedProducer } = require(join(DIST, 'kafkajs'));
   const kafka = createKafkaClient({ brokers, logLevel: logLevel.ERROR });
   if (driver === 'platformatic') {
-    const { useProducerDriver } = require(join(DIST, 'client/producer-parts'));
-    const { platformaticProducers } = require(join(DIST, 'platformatic/producer-parts'));
-    useProducerDriver(kafka, platformaticProducers({ brokers }));
+    const { useDriverParts } = require(join(DIST, 'client/driver-parts'));
+    const { platformaticParts } = require(join(DIST, 'platformatic/driver-parts'));
+    useDriverParts(kafka, platformaticParts({ brokers }));
   }
   return { kafka, CheckedProducer };
 }

@@ -32,15 +32,28 @@ const PER_PARTITION = 4;
  * Each member is a process of its own on Node.js 24 (the client's range), against the suite's broker (Kafka 4.4 in
  * CI's first pass).
  */
-describe.each(['consumer', 'classic'] as const)('library: a partition handed over between members, platformatic driver, %s protocol', (protocol) => {
+/**
+ * The third case: a group whose members run different drivers (the first KafkaJS, the second platformatic, on the
+ * classic protocol), as while an application moves from one driver to the other one instance at a time: they agree
+ * on the group's protocol name, and the handover between them is as clean.
+ */
+const CASES = [
+  { protocol: 'consumer', drivers: ['platformatic', 'platformatic'], name: 'platformatic driver, consumer protocol' },
+  { protocol: 'classic', drivers: ['platformatic', 'platformatic'], name: 'platformatic driver, classic protocol' },
+  { protocol: 'classic', drivers: ['kafkajs', 'platformatic'], name: 'a KafkaJS member, then a platformatic one, classic protocol' },
+] as const;
+
+describe.each(CASES)('library: a partition handed over between members, $name', ({ protocol, drivers }) => {
+  const mixed = drivers[0] !== drivers[1];
+  const label = mixed ? `${protocol}-mixed` : protocol;
   let kafka: Kafka;
   let databaseUrl: string;
   const processes = new ProcessGroup();
-  const prefix = `${uniqueTopic(`handover-${protocol}`)}.`;
+  const prefix = `${uniqueTopic(`handover-${label}`)}.`;
 
   beforeAll(async () => {
     kafka = testKafka();
-    databaseUrl = await createSuiteDatabase(`handover_${protocol}`);
+    databaseUrl = await createSuiteDatabase(`handover_${label.replace('-', '_')}`);
     await queryDatabase(databaseUrl, 'CREATE TABLE member_units (member text, partition int, "offset" text, started_at bigint, ended_at bigint); CREATE TABLE member_calls (LIKE member_units)');
     await createTopics(kafka, [`${prefix}work`], PARTITIONS);
   });
@@ -49,9 +62,9 @@ describe.each(['consumer', 'classic'] as const)('library: a partition handed ove
     await processes.killAll();
   });
 
-  function member(name: string): AppProcess {
-    const env = { KAFKA_BROKERS: kafkaBrokers().join(','), DATABASE_URL: databaseUrl, MEMBER_NAME: name, MEMBER_PREFIX: prefix, MEMBER_PROTOCOL: protocol, MEMBER_SLOW_OFFSET: '1', MEMBER_SLOW_MS: '10000' };
-    return processes.add(new AppProcess(`${protocol}-${name}`, 'test/fixtures/member-app.js', env, join(REPO_ROOT, 'test-logs', `handover-${protocol}-${name}.log`), { node: nodeBinary('24') }));
+  function member(name: 'a' | 'b'): AppProcess {
+    const env = { KAFKA_BROKERS: kafkaBrokers().join(','), DATABASE_URL: databaseUrl, MEMBER_NAME: name, MEMBER_PREFIX: prefix, MEMBER_PROTOCOL: protocol, MEMBER_DRIVER: drivers[name === 'a' ? 0 : 1], MEMBER_SLOW_OFFSET: '1', MEMBER_SLOW_MS: '10000' };
+    return processes.add(new AppProcess(`${label}-${name}`, 'test/fixtures/member-app.js', env, join(REPO_ROOT, 'test-logs', `handover-${label}-${name}.log`), { node: nodeBinary('24') }));
   }
 
   /** What committed (`member_units`), or every handler call, committed or not (`member_calls`). */
@@ -108,6 +121,10 @@ describe.each(['consumer', 'classic'] as const)('library: a partition handed ove
         expect({ partition, changes: Math.min(changes, 1) }).toEqual({ partition, changes });
       }
       expect(first.logs()).toMatch(/joining, its consumer on @platformatic\/kafka/);
+    }
+    if (mixed) {
+      expect(first.logs()).toMatch(/joining, its consumer on KafkaJS/);
+      expect(second.logs()).toMatch(/joining, its consumer on @platformatic\/kafka/);
     }
     await Promise.all([first.stop(), second.stop()]);
   });

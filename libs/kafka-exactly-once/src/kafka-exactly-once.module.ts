@@ -14,8 +14,8 @@ import { HandlerPipeline } from './handler-pipeline';
 import { KafkaExactlyOnceLifecycle } from './kafka-exactly-once.lifecycle';
 import { KAFKA_EXACTLY_ONCE_OPTIONS, KafkaExactlyOnceConfigurableModule } from './kafka-exactly-once.module-definition';
 import { createKafkaClient, logLevel, nestLogCreator } from './kafkajs';
-import { useProducerDriver } from './client/producer-parts';
-import { platformaticProducers } from './platformatic/producer-parts';
+import { useDriverParts } from './client/driver-parts';
+import { platformaticParts } from './platformatic/driver-parts';
 import { resolveOptions } from './options/resolve-options';
 import type { ResolvedOptions } from './options/resolved-options';
 import { SchemaRegistry } from './formats/avro/schema-registry';
@@ -60,8 +60,8 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
       provide: KAFKA_CLIENT,
       useFactory: (options: ResolvedOptions) => {
         const kafka = createKafkaClient({ ...options.kafka, logLevel: logLevel.INFO, logCreator: nestLogCreator });
-        // The library's producers (units, publisher, relay, replays) on the module's driver.
-        if (options.driver === 'platformatic') useProducerDriver(kafka, platformaticProducers(options.kafka));
+        // The library's producers (units, publisher, relay, replays) and its committed-offset reads on the module's driver.
+        if (options.driver === 'platformatic') useDriverParts(kafka, platformaticParts(options.kafka));
         return kafka;
       },
       inject: [RESOLVED_OPTIONS],

@@ -50,18 +50,3 @@ export interface ProducerPartsOptions {
 
 /** Makes the parts of one producer. */
 export type ProducerDriver = (options: ProducerPartsOptions) => ProducerParts;
-
-const drivers = new WeakMap<object, ProducerDriver>();
-
-/**
- * The library's producers made from `kafka` (the module's client, which every part of the library that produces is
- * given) run on `driver` rather than on KafkaJS: set once by the module when its driver is `platformatic`.
- */
-export function useProducerDriver(kafka: object, driver: ProducerDriver): void {
-  drivers.set(kafka, driver);
-}
-
-/** The producer driver set for `kafka` (useProducerDriver); undefined: KafkaJS's. */
-export function producerDriverOf(kafka: object): ProducerDriver | undefined {
-  return drivers.get(kafka);
-}

@@ -1,5 +1,7 @@
 import { ClusterClient, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
 import { isRebalanceError, sleep } from '../engine/sleep';
+import { type CommittedOffsetAnswer, driverPartsOf, type StableOffsetFetcher } from '../client/driver-parts';
+import type { KafkaClient } from './client';
 
 // NOTE: KafkaJS 2.2.4 speaks OffsetFetch up to v4, which returns the last *stable* committed offset and says
 // nothing of offsets a transaction committed a moment ago whose marker the group coordinator has not applied yet
@@ -19,11 +21,7 @@ const UNSTABLE_OFFSET_COMMIT = 88;
 /** Errors after which asking again (after finding the coordinator again) is right. */
 const RETRY = new Set([UNSTABLE_OFFSET_COMMIT, 14 /* COORDINATOR_LOAD_IN_PROGRESS */, 15 /* COORDINATOR_NOT_AVAILABLE */, 16 /* NOT_COORDINATOR */]);
 
-interface PartitionAnswer {
-  partition: number;
-  offset: bigint;
-  errorCode: number;
-}
+type PartitionAnswer = CommittedOffsetAnswer;
 
 /** The OffsetFetch v7 request (flexible), require_stable set. KafkaJS writes request header v1: add its empty tagged fields. */
 export function offsetFetchV7(groupId: string, topic: string, partitions: number[]): ProtocolRequest {
@@ -88,7 +86,18 @@ export class UnstableOffsetsError extends Error {
  * The consumer group's committed offsets that are stable: no transaction's offsets are pending for them. Used
  * after InitProducerId, so that a transaction that committed just before is never taken for one that did not.
  */
-export class StableOffsets extends ClusterClient {
+export class StableOffsets {
+  private readonly fetcher: StableOffsetFetcher;
+
+  /** On the module's driver: KafkaJS's connections (the request below), or the other driver's (client/driver-parts.ts). */
+  constructor(kafka: KafkaClient) {
+    this.fetcher = driverPartsOf(kafka)?.stableOffsets() ?? new KafkaJsStableOffsets(kafka);
+  }
+
+  async disconnect(): Promise<void> {
+    await this.fetcher.disconnect();
+  }
+
   /** The committed offset (-1 for none) of a partition, waiting (at most `timeoutMs`) while it is unstable. */
   async committed(groupId: string, topic: string, partition: number, timeoutMs = 60000, waiting?: WhileWaiting): Promise<bigint> {
     return (await this.committedOffsets(groupId, topic, [partition], timeoutMs, waiting)).get(partition) as bigint;
@@ -115,13 +124,11 @@ export class StableOffsets extends ClusterClient {
     for (let attempt = 1; ; attempt++) {
       let code: number;
       try {
-        await this.connected();
-        const coordinator = await this.cluster.findGroupCoordinator({ groupId });
-        const answer = await sendRequest<{ errorCode: number; answers: PartitionAnswer[] }>(coordinator, offsetFetchV7(groupId, topic, partitions));
+        const answer = await this.fetcher.fetch(groupId, topic, partitions);
         code = answer.errorCode || answer.answers.find((a) => a.errorCode !== 0)?.errorCode || 0;
         if (code === 0) return new Map(partitions.map((p) => [p, answer.answers.find((a) => a.partition === p)?.offset ?? -1n]));
       } catch (err) {
-        this.reconnectNextTime();
+        this.fetcher.reset();
         if (Date.now() > deadline) throw err;
         await sleepWaiting(Math.min(1000, 50 * 2 ** attempt));
         continue;
@@ -132,5 +139,18 @@ export class StableOffsets extends ClusterClient {
       }
       await sleepWaiting(Math.min(1000, 20 * 2 ** attempt));
     }
+  }
+}
+
+/** OffsetFetch v7 with require_stable on KafkaJS's cluster and connections (KafkaJS has no such request). */
+class KafkaJsStableOffsets extends ClusterClient implements StableOffsetFetcher {
+  async fetch(groupId: string, topic: string, partitions: number[]): Promise<{ errorCode: number; answers: PartitionAnswer[] }> {
+    await this.connected();
+    const coordinator = await this.cluster.findGroupCoordinator({ groupId });
+    return sendRequest<{ errorCode: number; answers: PartitionAnswer[] }>(coordinator, offsetFetchV7(groupId, topic, partitions));
+  }
+
+  reset(): void {
+    this.reconnectNextTime();
   }
 }

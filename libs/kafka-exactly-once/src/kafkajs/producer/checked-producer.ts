@@ -3,7 +3,8 @@ import type { Message, PartitionMetadata, RetryOptions } from 'kafkajs';
 import type { KafkaClient } from '../client';
 import { ProduceIncompleteError } from '../../errors/produce-incomplete.error';
 import { sleep } from '../../engine/sleep';
-import { producerDriverOf, type ProducerCluster, type ProducerDriver, type ProducerParts, type TransactionManager } from '../../client/producer-parts';
+import { driverPartsOf } from '../../client/driver-parts';
+import { type ProducerCluster, type ProducerDriver, type ProducerParts, type TransactionManager } from '../../client/producer-parts';
 import { cacheCoordinators } from './coordinator-cache';
 import { createCluster, createEosManager, KafkaJsBroker, KafkaJsCluster, KafkaJsLogger, murmur2, protocolError, sendProduce } from './kafkajs-internals';
 import { Placement, ProduceCall, ProduceCallDeps, TopicMessages } from './produce-call';
@@ -66,7 +67,7 @@ export class CheckedProducer {
   ) {
     this.retry = { ...DEFAULT_RETRY, ...stripUndefined(options.retry ?? {}) } as ProduceCallDeps['retry'];
     // A seam's cluster (the unit specs') runs KafkaJS's eosManager over it.
-    const driver = (seams.cluster ? undefined : producerDriverOf(kafka)) ?? kafkaJsProducer(kafka, seams.cluster);
+    const driver = (seams.cluster ? undefined : driverPartsOf(kafka)?.producers) ?? kafkaJsProducer(kafka, seams.cluster);
     const parts = driver({ transactionalId: options.transactionalId, transactionTimeout: options.transactionTimeout, retry: this.retry, stopped: () => this.stopped });
     this.parts = { ...parts, produce: seams.produce ?? parts.produce };
     this.cluster = this.parts.cluster;
