@@ -48,8 +48,9 @@ const KAFKA_UNANSWERED = new Set([
   'KafkaJSConnectionError',
   'KafkaJSConnectionClosedError',
   'KafkaJSRequestTimeoutError',
-  // The platformatic driver's: no answer (client/kafka-errors.ts).
+  // The platformatic driver's: no answer (client/kafka-errors.ts), a SASL exchange (as KafkaJS's above).
   'KafkaConnectionError',
+  'KafkaSASLAuthenticationError',
   'KafkaJSBrokerNotFound',
   'KafkaJSMetadataNotLoaded',
   'KafkaJSTimeout',
@@ -124,7 +125,7 @@ export function isConnectionFault(err: unknown): boolean {
     // Any other KafkaJS error without a broker refusal inside (connection, request timeout, a producer or
     // transaction state that a fresh producer clears) is the client's or the cluster's, not the record's; so is
     // a send the broker did not answer for every partition.
-    if (name.startsWith('KafkaJS') || name === 'KafkaConnectionError' || name === 'ProduceIncompleteError') return true;
+    if (name.startsWith('KafkaJS') || name === 'KafkaConnectionError' || name === 'KafkaSASLAuthenticationError' || name === 'ProduceIncompleteError') return true;
   }
   return false;
 }

@@ -33,7 +33,8 @@ export class KafkaAuthenticationError extends KafkaExactlyOnceError {
       const tls = typeof e.code === 'string' && (/^ERR_SSL_|^ERR_TLS_/.test(e.code) || TLS_CERTIFICATE_CODES.has(e.code));
       // KafkaJS wraps whatever fails during the SASL exchange in this error, a connection closed or a request
       // timed out mid-handshake too: those are waited out like any connection fault, not refusals.
-      const refusedSasl = e.name === 'KafkaJSSASLAuthenticationError' && !TRANSIENT.test(String(e.message ?? ''));
+      // The platformatic driver's refusal is KafkaSASLAuthenticationError (platformatic/producer-parts.ts).
+      const refusedSasl = (e.name === 'KafkaJSSASLAuthenticationError' || e.name === 'KafkaSASLAuthenticationError') && !TRANSIENT.test(String(e.message ?? ''));
       if (refusedSasl || tls) {
         const sasl = kafka.sasl as { mechanism?: string; username?: string } | undefined;
         return new KafkaAuthenticationError(

@@ -29,7 +29,10 @@ export class PlatformaticStableOffsets implements StableOffsetFetcher {
 
   async fetch(groupId: string, topic: string, partitions: number[]): Promise<{ errorCode: number; answers: CommittedOffsetAnswer[] }> {
     const { offsetFetchV8 } = platformaticKafka();
-    this.connected ??= this.cluster.connect();
+    this.connected ??= this.cluster.connect().catch((err: unknown) => {
+      this.connected = undefined;
+      throw err;
+    });
     await this.connected;
     const connection = await this.cluster.connectionTo(await this.cluster.coordinator(GROUP, groupId));
     let answer: OffsetFetchAnswer;
@@ -49,8 +52,8 @@ export class PlatformaticStableOffsets implements StableOffsetFetcher {
   }
 
   reset(): void {
-    this.connected = undefined;
-    void this.cluster.disconnect();
+    // The pool drops a closed connection by itself; the coordinator may have moved.
+    this.cluster.forgetCoordinators();
   }
 
   async disconnect(): Promise<void> {

@@ -70,14 +70,44 @@ export function protocolError(code: number): KafkaProtocolError {
  * out) as KafkaConnectionError; anything else (a refusal of the credentials, a bug) as it is.
  */
 export function kafkaError(err: unknown): Error {
-  const e = err as { code?: string; apiId?: string; apiCode?: number; canRetry?: boolean; errors?: unknown[]; message?: string };
   const protocol = protocolErrorsIn(err);
   if (protocol.length > 0) {
     const first = protocol.find((p) => p.apiId !== 'OPERATION_NOT_ATTEMPTED') ?? protocol[0];
     return new KafkaProtocolError(first.apiId, first.apiCode, first.canRetry === true, first.message, { cause: err });
   }
-  if (e?.code === 'PLT_KFK_NETWORK' || e?.code === 'PLT_KFK_TIMEOUT' || /^E[A-Z]+$/.test(String(e?.code ?? ''))) return new KafkaConnectionError(e.message ?? String(err), { cause: err });
+  const inner = innermost(err);
+  // The broker refused the credentials (SASL): a refusal to report, not an absence to wait out. The client reports
+  // it as the cause of the connection's NetworkError.
+  const refused = inner.map((e) => causeWithCode(e, 'PLT_KFK_AUTHENTICATION')).find((e) => e !== undefined);
+  if (refused) return new KafkaSaslAuthenticationError(refused.message ?? 'SASL authentication failed', { cause: refused });
+  // No broker answered (every one of the list, in the pool's MultipleErrors): a connection fault. Its cause is the
+  // first failure itself (a TLS handshake's error code is read there).
+  const unanswered = (e: { code?: string }) => e.code === 'PLT_KFK_NETWORK' || e.code === 'PLT_KFK_TIMEOUT' || /^E[A-Z]+$/.test(String(e.code ?? ''));
+  if (inner.length > 0 && inner.every(unanswered)) {
+    const first = inner[0] as { message?: string; cause?: unknown };
+    return new KafkaConnectionError((err as Error)?.message ?? first.message ?? String(err), { cause: first.cause ?? first });
+  }
   return err instanceof Error ? err : new Error(String(err));
+}
+
+/** `err` or the first error of its cause chain with the client's error `code`. */
+function causeWithCode(err: { code?: string; message?: string; cause?: unknown }, code: string): { message?: string } | undefined {
+  for (let e: typeof err | undefined = err, depth = 0; e && typeof e === 'object' && depth < 6; e = e.cause as typeof err | undefined, depth++) if (e.code === code) return e;
+  return undefined;
+}
+
+/** The client's errors inside `err` (a MultipleErrors' `errors`, each in turn), or `err` itself. */
+function innermost(err: unknown, depth = 0): Array<{ code?: string; message?: string }> {
+  const e = err as { code?: string; errors?: unknown[] } | undefined;
+  if (!e || typeof e !== 'object') return [];
+  if (Array.isArray(e.errors) && e.errors.length > 0 && depth < 4) return e.errors.flatMap((inner) => innermost(inner, depth + 1));
+  return [e as { code?: string; message?: string }];
+}
+
+/** The broker refused this client's SASL credentials (read by KafkaAuthenticationError.from). */
+export class KafkaSaslAuthenticationError extends Error {
+  override readonly name = 'KafkaSASLAuthenticationError';
+  readonly retriable = false;
 }
 
 function protocolErrorsIn(err: unknown): Array<{ apiId: string; apiCode: number; canRetry?: boolean; message: string }> {
@@ -194,6 +224,9 @@ export class PlatformaticProducerCluster implements ProducerCluster {
       node = this.brokers.get(nodeId);
     }
     if (!node) throw new KafkaConnectionError(`broker ${nodeId} is not in the cluster's metadata`);
+    // Connected here, as KafkaJS's findBroker does: a broker that cannot be reached fails the round before any
+    // request is sent (its batches not in doubt), not in the Produce request.
+    await this.connectionTo(node);
     return node;
   }
 
@@ -220,6 +253,10 @@ export class PlatformaticProducerCluster implements ProducerCluster {
 
   forgetCoordinator(type: typeof GROUP | typeof TRANSACTION, key: string): void {
     this.coordinators.delete(`${type}:${key}`);
+  }
+
+  forgetCoordinators(): void {
+    this.coordinators.clear();
   }
 
   async connectionTo(node: { host: string; port: number }): Promise<Connection> {
@@ -271,16 +308,18 @@ export class PlatformaticProducerCluster implements ProducerCluster {
 
   /** A connection to any broker of the cluster (the bootstrap list's when none is known or none answers). */
   async anyConnection(): Promise<Connection> {
-    if (!this.pool) await this.connect();
     if (this.producer.stopped()) throw new KafkaConnectionError('the producer is disconnected');
+    if (!this.pool) await this.connect();
+    const pool = this.pool;
+    if (!pool) throw new KafkaConnectionError('the producer is disconnected');
     const known = [...this.brokers.values()];
-    const candidates = known.length > 0 ? known : this.options.bootstrapBrokers.map((b) => bootstrapNode(String(b)));
+    const bootstrap = this.options.bootstrapBrokers.map((b) => bootstrapNode(String(b)));
     try {
-      return await this.pool!.getFirstAvailable(candidates);
+      return await pool.getFirstAvailable(known.length > 0 ? known : bootstrap);
     } catch (err) {
       // Every known broker away: the bootstrap list may name others.
       if (known.length === 0) throw kafkaError(err);
-      return this.pool!.getFirstAvailable(this.options.bootstrapBrokers.map((b) => bootstrapNode(String(b)))).catch((again: unknown) => {
+      return pool.getFirstAvailable(bootstrap).catch((again: unknown) => {
         throw kafkaError(again);
       });
     }
@@ -383,10 +422,16 @@ export class PlatformaticTransactions implements TransactionManager {
       .filter((t) => t.partitions.length > 0);
     if (topics.length === 0) return;
     const { addPartitionsToTxnV3 } = platformaticKafka();
-    await this.again('AddPartitionsToTxn', async () => {
-      const connection = await this.coordinatorConnection();
-      return this.cluster.request(connection, addPartitionsToTxnV3.api, [{ transactionalId, producerId: this.producerId, producerEpoch: this.producerEpoch, verifyOnly: false, topics }] as never);
-    });
+    // Asked once: the send that needs it (ProduceCall) asks again, with its own waits and attempts.
+    await this.again(
+      'AddPartitionsToTxn',
+      async () => {
+        const connection = await this.coordinatorConnection();
+        return this.cluster.request(connection, addPartitionsToTxnV3.api, [{ transactionalId, producerId: this.producerId, producerEpoch: this.producerEpoch, verifyOnly: false, topics }] as never);
+      },
+      undefined,
+      false,
+    );
     for (const { name, partitions } of topics) for (const p of partitions) this.added.add(`${name}\u0000${p}`);
   }
 
@@ -444,7 +489,7 @@ export class PlatformaticTransactions implements TransactionManager {
    * `request` until it is answered, while the answer is "again" (AGAIN) or there is none, within the producer's
    * retries; a stale coordinator is looked up again (`stale`: the group's, else the transactional id's).
    */
-  private async again<T>(what: string, request: () => Promise<T>, stale?: () => void): Promise<T> {
+  private async again<T>(what: string, request: () => Promise<T>, stale?: () => void, retried = true): Promise<T> {
     const { retry } = this.options;
     let quick = 0;
     for (let attempt = 0; ; ) {
@@ -453,11 +498,11 @@ export class PlatformaticTransactions implements TransactionManager {
       } catch (err) {
         const type = (err as { type?: string }).type;
         const unanswered = err instanceof KafkaConnectionError;
-        if (!(unanswered || (type !== undefined && AGAIN.has(type))) || attempt >= retry.retries || this.options.stopped()) throw err;
         if (unanswered || STALE_COORDINATOR.has(type as string)) {
           if (stale) stale();
           else if (this.options.transactionalId !== undefined) this.cluster.forgetCoordinator(TRANSACTION, this.options.transactionalId);
         }
+        if (!retried || !(unanswered || (type !== undefined && AGAIN.has(type))) || attempt >= retry.retries || this.options.stopped()) throw err;
         // A transaction still ending answers CONCURRENT_TRANSACTIONS for a few milliseconds after its EndTxn: a few
         // short waits first (the client's own waits a second), then the producer's retry delays.
         const short = type === 'CONCURRENT_TRANSACTIONS' && quick < 5;

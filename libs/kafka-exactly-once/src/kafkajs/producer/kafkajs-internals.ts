@@ -1,4 +1,5 @@
-import type { Message, PartitionMetadata } from 'kafkajs';
+import type { Message } from 'kafkajs';
+import type { ProducerCluster } from '../../client/producer-parts';
 import type { KafkaClient } from '../client';
 import { encodeProduceBody } from './produce-encoding';
 
@@ -20,19 +21,11 @@ export interface ProtocolRequest {
   response: { decode(payload: Buffer): Promise<unknown>; parse(data: unknown): Promise<unknown> };
 }
 
-export interface KafkaJsCluster {
-  connect(): Promise<void>;
-  disconnect(): Promise<void>;
-  isConnected(): boolean;
-  refreshMetadata(): Promise<void>;
-  refreshMetadataIfNecessary(): Promise<void>;
-  addMultipleTargetTopics(topics: string[]): Promise<void>;
-  findTopicPartitionMetadata(topic: string): PartitionMetadata[];
+/** KafkaJS's cluster: what the library's producer asks of any driver's (ProducerCluster), and more. */
+export interface KafkaJsCluster extends ProducerCluster {
   findBroker(args: { nodeId: number }): Promise<KafkaJsBroker>;
   findGroupCoordinator(args: { groupId: string; coordinatorType?: number }): Promise<KafkaJsBroker>;
-  removeBroker(args: { host: string; port: number }): void;
   getNodeIds(): number[];
-  markOffsetAsCommitted(args: { groupId: string; topic: string; partition: number; offset: string }): void;
 }
 
 /** KafkaJS's eosManager (src/producer/eosManager): producer id, epoch, sequences and the transaction's state. */

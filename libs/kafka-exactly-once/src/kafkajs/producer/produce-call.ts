@@ -102,7 +102,7 @@ export class ProduceCall {
       lastError = this.batches.find((b) => b.baseOffset === undefined && b.lastError)?.lastError ?? lastError;
       // The transaction before this one still ending (its EndTxn answered, its markers not all written): the
       // coordinator answers AddPartitionsToTxn CONCURRENT_TRANSACTIONS for a few milliseconds. A few short waits
-      // first, not counted as attempts (the retry delays would hold every unit that follows a commit 300 ms).
+      // first, not counted as attempts (a producer on the default retry options waited 300 ms each time).
       const concurrent = quick < 5 && (lastError as { type?: string } | undefined)?.type === 'CONCURRENT_TRANSACTIONS';
       if (concurrent) attempt--;
       else if (attempt >= retry.retries) throw this.incomplete(`no answer for every partition after ${attempt + 1} attempts`, lastError);
