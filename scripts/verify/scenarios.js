@@ -433,10 +433,15 @@ message PaymentRequested { string paymentId = 1; string accountId = 2; int32 amo
       description: 'a consumer blocked past the Kafka transaction timeout between its PostgreSQL and Kafka commits',
       consumerEnv: { KAFKA_TRANSACTION_TIMEOUT_MS: '8000', INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS: '8000', INBOX_LOCK_TIMEOUT_MS: '3000' },
       async run(stage, cfg) {
-        await stage.startConsumer();
+        let plain = await stage.startConsumer();
         for (let f = 0; f < cfg.faults; f++) {
           const n = 2 + Math.floor(stage.random() * 4);
           const slow = await stage.startConsumer({ KAFKA_EO_FAULT: `after-db-commit:${n}:delay=11000` });
+          // The armed consumer alone in the group for its round, so that it owns the partitions the load writes
+          // under any assignor: beside a member that has them, Kafka 4's uniform assignor (KIP-848) may leave it
+          // only other topics' partitions, and its fault would never come.
+          await plain.stop();
+          await slow.waitForLog(/group .*: assigned [^\n]*payments\.requested\[/, 60000);
           // A load of its own per round: the armed consumer must have records to reach its pause with (a fault
           // that never happened is not reported as one: the wait fails the scenario instead).
           stage.startLoad(Math.ceil(cfg.count / cfg.faults));
@@ -444,6 +449,7 @@ message PaymentRequested { string paymentId = 1; string accountId = 2; int32 amo
           stage.fault(`${slow.name} blocked 11 s after its PostgreSQL commit`);
           await sleep(12000);
           await slow.stop();
+          plain = await stage.startConsumer();
         }
       },
     },
