@@ -70,12 +70,13 @@ export function protocolError(code: number): KafkaProtocolError {
  * out) as KafkaConnectionError; anything else (a refusal of the credentials, a bug) as it is.
  */
 export function kafkaError(err: unknown): Error {
-  const protocol = protocolErrorsIn(err);
+  const inner = innermost(err);
+  // A broker's error codes: ProtocolErrors, alone or inside a ResponseError.
+  const protocol = inner.filter((e): e is ClientProtocolError => typeof e.apiId === 'string' && typeof e.apiCode === 'number');
   if (protocol.length > 0) {
     const first = protocol.find((p) => p.apiId !== 'OPERATION_NOT_ATTEMPTED') ?? protocol[0];
-    return new KafkaProtocolError(first.apiId, first.apiCode, first.canRetry === true, first.message, { cause: err });
+    return new KafkaProtocolError(first.apiId, first.apiCode, first.canRetry === true, first.message ?? first.apiId, { cause: err });
   }
-  const inner = innermost(err);
   // The broker refused the credentials (SASL): a refusal to report, not an absence to wait out. The client reports
   // it as the cause of the connection's NetworkError.
   const refused = inner.map((e) => causeWithCode(e, 'PLT_KFK_AUTHENTICATION')).find((e) => e !== undefined);
@@ -96,30 +97,28 @@ function causeWithCode(err: { code?: string; message?: string; cause?: unknown }
   return undefined;
 }
 
-/** The client's errors inside `err` (a MultipleErrors' `errors`, each in turn), or `err` itself. */
-function innermost(err: unknown, depth = 0): Array<{ code?: string; message?: string }> {
-  const e = err as { code?: string; errors?: unknown[] } | undefined;
+/** One of the client's errors as kafkaError reads it. */
+interface ClientError {
+  code?: string;
+  message?: string;
+  apiId?: string;
+  apiCode?: number;
+  canRetry?: boolean;
+}
+type ClientProtocolError = ClientError & { apiId: string; apiCode: number };
+
+/** The client's errors inside `err` (a MultipleErrors' or ResponseError's `errors`, each in turn), or `err` itself. */
+function innermost(err: unknown, depth = 0): ClientError[] {
+  const e = err as (ClientError & { errors?: unknown[] }) | undefined;
   if (!e || typeof e !== 'object') return [];
   if (Array.isArray(e.errors) && e.errors.length > 0 && depth < 4) return e.errors.flatMap((inner) => innermost(inner, depth + 1));
-  return [e as { code?: string; message?: string }];
+  return [e];
 }
 
 /** The broker refused this client's SASL credentials (read by KafkaAuthenticationError.from). */
 export class KafkaSaslAuthenticationError extends Error {
   override readonly name = 'KafkaSASLAuthenticationError';
   readonly retriable = false;
-}
-
-function protocolErrorsIn(err: unknown): Array<{ apiId: string; apiCode: number; canRetry?: boolean; message: string }> {
-  const found: Array<{ apiId: string; apiCode: number; canRetry?: boolean; message: string }> = [];
-  const visit = (e: unknown, depth: number) => {
-    if (!e || typeof e !== 'object' || depth > 4) return;
-    const x = e as { apiId?: string; apiCode?: number; canRetry?: boolean; message?: string; errors?: unknown[] };
-    if (typeof x.apiId === 'string' && typeof x.apiCode === 'number') found.push({ apiId: x.apiId, apiCode: x.apiCode, canRetry: x.canRetry, message: x.message ?? x.apiId });
-    if (Array.isArray(x.errors)) for (const inner of x.errors) visit(inner, depth + 1);
-  };
-  visit(err, 0);
-  return found;
 }
 
 /** A `host:port` of the bootstrap list. */
