@@ -1,6 +1,7 @@
 import { ConfigResourceTypes } from 'kafkajs';
 import type { KafkaClient } from 'kafka-exactly-once/kafkajs';
-import { type MarkerAnswer, txnMarkersV1 } from 'kafka-exactly-once/kafkajs/hanging-transactions';
+import type { MarkerAnswer } from 'kafka-exactly-once/client/log-requests';
+import { txnMarkersV1 } from 'kafka-exactly-once/kafkajs/log-requests';
 import { createCluster, sendProduce, sendRequest } from 'kafka-exactly-once/kafkajs/producer/kafkajs-internals';
 import { withAdmin } from './kafka';
 

@@ -1,3 +1,4 @@
+import type { LogRequests } from './log-requests';
 import type { ProducerDriver } from './producer-parts';
 
 /** One partition's committed offset in an OffsetFetch answer (-1: none). */
@@ -22,6 +23,8 @@ export interface StableOffsetFetcher {
 export interface DriverParts {
   producers: ProducerDriver;
   stableOffsets(): StableOffsetFetcher;
+  /** The library's own requests to single brokers (hanging transactions, partition reads), on connections of their own. */
+  logRequests(): LogRequests;
 }
 
 const drivers = new WeakMap<object, DriverParts>();

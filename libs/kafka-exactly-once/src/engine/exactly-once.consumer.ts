@@ -30,7 +30,8 @@ import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
 import type { GroupConsumers } from '../client/drivers';
 import type { FetchedBatch, GroupConsumer } from '../client/group-consumer';
 import { markBusy, registerDrain } from '../client/group-drains';
-import { type ClusterAdmin, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, type CommittedRecords, forgottenByCoordinator, HangingTransactions, type KafkaClient, OpenTransaction, StableOffsets, UnstableOffsetsError } from '../kafkajs';
+import { type ClusterAdmin, type KafkaClient, logRequestsOf, StableOffsets, UnstableOffsetsError } from '../kafkajs';
+import { COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, type CommittedRecords, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from '../client/hanging-transactions';
 
 /** Backoff between new KafkaJS consumers after a crash KafkaJS does not restart from. */
 const RECOVERY_BACKOFF = { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 30000 };
@@ -127,7 +128,7 @@ export class ExactlyOnceConsumer {
   ) {
     this.routes = routesOf(handlers);
     this.stableOffsets = new StableOffsets(kafka);
-    this.hanging = new HangingTransactions(kafka);
+    this.hanging = new HangingTransactions(logRequestsOf(kafka));
     this.status = { state: 'idle', groupId: options.groupId, assignment: {} };
   }
 

@@ -16,10 +16,9 @@ export type { IHeaders, ITopicConfig, KafkaConfig, KafkaMessage, Message, RetryO
 export type ClusterAdmin = Pick<Admin, 'connect' | 'disconnect' | 'listTopics' | 'createTopics' | 'fetchTopicMetadata' | 'describeConfigs' | 'describeCluster' | 'describeGroups' | 'fetchOffsets'>;
 export { createKafkaClient, type KafkaClient } from './client';
 export { assertKafkaJsFixesInForce } from './corrections-in-force';
-export { type CommittedRecords, COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from './hanging-transactions';
+export { logRequestsOf } from './log-requests';
 export { messageDigest, recordDigest, takeCommitted } from './record-digest';
 export { nestLogCreator } from './logger';
-export { PartitionLogs, type LoggedRecord, type PartitionLog } from './partition-log';
 export { createProbeClient } from './probe';
 export { CheckedProducer, CheckedTransaction, fenceTransactionalId, type CheckedProducerOptions } from './producer/checked-producer';
 export type { Placement } from './producer/produce-call';

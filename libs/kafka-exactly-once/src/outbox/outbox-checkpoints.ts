@@ -1,4 +1,6 @@
-import { COMMITTED_LOOKBACK_MS, type CommittedRecords, forgottenByCoordinator, HangingTransactions, PartitionLogs, type KafkaClient, type LoggedRecord, type Message, type OpenTransaction, type PartitionLog } from '../kafkajs';
+import { type KafkaClient, logRequestsOf, type Message } from '../kafkajs';
+import { COMMITTED_LOOKBACK_MS, type CommittedRecords, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from '../client/hanging-transactions';
+import { type LoggedRecord, type PartitionLog, PartitionLogs } from '../client/partition-logs';
 import { withDeadline } from '../engine/deadline';
 import type { FaultInjector } from '../engine/fault-injector';
 import { HangingAbortPolicy } from '../engine/hanging-abort-policy';
@@ -75,8 +77,8 @@ export class OutboxCheckpoints {
     /** Told, at error level, that a hanging transaction is aborted anyway after reads that were not whole. */
     private readonly alarm: (message: string) => void = warn,
   ) {
-    this.logs = new PartitionLogs(kafka);
-    this.holders = new HangingTransactions(kafka);
+    this.logs = new PartitionLogs(logRequestsOf(kafka));
+    this.holders = new HangingTransactions(logRequestsOf(kafka));
   }
 
   async disconnect(): Promise<void> {

@@ -1,4 +1,4 @@
-import { decodeFetchedPartition } from './fetched-records';
+import { decodeFetchedPartition, loggedRecords } from './fetched-records';
 
 type Batch = Parameters<typeof decodeFetchedPartition>[0]['records'] extends (infer B)[] | null | undefined ? B : never;
 
@@ -91,5 +91,42 @@ describe('decodeFetchedPartition', () => {
     expect(Object.getPrototypeOf(message.headers)).toBe(Object.prototype);
     expect(Object.getOwnPropertyDescriptor(message.headers, '__proto__')?.value).toEqual(Buffer.from('p'));
     expect(message.headers['\ufffd\ufffd']).toEqual(Buffer.from('bad'));
+  });
+});
+
+describe("loggedRecords: a partition read as the library's own reads take it", () => {
+  it('keeps every offset: markers, and the records of aborted transactions, as control records with their producer', () => {
+    // A (1) begins at 0, B (2) at 1; B aborts at 2, A commits at 3; A writes again at 4, not ended in the answer.
+    const records = [batch(0n, 1n, 1), batch(1n, 2n, 1), batch(2n, 2n, 1, 'abort'), batch(3n, 1n, 1, 'commit'), batch(4n, 1n, 2), batch(6n, -1n, 1, 'data', 0)];
+    const read = loggedRecords({ records, abortedTransactions: [{ producerId: 2n, firstOffset: 1n }] });
+    expect(read.map((r) => [r.offset, r.producerId, r.isControlRecord, r.inTransaction])).toEqual([
+      ['0', '1', false, true],
+      ['1', '2', true, true],
+      ['2', '2', true, true],
+      ['3', '1', true, true],
+      ['4', '1', false, true],
+      ['5', '1', false, true],
+      ['6', '-1', false, false],
+    ]);
+    // A marker's key says which (version, then type: 1 commit).
+    expect(read[3].key?.readInt16BE(2)).toBe(1);
+    expect(read[0]).toMatchObject({ timestamp: '1000', key: Buffer.from('k0'), value: Buffer.from('v0') });
+  });
+
+  it('gives headers as pairs in their order (a repeated name kept, a null name as "null")', () => {
+    const b = batch(0n, -1n, 1, 'data', 0);
+    b.records[0].headers = [
+      [Buffer.from('b'), Buffer.from('1')],
+      [Buffer.from('a'), null],
+      [Buffer.from('b'), Buffer.from('3')],
+      [null, Buffer.from('n')],
+    ];
+    expect(loggedRecords({ records: [b], abortedTransactions: null })[0].headers).toEqual([
+      ['b', Buffer.from('1')],
+      ['a', null],
+      ['b', Buffer.from('3')],
+      ['null', Buffer.from('n')],
+    ]);
+    expect(loggedRecords({ records: null, abortedTransactions: null })).toEqual([]);
   });
 });

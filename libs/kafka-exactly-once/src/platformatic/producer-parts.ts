@@ -167,10 +167,27 @@ export class PlatformaticProducerCluster implements ProducerCluster {
     return this.pool !== undefined && this.brokers.size > 0;
   }
 
+  /**
+   * Adds topics to those whose metadata is kept. A topic the cluster does not know fails the call and is not kept
+   * (as KafkaJS's cluster): the metadata of the others is still asked for next time.
+   */
   async addMultipleTargetTopics(topics: string[]): Promise<void> {
-    const before = this.targets.size;
-    for (const topic of topics) this.targets.add(topic);
-    if (this.targets.size !== before) await this.refreshMetadata();
+    const added = [...new Set(topics)].filter((t) => !this.targets.has(t));
+    if (added.length === 0) return;
+    for (const topic of added) this.targets.add(topic);
+    try {
+      await this.refreshMetadata();
+      // A refresh that began before they were added: once more, with them.
+      if (added.some((t) => !this.partitions.has(t))) await this.refreshMetadata();
+    } catch (err) {
+      for (const topic of added) this.targets.delete(topic);
+      throw err;
+    }
+  }
+
+  /** The node ids of the brokers the metadata names. */
+  nodeIds(): number[] {
+    return [...this.brokers.keys()];
   }
 
   async refreshMetadataIfNecessary(): Promise<void> {
