@@ -31,8 +31,12 @@ const { nodeBinary } = require('../scripts/node/node-binary.js') as { nodeBinary
 const EXAMPLES = ['nest11-commonjs', 'nest12-esm', 'nest11-prisma'];
 /** The TypeORM line each example installs (its package.json), checked after the install; null: none installed. */
 const TYPEORM_MAJOR: Record<string, string | null> = { 'nest11-commonjs': '0', 'nest12-esm': '1', 'nest11-prisma': null };
-/** Extra Node.js versions beside the machine's, by major (scripts/node/node-binary.js pins each). */
-const OTHER_NODES = ['22', '24'];
+/**
+ * Extra Node.js versions beside the machine's, by major (scripts/node/node-binary.js pins each): 22 and 24, or those
+ * KEO_EXAMPLE_NODES names (CI runs the examples on the machine's 20 and on 24, the ends of the supported range).
+ */
+const OTHER_NODES = (process.env.KEO_EXAMPLE_NODES ?? '22,24').split(',').map((n) => n.trim()).filter(Boolean);
+if (OTHER_NODES.length === 0 || OTHER_NODES.some((n) => !['22', '24'].includes(n))) throw new Error(`KEO_EXAMPLE_NODES names Node.js majors among 22 and 24, got "${process.env.KEO_EXAMPLE_NODES}"`);
 /**
  * The Node.js versions each example runs on: the TypeORM ones on all three, the Prisma one on the machine's only
  * (its Node.js-specific code is the library's, which the other two run on each version).

@@ -31,9 +31,9 @@ import { ReplayWorker } from './parking/replay-worker';
 import { KafkaExactlyOnceMetrics } from './metrics/kafka-exactly-once.metrics';
 import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
-import { groupConsumersOf } from './client/choose-driver';
+import { groupConsumersOf, probeClient } from './client/choose-driver';
 import { platformaticKafka } from './platformatic/load';
-import { assertKafkaJsFixesInForce, type ClusterAdmin, ConfigResourceTypes, createProbeClient, type KafkaClient, StableOffsets } from './kafkajs';
+import { adminOf, assertKafkaJsFixesInForce, type ClusterAdmin, ConfigResourceTypes, type KafkaClient, StableOffsets } from './kafkajs';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
 
@@ -310,8 +310,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    */
   private async startKafkaSide(dataSource: DatabasePort, checked: () => void): Promise<ExactlyOnceConsumer | undefined> {
     // The loop above retries: the probe's checks fail fast rather than hold a boot or a shutdown.
-    this.probe ??= createProbeClient(this.options);
-    const probe = this.probe.admin({ retry: { retries: 0 } });
+    this.probe ??= probeClient(this.options);
+    const probe = adminOf(this.probe, { retry: { retries: 0 } });
     let limits: Map<string, number>;
     try {
       await probe.connect();
@@ -322,7 +322,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       await probe.disconnect().catch(() => undefined);
     }
     checked();
-    const admin = (this.admin = this.kafka.admin());
+    const admin = (this.admin = adminOf(this.kafka));
     await admin.connect();
     if (this.stopRequested) return undefined;
     const faults = new FaultInjector();

@@ -1,4 +1,4 @@
-import { type ClusterAdmin, type KafkaClient, AssignerProtocol } from '../kafkajs';
+import { adminOf, type ClusterAdmin, type KafkaClient, AssignerProtocol } from '../kafkajs';
 import { withDeadline } from '../engine/deadline';
 import type { PartitionHealth } from '../engine/partition-progress';
 import type { RetryTierStatus } from '../engine/exactly-once.consumer';
@@ -195,7 +195,7 @@ export class OperatorOverview {
   private connected(): Promise<ClusterAdmin> {
     if (this.admin) return Promise.resolve(this.admin);
     this.connecting ??= (async () => {
-      const admin = this.sources.kafka.admin({ retry: { retries: 0 } });
+      const admin = adminOf(this.sources.kafka, { retry: { retries: 0 } });
       await admin.connect();
       this.admin = admin;
       return admin;

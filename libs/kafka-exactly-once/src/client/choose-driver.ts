@@ -1,5 +1,8 @@
-import type { KafkaClient } from '../kafkajs';
+import { createProbeClient, type KafkaClient, probeRetry } from '../kafkajs';
+import type { ResolvedOptions } from '../options/resolved-options';
+import { platformaticParts } from '../platformatic/driver-parts';
 import { PlatformaticGroupConsumer } from '../platformatic/group-consumer';
+import { useDriverParts } from './driver-parts';
 import type { GroupConsumer } from './group-consumer';
 import type { GroupConsumers, KafkaConnectionOptions, KafkaDriverName } from './drivers';
 
@@ -12,4 +15,14 @@ export function groupConsumersOf(driver: KafkaDriverName, kafka: KafkaClient, co
   // KafkaJS's Consumer has these members (its `on` is overloaded per event, which TypeScript cannot match to the
   // generic signature): library.kafkajs-room runs the engine on it.
   return (config) => kafka.consumer(config) as unknown as GroupConsumer;
+}
+
+/**
+ * A client for one-shot questions to the brokers (kafkajs/probe.ts: short retries), on the module's driver: its
+ * admin (adminOf) is the platformatic driver's when the module's driver is `platformatic`.
+ */
+export function probeClient(options: Pick<ResolvedOptions, 'kafka' | 'driver'>): KafkaClient {
+  const probe = createProbeClient(options as ResolvedOptions);
+  if (options.driver === 'platformatic') useDriverParts(probe, platformaticParts({ ...options.kafka, retry: probeRetry(options) }));
+  return probe;
 }

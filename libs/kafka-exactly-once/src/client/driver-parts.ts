@@ -1,3 +1,4 @@
+import type { ClusterAdmin } from '../kafkajs';
 import type { LogRequests } from './log-requests';
 import type { ProducerDriver } from './producer-parts';
 
@@ -25,6 +26,13 @@ export interface DriverParts {
   stableOffsets(): StableOffsetFetcher;
   /** The library's own requests to single brokers (hanging transactions, partition reads), on connections of their own. */
   logRequests(): LogRequests;
+  /** An admin on connections of its own (KafkaJS's `admin(options)`: its answers in KafkaJS's shapes). */
+  admin(options?: AdminOptions): ClusterAdmin;
+}
+
+/** What an admin takes (KafkaJS's `admin({ retry })`). */
+export interface AdminOptions {
+  retry?: { retries?: number; initialRetryTime?: number; maxRetryTime?: number };
 }
 
 const drivers = new WeakMap<object, DriverParts>();

@@ -1,4 +1,5 @@
 import type { DigestHeader } from '../kafkajs/record-digest';
+import type { ProducerCluster } from './producer-parts';
 
 /** Isolation levels of Fetch and ListOffsets. */
 export type Isolation = 'committed' | 'uncommitted';
@@ -105,3 +106,10 @@ export interface TransactionMarker {
 /** Latest and earliest as ListOffsets' timestamps. */
 export const LATEST = -1;
 export const EARLIEST = -2;
+
+/** A topic's partitions and their leaders from a driver's cluster, the metadata asked now when `refresh` (LogRequests.partitionsOf). */
+export async function partitionLeaders(cluster: ProducerCluster, topic: string, refresh: boolean): Promise<PartitionLeader[]> {
+  await cluster.addMultipleTargetTopics([topic]);
+  if (refresh) await cluster.refreshMetadata();
+  return cluster.findTopicPartitionMetadata(topic).map((p) => ({ partition: p.partitionId, leader: p.leader ?? -1 }));
+}

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
-import { createProbeClient, type KafkaClient } from '../kafkajs';
+import { probeClient } from '../client/choose-driver';
+import { adminOf, type KafkaClient } from '../kafkajs';
 import type { ResolvedOptions } from '../options/resolved-options';
 import { withDeadline } from '../engine/deadline';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
@@ -33,14 +34,14 @@ export class KafkaHealthIndicator {
     @Inject(RESOLVED_OPTIONS) options: ResolvedOptions,
     private readonly lifecycle: KafkaExactlyOnceLifecycle,
   ) {
-    this.probe = createProbeClient(options);
+    this.probe = probeClient(options);
   }
 
   async isHealthy<const Key extends string>(key: Key, options: KafkaHealthOptions = {}): Promise<HealthResult<Key>> {
     const consumer = this.lifecycle.status(options.stallAfterMs);
     const start = this.lifecycle.startStatus();
     const state = consumer?.state ?? start.phase;
-    const admin = this.probe.admin({ retry: { retries: 0 } });
+    const admin = adminOf(this.probe, { retry: { retries: 0 } });
     const connecting = admin.connect();
     try {
       const cluster = await withDeadline(

@@ -1,5 +1,7 @@
 import type { Admin, Consumer, ConsumerConfig, Kafka, KafkaConfig, Producer, ProducerConfig, AdminConfig, Logger } from 'kafkajs';
+import { type AdminOptions, driverPartsOf } from '../client/driver-parts';
 import { correctCluster } from './cluster';
+import type { ClusterAdmin } from './index';
 import { CorrectedConsumerGroup } from './consumer-group';
 
 /** Options of a cluster the library's client builds for the requests it sends itself. */
@@ -47,3 +49,10 @@ export function createKafkaClient(config: KafkaConfig): KafkaClient {
 /** Whether `kafka` is a client the library built (createKafkaClient), rather than one of KafkaJS's own. */
 export const isLibraryClient = (kafka: unknown): kafka is KafkaClient => kafka instanceof KafkaClientClass;
 
+/**
+ * An admin of `kafka` (the module's client, or a probe's) on its driver: the driver's parts' when set
+ * (client/driver-parts.ts), KafkaJS's otherwise. Either answers in KafkaJS's shapes (ClusterAdmin).
+ */
+export function adminOf(kafka: KafkaClient, options?: AdminOptions): ClusterAdmin {
+  return driverPartsOf(kafka)?.admin(options) ?? kafka.admin(options);
+}

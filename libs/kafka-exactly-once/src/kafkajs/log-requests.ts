@@ -1,4 +1,4 @@
-import type { Isolation, LogRecord, LogRequests, MarkerAnswer, OpenTransaction, PartitionLeader, PartitionProducers, TopicPartitions, TransactionListing, TransactionMarker } from '../client/log-requests';
+import { type Isolation, type LogRecord, type LogRequests, type MarkerAnswer, type OpenTransaction, type PartitionLeader, partitionLeaders, type PartitionProducers, type TopicPartitions, type TransactionListing, type TransactionMarker } from '../client/log-requests';
 import { driverPartsOf } from '../client/driver-parts';
 import type { KafkaClient } from './client';
 import { ClusterClient, type KafkaJsBroker, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
@@ -181,9 +181,7 @@ const ISOLATION = { committed: 1, uncommitted: 0 } as const;
 export class KafkaJsLogRequests extends ClusterClient implements LogRequests {
   async partitionsOf(topic: string, refresh = false): Promise<PartitionLeader[]> {
     await this.connected();
-    await this.cluster.addMultipleTargetTopics([topic]);
-    if (refresh) await this.cluster.refreshMetadata();
-    return this.cluster.findTopicPartitionMetadata(topic).map((p) => ({ partition: p.partitionId, leader: p.leader ?? -1 }));
+    return partitionLeaders(this.cluster, topic, refresh);
   }
 
   async brokers(): Promise<number[]> {

@@ -11,7 +11,11 @@ import { nestLogCreator } from './logger';
  * (each retry picks one), within about a second. Whoever asks decides when to ask again.
  */
 export function createProbeClient(options: ResolvedOptions): KafkaClient {
+  return createKafkaClient({ ...options.kafka, retry: probeRetry(options), logLevel: logLevel.INFO, logCreator: nestLogCreator });
+}
+
+/** A probe's retries: a try per bootstrap broker (at least one, at most five), 100 ms to 1 s apart. */
+export function probeRetry(options: Pick<ResolvedOptions, 'kafka'>): NonNullable<ResolvedOptions['kafka']['retry']> {
   const brokers = Array.isArray(options.kafka.brokers) ? options.kafka.brokers.length : 2;
-  const retry = { ...options.kafka.retry, retries: Math.min(5, Math.max(1, brokers)), initialRetryTime: 100, maxRetryTime: 1000 };
-  return createKafkaClient({ ...options.kafka, retry, logLevel: logLevel.INFO, logCreator: nestLogCreator });
+  return { ...options.kafka.retry, retries: Math.min(5, Math.max(1, brokers)), initialRetryTime: 100, maxRetryTime: 1000 };
 }

@@ -1,4 +1,4 @@
-import { type KafkaClient, logRequestsOf, type Message } from '../kafkajs';
+import { adminOf, type KafkaClient, logRequestsOf, type Message } from '../kafkajs';
 import { COMMITTED_LOOKBACK_MS, type CommittedRecords, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from '../client/hanging-transactions';
 import { type LoggedRecord, type PartitionLog, PartitionLogs } from '../client/partition-logs';
 import { withDeadline } from '../engine/deadline';
@@ -92,7 +92,7 @@ export class OutboxCheckpoints {
 
   /** Creates the topic (one partition, compacted) if it is missing; refuses clearly if it may not. */
   async ensureTopic(timeoutMs: number): Promise<void> {
-    const admin = this.kafka.admin({ retry: { retries: 2 } });
+    const admin = adminOf(this.kafka, { retry: { retries: 2 } });
     try {
       await withDeadline(admin.connect(), timeoutMs, 'Kafka');
       const existing = await withDeadline(admin.listTopics(), timeoutMs, 'Kafka');

@@ -1,5 +1,6 @@
 import type { KafkaConnectionOptions } from '../client/drivers';
 import type { CommittedOffsetAnswer, DriverParts, StableOffsetFetcher } from '../client/driver-parts';
+import { platformaticAdmin } from './cluster-admin';
 import { connectionOptions, platformaticKafka } from './load';
 import { PlatformaticLogRequests } from './log-requests';
 import { kafkaError, PlatformaticProducerCluster, platformaticProducers } from './producer-parts';
@@ -9,13 +10,14 @@ const GROUP = 0;
 /** OffsetFetch answers after which the group's coordinator is looked up again. */
 const STALE_COORDINATOR = new Set([15 /* COORDINATOR_NOT_AVAILABLE */, 16 /* NOT_COORDINATOR */]);
 
-/** The `platformatic` driver's parts beside its consumer group: the library's producers, its committed-offset reads and its own requests. */
+/** The `platformatic` driver's parts beside its consumer group: the library's producers, its committed-offset reads, its own requests and its admin. */
 export function platformaticParts(connection: KafkaConnectionOptions): DriverParts {
   const options = connectionOptions(connection);
   return {
     producers: platformaticProducers(connection),
     stableOffsets: () => new PlatformaticStableOffsets(new PlatformaticProducerCluster(options, { stopped: () => false })),
     logRequests: () => new PlatformaticLogRequests(options),
+    admin: (adminOptions) => platformaticAdmin(connection, adminOptions),
   };
 }
 

@@ -1,4 +1,4 @@
-import type { Isolation, LogRecord, LogRequests, MarkerAnswer, PartitionLeader, PartitionProducers, TopicPartitions, TransactionListing, TransactionMarker } from '../client/log-requests';
+import { type Isolation, type LogRecord, type LogRequests, type MarkerAnswer, type PartitionLeader, partitionLeaders, type PartitionProducers, type TopicPartitions, type TransactionListing, type TransactionMarker } from '../client/log-requests';
 import { loggedRecords } from './fetched-records';
 import { type connectionOptions, platformaticKafka, type PlatformaticKafka } from './load';
 import { kafkaError, PlatformaticProducerCluster } from './producer-parts';
@@ -26,9 +26,7 @@ export class PlatformaticLogRequests implements LogRequests {
 
   async partitionsOf(topic: string, refresh = false): Promise<PartitionLeader[]> {
     await this.connected();
-    await this.cluster.addMultipleTargetTopics([topic]);
-    if (refresh) await this.cluster.refreshMetadata();
-    return this.cluster.findTopicPartitionMetadata(topic).map((p) => ({ partition: p.partitionId, leader: p.leader ?? -1 }));
+    return partitionLeaders(this.cluster, topic, refresh);
   }
 
   async brokers(): Promise<number[]> {

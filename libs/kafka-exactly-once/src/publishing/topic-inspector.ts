@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
+import { adminOf, type ClusterAdmin, ConfigResourceTypes, type KafkaClient } from '../kafkajs';
 import { sleep } from '../engine/sleep';
 import { withDeadline } from '../engine/deadline';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './record-size';
@@ -66,7 +66,7 @@ export class TopicInspector {
   }
 
   private async lookup(topic: string): Promise<TopicFacts | undefined> {
-    const admin = this.kafka.admin({ retry: { retries: 0 } });
+    const admin = adminOf(this.kafka, { retry: { retries: 0 } });
     try {
       const facts = await withDeadline(this.ask(admin, topic), this.options.lookupTimeoutMs, `a look-up of topic ${topic}`);
       const before = this.facts.get(topic);

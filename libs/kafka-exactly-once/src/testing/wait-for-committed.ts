@@ -2,7 +2,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { sleep } from '../engine/sleep';
 import { RESOLVED_OPTIONS } from '../kafka-exactly-once.constants';
 import { KafkaExactlyOnceLifecycle } from '../kafka-exactly-once.lifecycle';
-import { createProbeClient } from '../kafkajs';
+import { probeClient } from '../client/choose-driver';
+import { adminOf } from '../kafkajs';
 import type { ResolvedOptions } from '../options/resolved-options';
 
 export interface CommittedRecord {
@@ -27,7 +28,7 @@ export async function waitForCommitted(app: Pick<INestApplicationContext, 'get'>
   }
   const offset = BigInt(record.offset);
   const timeoutMs = options.timeoutMs ?? 30000;
-  const admin = createProbeClient(resolved).admin();
+  const admin = adminOf(probeClient(resolved));
   await admin.connect();
   let committed = -1n;
   try {
