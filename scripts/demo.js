@@ -270,12 +270,12 @@ function logTail(label, lines = 3) {
 }
 
 /**
- * The Node.js that runs `name`: this one, but consumer-app on the platformatic driver (KAFKA_CLIENT=platformatic)
+ * The Node.js that runs `name`: this one, but an app on the platformatic driver (KAFKA_CLIENT=platformatic)
  * needs 22.22+ or 24.6+: from an older Node.js it runs on Node.js 24, fetched once (scripts/node/node-binary.js).
  */
 function nodeFor(name, env) {
   const client = env.KAFKA_CLIENT ?? process.env.KAFKA_CLIENT;
-  if (name !== 'consumer-app' || client !== 'platformatic') return process.execPath;
+  if (client !== 'platformatic') return process.execPath;
   const [major, minor] = process.versions.node.split('.').map(Number);
   const runs = major > 24 || (major === 24 && minor >= 6) || (major === 22 && minor >= 22) || major === 23;
   return runs ? process.execPath : require('./node/node-binary').nodeBinary('24');
@@ -657,7 +657,7 @@ async function main() {
 
   // The workload, through the library's EventPublisher (its own spool), as the load command runs it.
   load.child = spawn(
-    process.execPath,
+    nodeFor('producer-app', {}),
     [join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js'), 'payments', '--count', String(COUNT), '--accounts', String(ACCOUNTS), '--duplicates', String(DUPLICATES), '--account-prefix', prefix, '--rate', String(RATE)],
     { cwd: ROOT, env: { ...process.env, KAFKA_TOPIC_PREFIX: TOPIC_PREFIX, SPOOL_DIR: join(SPOOL_ROOT, 'load'), PUBLISH_TIMEOUT_MS: '2000' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );

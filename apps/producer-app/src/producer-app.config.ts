@@ -1,3 +1,5 @@
+import { KAFKA_DRIVERS, type KafkaDriverName } from 'kafka-exactly-once';
+
 /** producer-app's settings, read from the environment (the names of docs/demo.md). */
 export interface ProducerAppConfig {
   kafkaBrokers: string[];
@@ -29,6 +31,8 @@ export interface ProducerAppConfig {
    * JSON (amounts as integers), as consumer-app reads them with its own EVENT_FORMAT=json.
    */
   eventFormat: 'avro' | 'json';
+  /** KAFKA_CLIENT: the Kafka client of the publisher and the outbox relay, `kafkajs` (default) or `platformatic` (the module's `driver`). */
+  kafkaClient: KafkaDriverName;
 }
 
 export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): ProducerAppConfig {
@@ -48,7 +52,10 @@ export function producerAppConfig(env: NodeJS.ProcessEnv = process.env): Produce
   if (paymentsMode !== 'publisher' && paymentsMode !== 'outbox') throw new Error(`PAYMENTS_MODE must be publisher or outbox, got "${env.PAYMENTS_MODE}"`);
   const eventFormat = env.EVENT_FORMAT || 'avro';
   if (eventFormat !== 'avro' && eventFormat !== 'json') throw new Error(`EVENT_FORMAT must be avro or json, got "${env.EVENT_FORMAT}"`);
+  const kafkaClient = env.KAFKA_CLIENT || 'kafkajs';
+  if (!(KAFKA_DRIVERS as readonly string[]).includes(kafkaClient)) throw new Error(`KAFKA_CLIENT must be one of ${KAFKA_DRIVERS.join(', ')}, got "${env.KAFKA_CLIENT}"`);
   return {
+    kafkaClient: kafkaClient as KafkaDriverName,
     eventFormat,
     paymentsMode,
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',

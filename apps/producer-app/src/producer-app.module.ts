@@ -21,6 +21,8 @@ export const publisherModule = () =>
       return {
         kafka: { clientId: 'producer-app', brokers: config.kafkaBrokers, ...(config.kafkaRequestTimeoutMs ? { requestTimeout: config.kafkaRequestTimeoutMs } : {}) },
         transactionalIdPrefix: 'producer-app',
+        // KAFKA_CLIENT=platformatic: the publisher and the relay on @platformatic/kafka (Node.js 22.22+ or 24.6+).
+        driver: config.kafkaClient,
         schemas: { directory: schemasDirectory() },
         topicPrefix: config.topicPrefix,
         topics: {

@@ -1,3 +1,4 @@
+import { KafkaProtocolError } from '../client/kafka-errors';
 import { describeRefusal, refusedForGood } from './send-refusal';
 
 // Shaped like KafkaJS's errors: a protocol error with a type, wrapped by the retrier.
@@ -35,5 +36,14 @@ describe('describeRefusal', () => {
     expect(describeRefusal('MESSAGE_TOO_LARGE', new Error('The request included a message larger than the max message size'))).toBe(
       'MESSAGE_TOO_LARGE: The request included a message larger than the max message size',
     );
+  });
+
+  it('puts the type first when the message names it already (a wrapper around a KafkaProtocolError), once', () => {
+    const inner = new KafkaProtocolError('MESSAGE_TOO_LARGE', 10, false, 'The request included a message larger than the max message size');
+    const wrapped = new Error(`send incomplete: the broker refused the records for t[2]: ${inner.message}`, { cause: inner });
+    expect(describeRefusal('MESSAGE_TOO_LARGE', inner)).toBe('MESSAGE_TOO_LARGE: The request included a message larger than the max message size');
+    expect(describeRefusal('MESSAGE_TOO_LARGE', wrapped)).toBe('MESSAGE_TOO_LARGE: send incomplete: the broker refused the records for t[2]: The request included a message larger than the max message size');
+    expect(describeRefusal('MESSAGE_TOO_LARGE', new Error('MESSAGE_TOO_LARGE'))).toBe('MESSAGE_TOO_LARGE');
+    expect(describeRefusal('MESSAGE_TOO_LARGE', undefined)).toBe('MESSAGE_TOO_LARGE');
   });
 });

@@ -42,8 +42,12 @@ export function refusedForGood(err: unknown): string | undefined {
   return undefined;
 }
 
-/** A refusal as one line for logs and health: the Kafka error type and the broker's words. */
+/**
+ * A refusal as one line for logs and health: the Kafka error type first, then what was said of it, the type not
+ * said twice (an error of a driver other than KafkaJS names it in its message, and a wrapper's message carries it).
+ */
 export function describeRefusal(type: string, err: unknown): string {
   const message = (err as Error | undefined)?.message;
-  return message && !message.includes(type) ? `${type}: ${message}` : (message ?? type);
+  if (!message || message === type) return type;
+  return `${type}: ${message.split(`${type}: `).join('')}`;
 }
