@@ -196,7 +196,13 @@ export class OperatorOverview {
     if (this.admin) return Promise.resolve(this.admin);
     this.connecting ??= (async () => {
       const admin = adminOf(this.sources.kafka, { retry: { retries: 0 } });
-      await admin.connect();
+      try {
+        await admin.connect();
+      } catch (err) {
+        // What a failed connect opened is closed: the next refresh makes a new admin.
+        await admin.disconnect().catch(() => undefined);
+        throw err;
+      }
       this.admin = admin;
       return admin;
     })().finally(() => (this.connecting = undefined));

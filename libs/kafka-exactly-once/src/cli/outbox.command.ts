@@ -1,9 +1,12 @@
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
+import { useDriverParts } from '../client/driver-parts';
+import { KAFKA_DRIVERS } from '../client/drivers';
 import { assertKafkaJsFixesInForce, createKafkaClient, logLevel, nestLogCreator } from '../kafkajs';
 import { resolveOutbox } from '../options/resolve-options';
 import { OutboxOperations, type SetAsideEvent } from '../outbox/outbox-operations';
 import { OutboxRelay } from '../outbox/outbox-relay';
+import { platformaticParts } from '../platformatic/driver-parts';
 
 export const OUTBOX_USAGE = `  kafka-eo outbox status
   kafka-eo outbox list [--state set-aside|retried|discarded|all] [--limit N]
@@ -66,8 +69,13 @@ async function relay(ctx: Context): Promise<number> {
   if (!prefix) throw new OperatorRequestError('invalid', "outbox relay needs --prefix P (the application's transactionalIdPrefix) or KAFKA_EO_TRANSACTIONAL_ID_PREFIX", 'prefix');
   const batch = ctx.text('batch-max-records');
   const config = resolveOutbox({ name: ctx.text('name') ?? ctx.env.KAFKA_EO_OUTBOX_NAME, checkpointTopic: ctx.text('checkpoint-topic'), batchMaxRecords: batch === undefined ? undefined : Number(batch) }, prefix);
-  const kafka = createKafkaClient({ clientId: `kafka-eo-outbox-${config.name}`, brokers: (ctx.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','), logLevel: logLevel.INFO, logCreator: nestLogCreator });
+  const driver = ctx.env.KAFKA_CLIENT || 'kafkajs';
+  if (!(KAFKA_DRIVERS as readonly string[]).includes(driver)) throw new OperatorRequestError('invalid', `KAFKA_CLIENT must be one of ${KAFKA_DRIVERS.join(', ')}, got "${driver}"`, 'KAFKA_CLIENT');
+  const connection = { clientId: `kafka-eo-outbox-${config.name}`, brokers: (ctx.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',') };
+  const kafka = createKafkaClient({ ...connection, logLevel: logLevel.INFO, logCreator: nestLogCreator });
   await assertKafkaJsFixesInForce(kafka);
+  // KAFKA_CLIENT=platformatic: the relay's producer, checkpoint reads and admin on @platformatic/kafka, as in an application.
+  if (driver === 'platformatic') useDriverParts(kafka, platformaticParts(connection));
   const relay = new OutboxRelay(kafka, ctx.pool, { ...config, transactionalIdPrefix: prefix, transactionTimeoutMs: 60000, abortHangingTransactions: true });
   relay.start();
   await new Promise<void>((resolve) => {

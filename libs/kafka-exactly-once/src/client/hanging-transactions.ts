@@ -78,19 +78,22 @@ export class HangingTransactions {
   constructor(private readonly requests: LogRequests) {}
 
   async holdingOffsetsOf(groupId: string): Promise<{ offsetsPartition: number; open: OpenTransaction[] }> {
-    const partitions = (await this.requests.partitionsOf('__consumer_offsets')).length || 50;
-    const offsetsPartition = offsetsPartitionOf(groupId, partitions);
-    const coordinator = await this.requests.groupCoordinator(groupId);
-    const described = await this.requests.describeProducers(coordinator, [{ topic: '__consumer_offsets', partitions: [offsetsPartition] }]);
-    return { offsetsPartition, open: await this.named(described.flatMap((p) => p.producers)) };
+    return this.afresh(async () => {
+      const offsetsPartition = offsetsPartitionOf(groupId, (await this.requests.partitionsOf('__consumer_offsets')).length);
+      const coordinator = await this.requests.groupCoordinator(groupId);
+      const described = answeredWithout(await this.requests.describeProducers(coordinator, [{ topic: '__consumer_offsets', partitions: [offsetsPartition] }]));
+      return { offsetsPartition, open: await this.named(described.flatMap((p) => p.producers)) };
+    });
   }
 
   /** The transactions open on a partition (DescribeProducers on its leader), named by their coordinators. */
   async openOn(topic: string, partition: number): Promise<OpenTransaction[]> {
-    const leader = (await this.requests.partitionsOf(topic)).find((p) => p.partition === partition)?.leader;
-    if (leader === undefined || leader < 0) return [];
-    const described = await this.requests.describeProducers(leader, [{ topic, partitions: [partition] }]);
-    return this.named(described.flatMap((p) => p.producers));
+    return this.afresh(async () => {
+      const leader = (await this.requests.partitionsOf(topic)).find((p) => p.partition === partition)?.leader;
+      if (leader === undefined || leader < 0) return [];
+      const described = answeredWithout(await this.requests.describeProducers(leader, [{ topic, partitions: [partition] }]));
+      return this.named(described.flatMap((p) => p.producers));
+    });
   }
 
   /**
@@ -105,6 +108,10 @@ export class HangingTransactions {
    * rest. Returns the partitions ended; throws naming what was and was not done.
    */
   async endEverywhere(holder: OpenTransaction, commit: boolean, topics: string[], last: { topic: string; partition: number }): Promise<string[]> {
+    return this.afresh(() => this.end(holder, commit, topics, last));
+  }
+
+  private async end(holder: OpenTransaction, commit: boolean, topics: string[], last: { topic: string; partition: number }): Promise<string[]> {
     const wanted = [...new Set([...topics, last.topic])];
     const byLeader = new Map<number, Map<string, number[]>>();
     const leaderless: string[] = [];
@@ -170,14 +177,16 @@ export class HangingTransactions {
    * record's timestamp, ms): read uncommitted from the partition's leader. Undefined when that record is not found.
    */
   async startedAt(topic: string, partition: number, producerId: string, startOffset: string): Promise<number | undefined> {
-    const records = await this.fetchFrom(await this.leaderOf(topic, partition), topic, partition, BigInt(startOffset));
-    const record = records.find((r) => r.offset === startOffset && r.producerId === producerId);
-    return record ? Number(record.timestamp) : undefined;
+    return this.afresh(async () => {
+      const records = await this.fetchFrom(await this.leaderOf(topic, partition), topic, partition, BigInt(startOffset));
+      const record = records.find((r) => r.offset === startOffset && r.producerId === producerId);
+      return record ? Number(record.timestamp) : undefined;
+    });
   }
 
   /** A partition's high watermark: every record fetched from it so far lies below. */
   async latestOffset(topic: string, partition: number): Promise<bigint> {
-    return this.requests.listOffset(await this.leaderOf(topic, partition), topic, partition, LATEST, 'uncommitted');
+    return this.afresh(async () => this.requests.listOffset(await this.leaderOf(topic, partition), topic, partition, LATEST, 'uncommitted'));
   }
 
   /**
@@ -234,6 +243,7 @@ export class HangingTransactions {
             await pause();
           }
         } catch (err) {
+          this.requests.reset();
           // What was read of the partition before still counts (each record counted followed its commit marker).
           unread.push(stopped || budget <= 0 ? `${topic}[${partition}]` : `${topic}[${partition}] (${(err as Error).message})`);
         }
@@ -245,6 +255,16 @@ export class HangingTransactions {
 
   async disconnect(): Promise<void> {
     await this.requests.disconnect();
+  }
+
+  /** A question whose failure leaves the next to connect and find coordinators afresh. */
+  private async afresh<T>(question: () => Promise<T>): Promise<T> {
+    try {
+      return await question();
+    } catch (err) {
+      this.requests.reset();
+      throw err;
+    }
   }
 
   /** One Fetch of a partition from `from`, read uncommitted: the records at `from` and after, or why not. */
@@ -281,4 +301,14 @@ export class HangingTransactions {
     }
     return open;
   }
+}
+
+/**
+ * DescribeProducers' answers, each partition's error code thrown: a partition its leader or coordinator no longer
+ * serves (it moved) is not one without open transactions.
+ */
+function answeredWithout(described: PartitionProducers[]): PartitionProducers[] {
+  const failed = described.filter((p) => p.errorCode !== 0);
+  if (failed.length) throw new Error(`DescribeProducers failed for ${failed.map((p) => `${p.topic}[${p.partition}] (error code ${p.errorCode})`).join(', ')}`);
+  return described;
 }

@@ -1,4 +1,5 @@
 import type { DigestHeader } from '../kafkajs/record-digest';
+import { KafkaProtocolError } from './kafka-errors';
 import type { ProducerCluster } from './producer-parts';
 
 /** Isolation levels of Fetch and ListOffsets. */
@@ -111,5 +112,8 @@ export const EARLIEST = -2;
 export async function partitionLeaders(cluster: ProducerCluster, topic: string, refresh: boolean): Promise<PartitionLeader[]> {
   await cluster.addMultipleTargetTopics([topic]);
   if (refresh) await cluster.refreshMetadata();
-  return cluster.findTopicPartitionMetadata(topic).map((p) => ({ partition: p.partitionId, leader: p.leader ?? -1 }));
+  const partitions = cluster.findTopicPartitionMetadata(topic);
+  // No partitions is not an answer: a topic without any would read as one with nothing to read.
+  if (partitions.length === 0) throw new KafkaProtocolError('UNKNOWN_TOPIC_OR_PARTITION', 3, true, `the cluster's metadata names no partition of topic ${topic}`);
+  return partitions.map((p) => ({ partition: p.partitionId, leader: p.leader ?? -1 }));
 }

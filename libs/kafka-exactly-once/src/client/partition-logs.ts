@@ -23,18 +23,12 @@ export class PartitionLogs {
 
   /**
    * The log of the partition `key` goes to in `topic` (the Java client's hash of keys), on its leader as the
-   * metadata says now; undefined when the topic does not exist. A failed request connects afresh next time.
+   * metadata says now; a topic the cluster does not know is thrown (UNKNOWN_TOPIC_OR_PARTITION, retriable: a topic
+   * made a moment ago may not be in every broker's metadata yet). A failed request connects afresh next time.
    */
-  async ofKey(topic: string, key: string): Promise<PartitionLog | undefined> {
+  async ofKey(topic: string, key: string): Promise<PartitionLog> {
     try {
-      let partitions;
-      try {
-        partitions = await this.requests.partitionsOf(topic, true);
-      } catch (err) {
-        if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION') return undefined;
-        throw err;
-      }
-      if (partitions.length === 0) return undefined;
+      const partitions = await this.requests.partitionsOf(topic, true);
       const partition = partitionOf(topic, partitions.map((p) => ({ partitionId: p.partition }) as PartitionMetadata), { key, value: null });
       const leader = partitions.find((p) => p.partition === partition)?.leader;
       if (leader === undefined || leader < 0) throw new Error(`partition ${topic}[${partition}] has no leader`);

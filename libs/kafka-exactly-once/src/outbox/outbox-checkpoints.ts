@@ -153,8 +153,8 @@ export class OutboxCheckpoints {
   }
 
   private async read(key: string, deadline: number, producer?: OwnProducer): Promise<Checkpoint | DueHanging> {
+    // The topic was made or checked at the relay's start (ensureTopic); one the cluster no longer knows is thrown.
     const log = await this.logs.ofKey(this.topic, key);
-    if (!log) throw new OutboxRelayError('checkpoint-topic', `the outbox relay's checkpoint topic ${this.topic} does not exist`);
     const { partition } = log;
     // Read up to the high watermark, once the last stable offset has reached it: the LSO stops at the first open
     // transaction of any producer of the partition, and a checkpoint committed after it would be hidden (an

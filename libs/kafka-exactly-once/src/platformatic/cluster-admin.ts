@@ -67,6 +67,8 @@ class PlatformaticClusterAdmin implements ClusterAdmin {
   private readonly options: ReturnType<typeof connectionOptions>;
   private readonly bootstrap: Array<{ host: string; port: number }>;
   private client?: Client;
+  /** Set by disconnect, cleared by connect: no connection is opened in between. */
+  private disconnected = false;
 
   constructor(connection: KafkaConnectionOptions, { retry }: ClusterAdminOptions) {
     this.options = connectionOptions({ ...connection, retry: { ...connection.retry, ...retry } });
@@ -76,10 +78,13 @@ class PlatformaticClusterAdmin implements ClusterAdmin {
   }
 
   async connect(): Promise<void> {
+    this.disconnected = false;
     await this.ask((client) => client.metadata({ topics: [], forceUpdate: true }));
   }
 
+  /** Closes every connection; a question asked after it (one that outlived its caller's deadline) fails until `connect`. */
   async disconnect(): Promise<void> {
+    this.disconnected = true;
     const client = this.client;
     this.client = undefined;
     await client?.close().catch(() => undefined);
@@ -259,6 +264,7 @@ class PlatformaticClusterAdmin implements ClusterAdmin {
 
   /** The client, made anew after a disconnect (a closed client of @platformatic/kafka does not reopen). */
   private current(): Client {
+    if (this.disconnected) throw new KafkaConnectionError('the admin is disconnected');
     if (!this.client) {
       const { Admin } = platformaticKafka();
       this.client = new Admin(this.options);

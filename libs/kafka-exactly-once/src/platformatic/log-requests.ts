@@ -1,7 +1,7 @@
 import { type Isolation, type LogRecord, type LogRequests, type MarkerAnswer, type PartitionLeader, partitionLeaders, type PartitionProducers, type TopicPartitions, type TransactionListing, type TransactionMarker } from '../client/log-requests';
 import { loggedRecords } from './fetched-records';
 import { type connectionOptions, platformaticKafka, type PlatformaticKafka } from './load';
-import { kafkaError, PlatformaticProducerCluster } from './producer-parts';
+import { kafkaError, PlatformaticProducerCluster, protocolError } from './producer-parts';
 
 type Connection = PlatformaticKafka.Connection;
 
@@ -36,6 +36,8 @@ export class PlatformaticLogRequests implements LogRequests {
 
   async groupCoordinator(groupId: string): Promise<number> {
     await this.connected();
+    // Asked anew each time (as KafkaJS's cluster does): a coordinator that moved is not asked DescribeProducers.
+    this.cluster.forgetCoordinator(GROUP, groupId);
     return (await this.cluster.coordinator(GROUP, groupId)).nodeId;
   }
 
@@ -88,6 +90,8 @@ export class PlatformaticLogRequests implements LogRequests {
     const answer = await answered(
       fetchV12.api.async(connection, 100, 1, maxBytes, ISOLATION[isolation], 0, -1, [{ topicId: topic, partitions: [{ partition, currentLeaderEpoch: -1, fetchOffset: from, lastFetchedEpoch: -1, partitionMaxBytes: maxBytes }] }], [], ''),
     );
+    // An error of the whole request (a fetch session's, say) is a failed read, not an empty one.
+    if (answer.errorCode) throw protocolError(answer.errorCode);
     const got = answer.responses[0]?.partitions[0];
     return { errorCode: got?.errorCode ?? 0, records: got ? loggedRecords(got) : [] };
   }

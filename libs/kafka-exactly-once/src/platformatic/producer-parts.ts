@@ -173,7 +173,11 @@ export class PlatformaticProducerCluster implements ProducerCluster {
    */
   async addMultipleTargetTopics(topics: string[]): Promise<void> {
     const added = [...new Set(topics)].filter((t) => !this.targets.has(t));
-    if (added.length === 0) return;
+    if (added.length === 0) {
+      // Added by another caller whose metadata is still on its way: its answer, not none.
+      if (this.refreshing && topics.some((t) => !this.partitions.has(t))) await this.refreshing;
+      return;
+    }
     for (const topic of added) this.targets.add(topic);
     try {
       await this.refreshMetadata();

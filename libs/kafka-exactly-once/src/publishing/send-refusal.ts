@@ -49,5 +49,6 @@ export function refusedForGood(err: unknown): string | undefined {
 export function describeRefusal(type: string, err: unknown): string {
   const message = (err as Error | undefined)?.message;
   if (!message || message === type) return type;
+  if (message.startsWith(type)) return message;
   return `${type}: ${message.split(`${type}: `).join('')}`;
 }

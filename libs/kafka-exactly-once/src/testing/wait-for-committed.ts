@@ -29,9 +29,9 @@ export async function waitForCommitted(app: Pick<INestApplicationContext, 'get'>
   const offset = BigInt(record.offset);
   const timeoutMs = options.timeoutMs ?? 30000;
   const admin = adminOf(probeClient(resolved));
-  await admin.connect();
   let committed = -1n;
   try {
+    await admin.connect();
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const [topic] = await admin.fetchOffsets({ groupId: resolved.groupId, topics: [record.topic] });
