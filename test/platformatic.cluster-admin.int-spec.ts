@@ -2,7 +2,7 @@ import { spawn } from 'child_process';
 import { AssignerProtocol, type Admin, type Consumer, ConfigResourceTypes, logLevel } from 'kafkajs';
 import { isKafkaUnavailable } from 'kafka-exactly-once/engine/error-classification';
 import { createKafkaClient } from 'kafka-exactly-once/kafkajs';
-import { kafkaBrokers, REPO_ROOT } from './support/environment';
+import { kafkaBrokers, kafkaMajor, REPO_ROOT } from './support/environment';
 import { createTopics, testKafka, uniqueTopic } from './support/kafka';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -65,6 +65,14 @@ describe('platformaticAdmin against the real broker: the answers of KafkaJS 2.2.
     await createTopics(kafka, [{ topic, numPartitions: 3, configEntries: configs }]);
     admin = kafka.admin();
     await admin.connect();
+    // A broker no group has used yet has no __consumer_offsets (the internal topic listTopics must name): a group's
+    // coordinator, once asked for, makes it.
+    const deadline = Date.now() + 30000;
+    while (!(await admin.listTopics()).includes('__consumer_offsets')) {
+      if (Date.now() > deadline) throw new Error('__consumer_offsets was not made within 30 s');
+      await admin.fetchOffsets({ groupId: uniqueTopic('cluster-admin-warm-up'), topics: [topic] }).catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   });
 
   afterAll(async () => {
@@ -277,7 +285,7 @@ describe('platformaticAdmin against the real broker: the answers of KafkaJS 2.2.
       // The operator overview decodes the assignment with KafkaJS's AssignerProtocol.
       const member = described.groups[kafkaJs.groups.indexOf(live)].members[0];
       const assignment = AssignerProtocol.MemberAssignment.decode(Buffer.from(member.memberAssignment.data));
-      expect(assignment?.assignment).toEqual({ [topic]: [0, 1, 2] });
+      expect(Object.fromEntries(Object.entries(assignment?.assignment ?? {}).map(([t, ps]) => [t, [...ps].sort((a, b) => a - b)]))).toEqual({ [topic]: [0, 1, 2] });
       expect(assignment).toEqual(AssignerProtocol.MemberAssignment.decode(live.members[0].memberAssignment));
       expect(AssignerProtocol.MemberMetadata.decode(Buffer.from(member.memberMetadata.data))).toEqual(AssignerProtocol.MemberMetadata.decode(live.members[0].memberMetadata));
 
@@ -304,7 +312,8 @@ describe('platformaticAdmin against the real broker: the answers of KafkaJS 2.2.
       expect(compared(kafkaJsEveryTopic)).toEqual([{ topic, partitions: [expect.objectContaining({ partition: 0, offset: '5' }), expect.objectContaining({ partition: 2, offset: '7' })] }]);
     });
 
-    it('describes a group on the consumer protocol (KIP-848) as KafkaJS does: DescribeGroups below v6 answers it Dead, without members or an error', async () => {
+    // Kafka 4's consumer group protocol: a Kafka 3.9 broker (CI's second pass) does not run it.
+    (kafkaMajor() >= 4 ? it : it.skip)('describes a group on the consumer protocol (KIP-848) as KafkaJS does: DescribeGroups below v6 answers it Dead, without members or an error', async () => {
       const group = `cluster-admin-kip848-${uniqueTopic('g')}`;
       let kafkaJs: unknown;
       const { answers } = await probe(

@@ -14,6 +14,14 @@ export function testDriver(): 'kafkajs' | 'platformatic' {
   return driver;
 }
 
+/**
+ * The Kafka release the suites run against: KAFKA_VERSION, as scripts/kafka/kafka.sh starts it (CI's second pass
+ * sets 3.9.2), else kafka.sh's default, 4.4.0. Kafka 4's consumer group protocol (KIP-848) needs 4 or later.
+ */
+export function kafkaMajor(): number {
+  return Number((process.env.KAFKA_VERSION || '4.4.0').split('.')[0]);
+}
+
 export function kafkaBrokers(): string[] {
   return (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092')
     .split(',')

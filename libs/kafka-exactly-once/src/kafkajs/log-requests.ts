@@ -186,7 +186,8 @@ export class KafkaJsLogRequests extends ClusterClient implements LogRequests {
 
   async brokers(): Promise<number[]> {
     await this.connected();
-    return this.cluster.getNodeIds();
+    // KafkaJS's cluster names its brokers by strings ("1"), whatever its types say.
+    return this.cluster.getNodeIds().map(Number);
   }
 
   async groupCoordinator(groupId: string): Promise<number> {
