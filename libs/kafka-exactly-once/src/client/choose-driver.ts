@@ -22,7 +22,7 @@ export function groupConsumersOf(driver: KafkaDriverName, kafka: KafkaClient, co
  * admin (adminOf) is the platformatic driver's when the module's driver is `platformatic`.
  */
 export function probeClient(options: Pick<ResolvedOptions, 'kafka' | 'driver'>): KafkaClient {
-  const probe = createProbeClient(options as ResolvedOptions);
+  const probe = createProbeClient(options);
   if (options.driver === 'platformatic') useDriverParts(probe, platformaticParts({ ...options.kafka, retry: probeRetry(options) }));
   return probe;
 }

@@ -10,7 +10,7 @@ import { nestLogCreator } from './logger';
  * schedule (about 10 s with KafkaJS's defaults). It still tries another bootstrap broker when one is down
  * (each retry picks one), within about a second. Whoever asks decides when to ask again.
  */
-export function createProbeClient(options: ResolvedOptions): KafkaClient {
+export function createProbeClient(options: Pick<ResolvedOptions, 'kafka'>): KafkaClient {
   return createKafkaClient({ ...options.kafka, retry: probeRetry(options), logLevel: logLevel.INFO, logCreator: nestLogCreator });
 }
 

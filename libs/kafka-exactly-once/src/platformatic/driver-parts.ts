@@ -27,17 +27,11 @@ interface OffsetFetchAnswer {
 
 /** OffsetFetch v8 with require_stable to the group's coordinator, over the client's connections and protocol function. */
 export class PlatformaticStableOffsets implements StableOffsetFetcher {
-  private connected?: Promise<void>;
-
   constructor(private readonly cluster: PlatformaticProducerCluster) {}
 
   async fetch(groupId: string, topic: string, partitions: number[]): Promise<{ errorCode: number; answers: CommittedOffsetAnswer[] }> {
     const { offsetFetchV8 } = platformaticKafka();
-    this.connected ??= this.cluster.connect().catch((err: unknown) => {
-      this.connected = undefined;
-      throw err;
-    });
-    await this.connected;
+    await this.cluster.connectOnce();
     const connection = await this.cluster.connectionTo(await this.cluster.coordinator(GROUP, groupId));
     let answer: OffsetFetchAnswer;
     try {
@@ -61,7 +55,6 @@ export class PlatformaticStableOffsets implements StableOffsetFetcher {
   }
 
   async disconnect(): Promise<void> {
-    this.connected = undefined;
     await this.cluster.disconnect();
   }
 }

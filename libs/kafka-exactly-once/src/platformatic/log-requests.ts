@@ -18,7 +18,6 @@ const WRITE_TXN_MARKERS = 27;
  */
 export class PlatformaticLogRequests implements LogRequests {
   private readonly cluster: PlatformaticProducerCluster;
-  private connecting?: Promise<void>;
 
   constructor(options: ReturnType<typeof connectionOptions>) {
     this.cluster = new PlatformaticProducerCluster(options, { stopped: () => false });
@@ -102,17 +101,11 @@ export class PlatformaticLogRequests implements LogRequests {
   }
 
   async disconnect(): Promise<void> {
-    this.connecting = undefined;
     await this.cluster.disconnect();
   }
 
-  /** Connects once; a failed connection is tried again at the next call. */
   private connected(): Promise<void> {
-    this.connecting ??= this.cluster.connect().catch((err: unknown) => {
-      this.connecting = undefined;
-      throw err;
-    });
-    return this.connecting;
+    return this.cluster.connectOnce();
   }
 
   private async connection(nodeId: number): Promise<Connection> {

@@ -139,6 +139,7 @@ export class PlatformaticProducerCluster implements ProducerCluster {
   private readonly coordinators = new Map<string, Node>();
   private fetchedAt = 0;
   private refreshing?: Promise<void>;
+  private connecting?: Promise<void>;
 
   constructor(
     private readonly options: ReturnType<typeof connectionOptions>,
@@ -154,7 +155,17 @@ export class PlatformaticProducerCluster implements ProducerCluster {
     await this.refreshMetadata();
   }
 
+  /** Connects once (for the library's own requests); a failed connection is tried again at the next call, as after a disconnect. */
+  connectOnce(): Promise<void> {
+    this.connecting ??= this.connect().catch((err: unknown) => {
+      this.connecting = undefined;
+      throw err;
+    });
+    return this.connecting;
+  }
+
   async disconnect(): Promise<void> {
+    this.connecting = undefined;
     const pool = this.pool;
     this.pool = undefined;
     this.brokers.clear();
