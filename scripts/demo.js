@@ -35,6 +35,7 @@
  * Options: --count N (20000) --accounts K (200) --duplicates P (0.05) --rate R (800/s) --outage-seconds S (5)
  *          --keep (leave the apps up until Ctrl-C, and keep the database, topics, group and spool)
  *          --database URL (an existing database, used as it is)
+ *          --consumers 2 (a second consumer-app instance in the group, on CONSUMER2_HTTP_PORT (3004))
  *          --release-from-console (wait, up to --console-wait-seconds S (1800), for an operator to release the parked
  *          account from the operator console, whose address the demo prints; the token is in .demo-logs/admin-token)
  */
@@ -52,6 +53,8 @@ const CONSUMER_PORT = Number(process.env.CONSUMER_HTTP_PORT || 3001);
 const PRODUCER_PORT = Number(process.env.PRODUCER_HTTP_PORT || 3000);
 /** producer-app again, in outbox mode (PAYMENTS_MODE=outbox): POST /payments writes its row and event in one transaction. */
 const OUTBOX_PORT = Number(process.env.OUTBOX_HTTP_PORT || 3003);
+/** --consumers 2: a second consumer-app instance in the group, on this port (its console shows the same group). */
+const CONSUMER2_PORT = Number(process.env.CONSUMER2_HTTP_PORT || 3004);
 // A killed member's partitions move on after its session times out: 10 s keeps the demo short.
 // consumer-app serves the operator console (and the admin API) with this token: made for the run, written to a
 // file only its owner can read, never printed (ADMIN_TOKEN given: that one).
@@ -68,6 +71,12 @@ const COUNT = Number(flag('count', 20000));
 const ACCOUNTS = Number(flag('accounts', 200));
 const DUPLICATES = Number(flag('duplicates', 0.05));
 const OUTAGE_SECONDS = Number(flag('outage-seconds', 5));
+/** --consumers N (1 or 2): consumer-app instances in the group; the SIGKILL fault hits the first, the other goes on. */
+const CONSUMERS = Number(flag('consumers', 1));
+if (CONSUMERS !== 1 && CONSUMERS !== 2) {
+  console.error(`--consumers must be 1 or 2, got ${flag('consumers')}`);
+  process.exit(2);
+}
 // Paced so that both faults land while the load is still publishing.
 const RATE = Number(flag('rate', 800));
 const KEEP = process.argv.includes('--keep');
@@ -234,6 +243,7 @@ function portTaken(port) {
 async function ensurePortsFree() {
   const ports = [
     ['consumer-app', 'CONSUMER_HTTP_PORT', CONSUMER_PORT],
+    ...(CONSUMERS > 1 ? [['the second consumer-app', 'CONSUMER2_HTTP_PORT', CONSUMER2_PORT]] : []),
     ['producer-app', 'PRODUCER_HTTP_PORT', PRODUCER_PORT],
     ['producer-app in outbox mode', 'OUTBOX_HTTP_PORT', OUTBOX_PORT],
   ];
@@ -634,6 +644,12 @@ async function main() {
   startApp('consumer-app', CONSUMER_PORT, CONSUMER_ENV);
   await waitHealthy('consumer-app');
   log(`consumer-app is consuming (http://127.0.0.1:${CONSUMER_PORT}/health); operator console ${CONSOLE_URL} (sign in with the token in .demo-logs/admin-token)`);
+  if (CONSUMERS > 1) {
+    // A second instance in the same group: the partitions are shared, and either console shows both instances.
+    startApp('consumer-app', CONSUMER2_PORT, CONSUMER_ENV, 'consumer-app-2');
+    await waitHealthy('consumer-app-2');
+    log(`a second consumer-app instance is up (http://127.0.0.1:${CONSUMER2_PORT}/health): the group's partitions are shared; the SIGKILL below hits the first`);
+  }
   startApp('producer-app', PRODUCER_PORT, { SPOOL_DIR: join(SPOOL_ROOT, 'producer-app') });
   await waitHealthy('producer-app');
   log(`producer-app is up (http://127.0.0.1:${PRODUCER_PORT})`);
@@ -919,6 +935,7 @@ async function main() {
     `outputs              ${outputs.length} PaymentProcessed (read committed), ${duplicatedOutputs} duplicated, ${missingOutputs} missing`,
     `balances             ${balances.size - wrongBalances}/${balances.size} accounts equal the in-order fold; ${wrongOutcomes} wrong outcomes`,
     `order violations     ${orderViolations}`,
+    ...(CONSUMERS > 1 ? [`consumer instances   ${CONSUMERS} in group ${GROUP} (the console of either shows both)`] : []),
     `operator console     ${CONSOLE_URL} (sign in with the token in .demo-logs/admin-token; ${KEEP ? 'up while --keep holds the apps' : 'it stops with the apps: --keep keeps it up'})`,
     `result               ${ok ? 'EXACTLY ONCE, IN ORDER' : 'FAILED'}`,
     '=========================================================================',

@@ -24,7 +24,7 @@ describe('library: inbox migrations and retention', () => {
   it('creates the inbox once, even when several instances boot at the same time', async () => {
     await Promise.all([runInboxMigrations(dataSource), runInboxMigrations(dataSource), runInboxMigrations(dataSource)]);
     const applied = await dataSource.query(`SELECT name FROM kafka_eo_migrations`);
-    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }, { name: 'CoordinateIdentities1764400800000' }, { name: 'OperatorQueries1764400900000' }, { name: 'AuditDeclaredActor1764401000000' }, { name: 'OperatorPaging1764401100000' }, { name: 'CommittedOutputs1764401200000' }]);
+    expect(applied).toEqual([{ name: 'CreateKafkaEoInbox1764400000000' }, { name: 'InboxMessageDigests1764400200000' }, { name: 'InboxTakeovers1764400300000' }, { name: 'ParkedKeys1764400400000' }, { name: 'OneOpenOperation1764400500000' }, { name: 'Outbox1764400600000' }, { name: 'UnitOutputs1764400700000' }, { name: 'CoordinateIdentities1764400800000' }, { name: 'OperatorQueries1764400900000' }, { name: 'AuditDeclaredActor1764401000000' }, { name: 'OperatorPaging1764401100000' }, { name: 'CommittedOutputs1764401200000' }, { name: 'InstanceReports1764401300000' }, { name: 'BulkOperations1764401400000' }]);
     const columns = await dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'kafka_eo_inbox' ORDER BY ordinal_position`);
     expect(columns.map((c: { column_name: string }) => c.column_name)).toEqual([
       'consumer_group', 'message_id', 'topic', 'partition', 'offset', 'status', 'attempts', 'outputs', 'claimed_at', 'processed_at',
@@ -84,8 +84,19 @@ describe('library: inbox migrations and retention', () => {
       `INSERT INTO kafka_eo_parked_records (consumer_group, topic, key_digest, partition, "offset", scope, id_digest, message_id, reason, state, parked_at, resolved_at) VALUES
          ${[parked(1, 'replayed', old), parked(2, 'discarded', old), parked(3, 'parked', 'NULL'), parked(4, 'replayed', 'now()')].join(', ')}`,
     );
+    const bulk = (state: string, finished: string, group = 'g') =>
+      `('${group}', 'dead-letters', 'replay', '{}', '${state}-${finished.length}', 'r', 1, '${state}', 1, now(), ${finished})`;
+    await dataSource.query(
+      `INSERT INTO kafka_eo_bulk_operations (consumer_group, kind, action, filter, filter_digest, reason, rate_per_second, state, matched, until, finished_at) VALUES
+         ${[bulk('done', old), bulk('cancelled', old), bulk('done', 'now()'), bulk('running', 'NULL'), bulk('done', old, 'other')].join(', ')}`,
+    );
     const retention = new InboxRetention(dataSource, 'g', async () => new Map(), { retentionDays: 7, operationsRetentionDays: 30, retentionIntervalMs: 0, retentionBatchSize: 1 });
     await retention.runOnce();
+    expect(await dataSource.query(`SELECT consumer_group, state FROM kafka_eo_bulk_operations ORDER BY id`)).toEqual([
+      { consumer_group: 'g', state: 'done' },
+      { consumer_group: 'g', state: 'running' },
+      { consumer_group: 'other', state: 'done' },
+    ]);
     expect(await dataSource.query(`SELECT consumer_group, action, state FROM kafka_eo_audit ORDER BY id`)).toEqual([
       { consumer_group: 'g', action: 'discard', state: 'done' },
       { consumer_group: 'g', action: 'replay', state: 'pending' },

@@ -30,6 +30,8 @@ export interface ConsumerAppConfig {
   lockTimeoutMs?: number;
   /** KAFKA_STALL_AFTER_MS: /health reports a partition whose records wait this long without a commit (default 60000). */
   stallAfterMs?: number;
+  /** REPORT_INTERVAL_MS: how often the instance reports to the console of any instance (operations.reportIntervalMs). */
+  reportIntervalMs?: number;
   /** ADMIN_TOKEN: when set, the operator REST endpoints (/kafka-eo/...) are mounted and need this bearer token. */
   adminToken?: string;
   /** ADMIN_READ_ONLY_TOKEN: a second token that may only read (every action refused with 403). */
@@ -147,6 +149,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     idleInTransactionTimeoutMs: integer(env, 'INBOX_IDLE_IN_TRANSACTION_TIMEOUT_MS', 30000, 1000),
     lockTimeoutMs: env.INBOX_LOCK_TIMEOUT_MS ? integer(env, 'INBOX_LOCK_TIMEOUT_MS', 5000, 10) : undefined,
     stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,
+    reportIntervalMs: env.REPORT_INTERVAL_MS ? integer(env, 'REPORT_INTERVAL_MS', 10000, 0) : undefined,
     adminToken: env.ADMIN_TOKEN || undefined,
     adminReadOnlyToken: env.ADMIN_READ_ONLY_TOKEN || undefined,
     adminConsole: env.ADMIN_CONSOLE === 'off' ? false : env.ADMIN_CONSOLE || '/kafka-eo',

@@ -43,7 +43,7 @@ export { SchemaRegistry, type LoadedSchema, type SchemaRegistryOptions } from '.
 export { EventCodec, type EncodedMessage, type EncodeOptions, type DecodedEvent } from './formats/avro/event-codec';
 export type { EventValidation, StandardSchemaV1 } from './formats/event-validator';
 export type { EventFormat, JsonLimits } from './interfaces/format-options.interface';
-export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000, Outbox1764400600000, UnitOutputs1764400700000, CoordinateIdentities1764400800000, OperatorQueries1764400900000, AuditDeclaredActor1764401000000, OperatorPaging1764401100000, CommittedOutputs1764401200000 } from './inbox/migrations';
+export { KAFKA_EXACTLY_ONCE_MIGRATIONS, CreateKafkaEoInbox1764400000000, InboxMessageDigests1764400200000, InboxTakeovers1764400300000, ParkedKeys1764400400000, OneOpenOperation1764400500000, Outbox1764400600000, UnitOutputs1764400700000, CoordinateIdentities1764400800000, OperatorQueries1764400900000, AuditDeclaredActor1764401000000, OperatorPaging1764401100000, CommittedOutputs1764401200000, InstanceReports1764401300000, BulkOperations1764401400000 } from './inbox/migrations';
 export { HEADERS, DEAD_LETTER_HEADERS, RETRY_HEADERS, INBOX_TABLE } from './kafka-exactly-once.constants';
 export type { ConsumerStatus, ConsumerState, RetryTierStatus } from './engine/exactly-once.consumer';
 export type { PartitionHealth, PartitionActivity } from './engine/partition-progress';

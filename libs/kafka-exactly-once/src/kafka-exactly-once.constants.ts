@@ -78,6 +78,12 @@ export const PARKED_RECORDS_TABLE = 'kafka_eo_parked_records';
 export const AUDIT_TABLE = 'kafka_eo_audit';
 /** Outputs of replays (releases, dead-letter replays), until their Kafka transaction is known to have committed. */
 export const REPLAYS_TABLE = 'kafka_eo_replays';
+/** What each running instance of a group last reported, for the console of any other (one row per instance). */
+export const INSTANCES_TABLE = 'kafka_eo_instances';
+/** Each partition's counts and gauges over buckets of time (10 s, folded into 1 min and 5 min), for the console's charts. */
+export const SAMPLES_TABLE = 'kafka_eo_samples';
+/** Bulk actions of operators (a filter, its cursor, its lease), walked by every process with the admin module. */
+export const BULK_OPERATIONS_TABLE = 'kafka_eo_bulk_operations';
 
 /**
  * Fault injection, for the library's own crash tests only: `KAFKA_EO_FAULT=<point>:<n>` kills the process

@@ -18,6 +18,7 @@ import { DeadlineExceeded, withDeadline } from './engine/deadline';
 import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
+import { InstanceReporter } from './reporting/instance-reporter';
 import { runInboxMigrations } from './inbox/inbox-migrator';
 import { hardenPool } from './inbox/connection-pool';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
@@ -72,6 +73,8 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   private admin?: ClusterAdmin;
   private consumer?: ExactlyOnceConsumer;
   private retention?: InboxRetention;
+  /** This instance's reports for the console of any instance (the whole group, its charts). */
+  private reporter?: InstanceReporter;
   /** The retention job's reader of the group's committed offsets. */
   private retentionOffsets?: StableOffsets;
   private replays?: ReplayWorker;
@@ -199,6 +202,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       operationsRetentionDays: this.options.operations.retentionDays,
     });
     this.retention.start();
+    this.reporter = new InstanceReporter(dataSource, { groupId: this.options.groupId, clientId: this.options.kafka.clientId ?? '', intervalMs: this.options.operations.reportIntervalMs }, {
+      status: () => this.consumer?.getStatus(),
+      startStatus: () => this.startStatus(),
+      samples: () => this.consumer?.samples,
+      metrics: this.metrics.sources,
+    });
+    this.reporter.start();
     let settle!: { resolve: () => void; reject: (err: Error) => void };
     const checked = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
     this.kafkaSide = { checked, loop: this.runKafkaSide(dataSource, settle) };
@@ -407,6 +417,7 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   }
 
   private async stopRetention(): Promise<void> {
+    await this.reporter?.stop();
     await this.retention?.stop();
     await this.retentionOffsets?.disconnect();
   }
@@ -421,6 +432,21 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
   /** The consumer group of the application's handlers ('' when it only publishes). */
   get groupId(): string {
     return this.options.groupId;
+  }
+
+  /** The topics the group's handlers consume, each with its retry tiers (the console's open transactions). */
+  consumedTopics(): Array<{ topic: string; tiers: string[] }> {
+    return this.handlers.map((h) => ({ topic: h.topic, tiers: h.retryTopics?.topics ?? [] }));
+  }
+
+  /** This instance's id in the reports every console of the group reads (undefined before the start, or when off). */
+  get instanceId(): string | undefined {
+    return this.reporter && this.options.operations.reportIntervalMs > 0 ? this.reporter.instanceId : undefined;
+  }
+
+  /** Each retry tier's topic with the topic whose records it retries (the console tells tiers from topics by it). */
+  retryTierTopics(): Array<{ topic: string; retriesOf: string }> {
+    return this.handlers.flatMap((h) => (h.retryTopics?.topics ?? []).map((topic) => ({ topic, retriesOf: h.topic })));
   }
 
   /** The consumer's state, for health checks. */

@@ -48,6 +48,21 @@ export function listQuery(query: Record<string, unknown>): ListQuery {
   return { topic: text.topic, key: text.key, reason: text.reason, after: text.after, limit: limitOf(text.limit) };
 }
 
+/** An instant of a query string (ISO 8601, as the console's links write them), or undefined. */
+export function instantOf(text: string | undefined, field: string): string | undefined {
+  if (text === undefined) return undefined;
+  if (text.length > 40 || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/.test(text) || Number.isNaN(Date.parse(text))) {
+    throw new OperatorRequestError('invalid', `${field} must be an instant in ISO 8601 with its offset (2026-12-06T03:10:00Z), got "${text.slice(0, 40)}"`, field);
+  }
+  return new Date(text).toISOString();
+}
+
+/** Dead-letter filters from a query string: the list's, and a time range (`from`, `to`). */
+export function deadLetterQuery(query: Record<string, unknown>): ListQuery {
+  const text = queryOf(query, ['topic', 'key', 'reason', 'limit', 'after', 'from', 'to']);
+  return { topic: text.topic, key: text.key, reason: text.reason, after: text.after, limit: limitOf(text.limit), from: instantOf(text.from, 'from'), to: instantOf(text.to, 'to') };
+}
+
 /** Retry-tier filters from a query string. */
 export function retriesQuery(query: Record<string, unknown>): Pick<ListQuery, 'topic' | 'limit'> {
   const text = queryOf(query, ['topic', 'limit']);

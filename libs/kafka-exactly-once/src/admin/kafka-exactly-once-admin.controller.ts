@@ -2,9 +2,11 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res, UseFilte
 import { Inject } from '@nestjs/common';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { ADMIN_API_PATH, ADMIN_OPTIONS, type ResolvedAdminOptions } from './admin.options';
-import { auditQuery, bodyOf, listQuery, optionalBoolean, optionalText, pageQuery, queryOf, retriesQuery, storyQuery } from './admin-input';
+import { auditQuery, bodyOf, deadLetterQuery, listQuery, optionalBoolean, optionalText, pageQuery, queryOf, retriesQuery, storyQuery } from './admin-input';
+import { transactionTarget } from './transaction-target';
 import { AdminAccessGuard, authenticatedActor } from './admin-access.guard';
 import { OperatorErrorsFilter } from './operator-errors.filter';
+import { historyQuery } from './group-history';
 import type { AuditEntry } from './operator-store';
 import { requireText } from './operator-store';
 import { OperatorService } from './operator.service';
@@ -31,7 +33,7 @@ export class KafkaExactlyOnceAdminController {
 
   @Get('dead-letters')
   listDeadLetters(@Query() query: Record<string, unknown>) {
-    return this.operators.store.listDeadLetters(listQuery(query));
+    return this.operators.store.listDeadLetters(deadLetterQuery(query));
   }
 
   @Get('dead-letters/:id')
@@ -102,6 +104,12 @@ export class KafkaExactlyOnceAdminController {
     return this.operators.overview.read();
   }
 
+  /** The group's last day in samples, per topic or partition, for the console's charts (`kafka-eo history`). */
+  @Get('history')
+  history(@Query() query: Record<string, unknown>) {
+    return this.operators.history(historyQuery(queryOf(query, ['range', 'topic', 'partition'])));
+  }
+
   /** Operators' actions, newest first (`kafka-eo audit list`). */
   @Get('audit')
   audit(@Query() query: Record<string, unknown>) {
@@ -166,6 +174,31 @@ export class KafkaExactlyOnceAdminController {
         ? { replay: String(body.replay) }
         : { topic: requireText(body.topic, 'topic', 249), partition: Number(body.partition), offset: String(body.offset ?? '') };
     return this.operators.store.divertOutputs(target, body.outputTopic, body.reason, { ...this.actor(body, request), deadLetterTopic: optionalText(body, 'deadLetterTopic', 249) });
+  }
+
+  /**
+   * The group's input and output partitions: last stable offset, high watermark and the transactions open where
+   * they differ, whose they are and what the library does about them (`kafka-eo transactions list --url`).
+   */
+  @Get('transactions')
+  transactions(@Query() query: Record<string, unknown>) {
+    queryOf(query);
+    return this.operators.transactions.read();
+  }
+
+  /**
+   * Aborts a hanging transaction of another application on the group's partitions (WriteTxnMarkers), with a reason,
+   * audited (`abort-transaction`): 200 done, 422 failed (the audit says why). 409 for a transaction its coordinator
+   * still tracks, or the library's own (docs/console.md, "Open transactions").
+   */
+  @Post('transactions/abort')
+  async abortTransaction(@Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
+    queryOf(query);
+    const body = bodyOf(raw, ['topic', 'partition', 'producerId', 'reason', 'actor']);
+    const target = transactionTarget(body);
+    const entry = await this.operators.transactions.abort(target, requireText(body.reason, 'reason', 2000), this.actor(body, request));
+    reply.status(entry.state === 'done' ? 200 : 422);
+    return entry;
   }
 
   @Get('operations/:id')

@@ -3,6 +3,8 @@ import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { ConsoleAccessGuard, consoleController } from '../console/console.controller';
 import { ADMIN_OPTIONS, KafkaExactlyOnceAdminOptions, resolveAdminOptions } from './admin.options';
 import { AdminAccessGuard } from './admin-access.guard';
+import { BulkController } from './bulk/bulk.controller';
+import { BulkWorker } from './bulk/bulk-worker';
 import { KafkaExactlyOnceAdminController } from './kafka-exactly-once-admin.controller';
 import { OperatorService } from './operator.service';
 
@@ -55,8 +57,8 @@ export class KafkaExactlyOnceAdminModule {
   private static build(optionsProvider: Provider, console?: Type<unknown>): DynamicModule {
     return {
       module: KafkaExactlyOnceAdminModule,
-      controllers: [KafkaExactlyOnceAdminController, ...(console ? [console] : [])],
-      providers: [optionsProvider, AdminAccessGuard, ConsoleAccessGuard, OperatorService],
+      controllers: [KafkaExactlyOnceAdminController, BulkController, ...(console ? [console] : [])],
+      providers: [optionsProvider, AdminAccessGuard, ConsoleAccessGuard, OperatorService, BulkWorker],
     };
   }
 }

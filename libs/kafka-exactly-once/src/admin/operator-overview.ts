@@ -10,15 +10,10 @@ import type { OutboxOperations, OutboxSummary } from '../outbox/outbox-operation
 import type { PublisherStatus } from '../publishing/publish.interfaces';
 import { cappedCount, cappedCounts, type AtLeast } from './capped-count';
 import type { SqlClient } from './sql-client';
+import { activityOf, type PartitionActivityView } from './partition-activity';
+import { groupPartitions, partitionsOf, readInstances, type GroupPartition, type InstanceView } from './group-instances';
 
-/** What a partition is doing, in an operator's words, and what to do when it does not move. */
-export interface PartitionActivityView {
-  state: 'consuming' | 'idle' | 'waiting on a retry tier' | 'backing off' | 'stalled' | 'fenced';
-  /** Why it waits or stalls (its last error, or the due time it waits for). */
-  reason: string | null;
-  /** The operator's way out of a stall; null when nothing is to be done. */
-  wayOut: string | null;
-}
+export { activityOf, type PartitionActivityView };
 
 export interface OverviewPartition extends PartitionHealth {
   view: PartitionActivityView;
@@ -26,6 +21,8 @@ export interface OverviewPartition extends PartitionHealth {
 
 export interface GroupMember {
   memberId: string;
+  /** The instance of the library that reports being this member (null: none does, e.g. not this library or reports off). */
+  instanceId: string | null;
   clientId: string;
   host: string;
   /** Its partitions by topic. */
@@ -46,6 +43,16 @@ export interface OperatorOverviewDocument {
   consumer: { state: string; lastError: string | null };
   /** This instance's assigned partitions. */
   partitions: OverviewPartition[];
+  /**
+   * Every instance of the group that reports (module option operations.reportIntervalMs), this one first: its
+   * partitions, memory, event-loop delay and version, and whether it still reports. null when not read
+   * (`unreadable.instances` says why) or before the library's migrations made the table.
+   */
+  instances: InstanceView[] | null;
+  /** Every partition the group's instances report, with the instance that has it (empty when `instances` is null). */
+  groupPartitions: GroupPartition[];
+  /** The whole group's figures, from the instances' reports (null when `instances` is null). */
+  groupTotals: { instances: number; silent: number; lag: number; recordsPerSecond: number; stalled: number } | null;
   retryTiers: RetryTierStatus[];
   totals: { lag: number; unitsPerSecond: number; recordsPerSecond: number; stalled: number };
   /**
@@ -66,7 +73,7 @@ export interface OperatorOverviewDocument {
    * The parts that could not be read now (`counts`, `outbox`), each with why (PostgreSQL down, a query refused):
    * the rest of the document stands. Empty when every part was read.
    */
-  unreadable: { counts?: string; outbox?: string };
+  unreadable: { counts?: string; outbox?: string; instances?: string };
 }
 
 /** The overview's counts, each capped (COUNT_CAP). */
@@ -86,29 +93,6 @@ export interface OverviewSources {
 }
 
 const ASK_MS = 3000;
-
-/** How an operator reads a partition's state (docs/console.md, "Overview"). */
-export function activityOf(p: PartitionHealth): PartitionActivityView {
-  const error = p.lastError?.message ?? null;
-  if (p.activity === 'fenced') return { state: 'fenced', reason: error, wayOut: 'another member of the group owns this partition now: nothing to do here (this member stops its work on it)' };
-  if (p.stalled) {
-    const waited = `records have waited ${Math.round((p.waitingMs ?? 0) / 1000)} s without a commit`;
-    switch (p.lastError?.kind) {
-      case 'infrastructure':
-        return { state: 'stalled', reason: `${waited}: ${error}`, wayOut: 'PostgreSQL or Kafka fails (the error names which): the partition is tried again without end and moves once it answers; nothing to release or replay' };
-      case 'outputs-refused':
-        return { state: 'stalled', reason: `${waited}: ${error}`, wayOut: "Kafka refuses a handled record's recorded outputs for good: raise the output topic's limit, or divert them to the dead-letter topic (kafka-eo outputs divert, as the error says)" };
-      case 'record':
-        return { state: 'stalled', reason: `${waited}: ${error}`, wayOut: 'a record fails again and again: after isolation.maxFailures tries it is dead-lettered (or parks its key) and the partition moves on; see its dead letter then' };
-      default:
-        return { state: 'stalled', reason: error ? `${waited}; last error: ${error}` : waited, wayOut: "a unit of work takes longer than consumer.stallAfterMs: a handler's slow call or a lock it waits for (see the application's log); a handler past its deadline ends dead-lettered" };
-    }
-  }
-  if (p.activity === 'delaying') return { state: 'waiting on a retry tier', reason: p.nextDueAt ? `its next record is due at ${p.nextDueAt}` : null, wayOut: null };
-  if (p.activity === 'backing-off') return { state: 'backing off', reason: error, wayOut: null };
-  if (p.activity === 'idle') return { state: 'idle', reason: null, wayOut: null };
-  return { state: 'consuming', reason: null, wayOut: null };
-}
 
 /**
  * The overview of the application's group, this instance's partitions, its publisher, the database's outbox and
@@ -137,7 +121,19 @@ export class OperatorOverview {
         return null;
       }
     };
-    const [group, counts, outbox, health] = await Promise.all([this.group(), readOr('counts', () => this.counts()), readOr('outbox', () => this.outbox()), this.health()]);
+    const [group, counts, outbox, health, reported] = await Promise.all([
+      this.group(),
+      readOr('counts', () => this.counts()),
+      readOr('outbox', () => this.outbox()),
+      this.health(),
+      readOr('instances', () => readInstances(this.sources.sql, lifecycle.groupId, lifecycle.instanceId, new Set())),
+    ]);
+    // Kafka's members and the instances' reports, matched by member id.
+    const memberIds = new Set(group.members.map((m) => m.memberId));
+    // This instance's own partitions as they are now, not as its last report said.
+    const instances = reported?.map((i) => ({ ...i, inGroup: i.memberId !== null && memberIds.has(i.memberId), ...(i.self ? { partitions: partitionsOf({ assignment: status?.assignment ?? {}, partitions }).map((p) => ({ ...p, view: activityOf(p) })) } : {}) })) ?? null;
+    for (const m of group.members) m.instanceId = instances?.find((i) => i.memberId === m.memberId)?.instanceId ?? null;
+    const shared = instances ? groupPartitions(instances) : [];
     const round = (x: number) => Math.round(x * 100) / 100;
     return {
       generatedAt: new Date().toISOString(),
@@ -151,6 +147,17 @@ export class OperatorOverview {
         recordsPerSecond: round(partitions.reduce((n, p) => n + p.recordsPerSecond, 0)),
         stalled: partitions.filter((p) => p.stalled).length,
       },
+      instances,
+      groupPartitions: shared,
+      groupTotals: instances
+        ? {
+            instances: instances.filter((i) => i.status === 'reporting').length,
+            silent: instances.filter((i) => i.status === 'silent').length,
+            lag: shared.reduce((n, p) => n + (p.lag ?? 0), 0),
+            recordsPerSecond: round(shared.reduce((n, p) => n + p.recordsPerSecond, 0)),
+            stalled: shared.filter((p) => p.stalled).length,
+          }
+        : null,
       counts,
       publisher: this.sources.publisher?.status() ?? null,
       outbox,
@@ -182,7 +189,7 @@ export class OperatorOverview {
           } catch {
             assignment = {};
           }
-          return { memberId: m.memberId, clientId: m.clientId, host: m.clientHost, assignment };
+          return { memberId: m.memberId, instanceId: null, clientId: m.clientId, host: m.clientHost, assignment };
         }),
       };
     } catch (err) {

@@ -16,6 +16,9 @@ export interface ListQuery {
   topic?: string;
   key?: string;
   reason?: string;
+  /** Dead letters only: those dead-lettered at or after `from` and before `to` (ISO 8601), e.g. a chart's step. */
+  from?: string;
+  to?: string;
   /** 1..500, default 50 */
   limit?: number;
   /** The `next` cursor of the previous page. */
@@ -151,11 +154,11 @@ export interface ActorOptions {
   declaredActor?: string;
 }
 
-export const AUDIT_ACTIONS = ['release', 'replay', 'discard', 'divert'] as const;
+export const AUDIT_ACTIONS = ['release', 'replay', 'discard', 'divert', 'abort-transaction'] as const;
 
 export interface AuditEntry {
   id: string;
-  action: 'release' | 'replay' | 'discard' | 'divert';
+  action: (typeof AUDIT_ACTIONS)[number];
   topic: string;
   key: string | null;
   messageId: string | null;
@@ -312,11 +315,12 @@ export class OperatorStore {
          AND ($2::text IS NULL OR topic = $2 OR left(topic, length($2) + 7) = $2 || '.retry.') AND ($3::text IS NULL OR dlq_reason = $3)
          AND ($4::text IS NULL OR (md5(outputs->0->>'key') = md5($4) AND outputs->0->>'key' = $4))
          AND ($5::bigint IS NULL OR (processed_at, id_digest) < (${fromMicros('$5')}, decode($6, 'hex')))
+         AND ($8::timestamptz IS NULL OR processed_at >= $8) AND ($9::timestamptz IS NULL OR processed_at < $9)
        ORDER BY processed_at DESC, id_digest DESC
        LIMIT $7`,
       // The key as recorded (base64 of its bytes): what the index of dead letters' keys holds (by its MD5, in the
       // order a page is read: OperatorPaging1764401100000).
-      [this.group, query.topic || null, reasonOf(query), query.key === undefined ? null : Buffer.from(query.key, 'utf8').toString('base64'), ...cursorOf(query), limit + 1],
+      [this.group, query.topic || null, reasonOf(query), query.key === undefined ? null : Buffer.from(query.key, 'utf8').toString('base64'), ...cursorOf(query), limit + 1, query.from ?? null, query.to ?? null],
     );
     const items = rows.slice(0, limit).map((r) => this.deadLetterSummary(r));
     return { items, next: rows.length > limit ? rows[limit - 1].cursor : null };

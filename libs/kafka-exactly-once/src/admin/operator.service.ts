@@ -1,6 +1,6 @@
 import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import type { KafkaClient } from '../kafkajs';
+import { type KafkaClient, logRequestsOf } from '../kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { InboxHealthIndicator } from '../health/inbox.health-indicator';
 import { KafkaHealthIndicator } from '../health/kafka.health-indicator';
@@ -15,8 +15,11 @@ import { OutboxOperations } from '../outbox/outbox-operations';
 import { EventPublisher } from '../publishing/event-publisher';
 import { SchemaRegistry } from '../formats/avro/schema-registry';
 import { MessageStories } from './message-story';
+import { OpenTransactions } from './open-transactions';
 import { OperatorOverview } from './operator-overview';
+import { readHistory, type HistoryDocument, type HistoryQuery } from './group-history';
 import { OperatorStore } from './operator-store';
+import { BulkOperations } from './bulk/bulk-operations';
 import { dataSourceSql, type SqlClient } from './sql-client';
 
 /**
@@ -28,6 +31,8 @@ import { dataSourceSql, type SqlClient } from './sql-client';
 export class OperatorService implements OnModuleInit, OnApplicationShutdown {
   private cached?: { sql: SqlClient; store: OperatorStore; stories: MessageStories; outbox: OutboxOperations };
   private overviewReader?: OperatorOverview;
+  private bulkOperations?: BulkOperations;
+  private transactionsReader?: OpenTransactions;
 
   constructor(private readonly moduleRef: ModuleRef) {}
 
@@ -38,6 +43,7 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     await this.overviewReader?.close();
+    await this.transactionsReader?.close();
   }
 
   get store(): OperatorStore {
@@ -50,6 +56,18 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
 
   get outbox(): OutboxOperations {
     return this.tools().outbox;
+  }
+
+  /** The group's bulk actions (docs/console.md, Bulk actions), on the same DataSource. */
+  get bulk(): BulkOperations {
+    this.bulkOperations ??= new BulkOperations(this.tools().sql, this.lifecycle().groupId);
+    return this.bulkOperations;
+  }
+
+  /** The group's samples over a range (the console's charts). */
+  history(query: HistoryQuery): Promise<HistoryDocument> {
+    const lifecycle = this.lifecycle();
+    return readHistory(this.tools().sql, lifecycle.groupId, query, lifecycle.retryTierTopics());
   }
 
   get overview(): OperatorOverview {
@@ -77,6 +95,29 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
       indicators,
     });
     return this.overviewReader;
+  }
+
+  /** The open transactions of the group's input and output partitions, and the abort of a hanging one. */
+  get transactions(): OpenTransactions {
+    if (this.transactionsReader) return this.transactionsReader;
+    const lifecycle = this.lifecycle();
+    const options = this.find<ResolvedOptions>(RESOLVED_OPTIONS)!;
+    const consumed = lifecycle.consumedTopics().flatMap((t) => [t.topic, ...t.tiers]);
+    const written = [
+      ...Object.keys(options.topics).map((t) => `${options.topicPrefix}${t}`),
+      ...lifecycle.consumedTopics().map((t) => `${t.topic}${options.deadLetter.topicSuffix}`),
+      ...(options.outbox ? [options.outbox.checkpointTopic] : []),
+    ];
+    this.transactionsReader = new OpenTransactions({
+      requests: logRequestsOf(this.find<KafkaClient>(KAFKA_CLIENT)!),
+      sql: this.tools().sql,
+      store: this.tools().store,
+      ids: { prefix: options.transactionalIdPrefix, groupId: lifecycle.groupId, consumed: [...new Set(consumed)] },
+      written: [...new Set(written)],
+      abortsHanging: options.abortHangingTransactions,
+      transactionTimeoutMs: options.transactionTimeoutMs,
+    });
+    return this.transactionsReader;
   }
 
   private tools() {

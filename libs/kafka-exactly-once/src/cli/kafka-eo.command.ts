@@ -6,9 +6,11 @@ import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
 import { AUDIT_TABLE, INBOX_TABLE, PARKED_KEYS_TABLE } from '../kafka-exactly-once.constants';
 import { OUTBOX_USAGE, runOutboxCommand } from './outbox.command';
+import { BULK_USAGE, runBulkCommand } from './bulk.command';
 import { inspectSpool } from '../spool/spool-inspection';
 import { decodingSchemas, runSchemasCommand, SCHEMAS_USAGE } from './schemas.command';
 import { OVERVIEW_USAGE, runOverviewCommand } from './overview.command';
+import { runTransactionsCommand, TransactionsAnswer, TRANSACTIONS_USAGE } from './transactions.command';
 import { jsonForTerminal, printable } from './terminal-text';
 import { MessageStories, type MessageStory } from '../admin/message-story';
 import type { BytesView, HeaderView, ValueView } from '../admin/record-view';
@@ -47,7 +49,7 @@ Usage:
   kafka-eo outputs divert --replay <seq> --output-topic T --reason TEXT [--dead-letter-topic D] [--actor NAME]
   kafka-eo retries list [--topic T] [--limit N]
   kafka-eo operations show <id>
-  kafka-eo audit list [--action release|replay|discard|divert] [--topic T] [--key K] [--actor NAME] [--limit N] [--after CURSOR]
+  kafka-eo audit list [--action release|replay|discard|divert|abort-transaction] [--topic T] [--key K] [--actor NAME] [--limit N] [--after CURSOR]
                                       who did what, when, with the reason given (newest first)
   kafka-eo story <message-id> [--topic T]
   kafka-eo story --key K [--topic T] [--limit N] [--after CURSOR]
@@ -55,9 +57,11 @@ Usage:
                                       everything recorded of a message: its input, the unit that handled it, its
                                       outputs, tiers, parking, dead letter, replays and the operators' actions
 ${OVERVIEW_USAGE}
+${TRANSACTIONS_USAGE}
   kafka-eo spool show <directory>     the publisher's spool: records waiting for Kafka, and those set aside
                                       (quarantined) with the reason each can never be sent; reads, never changes
 ${OUTBOX_USAGE}
+${BULK_USAGE}
 ${SCHEMAS_USAGE}
 
 Options:
@@ -66,7 +70,7 @@ Options:
   --timeout-ms MS  how long release and replay wait for the group's consumer to carry them out (default 60000)
 
 Environment: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), KAFKA_BROKERS (default 127.0.0.1:9092),
-  SCHEMAS_DIR and SCHEMA_REGISTRY_URL (to decode values; ./schemas when there is one), ADMIN_READ_ONLY_TOKEN, else ADMIN_TOKEN (overview)
+  SCHEMAS_DIR and SCHEMA_REGISTRY_URL (to decode values; ./schemas when there is one), ADMIN_READ_ONLY_TOKEN, else ADMIN_TOKEN (overview, transactions list), ADMIN_TOKEN (transactions abort)
 Exit codes: 0 done, 1 failed, 2 usage, 3 not found, 4 conflict, 5 still queued when the wait ended`;
 
 interface Io {
@@ -79,7 +83,7 @@ interface Parsed {
   flags: Map<string, string | true>;
 }
 
-const VALUE_FLAGS = new Set(['schema', 'schemas-dir', 'registry', 'strategy', 'group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records', 'action', 'partition', 'offset', 'url']);
+const VALUE_FLAGS = new Set(['schema', 'schemas-dir', 'registry', 'strategy', 'group', 'topic', 'reason', 'key', 'limit', 'after', 'actor', 'timeout-ms', 'output-topic', 'dead-letter-topic', 'replay', 'state', 'prefix', 'name', 'checkpoint-topic', 'batch-max-records', 'action', 'partition', 'offset', 'url', 'kind', 'dlq-reason', 'error', 'from', 'to', 'rate', 'expect']);
 const BOOLEAN_FLAGS = new Set(['json', 'no-wait', 'help']);
 
 /**
@@ -250,6 +254,21 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
     }
   }
 
+  if (noun === 'transactions') {
+    try {
+      const done = await runTransactionsCommand({ verb, args, text, env, print, table, fields, warn: (line) => io.err(`${printable(line)}\n`) });
+      return 'state' in done && done.state === 'failed' ? EXIT.failed : EXIT.ok;
+    } catch (err) {
+      if (err instanceof OperatorRequestError) {
+        io.err(`kafka-eo: ${printable(err.message)}${err.field === 'reason' ? '' : `\n\n${USAGE}`}`);
+        return EXIT.usage;
+      }
+      io.err(`kafka-eo: ${printable((err as Error).message)}`);
+      const status = err instanceof TransactionsAnswer ? err.status : 0;
+      return status === 400 ? EXIT.usage : status === 404 ? EXIT.notFound : status === 409 ? EXIT.conflict : EXIT.failed;
+    }
+  }
+
   if (noun === 'spool') {
     try {
       if (verb !== 'show' || args.length !== 1) throw new OperatorRequestError('invalid', 'spool show takes <directory> (the publisher.spool.directory of the application)');
@@ -281,6 +300,7 @@ export async function runKafkaEo(argv: string[], env: NodeJS.ProcessEnv, io: Io)
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new OperatorRequestError('invalid', `--timeout-ms must be a whole number of milliseconds`, 'timeout-ms');
     if (noun === 'outbox') return await runOutboxCommand({ verb, args, text, limit, env, pool, print, table, fields, err: io.err });
     const group = await resolveGroup(pool, flags, env);
+    if (noun === 'bulk') return await runBulkCommand({ verb, args, text, limit, group, env, pool, print, table, fields, err: io.err });
     const store = new OperatorStore(pgPoolSql(pool), group);
     const query = { topic: text('topic'), key: text('key'), reason: text('reason'), after: text('after'), limit };
     const finish = async (queued: AuditEntry) => {

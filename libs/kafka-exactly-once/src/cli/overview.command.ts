@@ -67,7 +67,7 @@ export async function runOverviewCommand(ctx: OverviewContext): Promise<Operator
 }
 
 /** Whether a URL's host is this machine (localhost, 127.0.0.0/8, ::1): plain http there never leaves it. */
-function isLoopback(hostname: string): boolean {
+export function isLoopback(hostname: string): boolean {
   const host = hostname.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
   return host === 'localhost' || host.endsWith('.localhost') || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === '::1';
 }

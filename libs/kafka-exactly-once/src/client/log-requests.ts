@@ -14,6 +14,8 @@ export interface OpenTransaction {
   state?: string;
   /** The epoch of the coordinator that last wrote a marker for this producer here (-1: none yet). */
   coordinatorEpoch?: number;
+  /** The timestamp (ms) of the producer's last write to the partition, as DescribeProducers answers (-1: unknown). */
+  lastTimestamp?: string;
 }
 
 /** The open transactions of one partition, as DescribeProducers answers (those with a start offset only). */
@@ -36,6 +38,27 @@ export interface TransactionListing {
   transactionalId: string;
   producerId: string;
   state: string;
+}
+
+/** A transactional id as its coordinator describes it (DescribeTransactions). */
+export interface TransactionDescription {
+  transactionalId: string;
+  errorCode: number;
+  state: string;
+  /** The producer's transaction timeout: the coordinator aborts a transaction open longer. */
+  timeoutMs: number;
+  /** When the coordinator began its current transaction (ms; -1: none). */
+  startTimeMs: string;
+  producerId: string;
+  producerEpoch: number;
+}
+
+/** One partition's offset as ListOffsets answers it. */
+export interface PartitionOffset {
+  topic: string;
+  partition: number;
+  errorCode: number;
+  offset: bigint;
 }
 
 /** Partitions of topics, as the requests below take them. */
@@ -89,6 +112,10 @@ export interface LogRequests {
   writeTxnMarkers(broker: number, marker: TransactionMarker, topics: TopicPartitions[]): Promise<MarkerAnswer[]>;
   /** ListOffsets to `broker`: a partition's first offset of a timestamp or later (-1: none), or its latest (-1) or earliest (-2). */
   listOffset(broker: number, topic: string, partition: number, timestamp: number, isolation: Isolation): Promise<bigint>;
+  /** ListOffsets to `broker` for many partitions it leads, in one request: each one's latest offset (the high watermark read uncommitted, the last stable offset read committed). */
+  latestOffsets(broker: number, topics: TopicPartitions[], isolation: Isolation): Promise<PartitionOffset[]>;
+  /** DescribeTransactions (KIP-664) to `broker`, the coordinator of these transactional ids. */
+  describeTransactions(broker: number, transactionalIds: string[]): Promise<TransactionDescription[]>;
   /** One Fetch of a partition from `from` (up to `maxBytes`): its error code and the records of the answer, from wherever its first batch begins. */
   fetch(broker: number, topic: string, partition: number, from: bigint, isolation: Isolation, maxBytes: number): Promise<{ errorCode: number; records: LogRecord[] }>;
   /** After a failed request: connect afresh next time. */

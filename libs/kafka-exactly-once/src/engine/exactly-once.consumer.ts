@@ -1,3 +1,4 @@
+import { PartitionSamples } from './partition-samples';
 import { Logger } from '@nestjs/common';
 import type { DatabasePort } from '../database/database.port';
 import { InboxRepository } from '../inbox/inbox.repository';
@@ -41,6 +42,8 @@ export type ConsumerState = 'idle' | 'starting' | 'rebalancing' | 'running' | 's
 export interface ConsumerStatus {
   state: ConsumerState;
   groupId: string;
+  /** This member's id in the group (null until it joined). */
+  memberId?: string | null;
   assignment: Record<string, number[]>;
   lastError?: string;
   /** Each assigned partition that has been fetched from, with its progress. */
@@ -95,6 +98,8 @@ export class ExactlyOnceConsumer {
   private undrain?: () => void;
   /** This member's id in the group, from its last join: a drain before a leave is for this member only when it is its own. */
   private memberId?: string;
+  /** Counts per partition between two reports of the instance (the console's charts). */
+  readonly samples = new PartitionSamples();
   private readonly routes: Map<string, Route>;
   private consumer?: GroupConsumer;
   private readonly stableOffsets: StableOffsets;
@@ -135,7 +140,7 @@ export class ExactlyOnceConsumer {
   getStatus(stallAfterMs = this.options.consumer.stallAfterMs): ConsumerStatus {
     const now = Date.now();
     const partitions = [...this.sessions.values()].map((s) => s.progress.snapshot(stallAfterMs, now));
-    return { ...this.status, assignment: { ...this.status.assignment }, partitions, retryTiers: this.retryTiers(partitions) };
+    return { ...this.status, memberId: this.memberId ?? null, assignment: { ...this.status.assignment }, partitions, retryTiers: this.retryTiers(partitions) };
   }
 
   private retryTiers(partitions: PartitionHealth[]): RetryTierStatus[] {
@@ -712,7 +717,9 @@ export class ExactlyOnceConsumer {
         session.committed(BigInt(outcome.lastOffset) + 1n, { records: outcome.count, commitMs: outcome.timings.postgresCommitMs + outcome.timings.kafkaCommitMs });
         const until = session.delivered?.until;
         if (until !== undefined && session.floor >= until) await this.pastDelivered(session, until);
-        this.metrics?.unitCommitted(topic, outcome.stats, { unitMs: performance.now() - unitStarted, ...outcome.timings });
+        const unitMs = performance.now() - unitStarted;
+        this.samples.unit(topic, partition, outcome.count, unitMs);
+        this.metrics?.unitCommitted(topic, outcome.stats, { unitMs, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;
         if (replayed > 0 || duplicates > 0 || deadLettered > 0 || retried > 0) this.logger.log(summary);
@@ -852,6 +859,7 @@ export class ExactlyOnceConsumer {
   /** A record moved to a retry tier: one debug line (the unit's summary counts them), and the metric. */
   private logRetry(topic: string, partition: number, record: ChunkRecord, handler: HandlerDefinition, tier: number, error: string): void {
     this.metrics?.retryMoved(handler.topic, tier);
+    this.samples.retryMoved(topic, partition);
     this.logger.debug(`retry ${JSON.stringify({ topic, partition, offset: record.offset, messageId: record.id.displayId, tier, to: handler.retryTopics!.topics[tier - 1], error: error.slice(0, 300) })}`);
   }
 
@@ -959,6 +967,7 @@ export class ExactlyOnceConsumer {
   /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */
   private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string, parked?: { key: string; parkedNow: boolean }): void {
     this.metrics?.deadLetter(topic, reason, parked?.parkedNow === true);
+    this.samples.deadLetter(topic, partition, parked?.parkedNow === true);
     const line = { topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) };
     this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
     if (parked?.parkedNow) {

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { SessionSource } from '../database/database.port';
 import { queryWithin } from '../engine/clean-release';
-import { AUDIT_TABLE, COMMITTED_OUTPUTS_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
+import { AUDIT_TABLE, BULK_OPERATIONS_TABLE, COMMITTED_OUTPUTS_TABLE, INBOX_TABLE, PARKED_RECORDS_TABLE, REPLAYS_TABLE, UNIT_OUTPUTS_TABLE } from '../kafka-exactly-once.constants';
 
 /** The group's committed offsets of partitions of a topic, read stable (-1 for none). */
 export type CommittedOffsets = (topic: string, partitions: number[]) => Promise<Map<number, bigint>>;
@@ -30,6 +30,7 @@ const SETTLED = [
   { table: AUDIT_TABLE, where: `state NOT IN ('pending', 'running') AND COALESCE(finished_at, requested_at) < now() - make_interval(secs => $2::float8 * 86400)` },
   { table: REPLAYS_TABLE, where: `settled AND created_at < now() - make_interval(secs => $2::float8 * 86400)` },
   { table: PARKED_RECORDS_TABLE, where: `state <> 'parked' AND resolved_at < now() - make_interval(secs => $2::float8 * 86400)` },
+  { table: BULK_OPERATIONS_TABLE, where: `state <> 'running' AND finished_at < now() - make_interval(secs => $2::float8 * 86400)` },
 ];
 
 /**

@@ -114,6 +114,13 @@ export interface KafkaExactlyOnceModuleOptions {
      * it. Open operations, unsettled replays and parked records are never deleted. Default 30; a fraction is allowed.
      */
     retentionDays?: number;
+    /**
+     * How often (ms) this instance writes its state and its partitions' counts to PostgreSQL (`kafka_eo_instances`,
+     * `kafka_eo_samples`), where the operator console of any instance of the group reads them: every member, and
+     * the last day in charts (docs/console.md, "The whole group"). Default 10000; from 1000 to 60000; 0 turns it off (the
+     * console then shows its own instance only, and no charts).
+     */
+    reportIntervalMs?: number;
   };
   /** Start consuming at application bootstrap (default true). */
   autoStart?: boolean;

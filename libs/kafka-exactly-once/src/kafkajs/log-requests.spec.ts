@@ -1,4 +1,4 @@
-import { describeProducersV0, txnMarkersV1 } from './log-requests';
+import { describeProducersV0, describeTransactionsV0, txnMarkersV1 } from './log-requests';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -59,14 +59,25 @@ describe("the hanging transactions' requests on KafkaJS (codecs for what KafkaJS
     ]);
   });
 
-  it("decodes DescribeProducers v0's answer: open transactions only, with their coordinator epoch", async () => {
-    const producer = (e: any, id: string, start: string) => e.writeInt64(id).writeInt32(1).writeInt32(4).writeInt64('0').writeInt32(-1).writeInt64(start).writeUVarInt(0);
+  it("decodes DescribeProducers v0's answer: open transactions only, with their coordinator epoch and last write", async () => {
+    const producer = (e: any, id: string, start: string) => e.writeInt64(id).writeInt32(1).writeInt32(4).writeInt64('1700000000000').writeInt32(-1).writeInt64(start).writeUVarInt(0);
     const answer = new Encoder().writeUVarInt(0).writeInt32(0).writeUVarInt(2).writeUVarIntString('out').writeUVarInt(2).writeInt32(0).writeInt16(0).writeUVarIntString(null).writeUVarInt(3);
     producer(answer, '11', '42');
     producer(answer, '12', '-1'); // no open transaction
     answer.writeUVarInt(0).writeUVarInt(0).writeUVarInt(0);
     expect(await describeProducersV0([{ topic: 'out', partitions: [0] }]).response.decode(answer.buffer)).toEqual([
-      { topic: 'out', partition: 0, errorCode: 0, producers: [{ producerId: '11', producerEpoch: 1, startOffset: '42', coordinatorEpoch: -1 }] },
+      { topic: 'out', partition: 0, errorCode: 0, producers: [{ producerId: '11', producerEpoch: 1, startOffset: '42', coordinatorEpoch: -1, lastTimestamp: '1700000000000' }] },
+    ]);
+  });
+
+  it("encodes DescribeTransactions v0 by transactional ids, and decodes its answer: state, timeout and start time", async () => {
+    expect(await encoded(describeTransactionsV0(['billing-1']))).toEqual(new Encoder().writeUVarInt(0).writeUVarInt(2).writeUVarIntString('billing-1').writeUVarInt(0).buffer);
+    const answer = new Encoder().writeUVarInt(0).writeInt32(0).writeUVarInt(2);
+    answer.writeInt16(0).writeUVarIntString('billing-1').writeUVarIntString('Ongoing').writeInt32(60000).writeInt64('1700000000000').writeInt64('4096').writeInt16(3);
+    answer.writeUVarInt(2).writeUVarIntString('out').writeUVarInt(3).writeInt32(0).writeInt32(1).writeUVarInt(0); // its partitions
+    answer.writeUVarInt(0).writeUVarInt(0);
+    expect(await describeTransactionsV0(['billing-1']).response.decode(answer.buffer)).toEqual([
+      { transactionalId: 'billing-1', errorCode: 0, state: 'Ongoing', timeoutMs: 60000, startTimeMs: '1700000000000', producerId: '4096', producerEpoch: 3 },
     ]);
   });
 

@@ -1,4 +1,4 @@
-import { type Isolation, type LogRecord, type LogRequests, type MarkerAnswer, type OpenTransaction, type PartitionLeader, partitionLeaders, type PartitionProducers, type TopicPartitions, type TransactionListing, type TransactionMarker } from '../client/log-requests';
+import { type Isolation, LATEST, type LogRecord, type LogRequests, type MarkerAnswer, type OpenTransaction, type PartitionLeader, partitionLeaders, type PartitionOffset, type PartitionProducers, type TopicPartitions, type TransactionDescription, type TransactionListing, type TransactionMarker } from '../client/log-requests';
 import { driverPartsOf } from '../client/driver-parts';
 import type { KafkaClient } from './client';
 import { ClusterClient, type KafkaJsBroker, ProtocolRequest, sendRequest } from './producer/kafkajs-internals';
@@ -11,6 +11,7 @@ const Decoder = require('kafkajs/src/protocol/decoder');
 
 const WRITE_TXN_MARKERS = 27;
 const DESCRIBE_PRODUCERS = 61;
+const DESCRIBE_TRANSACTIONS = 65;
 const LIST_TRANSACTIONS = 66;
 
 /** A compact array of topics, each with a compact array of partition numbers and empty tagged fields. */
@@ -52,11 +53,11 @@ export function describeProducersV0(topics: Array<{ topic: string; partitions: n
                 const producerId = s.readInt64().toString();
                 const producerEpoch = s.readInt32();
                 s.readInt32(); // last sequence
-                s.readInt64(); // last timestamp
+                const lastTimestamp = s.readInt64().toString();
                 const coordinatorEpoch = s.readInt32();
                 const startOffset = s.readInt64().toString();
                 s.readTaggedFields();
-                return { producerId, producerEpoch, startOffset, coordinatorEpoch };
+                return { producerId, producerEpoch, startOffset, coordinatorEpoch, lastTimestamp };
               }) ?? []
             ).filter((s: OpenTransaction) => BigInt(s.startOffset) >= 0n);
             p.readTaggedFields();
@@ -154,6 +155,48 @@ export function listTransactionsV0(producerIds: string[]): ProtocolRequest {
   };
 }
 
+/** DescribeTransactions v0 (KIP-664, flexible), to the transactional ids' coordinator: state, timeout and start time. */
+export function describeTransactionsV0(transactionalIds: string[]): ProtocolRequest {
+  return {
+    request: {
+      apiKey: DESCRIBE_TRANSACTIONS,
+      apiVersion: 0,
+      apiName: 'DescribeTransactions',
+      encode: async () => {
+        const encoder = new Encoder().writeUVarInt(0).writeUVarInt(transactionalIds.length + 1);
+        for (const id of transactionalIds) encoder.writeUVarIntString(id);
+        return encoder.writeUVarInt(0);
+      },
+    },
+    response: {
+      decode: async (payload: Buffer) => {
+        const decoder = new Decoder(payload);
+        decoder.readTaggedFields(); // response header v1
+        decoder.readInt32(); // throttle time
+        const states: TransactionDescription[] =
+          decoder.readUVarIntArray((d: any) => {
+            const errorCode = d.readInt16();
+            const transactionalId = d.readUVarIntString();
+            const state = d.readUVarIntString();
+            const timeoutMs = d.readInt32();
+            const startTimeMs = d.readInt64().toString();
+            const producerId = d.readInt64().toString();
+            const producerEpoch = d.readInt16();
+            d.readUVarIntArray((t: any) => {
+              t.readUVarIntString();
+              t.readUVarIntArray((p: any) => p.readInt32());
+              t.readTaggedFields();
+            });
+            d.readTaggedFields();
+            return { transactionalId, errorCode, state, timeoutMs, startTimeMs, producerId, producerEpoch };
+          }) ?? [];
+        return states;
+      },
+      parse: async (data: unknown) => data,
+    },
+  };
+}
+
 /** One record as KafkaJS's fetch decoder gives it, with what is read of it. */
 interface FetchedRecord {
   offset: string;
@@ -167,7 +210,7 @@ interface FetchedRecord {
 
 /** What is asked of a KafkaJS Broker besides its requests by definition. */
 interface LogBroker {
-  listOffsets(args: object): Promise<{ responses: Array<{ partitions: Array<{ offset: string }> }> }>;
+  listOffsets(args: object): Promise<{ responses: Array<{ topic: string; partitions: Array<{ partition: number; errorCode?: number; offset: string }> }> }>;
   fetch(args: object): Promise<{ responses: Array<{ partitions: Array<{ errorCode?: number; messages: FetchedRecord[] }> }> }>;
 }
 
@@ -210,6 +253,19 @@ export class KafkaJsLogRequests extends ClusterClient implements LogRequests {
   async listOffset(broker: number, topic: string, partition: number, timestamp: number, isolation: Isolation): Promise<bigint> {
     const answer = await (await this.broker(broker)).listOffsets({ replicaId: -1, isolationLevel: ISOLATION[isolation], topics: [{ topic, partitions: [{ partition, timestamp }] }] });
     return BigInt(answer.responses[0].partitions[0].offset);
+  }
+
+  async latestOffsets(broker: number, topics: TopicPartitions[], isolation: Isolation): Promise<PartitionOffset[]> {
+    const answer = await (await this.broker(broker)).listOffsets({
+      replicaId: -1,
+      isolationLevel: ISOLATION[isolation],
+      topics: topics.map((t) => ({ topic: t.topic, partitions: t.partitions.map((partition) => ({ partition, timestamp: LATEST })) })),
+    });
+    return answer.responses.flatMap((t) => t.partitions.map((p) => ({ topic: t.topic, partition: p.partition, errorCode: p.errorCode ?? 0, offset: BigInt(p.offset) })));
+  }
+
+  async describeTransactions(broker: number, transactionalIds: string[]): Promise<TransactionDescription[]> {
+    return sendRequest<TransactionDescription[]>(await this.broker(broker), describeTransactionsV0(transactionalIds));
   }
 
   async fetch(broker: number, topic: string, partition: number, from: bigint, isolation: Isolation, maxBytes: number): Promise<{ errorCode: number; records: LogRecord[] }> {

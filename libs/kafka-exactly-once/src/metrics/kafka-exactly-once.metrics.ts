@@ -179,6 +179,11 @@ export class KafkaExactlyOnceMetrics {
     return this.registry?.metrics();
   }
 
+  /** What the lifecycle, the publisher and the relay attached (the instance's reports read them too). */
+  get sources(): MetricsSources {
+    return this.attached.sources;
+  }
+
   /** The gauges read these at each scrape; the lifecycle and the publisher attach theirs. */
   attach(sources: MetricsSources): void {
     Object.assign(this.attached.sources, sources);

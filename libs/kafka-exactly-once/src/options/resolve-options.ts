@@ -17,6 +17,12 @@ function positiveInt(field: string, value: number | undefined, fallback: number,
   return value;
 }
 
+function boundedInt(field: string, value: number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) throw new InvalidOptionsError(field, `must be an integer from ${min} to ${max} (or 0 for off), got ${JSON.stringify(value)}`);
+  return value;
+}
+
 function positiveNumber(field: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value) || !(value > 0)) throw new InvalidOptionsError(field, `must be a number > 0, got ${JSON.stringify(value)}`);
@@ -223,6 +229,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
     operations: {
       pollIntervalMs: positiveInt('operations.pollIntervalMs', options.operations?.pollIntervalMs, 1000, 50),
       retentionDays: positiveNumber('operations.retentionDays', options.operations?.retentionDays, 30),
+      reportIntervalMs: options.operations?.reportIntervalMs === 0 ? 0 : boundedInt('operations.reportIntervalMs', options.operations?.reportIntervalMs, 10000, 1000, 60000),
     },
     autoStart: options.autoStart ?? true,
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),

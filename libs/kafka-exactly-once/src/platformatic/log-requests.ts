@@ -1,4 +1,4 @@
-import { type Isolation, type LogRecord, type LogRequests, type MarkerAnswer, type PartitionLeader, partitionLeaders, type PartitionProducers, type TopicPartitions, type TransactionListing, type TransactionMarker } from '../client/log-requests';
+import { type Isolation, LATEST, type LogRecord, type LogRequests, type MarkerAnswer, type PartitionLeader, partitionLeaders, type PartitionOffset, type PartitionProducers, type TopicPartitions, type TransactionDescription, type TransactionListing, type TransactionMarker } from '../client/log-requests';
 import { loggedRecords } from './fetched-records';
 import { type connectionOptions, platformaticKafka, type PlatformaticKafka } from './load';
 import { kafkaError, PlatformaticProducerCluster, protocolError } from './producer-parts';
@@ -51,7 +51,7 @@ export class PlatformaticLogRequests implements LogRequests {
         // Producers with an open transaction only (current_txn_start_offset -1: none).
         producers: p.activeProducers
           .filter((a) => a.currentTxnStartOffset >= 0n)
-          .map((a) => ({ producerId: String(a.producerId), producerEpoch: a.producerEpoch, startOffset: String(a.currentTxnStartOffset), coordinatorEpoch: a.coordinatorEpoch })),
+          .map((a) => ({ producerId: String(a.producerId), producerEpoch: a.producerEpoch, startOffset: String(a.currentTxnStartOffset), coordinatorEpoch: a.coordinatorEpoch, lastTimestamp: String(a.lastTimestamp) })),
       })),
     );
   }
@@ -80,6 +80,29 @@ export class PlatformaticLogRequests implements LogRequests {
     } catch (err) {
       throw kafkaError(err);
     }
+  }
+
+  async latestOffsets(broker: number, topics: TopicPartitions[], isolation: Isolation): Promise<PartitionOffset[]> {
+    const { listOffsetsV5 } = platformaticKafka();
+    const connection = await this.connection(broker);
+    const answer = await answered(
+      listOffsetsV5.api.async(connection, -1, ISOLATION[isolation], topics.map((t) => ({ name: t.topic, partitions: t.partitions.map((partitionIndex) => ({ partitionIndex, currentLeaderEpoch: -1, timestamp: BigInt(LATEST) })) }))),
+    );
+    return answer.topics.flatMap((t) => t.partitions.map((p) => ({ topic: t.name, partition: p.partitionIndex, errorCode: p.errorCode, offset: p.offset })));
+  }
+
+  async describeTransactions(broker: number, transactionalIds: string[]): Promise<TransactionDescription[]> {
+    const { describeTransactionsV0 } = platformaticKafka();
+    const answer = await answered(describeTransactionsV0.api.async(await this.connection(broker), transactionalIds));
+    return answer.transactionStates.map((s) => ({
+      transactionalId: s.transactionalId,
+      errorCode: s.errorCode,
+      state: s.transactionState,
+      timeoutMs: s.transactionTimeoutMs,
+      startTimeMs: String(s.transactionStartTimeMs),
+      producerId: String(s.producerId),
+      producerEpoch: s.producerEpoch,
+    }));
   }
 
   async fetch(broker: number, topic: string, partition: number, from: bigint, isolation: Isolation, maxBytes: number): Promise<{ errorCode: number; records: LogRecord[] }> {

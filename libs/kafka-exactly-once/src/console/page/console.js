@@ -14,7 +14,7 @@
   var TOKEN_KEY = 'kafka-eo-console.token';
   var ACTOR_KEY = 'kafka-eo-console.actor';
   var REASONS = ['decode-failed', 'unknown-schema', 'handler-failed', 'validation-failed', 'output-invalid', 'output-too-large', 'key-parked', 'key-unresolved', 'output-refused'];
-  var ACTIONS = ['release', 'replay', 'discard', 'divert'];
+  var ACTIONS = ['release', 'replay', 'discard', 'divert', 'abort-transaction'];
   var MAX_CELL = 240;
 
   // ---- Text: what a record carries, shown as characters an operator can read ----
@@ -345,10 +345,13 @@
     ['overview', 'Overview'],
     ['parked', 'Parked keys'],
     ['dead-letters', 'Dead letters'],
+    ['charts', 'Charts'],
     ['retries', 'Retry tiers'],
     ['outbox', 'Outbox'],
+    ['transactions', 'Transactions'],
     ['story', 'Message story'],
     ['audit', 'Audit'],
+    ['bulk', 'Bulk actions'],
   ];
 
   function layout(current) {
@@ -494,11 +497,18 @@
       if (own !== generation) return;
       // null while PostgreSQL cannot be read (o.unreadable.counts says why): the tiles show a dash.
       var counts = o.counts || {};
+      // The whole group from the instances' reports; this instance alone when they are off or not read.
+      var groupTotals = o.instances && o.instances.length ? o.groupTotals : null;
+      var totals = groupTotals || o.totals;
+      var partitions = groupTotals ? o.groupPartitions : o.partitions;
+      var instanceNames = {};
+      (o.instances || []).forEach(function (i, n) { instanceNames[i.instanceId] = i.self ? 'this instance' : '#' + (n + 1) + ' ' + i.host + ' (pid ' + i.pid + ')'; });
       var tiles = el('div', { class: 'tiles' },
         tile('Consumer', badge(o.consumer.state), o.consumer.state === 'running' && o.consumer.lastError ? 'recovered from: ' + cut(o.consumer.lastError, 160) : null),
-        tile('Lag', number(o.totals.lag), 'records still to handle'),
-        tile('Records/s', number(o.totals.recordsPerSecond), 'over the last minute'),
-        tile('Stalled', number(o.totals.stalled), 'partitions', o.totals.stalled > 0 ? 'bad' : null),
+        groupTotals ? tile('Instances', link('#/overview', number(groupTotals.instances)), groupTotals.silent ? number(groupTotals.silent) + ' no longer reporting' : 'reporting', groupTotals.silent > 0 ? 'bad' : null) : null,
+        tile('Lag', number(totals.lag), groupTotals ? 'records still to handle, whole group' : 'records still to handle'),
+        tile('Records/s', number(totals.recordsPerSecond), 'over the last minute'),
+        tile('Stalled', number(totals.stalled), 'partitions', totals.stalled > 0 ? 'bad' : null),
         tile('Parked keys', link('#/parked', capped(counts, 'parkedKeys')), capped(counts, 'parkedRecords') + ' records wait', counts.parkedKeys > 0 ? 'warn' : null),
         tile('Dead letters', link('#/dead-letters', capped(counts, 'deadLetters')), 'not replayed'),
         tile('On retry tiers', link('#/retries', capped(counts, 'retrying')), 'records waiting'));
@@ -513,8 +523,10 @@
         unreadableBanner(o.unreadable),
         tiles,
         section('Health', health.length ? health : el('p', { class: 'muted' }, 'No indicator.')),
-        section('Partitions of this instance', table([
-          { title: 'Partition', render: function (p) { return el('span', { class: 'mono' }, p.topic + '[' + p.partition + ']'); } },
+        groupTotals ? section('Instances of the group', instancesTable(o.instances)) : null,
+        section(groupTotals ? 'Partitions of the group' : 'Partitions of this instance', table([
+          { title: 'Partition', render: function (p) { return link(route('charts', { topic: p.topic, partition: p.partition }), p.topic + '[' + p.partition + ']'); } },
+          groupTotals ? { title: 'Instance', render: function (p) { return el('span', { class: p.instanceStatus === 'reporting' ? null : 'bad-text' }, instanceNames[p.instanceId] || p.instanceId, p.instanceStatus === 'reporting' ? '' : ' (' + p.instanceStatus + ')'); } } : null,
           { title: 'Activity', render: function (p) { return badge(p.view.state); } },
           { title: 'Committed', key: 'committedOffset', numeric: true },
           { title: 'Lag', render: function (p) { return number(p.lag); }, numeric: true },
@@ -522,10 +534,10 @@
           { title: 'Units/s', render: function (p) { return number(p.unitsPerSecond); }, numeric: true },
           { title: 'Commit', render: function (p) { return p.commitLatencyMs === null ? '–' : duration(p.commitLatencyMs); }, numeric: true },
           { title: 'Last commit', render: function (p) { return time(p.lastCommitAt); } },
-        ], o.partitions.slice().sort(function (a, b) { return a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition; }), {
-          empty: 'This instance is assigned no partition (yet).',
+        ].filter(Boolean), partitions.slice().sort(function (a, b) { return a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition; }), {
+          empty: groupTotals ? 'No instance reports a partition (yet).' : 'This instance is assigned no partition (yet).',
           testid: 'partitions',
-          rowClass: function (p) { return p.stalled ? 'row-bad' : null; },
+          rowClass: function (p) { return p.stalled || (p.instanceStatus && p.instanceStatus !== 'reporting') ? 'row-bad' : null; },
           after: function (p) {
             if (!p.view.reason && !p.view.wayOut) return null;
             return el('div', { class: 'why' }, p.view.reason ? el('div', null, cut(p.view.reason, 1200)) : null, p.view.wayOut ? el('div', null, el('strong', null, 'Way out: '), p.view.wayOut) : null);
@@ -534,6 +546,7 @@
         section('Members of the group', group.error ? status(group.error, 'warn') : null, fields([['Kafka\'s state', group.state]]), table([
           { title: 'Client', key: 'clientId' },
           { title: 'Host', key: 'host' },
+          { title: 'Instance', render: function (m) { return m.instanceId ? instanceNames[m.instanceId] || m.instanceId : el('span', { class: 'muted' }, 'reports nothing'); } },
           { title: 'Partitions', render: function (m) { return Object.keys(m.assignment).map(function (t) { return t + ' ' + m.assignment[t].join(','); }).join('; '); } },
           { title: 'Member', key: 'memberId', max: 60 },
         ], group.members, { empty: 'No member.' })),
@@ -547,6 +560,22 @@
         section('Outbox', o.outbox ? outboxFields(o.outbox) : el('p', { class: 'muted' }, 'This database has no outbox.')));
       scheduleRefresh(own);
     });
+  }
+
+  /** The group's instances from their reports: which reports, which went silent, each one's process. */
+  function instancesTable(instances) {
+    return table([
+      { title: 'Instance', render: function (i, n) { return el('span', null, el('span', { class: 'mono' }, i.instanceId), i.self ? el('span', { class: 'muted' }, ' (this one)') : null); } },
+      { title: 'Report', render: function (i) { return el('span', null, badge(i.status), ' ', i.status === 'stopped' ? 'stopped ' + ago(i.stoppedAt) : 'last ' + duration(i.reportAgeMs) + ' ago'); } },
+      { title: 'Consumer', render: function (i) { return el('span', null, badge(i.consumer.state), i.consumer.lastError ? el('span', { class: 'muted' }, ' ' + cut(i.consumer.lastError, 200)) : null); } },
+      { title: 'In Kafka\'s group', render: function (i) { return i.inGroup ? 'yes' : el('span', { class: i.status === 'reporting' ? 'bad-text' : 'muted' }, 'no'); } },
+      { title: 'Partitions', render: function (i) { return number(i.partitions.length); }, numeric: true },
+      { title: 'Lag', render: function (i) { return number(i.partitions.reduce(function (n, p) { return n + (p.lag || 0); }, 0)); }, numeric: true },
+      { title: 'Memory (RSS)', render: function (i) { return bytes(i.memory.rssBytes); }, numeric: true },
+      { title: 'Event loop p99', render: function (i) { return duration(i.eventLoopDelayMs.p99); }, numeric: true },
+      { title: 'Version', render: function (i) { return i.version + ' (Node.js ' + i.node + ')'; } },
+      { title: 'Host', render: function (i) { return i.host + ' pid ' + i.pid; } },
+    ], instances, { testid: 'instances', rowClass: function (i) { return i.status === 'silent' ? 'row-bad' : null; } });
   }
 
   /**
@@ -618,6 +647,172 @@
     ]);
   }
 
+  // ---- Charts: the group's last day, from the instances' samples ----
+
+  var SVG_NS = 'http://www.w3.org/2000/svg';
+  var SVG_ATTRIBUTES = ['viewBox', 'width', 'height', 'x', 'y', 'x1', 'y1', 'x2', 'y2', 'points', 'fill', 'fill-opacity', 'stroke', 'stroke-width', 'stroke-dasharray', 'class', 'data-testid', 'data-at', 'role', 'aria-label', 'text-anchor', 'preserveAspectRatio', 'focusable'];
+  /**
+   * Series are told apart by colour (the Okabe-Ito palette, made for colour-blind readers) and by dash, and each is
+   * named in the legend with its own line: no reader needs the colour alone.
+   */
+  var SERIES_STYLES = [['#0072B2', ''], ['#D55E00', '7 3'], ['#009E73', '2 3'], ['#CC79A7', '9 3 2 3'], ['#E69F00', '12 4'], ['#56B4E9', '3 3 1 3'], ['#000000', '1 3']];
+  var RANGES = [['15m', '15 min'], ['1h', '1 h'], ['6h', '6 h'], ['24h', '24 h']];
+  var CHART_W = 640;
+  var CHART_H = 150;
+
+  /** An SVG element: attributes from SVG_ATTRIBUTES only (numbers computed here, colours from SERIES_STYLES), texts as text. */
+  function svg(tag, props) {
+    var node = document.createElementNS(SVG_NS, tag);
+    var keys = Object.keys(props || {});
+    for (var i = 0; i < keys.length; i++) {
+      var value = props[keys[i]];
+      if (value === undefined || value === null || value === '') continue;
+      if (keys[i] === 'onclick') node.addEventListener('click', value);
+      else if (SVG_ATTRIBUTES.indexOf(keys[i]) >= 0) node.setAttribute(keys[i], String(value));
+      else throw new Error('attribute not allowed: ' + keys[i]);
+    }
+    append(node, Array.prototype.slice.call(arguments, 2));
+    return node;
+  }
+
+  function clock(ms) {
+    return new Date(ms).toISOString().slice(11, 19);
+  }
+
+  /**
+   * A line chart over the range: one line per series (a step no instance reported in is a gap, not a zero), the
+   * highest value at the top, the range's start and end below. Each step is a target: its title lists every
+   * series' value, and a click opens what `link(at, stepMs)` names (the records of that moment), when it names one.
+   */
+  function chart(title, testid, doc, series, format, link) {
+    var from = new Date(doc.from).getTime();
+    var to = new Date(doc.to).getTime();
+    var stepMs = doc.stepSeconds * 1000;
+    var max = 0;
+    series.forEach(function (s) { s.points.forEach(function (p) { if (p.value !== null && p.value > max) max = p.value; }); });
+    var top = max > 0 ? max : 1;
+    var x = function (at) { return Math.round(((at - from) / (to - from)) * CHART_W * 10) / 10; };
+    var y = function (v) { return Math.round((CHART_H - (v / top) * (CHART_H - 6)) * 10) / 10; };
+    var lines = [];
+    var steps = {};
+    series.forEach(function (s, n) {
+      var style = SERIES_STYLES[n % SERIES_STYLES.length];
+      var run = [];
+      var flush = function () {
+        if (run.length === 1) lines.push(svg('line', { x1: run[0][0], y1: run[0][1], x2: run[0][0] + 2, y2: run[0][1], stroke: style[0], 'stroke-width': 3 }));
+        else if (run.length > 1) lines.push(svg('polyline', { points: run.map(function (p) { return p.join(','); }).join(' '), fill: 'none', stroke: style[0], 'stroke-width': 2, 'stroke-dasharray': style[1] }));
+        run = [];
+      };
+      var previous = null;
+      s.points.forEach(function (p) {
+        var at = new Date(p.at).getTime();
+        if (previous !== null && at - previous > stepMs) flush();
+        previous = at;
+        (steps[at] = steps[at] || []).push(s.label + ': ' + (p.value === null ? '–' : format(p.value)));
+        if (p.value === null) return flush();
+        run.push([x(at + stepMs / 2), y(p.value)]);
+      });
+      flush();
+    });
+    var targets = Object.keys(steps).map(function (key) {
+      var at = Number(key);
+      var target = link ? link(at, stepMs) : null;
+      return svg('rect', {
+        x: x(at), y: 0, width: Math.max(1, Math.round((stepMs / (to - from)) * CHART_W * 10) / 10), height: CHART_H, fill: '#1f2933', 'fill-opacity': 0, class: target ? 'step step-link' : 'step', 'data-at': new Date(at).toISOString(),
+        onclick: target ? function () { location.hash = target; } : null,
+      }, svg('title', null, clock(at) + '–' + clock(at + stepMs) + ' UTC\n' + steps[key].join('\n') + (target ? '\n(click: the records of this moment)' : '')));
+    });
+    var grid = [0.25, 0.5, 0.75].map(function (f) { return svg('line', { x1: 0, x2: CHART_W, y1: y(top * f), y2: y(top * f), stroke: '#d9e2ec', 'stroke-width': 1 }); });
+    var picture = svg('svg', { viewBox: '0 0 ' + CHART_W + ' ' + CHART_H, class: 'chart', role: 'img', 'aria-label': title, preserveAspectRatio: 'none', focusable: 'false', 'data-testid': testid + '-svg' },
+      svg('rect', { x: 0, y: 0, width: CHART_W, height: CHART_H, fill: '#ffffff' }), grid, lines, targets);
+    var legend = el('div', { class: 'legend' }, series.map(function (s, n) {
+      var style = SERIES_STYLES[n % SERIES_STYLES.length];
+      return el('span', { class: 'legend-item' }, svg('svg', { viewBox: '0 0 28 8', width: 28, height: 8, focusable: 'false' }, svg('line', { x1: 0, y1: 4, x2: 28, y2: 4, stroke: style[0], 'stroke-width': 2.5, 'stroke-dasharray': style[1] })), ' ' + s.label);
+    }));
+    var empty = series.every(function (s) { return s.points.length === 0; });
+    return el('div', { class: 'chart-card', 'data-testid': testid },
+      el('h3', null, title),
+      empty ? el('p', { class: 'empty' }, 'Nothing reported in this range.') : el('div', { class: 'chart-frame' },
+        el('div', { class: 'chart-axis muted' }, format(max)),
+        picture,
+        el('div', { class: 'chart-axis chart-axis-x muted' }, el('span', null, clock(from) + ' UTC'), el('span', null, clock(to) + ' UTC'))),
+      empty ? null : legend);
+  }
+
+  /**
+   * A partition as the group's instances report it now: its owner, activity, last failure and the way out, and
+   * one click to the record at its committed offset (the next to handle: the one a stall is stuck on), its dead
+   * letters and its story.
+   */
+  function partitionNow(o, topic, partition) {
+    var all = (o.instances && o.instances.length ? o.groupPartitions : o.partitions) || [];
+    var p = all.filter(function (x) { return x.topic === topic && x.partition === partition; })[0];
+    if (!p) return section('This partition now', el('p', { class: 'muted', 'data-testid': 'partition-now' }, 'No instance reports this partition now.'));
+    var owner = (o.instances || []).filter(function (i) { return i.instanceId === p.instanceId; })[0];
+    return section('This partition now', el('div', { 'data-testid': 'partition-now' }, fields([
+      ['Instance', owner ? el('span', null, el('span', { class: 'mono' }, owner.instanceId), ' ', badge(owner.status)) : 'this instance'],
+      ['Activity', el('span', null, badge(p.view.state), p.view.reason ? ' ' + cut(p.view.reason, 600) : '')],
+      p.view.wayOut ? ['Way out', p.view.wayOut] : null,
+      ['Last failure', p.lastError ? el('span', null, time(p.lastError.at), ' ', badge(p.lastError.kind), ' ', cell(p.lastError.message, 600)) : 'none since it was assigned'],
+      ['Committed', p.committedOffset === null ? '–' : el('span', null, p.committedOffset + ' ', link(route('story', { topic: topic, partition: partition, offset: p.committedOffset }), 'the record there (the next to handle)'))],
+      ['Lag', number(p.lag)],
+      ['Dead letters', link(route('dead-letters', { topic: topic }), 'of ' + topic)],
+    ])));
+  }
+
+  /** The values of `read(point)` of each series named `label(series)`. */
+  function seriesOf(doc, keep, label, read) {
+    return doc.series.filter(keep).map(function (s) {
+      return { label: label(s), points: s.points.map(function (p) { return { at: p.at, value: read(p) }; }) };
+    });
+  }
+
+  function chartsPage(own, query) {
+    var range = RANGES.some(function (r) { return r[0] === query.range; }) ? query.range : '1h';
+    var one = query.topic && query.partition !== undefined && query.partition !== '';
+    // A partition's charts come with where it stands now: who has it, its last failure, the record behind it.
+    return Promise.all([get('history', { range: range, topic: query.topic, partition: query.partition }), one ? get('overview') : null]).then(function (both) {
+      if (own !== generation) return;
+      var doc = both[0];
+      var now = both[1] ? partitionNow(both[1], query.topic, Number(query.partition)) : null;
+      var tiers = {};
+      (doc.retryTiers || []).forEach(function (t) { tiers[t.topic] = t.retriesOf; });
+      var isTier = function (s) { return Object.prototype.hasOwnProperty.call(tiers, s.topic); };
+      var notTier = function (s) { return !isTier(s); };
+      var any = function () { return true; };
+      var label = function (s) { return s.partition === null ? s.topic : s.topic + '[' + s.partition + ']'; };
+      var perSecond = function (v) { return (Math.round(v * 100) / 100).toLocaleString('en-US') + '/s'; };
+      var ms = function (v) { return duration(v); };
+      var iso = function (at) { return new Date(at).toISOString(); };
+      // The records of a moment: the dead letters of that step (a tier's are its topic's). A record's time in the
+      // inbox is its unit of work's start, up to a unit's length before it was counted: the range starts 10 s early.
+      var deadLettersAt = function (at, stepMs) { return route('dead-letters', { topic: query.topic ? tiers[query.topic] || query.topic : undefined, from: iso(at - 10000), to: iso(at + stepMs) }); };
+      var outboxSeries = [
+        { label: 'waiting events', points: doc.outbox.map(function (p) { return { at: p.at, value: p.waiting }; }) },
+      ];
+      fill(main,
+        el('div', { class: 'page-head' },
+          el('h1', null, 'The last ', RANGES.filter(function (r) { return r[0] === range; })[0][1], query.topic ? el('span', { class: 'mono' }, ' of ' + query.topic + (query.partition !== undefined ? '[' + query.partition + ']' : '')) : null),
+          el('span', { class: 'ranges' }, RANGES.map(function (r) { return r[0] === range ? el('strong', null, r[1]) : link(route('charts', { range: r[0], topic: query.topic, partition: query.partition }), r[1]); })),
+          el('span', { class: 'muted' }, 'a point every ' + duration(doc.stepSeconds * 1000) + '; hover a step for its values, click one for its records')),
+        filterForm(query, [{ name: 'topic', label: 'Topic' }, { name: 'partition', label: 'Partition' }], function (q) { location.hash = route('charts', Object.assign({ range: range }, q)); }),
+        doc.unavailable ? status(doc.unavailable, 'warn') : null,
+        now,
+        el('div', { class: 'charts' },
+          chart('Records applied per second', 'chart-records', doc, seriesOf(doc, notTier, label, function (p) { return p.recordsPerSecond; }), perSecond),
+          chart('Lag (records still to handle)', 'chart-lag', doc, seriesOf(doc, notTier, label, function (p) { return p.lag; }), number),
+          chart('Dead letters per step', 'chart-dead-letters', doc, seriesOf(doc, any, label, function (p) { return p.deadLetters; }), number, deadLettersAt),
+          chart('Unit of work p99 (claim to Kafka commit)', 'chart-p99', doc, seriesOf(doc, any, label, function (p) { return p.unitP99Ms; }), ms),
+          chart('Unit of work p50', 'chart-p50', doc, seriesOf(doc, any, label, function (p) { return p.unitP50Ms; }), ms),
+          chart('Commits per second', 'chart-commits', doc, seriesOf(doc, any, label, function (p) { return p.commitsPerSecond; }), perSecond),
+          chart('Keys parked per step', 'chart-parks', doc, seriesOf(doc, any, label, function (p) { return p.parks; }), number, function () { return route('parked', { topic: query.topic }); }),
+          chart('Retry tiers: records waiting', 'chart-retry-depth', doc, seriesOf(doc, isTier, label, function (p) { return p.lag; }), number, function () { return route('retries', {}); }),
+          chart('Moved to a retry tier per step', 'chart-retry-moves', doc, seriesOf(doc, any, label, function (p) { return p.retryMoves; }), number, function () { return route('retries', {}); }),
+          chart('Outbox: events waiting', 'chart-outbox', doc, outboxSeries, number, function () { return route('outbox', {}); }),
+          chart('Outbox: oldest waiting event\'s age', 'chart-outbox-age', doc, [{ label: 'oldest age', points: doc.outbox.map(function (p) { return { at: p.at, value: p.oldestAgeMs }; }) }], ms)));
+    });
+  }
+
   // ---- Parked keys ----
 
   function filterForm(query, inputs, onSubmit) {
@@ -654,7 +849,8 @@
           { title: 'Parked', render: function (k) { return time(k.parkedAt); } },
           { title: 'Error', render: function (k) { return cell(errorText(k.error), 160); } },
         ], page.items, { empty: 'No key is parked.', testid: 'parked-keys' }),
-        pager(page, 'parked', query));
+        pager(page, 'parked', query),
+        bulkLink('parked-keys:release', query, 'Release the keys of this filter (bulk action, dry run first) →'));
     });
   }
 
@@ -734,10 +930,11 @@
   // ---- Dead letters ----
 
   function deadLettersPage(own, query) {
-    return get('dead-letters', { topic: query.topic, reason: query.reason, key: query.key, after: query.after }).then(function (page) {
+    return get('dead-letters', { topic: query.topic, reason: query.reason, key: query.key, after: query.after, from: query.from, to: query.to }).then(function (page) {
       if (own !== generation) return;
       fill(main, 
         el('h1', null, 'Dead letters'),
+        query.from || query.to ? el('p', { class: 'muted', 'data-testid': 'time-range' }, 'Dead-lettered ' + (query.from ? 'from ' + query.from : '') + (query.to ? ' before ' + query.to : '') + ' (from a chart). ', link(route('dead-letters', { topic: query.topic, reason: query.reason, key: query.key }), 'Any time')) : null,
         filterForm(query, [{ name: 'topic', label: 'Topic' }, { name: 'key', label: 'Key' }, { name: 'reason', label: 'Reason', options: REASONS }], function (q) { location.hash = route('dead-letters', q); }),
         table([
           { title: 'Dead-lettered', render: function (d) { return time(d.deadLetteredAt); } },
@@ -748,7 +945,8 @@
           { title: 'Status', render: function (d) { return badge(d.status); } },
           { title: 'Error', render: function (d) { return cell(errorText(d.error), 140); } },
         ], page.items, { empty: 'No dead letter.', testid: 'dead-letters' }),
-        pager(page, 'dead-letters', query));
+        pager(page, 'dead-letters', query),
+        bulkLink('dead-letters:replay', query, 'Replay the dead letters of this filter (bulk action, dry run first) →'));
     });
   }
 
@@ -859,7 +1057,7 @@
             { title: 'Set aside', render: function (e) { return time(e.setAsideAt); } },
             { title: 'Reason', render: function (e) { return cell(e.reason, 160); } },
             { title: '', render: function (e) { return e.state === 'set-aside' ? outboxButtons(e) : cell(e.resolvedBy ? 'by ' + e.resolvedBy + (e.note ? ': ' + e.note : '') : e.note); } },
-          ], events, { empty: 'No event here.', testid: 'outbox-events' })));
+          ], events, { empty: 'No event here.', testid: 'outbox-events' }), state === 'set-aside' && events.length ? bulkLink('outbox-set-aside:retry', {}, 'Retry or discard many of them (bulk action, dry run first) →') : null));
       });
     });
   }
@@ -883,6 +1081,72 @@
       });
     } }, 'Discard…');
     return el('div', null, el('div', { class: 'buttons' }, retry, discard), box);
+  }
+
+  // ---- Open transactions ----
+
+  /** Whose a transaction is, in words: the group's unit of a partition, the outbox relay, replays, a publisher, or another application. */
+  function ownerText(o) {
+    if (o.kind === 'unit') return 'this group: the unit of ' + o.topic + '[' + o.partition + ']';
+    if (o.kind === 'relay') return 'this library: the outbox relay ' + o.name;
+    if (o.kind === 'replay') return 'this group: operator replays';
+    if (o.kind === 'publisher') return 'this library: publisher ' + o.instanceId;
+    return 'another application';
+  }
+
+  function transactionsPage(own) {
+    return get('transactions').then(function (doc) {
+      if (own !== generation) return;
+      var open = [];
+      doc.partitions.forEach(function (p) { p.open.forEach(function (t) { open.push({ p: p, t: t }); }); });
+      var unreadable = Object.keys(doc.unreadable || {});
+      fill(main,
+        el('div', { class: 'page-head' }, el('h1', null, 'Open transactions'), el('span', { class: 'muted refreshed' }, 'read ' + new Date(doc.generatedAt).toLocaleTimeString('en-GB'))),
+        el('p', { class: 'muted' }, 'Per input and output partition of the group, as Kafka answers now: the last stable offset (where read_committed readers stop) against the high watermark, and where they differ, the transactions that hold it. Only a hanging transaction of another application (its coordinator no longer ends it) can be aborted here.'),
+        unreadable.length ? status('Not read from Kafka: ' + unreadable.map(function (k) { return k + ' (' + cut(doc.unreadable[k], 300) + ')'; }).join('; '), 'warn') : null,
+        section('Transactions holding a partition', table([
+          { title: 'Partition', render: function (o) { return el('span', { class: 'mono' }, o.p.topic + '[' + o.p.partition + ']'); } },
+          { title: 'Producer', render: function (o) { return el('span', { class: 'mono' }, o.t.producerId + ' (epoch ' + o.t.producerEpoch + ')'); } },
+          { title: 'Transactional id', render: function (o) { return cell(o.t.transactionalId, 120); } },
+          { title: 'Whose', render: function (o) { return ownerText(o.t.owner); } },
+          { title: 'Coordinator', render: function (o) { return badge(o.t.coordinatorState || 'not named'); } },
+          { title: 'Since', render: function (o) { return time(o.t.since); } },
+          { title: 'From offset', render: function (o) { return o.t.startOffset; }, numeric: true },
+          { title: 'Kafka aborts it', render: function (o) { return o.t.timeoutAt ? time(o.t.timeoutAt) : el('span', { class: 'muted' }, '–'); } },
+          { title: '', render: function (o) { return o.t.abortable ? abortButton(o.p, o.t) : el('span', { class: 'muted' }, 'not here'); } },
+        ], open, {
+          empty: 'No transaction is open on the group\'s partitions.',
+          testid: 'open-transactions',
+          after: function (o) {
+            if (!o.t.doing && !o.t.refusal) return null;
+            return el('div', { class: 'why' }, o.t.doing ? el('div', null, el('strong', null, 'The library: '), o.t.doing) : null, o.t.refusal && o.t.owner.kind === 'other' ? el('div', null, el('strong', null, 'Not aborted here: '), o.t.refusal) : null);
+          },
+        })),
+        section('Partitions', table([
+          { title: 'Partition', render: function (p) { return el('span', { class: 'mono' }, p.topic + '[' + p.partition + ']'); } },
+          { title: 'Role', key: 'role' },
+          { title: 'Last stable offset', render: function (p) { return number(p.lastStableOffset); }, numeric: true },
+          { title: 'High watermark', render: function (p) { return number(p.highWatermark); }, numeric: true },
+          { title: 'Held back', render: function (p) { return p.lastStableOffset === null || p.highWatermark === null ? '–' : number(Number(p.highWatermark) - Number(p.lastStableOffset)); }, numeric: true },
+          { title: 'Open', render: function (p) { return number(p.open.length); }, numeric: true },
+        ], doc.partitions, { empty: 'The group has no partition (yet).', testid: 'transaction-partitions', rowClass: function (p) { return p.open.length ? 'row-bad' : null; } })));
+    });
+  }
+
+  function abortButton(p, t) {
+    var box = el('div');
+    var button = el('button', { type: 'button', class: 'small danger', onclick: function () {
+      confirmAction('Abort the transaction of producer ' + t.producerId + '?', [
+        'Its coordinator no longer ends it (' + (t.coordinatorState || 'not named') + '): it holds ' + p.topic + '[' + p.partition + '] from offset ' + t.startOffset + ' for good. An abort marker is written (what kafka-transactions.sh abort does) on every partition of this group\'s topics where producer ' + t.producerId + ' has it open, ' + p.topic + '[' + p.partition + '] last.',
+        'Its records in that transaction are then never read by read_committed readers. If ' + cut(t.transactionalId || 'its application', 120) + ' still needs them, it must send them again; on partitions outside this group\'s topics it stays open (end it there with kafka-transactions.sh).',
+      ], 'Abort it', { reason: 'Why it is aborted', reasonRequired: true, danger: true }).then(function (answer) {
+        if (!answer) return;
+        act('transactions/abort', { topic: p.topic, partition: p.partition, producerId: t.producerId, reason: answer.reason }).then(function (r) {
+          fill(box, operationBox(r.data));
+        }, function (err) { fill(box, status('Refused: ' + err.message, 'error')); });
+      });
+    } }, 'Abort…');
+    return el('div', null, button, box);
   }
 
   // ---- A message's story ----
@@ -1042,6 +1306,182 @@
     });
   }
 
+  // ---- Bulk actions ----
+
+  var BULK_WHAT = [
+    ['dead-letters:replay', 'Replay dead letters'],
+    ['parked-keys:release', 'Release parked keys'],
+    ['outbox-set-aside:retry', 'Retry outbox events set aside'],
+    ['outbox-set-aside:discard', 'Discard outbox events set aside'],
+  ];
+  var BULK_FILTER = ['topic', 'reason', 'error', 'from', 'to', 'key'];
+
+  /** A link to the bulk page with the same filter as a list page shows, its dry run run at once. */
+  function bulkLink(what, query, text) {
+    var q = { what: what, dry: '1' };
+    BULK_FILTER.forEach(function (f) { if (query[f]) q[f] = query[f]; });
+    return el('p', { class: 'bulk-link' }, link(route('bulk', q), text));
+  }
+
+  function bulkWhat(o) {
+    var known = BULK_WHAT.filter(function (w) { return w[0] === o.kind + ':' + o.action; })[0];
+    return known ? known[1] : o.action + ' ' + o.kind;
+  }
+
+  function bulkFilterText(filter) {
+    var parts = BULK_FILTER.filter(function (f) { return filter && filter[f] !== undefined; }).map(function (f) { return f + ' ' + JSON.stringify(filter[f]); });
+    return parts.length ? parts.join(', ') : 'no filter: every item';
+  }
+
+  /** The filter form, the dry run (what it matches now, the first ten), the start, and the latest bulk actions. */
+  function bulkPage(own, query) {
+    var what = BULK_WHAT.some(function (w) { return w[0] === query.what; }) ? query.what : BULK_WHAT[0][0];
+    var kind = what.split(':')[0];
+    var action = what.split(':')[1];
+    var filter = {};
+    BULK_FILTER.forEach(function (f) { if (query[f]) filter[f] = query[f]; });
+    if (kind === 'outbox-set-aside') delete filter.reason;
+    var rate = /^[0-9]{1,3}$/.test(query.rate || '') ? Number(query.rate) : 10;
+    var dry = query.dry === '1' ? get('bulk/dry-run', Object.assign({ kind: kind, action: action }, filter)) : Promise.resolve(null);
+    return Promise.all([dry, get('bulk', { limit: 20 })]).then(function (both) {
+      if (own !== generation) return;
+      var result = both[0];
+      var form = el('form', { class: 'filters bulk-form', 'data-testid': 'bulk-form', onsubmit: function (e) {
+        e.preventDefault();
+        var next = { what: form.elements.what.value, dry: '1', rate: form.elements.rate.value.trim() };
+        BULK_FILTER.forEach(function (f) { if (form.elements[f]) next[f] = f === 'reason' ? form.elements[f].value : form.elements[f].value.trim(); });
+        location.hash = route('bulk', next);
+      } },
+      el('label', null, 'Action', el('select', { name: 'what', 'aria-label': 'Action' }, BULK_WHAT.map(function (w) { return el('option', { value: w[0], selected: w[0] === what }, w[1]); }))),
+      el('label', null, 'Topic', el('input', { type: 'text', name: 'topic', value: filter.topic || '', placeholder: 'Topic', 'aria-label': 'Topic', autocomplete: 'off', spellcheck: 'false' })),
+      kind === 'outbox-set-aside' ? null : el('label', null, 'Reason', el('select', { name: 'reason', 'aria-label': 'Reason' }, el('option', { value: '' }, 'any reason'), REASONS.map(function (r) { return el('option', { value: r, selected: filter.reason === r }, r); }))),
+      el('label', null, 'Error contains', el('input', { type: 'text', name: 'error', value: filter.error || '', placeholder: kind === 'outbox-set-aside' ? 'text of the reason' : 'text of the error', 'aria-label': 'Error contains', maxlength: '200', autocomplete: 'off', spellcheck: 'false' })),
+      el('label', null, 'From', el('input', { type: 'text', name: 'from', value: filter.from || '', placeholder: '2026-12-06T10:00:00Z', 'aria-label': 'From', autocomplete: 'off', spellcheck: 'false' })),
+      el('label', null, 'To', el('input', { type: 'text', name: 'to', value: filter.to || '', placeholder: '2026-12-06T12:00:00Z', 'aria-label': 'To', autocomplete: 'off', spellcheck: 'false' })),
+      el('label', null, 'Key', el('input', { type: 'text', name: 'key', value: filter.key || '', placeholder: 'Key', 'aria-label': 'Key', autocomplete: 'off', spellcheck: 'false' })),
+      el('label', null, 'Items per second', el('input', { type: 'text', name: 'rate', value: String(rate), 'aria-label': 'Items per second', maxlength: '3', autocomplete: 'off' })),
+      el('button', { type: 'submit', 'data-testid': 'bulk-dry-run' }, 'Dry run'));
+      fill(main,
+        el('h1', null, 'Bulk actions'),
+        el('p', { class: 'muted' }, 'Replay the dead letters, release the parked keys, retry or discard the outbox events set aside that a filter matches: a dry run first, then each item at the rate you give, each recorded in the audit, each acted on once however often the bulk action is started.'),
+        form,
+        result ? bulkDryRunView(result, rate) : null,
+        section('Latest bulk actions', bulkTable(both[1].items)));
+    });
+  }
+
+  function bulkDryRunView(result, rate) {
+    var progress = el('div', { 'data-testid': 'bulk-start-progress' });
+    var n = number(result.matched) + (result.atLeast ? '+' : '');
+    var start = result.matched > 0 ? el('button', { type: 'button', class: 'primary', 'data-testid': 'bulk-start', onclick: function () {
+      confirmAction(bulkWhat(result) + ': ' + n + ' items?', [
+        'Filter: ' + bulkFilterText(result.filter) + '.',
+        result.kind === 'outbox-set-aside'
+          ? 'Each event is ' + (result.action === 'retry' ? 'put back in the outbox' : 'given up for good') + ', ' + rate + ' a second, with your reason on its row.'
+          : 'Each is queued for the group\'s consumer, ' + rate + ' a second, and recorded in the audit with your reason; the consumer carries each out once.',
+        'Items set aside after the start are not part of it. If the count changed since this dry run, the start is refused: run the dry run again.',
+      ], 'Start', { reason: 'Why (kept in the audit of every item)', reasonRequired: true, danger: result.action === 'discard' }).then(function (answer) {
+        if (!answer) return;
+        start.disabled = true;
+        act('bulk', { kind: result.kind, action: result.action, filter: result.filter, reason: answer.reason, ratePerSecond: rate, expect: result.matched }).then(function (r) {
+          location.hash = route('bulk/' + enc(r.data.id));
+        }, function (err) {
+          start.disabled = false;
+          fill(progress, status('Refused: ' + err.message, 'error'));
+        });
+      });
+    } }, 'Start…') : null;
+    var columns = result.kind === 'dead-letters' ? [
+      { title: 'Dead-lettered', render: function (d) { return time(d.deadLetteredAt); } },
+      { title: 'Message id', render: function (d) { return link(route('dead-letters/' + enc(d.id), { topic: d.topic }), cut(d.messageId, 80)); } },
+      { title: 'Record', render: function (d) { return d.topic + '[' + d.partition + ']@' + d.offset; } },
+      { title: 'Key', render: function (d) { return cell(d.key, 80); } },
+      { title: 'Reason', render: function (d) { return badge(d.reason); } },
+      { title: 'Error', render: function (d) { return cell(errorText(d.error), 140); } },
+    ] : result.kind === 'parked-keys' ? [
+      { title: 'Parked', render: function (k) { return time(k.parkedAt); } },
+      { title: 'Key', render: function (k) { return link(keyRoute(k.topic, k.keyDigest), cut(k.key, 120)); } },
+      { title: 'Topic', key: 'topic' },
+      { title: 'Reason', render: function (k) { return badge(k.reason); } },
+      { title: 'Error', render: function (k) { return cell(errorText(k.error), 140); } },
+    ] : [
+      { title: 'Position', key: 'position', numeric: true },
+      { title: 'Message id', render: function (e) { return link(route('story', { messageId: e.messageId }), cut(e.messageId, 80)); } },
+      { title: 'Topic', key: 'topic' },
+      { title: 'Key', render: function (e) { return cell(e.key, 80); } },
+      { title: 'Set aside', render: function (e) { return time(e.setAsideAt); } },
+      { title: 'Reason', render: function (e) { return cell(e.reason, 140); } },
+    ];
+    return section('Dry run',
+      el('p', { 'data-testid': 'bulk-matched' }, el('strong', null, n), ' ' + (result.matched === 1 ? 'item matches' : 'items match') + ' now (' + bulkFilterText(result.filter) + ')' + (result.sample.length ? '; the first ' + result.sample.length + ', in the order they are acted on:' : '.')),
+      table(columns, result.sample, { empty: 'Nothing matches: there is nothing to act on.', testid: 'bulk-sample' }),
+      el('div', { class: 'buttons' }, start), progress);
+  }
+
+  function bulkTable(items) {
+    return table([
+      { title: 'Bulk action', render: function (o) { return link(route('bulk/' + enc(o.id)), '#' + o.id); } },
+      { title: 'What', render: function (o) { return bulkWhat(o); } },
+      { title: 'Filter', render: function (o) { return cell(bulkFilterText(o.filter), 160); } },
+      { title: 'State', render: function (o) { return badge(o.state); } },
+      { title: 'Matched', render: function (o) { return number(o.matched) + (o.matchedAtLeast ? '+' : ''); }, numeric: true },
+      { title: 'Acted on', render: function (o) { return number(o.acted); }, numeric: true },
+      { title: 'Skipped', render: function (o) { return number(o.skipped); }, numeric: true },
+      { title: 'Started', render: function (o) { return time(o.createdAt); } },
+      { title: 'Actor', key: 'actor' },
+    ], items || [], { empty: 'No bulk action yet.', testid: 'bulk-list' });
+  }
+
+  /** One bulk action's progress, refreshed every second while it runs. */
+  function bulkOperationPage(own, id) {
+    return get('bulk/' + enc(id)).then(function (o) {
+      if (own !== generation) return;
+      var walkedItems = o.acted + o.skipped;
+      var bar = el('progress', { 'aria-label': 'Progress', 'data-testid': 'bulk-bar' });
+      bar.max = Math.max(1, o.matched);
+      bar.value = Math.min(walkedItems, bar.max);
+      var out = o.outcomes;
+      var cancel = o.state === 'running' ? el('button', { type: 'button', class: 'danger', 'data-testid': 'bulk-cancel', onclick: function () {
+        confirmAction('Cancel bulk action #' + o.id + '?', ['No item is acted on after the one in hand. Replays or releases it queued already are still carried out by the consumer.'], 'Cancel it', { danger: true }).then(function (answer) {
+          if (!answer) return;
+          act('bulk/' + enc(o.id) + '/cancel', {}).then(function () { render(); }, function (err) { append(main, status('Refused: ' + err.message, 'error')); });
+        });
+      } }, 'Cancel…') : null;
+      var skipped = Object.keys(o.skipReasons || {}).map(function (r) { return r + ': ' + number(o.skipReasons[r]); }).join(', ');
+      fill(main,
+        el('p', null, link('#/bulk', '← Bulk actions')),
+        el('h1', null, 'Bulk action #' + o.id + ': ' + bulkWhat(o)),
+        el('div', { class: 'status status-' + (o.state === 'done' ? (o.failed ? 'warn' : 'ok') : o.state === 'running' ? 'info' : 'warn'), 'data-testid': 'bulk-state', 'data-state': o.state },
+          o.state === 'running' ? (o.walked ? 'Every item is walked; waiting for the consumer to carry out those queued.' : 'Running: ' + number(o.ratePerSecond) + ' items a second.') :
+          o.state === 'done' ? 'Done: ' + number(o.acted) + ' acted on, ' + number(o.skipped) + ' skipped' + (o.failed ? ', ' + number(o.failed) + ' failed' : '') + '.' :
+          o.state === 'cancelled' ? 'Cancelled' + (o.cancelledBy ? ' by ' + o.cancelledBy : '') + ': ' + number(o.acted) + ' acted on before.' : 'Failed: ' + (o.lastError || '')),
+        el('div', { class: 'bulk-progress' }, bar, el('span', { 'data-testid': 'bulk-walked' }, ' ' + number(walkedItems) + ' of ' + number(o.matched) + (o.matchedAtLeast ? '+' : '') + ' walked')),
+        section('Progress', fields([
+          ['State', badge(o.state)],
+          ['Filter', bulkFilterText(o.filter)],
+          ['Reason', o.reason],
+          ['Matched at the start', number(o.matched) + (o.matchedAtLeast ? '+' : '')],
+          ['Acted on', el('span', { 'data-testid': 'bulk-acted' }, number(o.acted))],
+          ['Skipped', number(o.skipped) + (skipped ? ' (' + skipped + ')' : '')],
+          out ? ['Carried out by the consumer', el('span', { 'data-testid': 'bulk-outcomes' }, number(out.done) + ' done, ' + number(out.failed) + ' failed, ' + number(out.pending + out.running) + ' waiting')] : null,
+          ['Rate', number(o.ratePerSecond) + ' items a second'],
+          ['Started', time(o.createdAt)],
+          o.finishedAt ? ['Finished', time(o.finishedAt)] : null,
+          ['Actor', o.actor + (o.declaredActor ? ' (says: ' + o.declaredActor + ')' : '')],
+          o.lease ? ['Walked by', o.lease.owner + ', lease until ' + new Date(o.lease.until).toLocaleTimeString('en-GB')] : null,
+          o.lastError ? ['Last error', o.lastError] : null,
+          ['Audit', o.kind === 'outbox-set-aside' ? 'on each event\'s row (the outbox page), with the note "bulk #' + o.id + ': …"' : link(route('audit', { action: o.action }), 'each ' + o.action + ' with the reason "bulk #' + o.id + ': …"')],
+        ]), el('div', { class: 'buttons' }, cancel)));
+      if (o.state === 'running') {
+        clearTimeout(refreshTimer);
+        refreshTimer = setTimeout(function () {
+          if (own !== generation) return;
+          bulkOperationPage(own, id).catch(function (err) { if (own === generation) failed(err); });
+        }, 1000);
+      }
+    });
+  }
+
   // ---- Routing ----
 
   function parseHash() {
@@ -1091,9 +1531,13 @@
     else if (page === 'dead-letters' && at.parts[1]) work = deadLetterPage(own, at.parts[1], at.query);
     else if (page === 'dead-letters') work = deadLettersPage(own, at.query);
     else if (page === 'retries') work = retriesPage(own, at.query);
+    else if (page === 'charts') work = chartsPage(own, at.query);
     else if (page === 'outbox') work = outboxPage(own, at.query);
+    else if (page === 'transactions') work = transactionsPage(own);
     else if (page === 'story') work = storyPage(own, at.query);
     else if (page === 'audit') work = auditPage(own, at.query);
+    else if (page === 'bulk' && at.parts[1]) work = bulkOperationPage(own, at.parts[1]);
+    else if (page === 'bulk') work = bulkPage(own, at.query);
     else work = overviewPage(own);
     work.catch(function (err) {
       if (own !== generation) return;
