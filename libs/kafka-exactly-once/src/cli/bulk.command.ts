@@ -1,6 +1,7 @@
 import { BulkOperations, type BulkOperation } from '../admin/bulk/bulk-operations';
 import { pgPoolSql } from '../admin/sql-client';
 import { OperatorRequestError } from '../errors/operator-request.error';
+import type { DatabaseCommandContext } from './outbox.command';
 
 export const BULK_USAGE = `  kafka-eo bulk dry-run --kind K --action A [FILTER]
                                       how many items a bulk action would act on now, and the first ten
@@ -13,18 +14,8 @@ export const BULK_USAGE = `  kafka-eo bulk dry-run --kind K --action A [FILTER]
   kafka-eo bulk status <id>
   kafka-eo bulk cancel <id> [--actor NAME]`;
 
-interface Context {
-  verb: string | undefined;
-  args: string[];
-  text: (name: string) => string | undefined;
-  limit: number | undefined;
+interface Context extends DatabaseCommandContext {
   group: string;
-  env: NodeJS.ProcessEnv;
-  pool: { query(text: string, params?: unknown[]): Promise<{ rows: any[] }>; connect(): Promise<any> };
-  print: (document: unknown, human: () => string) => void;
-  table: (rows: Array<Record<string, unknown>>, columns: string[]) => string;
-  fields: (document: Record<string, unknown>) => string;
-  err: (text: string) => void;
 }
 
 /** `kafka-eo bulk ...`: the same dry run, start, progress and cancel as `/kafka-eo/bulk` of the admin API. */

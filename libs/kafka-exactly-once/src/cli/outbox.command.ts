@@ -14,7 +14,8 @@ export const OUTBOX_USAGE = `  kafka-eo outbox status
   kafka-eo outbox discard <position> --reason TEXT [--actor NAME]
   kafka-eo outbox relay --prefix P [--name N] [--checkpoint-topic T] [--batch-max-records N]   (runs the relay until SIGTERM or SIGINT)`;
 
-interface Context {
+/** What a command run on the group's database is given (outbox, bulk). */
+export interface DatabaseCommandContext {
   verb: string | undefined;
   args: string[];
   text: (name: string) => string | undefined;
@@ -29,7 +30,7 @@ interface Context {
 }
 
 /** `kafka-eo outbox ...`: the outbox's events set aside, and a relay run on its own. */
-export async function runOutboxCommand(ctx: Context): Promise<number> {
+export async function runOutboxCommand(ctx: DatabaseCommandContext): Promise<number> {
   const { verb, args, text, env, print } = ctx;
   const operations = new OutboxOperations(pgPoolSql(ctx.pool));
   const one = (what: string) => {
@@ -64,7 +65,7 @@ export async function runOutboxCommand(ctx: Context): Promise<number> {
 }
 
 /** Runs the outbox relay of this database until SIGTERM or SIGINT (teams that run it apart from the application). */
-async function relay(ctx: Context): Promise<number> {
+async function relay(ctx: DatabaseCommandContext): Promise<number> {
   const prefix = ctx.text('prefix') ?? ctx.env.KAFKA_EO_TRANSACTIONAL_ID_PREFIX;
   if (!prefix) throw new OperatorRequestError('invalid', "outbox relay needs --prefix P (the application's transactionalIdPrefix) or KAFKA_EO_TRANSACTIONAL_ID_PREFIX", 'prefix');
   const batch = ctx.text('batch-max-records');

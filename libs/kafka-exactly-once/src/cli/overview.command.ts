@@ -26,22 +26,9 @@ export class OverviewRequestError extends Error {}
  */
 export async function runOverviewCommand(ctx: OverviewContext): Promise<OperatorOverviewDocument> {
   if (ctx.args.length !== 0) throw new OperatorRequestError('invalid', 'overview takes --url (no arguments)');
-  const given = ctx.text('url') ?? ctx.env.KAFKA_EO_URL;
-  if (!given) throw new OperatorRequestError('invalid', "--url (or KAFKA_EO_URL) is required: the application's address, e.g. http://127.0.0.1:3001", 'url');
-  let base: URL;
-  try {
-    base = new URL(given);
-  } catch {
-    throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
-  }
-  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
-  if (base.username || base.password || base.search) throw new OperatorRequestError('invalid', '--url takes the address alone: the token comes from ADMIN_TOKEN (or ADMIN_READ_ONLY_TOKEN), never from the address', 'url');
   // The overview only reads: the token that may only read is the one to send when both are set.
   const token = ctx.env.ADMIN_READ_ONLY_TOKEN || ctx.env.ADMIN_TOKEN || undefined;
-  if (base.protocol === 'http:' && !isLoopback(base.hostname)) {
-    ctx.warn(`kafka-eo: warning: ${base.origin} is plain http to another host: the admin token crosses the network in clear; use https`);
-  }
-  const address = new URL(`${base.pathname.replace(/\/+$/, '')}/${ADMIN_API_PATH}/overview`, base);
+  const address = adminApiAddress(ctx, 'overview');
   let response: Response;
   try {
     response = await fetch(address, { headers: { accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, signal: AbortSignal.timeout(15000), redirect: 'error' });
@@ -64,6 +51,27 @@ export async function runOverviewCommand(ctx: OverviewContext): Promise<Operator
   if (!overview || typeof overview !== 'object' || !Array.isArray(overview.partitions) || typeof overview.group !== 'object') throw new OverviewRequestError(`${address.href} did not answer with an overview`);
   ctx.print(overview, () => describe(overview, ctx));
   return overview;
+}
+
+/**
+ * The address of `path` of the admin API of the application `--url` (or KAFKA_EO_URL) names, checked: http or https,
+ * no credentials or query in it (the token comes from the environment), a warning when plain http leaves the machine.
+ */
+export function adminApiAddress(ctx: Pick<OverviewContext, 'text' | 'env' | 'warn'>, path: string): URL {
+  const given = ctx.text('url') ?? ctx.env.KAFKA_EO_URL;
+  if (!given) throw new OperatorRequestError('invalid', "--url (or KAFKA_EO_URL) is required: the application's address, e.g. http://127.0.0.1:3001", 'url');
+  let base: URL;
+  try {
+    base = new URL(given);
+  } catch {
+    throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
+  if (base.username || base.password || base.search) throw new OperatorRequestError('invalid', '--url takes the address alone: the token comes from ADMIN_TOKEN (or ADMIN_READ_ONLY_TOKEN), never from the address', 'url');
+  if (base.protocol === 'http:' && !isLoopback(base.hostname)) {
+    ctx.warn(`kafka-eo: warning: ${base.origin} is plain http to another host: the admin token crosses the network in clear; use https`);
+  }
+  return new URL(`${base.pathname.replace(/\/+$/, '')}/${ADMIN_API_PATH}/${path}`, base);
 }
 
 /** Whether a URL's host is this machine (localhost, 127.0.0.0/8, ::1): plain http there never leaves it. */

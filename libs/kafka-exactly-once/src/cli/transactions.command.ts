@@ -1,9 +1,8 @@
 import type { OpenTransactionsDocument } from '../admin/open-transactions';
 import type { AuditEntry } from '../admin/operator-store';
-import { ADMIN_API_PATH } from '../admin/admin.options';
 import { transactionTarget } from '../admin/transaction-target';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { isLoopback } from './overview.command';
+import { adminApiAddress } from './overview.command';
 
 export const TRANSACTIONS_USAGE = `  kafka-eo transactions list --url URL
                                       per input and output partition of the running application's group: last
@@ -62,18 +61,7 @@ export async function runTransactionsCommand(ctx: TransactionsContext): Promise<
 
 /** One request to the application's admin API; a refusal is a TransactionsAnswer with its status. */
 async function ask(ctx: TransactionsContext, method: 'GET' | 'POST', path: string, token: string | undefined, body?: unknown): Promise<unknown> {
-  const given = ctx.text('url') ?? ctx.env.KAFKA_EO_URL;
-  if (!given) throw new OperatorRequestError('invalid', "--url (or KAFKA_EO_URL) is required: the application's address, e.g. http://127.0.0.1:3001", 'url');
-  let base: URL;
-  try {
-    base = new URL(given);
-  } catch {
-    throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
-  }
-  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new OperatorRequestError('invalid', `--url must be an http or https address, got "${given.slice(0, 200)}"`, 'url');
-  if (base.username || base.password || base.search) throw new OperatorRequestError('invalid', '--url takes the address alone: the token comes from ADMIN_TOKEN (or ADMIN_READ_ONLY_TOKEN), never from the address', 'url');
-  if (base.protocol === 'http:' && !isLoopback(base.hostname)) ctx.warn(`kafka-eo: warning: ${base.origin} is plain http to another host: the admin token crosses the network in clear; use https`);
-  const address = new URL(`${base.pathname.replace(/\/+$/, '')}/${ADMIN_API_PATH}/${path}`, base);
+  const address = adminApiAddress(ctx, path);
   let response: Response;
   try {
     response = await fetch(address, {
