@@ -5,6 +5,7 @@ import { InstanceReporter, SAMPLE_SPANS } from 'kafka-exactly-once/reporting/ins
 import { readHistory } from 'kafka-exactly-once/admin/group-history';
 import { groupPartitions, readInstances } from 'kafka-exactly-once/admin/group-instances';
 import { dataSourceSql } from 'kafka-exactly-once/admin/sql-client';
+import { OutboxOperations } from 'kafka-exactly-once/outbox/outbox-operations';
 import type { ConsumerStatus } from 'kafka-exactly-once/engine/exactly-once.consumer';
 import type { PartitionHealth } from 'kafka-exactly-once/engine/partition-progress';
 import { createSuiteDatabase } from './support/database';
@@ -89,6 +90,23 @@ describe('library: instance reports and samples', () => {
     await r.stop();
     const [instance] = (await readInstances(dataSourceSql(dataSource), 'g1', r.instanceId, new Set(['member-1'])))!;
     expect(instance).toMatchObject({ instanceId: r.instanceId, self: true, status: 'stopped', inGroup: true });
+  });
+
+  it("reads the database's outbox backlog itself when this process runs no relay, every 30 s at most", async () => {
+    await query(
+      `INSERT INTO kafka_eo_outbox (id, aggregatetype, aggregateid, type, payload, headers, created_at) VALUES
+         ('e-1', 'orders', '\\x01', 'Created', '\\x00', '\\x00', now() - interval '5 seconds'), ('e-2', 'orders', '\\x02', 'Created', '\\x00', '\\x00', now())`,
+    );
+    const outbox = new OutboxOperations(dataSourceSql(dataSource));
+    const r = new InstanceReporter(dataSource, { groupId: 'g5', clientId: 'reports-suite', intervalMs: 1000 }, { status: () => undefined, startStatus: () => ({ phase: 'starting' }), samples: () => undefined, metrics: {}, outboxBacklog: () => outbox.backlog() });
+    reporters.push(r);
+    await r.reportOnce();
+    await r.reportOnce(); // within 30 s of the first: not read again
+    const rows = await query(`SELECT outbox_waiting::int AS waiting, outbox_oldest_ms::int AS oldest FROM kafka_eo_samples WHERE consumer_group = 'g5' AND partition = -1`);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].waiting).toBe(2);
+    expect(rows[0].oldest).toBeGreaterThanOrEqual(5000);
+    await query(`DELETE FROM kafka_eo_outbox`);
   });
 
   it('folds aged buckets into longer ones, keeping the counts, and deletes what is past a day', async () => {

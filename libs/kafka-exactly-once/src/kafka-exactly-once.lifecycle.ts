@@ -19,6 +19,8 @@ import { FaultInjector } from './engine/fault-injector';
 import { InvalidOptionsError } from './errors/invalid-options.error';
 import { InboxRetention } from './inbox/inbox-retention';
 import { InstanceReporter } from './reporting/instance-reporter';
+import { OutboxOperations } from './outbox/outbox-operations';
+import { dataSourceSql } from './admin/sql-client';
 import { runInboxMigrations } from './inbox/inbox-migrator';
 import { hardenPool } from './inbox/connection-pool';
 import { KAFKA_CLIENT, RESOLVED_OPTIONS } from './kafka-exactly-once.constants';
@@ -202,11 +204,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
       operationsRetentionDays: this.options.operations.retentionDays,
     });
     this.retention.start();
+    const outbox = new OutboxOperations(dataSourceSql(dataSource));
     this.reporter = new InstanceReporter(dataSource, { groupId: this.options.groupId, clientId: this.options.kafka.clientId ?? '', intervalMs: this.options.operations.reportIntervalMs }, {
       status: () => this.consumer?.getStatus(),
       startStatus: () => this.startStatus(),
       samples: () => this.consumer?.samples,
       metrics: this.metrics.sources,
+      outboxBacklog: () => outbox.backlog(),
     });
     this.reporter.start();
     let settle!: { resolve: () => void; reject: (err: Error) => void };

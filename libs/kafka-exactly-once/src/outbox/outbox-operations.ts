@@ -62,8 +62,24 @@ const POSITION = /^[1-9][0-9]{0,18}$/;
  * goes back in the outbox behind the events written since: its key's order is the operator's call), or discard
  * it. Each retry and discard is recorded on the event's row (who, when, why), which stays as the audit.
  */
+/** The events the relay has not sent yet (it deletes what it sent), counted up to the cap (SQL). */
+const WAITING = `${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch IS NULL`)}
+  + ${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)`)}`;
+/** When the oldest event still in the outbox was written (SQL). */
+const OLDEST = `(SELECT created_at FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1)`;
+
 export class OutboxOperations {
   constructor(private readonly sql: SqlClient) {}
+
+  /**
+   * The backlog alone, for the instances' reports (the charts): the events waiting (counted up to the cap) and the
+   * oldest one's age by PostgreSQL's clock; undefined when the database has no outbox.
+   */
+  async backlog(): Promise<{ waiting: number; oldestAgeMs: number } | undefined> {
+    if (!(await this.present())) return undefined;
+    const [row] = await this.sql.query(`SELECT ${WAITING} AS waiting, (extract(epoch FROM now() - ${OLDEST}) * 1000)::float8 AS oldest_ms`);
+    return { waiting: cappedCounts({ waiting: row.waiting }).values.waiting, oldestAgeMs: Math.max(0, Math.round(Number(row.oldest_ms ?? 0))) };
+  }
 
   /** Whether this database has the outbox's tables (an application with the module option "outbox" made them). */
   async present(): Promise<boolean> {
@@ -74,9 +90,8 @@ export class OutboxOperations {
   async summary(): Promise<OutboxSummary> {
     const [row] = await this.sql.query(
       `SELECT (SELECT name FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS name,
-              ${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch IS NULL`)}
-                + ${cappedCount(`${OUTBOX_TABLE} o WHERE o.batch > coalesce((SELECT relayed_batch FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1), 0)`)} AS waiting,
-              (SELECT created_at FROM ${OUTBOX_TABLE} ORDER BY position LIMIT 1) AS oldest,
+              ${WAITING} AS waiting,
+              ${OLDEST} AS oldest,
               (SELECT last_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS last_batch,
               (SELECT relayed_batch::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed_batch,
               (SELECT relayed::text FROM ${OUTBOX_RELAY_TABLE} WHERE id = 1) AS relayed,

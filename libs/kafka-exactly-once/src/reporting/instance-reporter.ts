@@ -4,6 +4,7 @@ import { hostname } from 'os';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'perf_hooks';
 import type { SessionSource } from '../database/database.port';
 import { queryWithin } from '../engine/clean-release';
+import { withDeadline } from '../engine/deadline';
 import type { ConsumerStatus } from '../engine/exactly-once.consumer';
 import type { PartitionHealth } from '../engine/partition-progress';
 import { SAMPLE_BUCKET_MS, type PartitionSamples, type PartitionTally } from '../engine/partition-samples';
@@ -87,7 +88,15 @@ export interface ReporterSources {
   startStatus(): { phase: string; lastError?: string | null };
   samples(): PartitionSamples | undefined;
   metrics: MetricsSources;
+  /**
+   * The database's outbox backlog, read when this process runs no relay (whose own count comes from `metrics`);
+   * undefined without an outbox. Asked at most every OUTBOX_READ_MS.
+   */
+  outboxBacklog?(): Promise<{ waiting: number; oldestAgeMs: number } | undefined>;
 }
+
+/** How often a report reads the outbox's backlog itself (a process without a relay): two capped counts and a row. */
+const OUTBOX_READ_MS = 30000;
 
 /**
  * Writes this instance's state (one row of `kafka_eo_instances`, replaced at each report) and its partitions'
@@ -106,6 +115,7 @@ export class InstanceReporter {
   private lastFold = 0;
   private failing = false;
   private stopped = false;
+  private outboxReadAt = 0;
 
   constructor(
     private readonly dataSource: SessionSource,
@@ -183,7 +193,7 @@ export class InstanceReporter {
   private async report(): Promise<void> {
     const report = this.document();
     this.loopDelay.reset();
-    const rows = sampleRows(report.partitions, this.sources.samples()?.take() ?? [], this.sources.metrics.outbox?.(), Date.now());
+    const rows = sampleRows(report.partitions, this.sources.samples()?.take() ?? [], await this.outbox(), Date.now());
     const column = <T>(read: (row: (typeof rows)[number]) => T) => rows.map(read);
     await this.sql(
       `WITH instance AS (
@@ -217,6 +227,14 @@ export class InstanceReporter {
         column((r) => r.at),
       ],
     );
+  }
+
+  /** The outbox's backlog: this process's relay's count, else the database's own every OUTBOX_READ_MS (none between). */
+  private async outbox(): Promise<{ waiting: number; oldestAgeMs: number } | undefined> {
+    const relayed = this.sources.metrics.outbox?.();
+    if (relayed || !this.sources.outboxBacklog || Date.now() - this.outboxReadAt < OUTBOX_READ_MS) return relayed;
+    this.outboxReadAt = Date.now();
+    return withDeadline(this.sources.outboxBacklog(), STATEMENT_MS, 'PostgreSQL');
   }
 
   /**

@@ -683,8 +683,10 @@
    * A line chart over the range: one line per series (a step no instance reported in is a gap, not a zero), the
    * highest value at the top, the range's start and end below. Each step is a target: its title lists every
    * series' value, and a click opens what `link(at, stepMs)` names (the records of that moment), when it names one.
+   * `gapMs`: how far apart two points may be and still be joined (a step by default; the outbox's backlog is read
+   * every 30 s by an instance without a relay).
    */
-  function chart(title, testid, doc, series, format, link) {
+  function chart(title, testid, doc, series, format, link, gapMs) {
     var from = new Date(doc.from).getTime();
     var to = new Date(doc.to).getTime();
     var stepMs = doc.stepSeconds * 1000;
@@ -706,7 +708,7 @@
       var previous = null;
       s.points.forEach(function (p) {
         var at = new Date(p.at).getTime();
-        if (previous !== null && at - previous > stepMs) flush();
+        if (previous !== null && at - previous > Math.max(stepMs, gapMs || 0)) flush();
         previous = at;
         (steps[at] = steps[at] || []).push(s.label + ': ' + (p.value === null ? '–' : format(p.value)));
         if (p.value === null) return flush();
@@ -808,8 +810,8 @@
           chart('Keys parked per step', 'chart-parks', doc, seriesOf(doc, any, label, function (p) { return p.parks; }), number, function () { return route('parked', { topic: query.topic }); }),
           chart('Retry tiers: records waiting', 'chart-retry-depth', doc, seriesOf(doc, isTier, label, function (p) { return p.lag; }), number, function () { return route('retries', {}); }),
           chart('Moved to a retry tier per step', 'chart-retry-moves', doc, seriesOf(doc, any, label, function (p) { return p.retryMoves; }), number, function () { return route('retries', {}); }),
-          chart('Outbox: events waiting', 'chart-outbox', doc, outboxSeries, number, function () { return route('outbox', {}); }),
-          chart('Outbox: oldest waiting event\'s age', 'chart-outbox-age', doc, [{ label: 'oldest age', points: doc.outbox.map(function (p) { return { at: p.at, value: p.oldestAgeMs }; }) }], ms)));
+          chart('Outbox: events waiting', 'chart-outbox', doc, outboxSeries, number, function () { return route('outbox', {}); }, 40000),
+          chart('Outbox: oldest waiting event\'s age', 'chart-outbox-age', doc, [{ label: 'oldest age', points: doc.outbox.map(function (p) { return { at: p.at, value: p.oldestAgeMs }; }) }], ms, null, 40000)));
     });
   }
 
