@@ -297,6 +297,38 @@ describe('bulk actions', () => {
     expect(await db(`SELECT id FROM kafka_eo_outbox ORDER BY position`)).toEqual([{ id: 'evt-3' }, { id: 'evt-4' }, { id: 'evt-5' }]);
   });
 
+  it('stops as failed on an item that always fails, having acted on the ones before it once; started again, it goes on past none of them twice', async () => {
+    await db(
+      `INSERT INTO kafka_eo_outbox_set_aside (position, id, aggregatetype, aggregateid, type, payload, headers, created_at, reason)
+       SELECT 2000 + i, 'stuck-' || i, 'orders', convert_to('order-' || i, 'UTF8'), 'test.Order', decode('00', 'hex'), convert_to('{}', 'UTF8'), now(), 'POISON: ' || i
+       FROM generate_series(1, 3) AS i`,
+    );
+    // The second event's retry fails whatever is tried (a trigger of the application's refuses it).
+    await db(`CREATE FUNCTION refuse_stuck() RETURNS trigger AS $$ BEGIN IF NEW.id = 'stuck-2' THEN RAISE EXCEPTION 'the orders table refuses stuck-2'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`);
+    await db(`CREATE TRIGGER refuse_stuck BEFORE INSERT ON kafka_eo_outbox FOR EACH ROW EXECUTE FUNCTION refuse_stuck()`);
+    try {
+      const start = await request('POST', 'bulk', { body: { kind: 'outbox-set-aside', action: 'retry', filter: { error: 'poison' }, reason: 'try them', ratePerSecond: 100, expect: 3 } });
+      await finished(start.body.id, 60000);
+      const stopped = await bulk(start.body.id);
+      expect(stopped).toMatchObject({ state: 'failed', acted: 1 });
+      expect(stopped.lastError).toMatch(/stopped after 10 failures in a row on the item after cursor .*the orders table refuses stuck-2/);
+      expect(await db(`SELECT id, state FROM kafka_eo_outbox_set_aside WHERE id LIKE 'stuck-%' ORDER BY position`)).toEqual([
+        { id: 'stuck-1', state: 'retried' },
+        { id: 'stuck-2', state: 'set-aside' },
+        { id: 'stuck-3', state: 'set-aside' },
+      ]);
+    } finally {
+      await db(`DROP TRIGGER refuse_stuck ON kafka_eo_outbox`);
+      await db(`DROP FUNCTION refuse_stuck()`);
+    }
+    // Started again: what is left, each once.
+    const again = await request('POST', 'bulk', { body: { kind: 'outbox-set-aside', action: 'retry', filter: { error: 'poison' }, reason: 'try them again', ratePerSecond: 100, expect: 2 } });
+    expect(again.status).toBe(201);
+    await finished(again.body.id);
+    expect(await bulk(again.body.id)).toMatchObject({ state: 'done', acted: 2 });
+    expect(await db(`SELECT id FROM kafka_eo_outbox WHERE id LIKE 'stuck-%' ORDER BY id`)).toEqual([{ id: 'stuck-1' }, { id: 'stuck-2' }, { id: 'stuck-3' }]);
+  }, 90000);
+
   it('kafka-eo bulk prints the same documents as the API, and refuses what it refuses', async () => {
     const cli = async (...args: string[]) => {
       const out: string[] = [];

@@ -131,7 +131,7 @@ describe('open transactions in the admin API and the console', () => {
       expect(new Date(open.timeoutAt!).getTime() - new Date(open.since!).getTime()).toBeGreaterThan(55000);
       expect(open.refusal).toContain('coordinator still tracks');
 
-      const body = { topic: out, partition: 0, producerId: open.producerId, reason: 'stuck' };
+      const body = { topic: out, partition: 0, producerId: open.producerId, startOffset: open.startOffset, reason: 'stuck' };
       expect((await request('POST', 'transactions/abort', { token: READ_ONLY, body })).status).toBe(403);
       const noReason = await request('POST', 'transactions/abort', { body: { ...body, reason: undefined } });
       expect({ status: noReason.status, field: noReason.body.field }).toEqual({ status: 400, field: 'reason' });
@@ -144,10 +144,12 @@ describe('open transactions in the admin API and the console', () => {
       expect(listed.code).toBe(0);
       expect(partitionOf(JSON.parse(listed.out), out, 0).open).toEqual([expect.objectContaining({ producerId: open.producerId, transactionalId: `${prefix}billing` })]);
       expect((await cli(['transactions', 'list'], { ADMIN_TOKEN: TOKEN })).out).toMatch(new RegExp(`${out.replace(/\./g, '\\.')}\\[0\\]\\s+output`));
-      const cliRefused = await cli(['transactions', 'abort', out, '0', open.producerId, '--reason', 'stuck'], { ADMIN_TOKEN: TOKEN });
+      const cliRefused = await cli(['transactions', 'abort', out, '0', open.producerId, open.startOffset, '--reason', 'stuck'], { ADMIN_TOKEN: TOKEN });
       expect({ code: cliRefused.code, err: cliRefused.err }).toEqual({ code: 4, err: expect.stringContaining('coordinator still tracks') });
-      expect((await cli(['transactions', 'abort', out, '0', open.producerId, '--reason', 'stuck'], { ADMIN_TOKEN: READ_ONLY })).code).toBe(1);
-      expect((await cli(['transactions', 'abort', out, '0', open.producerId], { ADMIN_TOKEN: TOKEN })).code).toBe(2);
+      expect((await cli(['transactions', 'abort', out, '0', open.producerId, open.startOffset, '--reason', 'stuck'], { ADMIN_TOKEN: READ_ONLY })).code).toBe(1);
+      expect((await cli(['transactions', 'abort', out, '0', open.producerId, open.startOffset], { ADMIN_TOKEN: TOKEN })).code).toBe(2);
+      // The start offset is part of what names the transaction: without it, 400.
+      expect((await request('POST', 'transactions/abort', { body: { ...body, startOffset: undefined } })).body.field).toBe('startOffset');
       // Not a partition of the group: 404.
       expect((await request('POST', 'transactions/abort', { body: { ...body, topic: `${prefix}elsewhere` } })).status).toBe(404);
       expect(await queryDatabase(databaseUrl, `SELECT * FROM kafka_eo_audit WHERE action = 'abort-transaction'`)).toEqual([]);
@@ -158,11 +160,31 @@ describe('open transactions in the admin API and the console', () => {
     await stable(out, 0);
   });
 
+  it("refuses to abort a hanging transaction younger than transaction.max.timeout.ms, or one other than the one read", async () => {
+    // Written now: its producer may have begun it since its coordinator's state was read.
+    const fresh = await leaveHangingTransaction(kafka, `${prefix}fresh`, undefined, [{ topic: out, partition: 0 }]);
+    try {
+      const [open] = partitionOf(await read(), out, 0).open;
+      expect(open).toMatchObject({ producerId: String(fresh.producerId), coordinatorState: 'Empty', abortable: true });
+      const young = await request('POST', 'transactions/abort', { body: { topic: out, partition: 0, producerId: open.producerId, startOffset: open.startOffset, reason: 'try' } });
+      expect(young.status).toBe(409);
+      expect(young.body.message).toContain("less than the brokers' transaction.max.timeout.ms");
+      const other = await request('POST', 'transactions/abort', { body: { topic: out, partition: 0, producerId: open.producerId, startOffset: String(BigInt(open.startOffset) + 1n), reason: 'try' } });
+      expect(other.status).toBe(409);
+      expect(other.body.message).toContain(`now starts at offset ${open.startOffset}`);
+      expect(await queryDatabase(databaseUrl, `SELECT * FROM kafka_eo_audit WHERE action = 'abort-transaction'`)).toEqual([]);
+    } finally {
+      await endOn(kafka, fresh, false, [{ topic: out, partition: 0 }]);
+    }
+    await stable(out, 0);
+  });
+
   it("aborts another application's hanging transaction, audited with who and why: the partition is stable again", async () => {
-    const gone = await leaveHangingTransaction(kafka, `${prefix}gone`, undefined, [{ topic: out, partition: 1 }]);
+    // Its last write an hour ago: past any transaction.max.timeout.ms of the brokers here (15 min by default).
+    const gone = await leaveHangingTransaction(kafka, `${prefix}gone`, undefined, [{ topic: out, partition: 1, timestamp: String(Date.now() - 3600000) }]);
     const p = partitionOf(await read(), out, 1);
     expect(p.open).toEqual([expect.objectContaining({ producerId: String(gone.producerId), transactionalId: `${prefix}gone`, coordinatorState: 'Empty', owner: { kind: 'other' }, abortable: true, refusal: null, timeoutAt: null })]);
-    const answer = await request('POST', 'transactions/abort', { body: { topic: out, partition: 1, producerId: String(gone.producerId), reason: 'its application was decommissioned', actor: 'jane' } });
+    const answer = await request('POST', 'transactions/abort', { body: { topic: out, partition: 1, producerId: String(gone.producerId), startOffset: p.open[0].startOffset, reason: 'its application was decommissioned', actor: 'jane' } });
     expect(answer.status).toBe(200);
     expect(answer.body).toMatchObject({ action: 'abort-transaction', topic: out, state: 'done', actor: 'token:oncall', declaredActor: 'jane', reason: 'its application was decommissioned' });
     expect(answer.body.result).toMatchObject({ partition: 1, producerId: String(gone.producerId), transactionalId: `${prefix}gone`, coordinatorState: 'Empty', aborted: [`${out}[1]`] });
@@ -170,7 +192,7 @@ describe('open transactions in the admin API and the console', () => {
     const audit = await request('GET', 'audit?action=abort-transaction');
     expect(audit.body.items).toEqual([expect.objectContaining({ id: answer.body.id, state: 'done' })]);
     // Gone: asked again, 404.
-    expect((await request('POST', 'transactions/abort', { body: { topic: out, partition: 1, producerId: String(gone.producerId), reason: 'again' } })).status).toBe(404);
+    expect((await request('POST', 'transactions/abort', { body: { topic: out, partition: 1, producerId: String(gone.producerId), startOffset: p.open[0].startOffset, reason: 'again' } })).status).toBe(404);
   });
 
   it("names a hanging transaction of the group's own unit producer, says what the library does (nothing on an output alone; the consumer's abort when it holds the group's offsets), and refuses to abort it", async () => {
@@ -181,7 +203,7 @@ describe('open transactions in the admin API and the console', () => {
       expect(p.open).toHaveLength(1);
       expect(p.open[0]).toMatchObject({ owner: { kind: 'unit', topic: notes, partition: 1 }, coordinatorState: 'Empty', abortable: false });
       expect(p.open[0].doing).toContain("not on the group's offsets");
-      const refused = await request('POST', 'transactions/abort', { body: { topic: out, partition: 0, producerId: p.open[0].producerId, reason: 'try' } });
+      const refused = await request('POST', 'transactions/abort', { body: { topic: out, partition: 0, producerId: p.open[0].producerId, startOffset: p.open[0].startOffset, reason: 'try' } });
       expect(refused.status).toBe(409);
       expect(refused.body.message).toContain(`this library's own (the producer of ${notes}[1])`);
     } finally {
@@ -204,7 +226,7 @@ describe('open transactions in the admin API and the console', () => {
   });
 
   (chromiumPath() ? it : it.skip)('shows the open transactions on the page and aborts a hanging one from it, asking a reason', async () => {
-    const gone = await leaveHangingTransaction(kafka, `${prefix}gone-2`, undefined, [{ topic: notes, partition: 0 }]);
+    const gone = await leaveHangingTransaction(kafka, `${prefix}gone-2`, undefined, [{ topic: notes, partition: 0, timestamp: String(Date.now() - 3600000) }]);
     let browser: Browser | undefined;
     try {
       browser = await launchChromium();

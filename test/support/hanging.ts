@@ -27,7 +27,7 @@ export function leaveHangingTransaction(
   kafka: KafkaClient,
   transactionalId: string,
   offsets: { groupId: string; topic: string; partition: number; offset: string } | undefined,
-  records: Array<{ topic: string; partition: number; key?: string | Buffer; value?: string | Buffer; headers?: Record<string, string | Buffer> }>,
+  records: Array<{ topic: string; partition: number; key?: string | Buffer; value?: string | Buffer; headers?: Record<string, string | Buffer>; timestamp?: string }>,
 ): Promise<{ producerId: number; producerEpoch: number }> {
   // One at a time in a process (tests that run side by side): the check is a setting of the whole broker, read and
   // put back by each.
@@ -84,7 +84,7 @@ async function leave(
       });
     }
     await cluster.addMultipleTargetTopics(records.map((r) => r.topic));
-    for (const { topic, partition, key = 'hanging', value = 'left by a hanging transaction', headers } of records) {
+    for (const { topic, partition, key = 'hanging', value = 'left by a hanging transaction', headers, timestamp } of records) {
       await accepted(async () => {
         const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)!.leader;
         const answer = await sendProduce(await cluster.findBroker({ nodeId: leader }), {
@@ -93,7 +93,7 @@ async function leave(
           transactionalId,
           producerId,
           producerEpoch,
-          topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key, value, headers }] }] }],
+          topicData: [{ topic, partitions: [{ partition, firstSequence: 0, messages: [{ key, value, headers, ...(timestamp ? { timestamp } : {}) }] }] }],
         });
         const code = answer.topics[0].partitions[0].errorCode;
         if (code !== 0) throw new Error(`the hanging transaction's record on ${topic}[${partition}] was refused (error code ${code})`);

@@ -194,7 +194,7 @@ export class KafkaExactlyOnceAdminController {
   @Post('transactions/abort')
   async abortTransaction(@Query() query: Record<string, unknown>, @Body() raw: unknown, @Req() request: unknown, @Res({ passthrough: true }) reply: Reply) {
     queryOf(query);
-    const body = bodyOf(raw, ['topic', 'partition', 'producerId', 'reason', 'actor']);
+    const body = bodyOf(raw, ['topic', 'partition', 'producerId', 'startOffset', 'reason', 'actor']);
     const target = transactionTarget(body);
     const entry = await this.operators.transactions.abort(target, requireText(body.reason, 'reason', 2000), this.actor(body, request));
     reply.status(entry.state === 'done' ? 200 : 422);

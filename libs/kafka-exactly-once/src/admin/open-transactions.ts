@@ -61,6 +61,8 @@ export interface OpenTransactionsSources {
   written: readonly string[];
   abortsHanging: boolean;
   transactionTimeoutMs: number;
+  /** The brokers' transaction.max.timeout.ms: no live transaction lasts longer (an abort's age test). */
+  maxTransactionTimeoutMs(): Promise<number>;
 }
 
 /** Each Kafka question's deadline, and the whole document's. */
@@ -102,7 +104,7 @@ export class OpenTransactions {
    * why. Refused (409) for a transaction its coordinator still tracks or that is the library's own; 404 when it is
    * not open there (any more).
    */
-  async abort(target: { topic: string; partition: number; producerId: string }, reason: string, who: { actor?: string; declaredActor?: string }): Promise<AuditEntry> {
+  async abort(target: { topic: string; partition: number; producerId: string; startOffset: string }, reason: string, who: { actor?: string; declaredActor?: string }): Promise<AuditEntry> {
     const { topic, partition, producerId } = target;
     const roles = this.roles();
     if (!roles.has(topic)) throw new OperatorRequestError('not-found', `${topic} is not a topic of group ${this.sources.ids.groupId} (its input and output topics: ${[...roles.keys()].join(', ') || 'none'})`, 'topic');
@@ -117,13 +119,23 @@ export class OpenTransactions {
       throw new OperatorRequestError('conflict', `Kafka did not say what is open on ${topic}[${partition}] (${(err as Error).message}): nothing was written; ask again`);
     }
     if (!open) throw new OperatorRequestError('not-found', `producer ${producerId} has no transaction open on ${topic}[${partition}] (it may have ended meanwhile)`);
+    if (open.startOffset !== target.startOffset) {
+      throw new OperatorRequestError('conflict', `the transaction of producer ${producerId} on ${topic}[${partition}] now starts at offset ${open.startOffset}, not ${target.startOffset}: it is another transaction than the one read (its producer went on); nothing was written, read again`);
+    }
     const owner = ownerOf(open.transactionalId, this.sources.ids);
     const facts = await this.factsFor([{ open, owner }], timeoutAt);
     const refusal = abortRefusal(open, owner, facts);
     if (refusal) throw new OperatorRequestError('conflict', `the transaction of producer ${producerId} on ${topic}[${partition}] is not aborted: ${refusal}`);
-
-    // A topic of the group that does not exist (an outbox checkpoint topic no relay made yet) holds no transaction.
-    const topics = await this.existing([...roles.keys()]);
+    await this.oldEnough(open, topic, partition);
+    // Asked again just before the marker: the same transaction (start offset), still forgotten by its coordinator.
+    const again = await withDeadline(this.hanging.openOn(topic, partition), ASK_MS * 2, 'Kafka').catch((err: Error) => {
+      this.sources.requests.reset();
+      throw new OperatorRequestError('conflict', `Kafka did not say again what is open on ${topic}[${partition}] (${err.message}): nothing was written; ask again`);
+    });
+    const still = again.find((t) => t.producerId === producerId);
+    if (!still || still.startOffset !== open.startOffset || abortRefusal(still, ownerOf(still.transactionalId, this.sources.ids), facts)) {
+      throw new OperatorRequestError('conflict', `the transaction of producer ${producerId} on ${topic}[${partition}] changed while the abort was checked (${still ? `now from offset ${still.startOffset}, coordinator state ${still.state ?? 'not named'}` : 'it is no longer open'}): nothing was written`);
+    }
     const what = { partition, producerId, producerEpoch: open.producerEpoch, transactionalId: open.transactionalId ?? null, coordinatorState: open.state ?? null, startOffset: open.startOffset };
     const [row] = await this.sources.sql.query(
       `INSERT INTO ${AUDIT_TABLE} (consumer_group, action, topic, reason, actor, declared_actor, state, result)
@@ -132,7 +144,8 @@ export class OpenTransactions {
     );
     let outcome: { state: 'done' | 'failed'; result: Record<string, unknown> };
     try {
-      const aborted = await withDeadline(this.hanging.endEverywhere(open, false, topics, { topic, partition }), ASK_MS * 4, 'Kafka');
+      // This partition only, as kafka-transactions.sh aborts: each partition is checked on its own (start, age, state).
+      const aborted = await withDeadline(this.hanging.endEverywhere(still, false, [], { topic, partition }), ASK_MS * 4, 'Kafka');
       outcome = { state: 'done', result: { ...what, aborted } };
     } catch (err) {
       // A deadline passed: the markers may still be written (the page's next read shows the partition as it is).
@@ -147,20 +160,29 @@ export class OpenTransactions {
     return this.sources.store.operation(String(row.id));
   }
 
-  /** The topics of `topics` the cluster knows; a failure other than an unknown topic refuses the abort before anything is written. */
-  private async existing(topics: string[]): Promise<string[]> {
-    const known: string[] = [];
-    for (const topic of topics) {
-      try {
-        await withDeadline(this.sources.requests.partitionsOf(topic, true), ASK_MS, 'Kafka');
-        known.push(topic);
-      } catch (err) {
-        if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION') continue;
-        this.sources.requests.reset();
-        throw new OperatorRequestError('conflict', `Kafka did not give the partitions of ${topic} (${(err as Error).message}): nothing was written; ask again`);
-      }
+  /**
+   * Refuses (409) a transaction whose producer wrote to the partition (or began it) within the brokers'
+   * transaction.max.timeout.ms: no coordinator lets a live one last longer, so one quiet for that long is not the
+   * producer's next transaction begun at the same epoch since its coordinator's state was read.
+   */
+  private async oldEnough(open: OpenTransaction, topic: string, partition: number): Promise<void> {
+    const [maxMs, first] = await Promise.all([
+      withDeadline(this.sources.maxTransactionTimeoutMs(), ASK_MS, 'Kafka'),
+      withDeadline(this.hanging.startedAt(topic, partition, open.producerId, open.startOffset), ASK_MS, 'Kafka').catch(() => undefined),
+    ]).catch((err: Error) => {
+      this.sources.requests.reset();
+      throw new OperatorRequestError('conflict', `Kafka did not say how old the transaction is (${err.message}): nothing was written; ask again`);
+    });
+    // The later of its first record and its producer's last write there (what kafka-transactions.sh find-hanging
+    // measures): a transaction its producer still writes to is never old enough.
+    const started = Math.max(first !== undefined && first > 0 ? first : 0, Number(open.lastTimestamp ?? 0) || 0);
+    if (!(started > 0)) throw new OperatorRequestError('conflict', `Kafka does not say when the transaction of producer ${open.producerId} on ${topic}[${partition}] began: nothing was written (abort it with kafka-transactions.sh after checking it)`);
+    if (Date.now() - started < maxMs) {
+      throw new OperatorRequestError(
+        'conflict',
+        `the transaction of producer ${open.producerId} on ${topic}[${partition}] began at ${new Date(started).toISOString()}, less than the brokers' transaction.max.timeout.ms (${maxMs} ms) ago: a transaction that young may be its producer's next one, live; it may be aborted from ${new Date(started + maxMs).toISOString()}`,
+      );
     }
-    return known;
   }
 
   async close(): Promise<void> {

@@ -126,7 +126,8 @@ export class OperatorOverview {
       readOr('counts', () => this.counts()),
       readOr('outbox', () => this.outbox()),
       this.health(),
-      readOr('instances', () => readInstances(this.sources.sql, lifecycle.groupId, lifecycle.instanceId, new Set())),
+      // Only where this instance reports too: with reports off the page is this instance's, as before.
+      lifecycle.instanceId === undefined ? Promise.resolve(null) : readOr('instances', () => readInstances(this.sources.sql, lifecycle.groupId, lifecycle.instanceId, new Set())),
     ]);
     // Kafka's members and the instances' reports, matched by member id.
     const memberIds = new Set(group.members.map((m) => m.memberId));

@@ -1,6 +1,6 @@
 import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { type KafkaClient, logRequestsOf } from '../kafkajs';
+import { adminOf, ConfigResourceTypes, type KafkaClient, logRequestsOf } from '../kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { InboxHealthIndicator } from '../health/inbox.health-indicator';
 import { KafkaHealthIndicator } from '../health/kafka.health-indicator';
@@ -116,6 +116,7 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
       written: [...new Set(written)],
       abortsHanging: options.abortHangingTransactions,
       transactionTimeoutMs: options.transactionTimeoutMs,
+      maxTransactionTimeoutMs: () => brokerMaxTransactionTimeoutMs(this.find<KafkaClient>(KAFKA_CLIENT)!),
     });
     return this.transactionsReader;
   }
@@ -141,5 +142,26 @@ export class OperatorService implements OnModuleInit, OnApplicationShutdown {
     const lifecycle = this.find(KafkaExactlyOnceLifecycle);
     if (!lifecycle?.groupId) throw new InvalidOptionsError('KafkaExactlyOnceAdminModule', 'needs KafkaExactlyOnceModule with a groupId in the same application (the group whose dead letters and parked keys it serves)');
     return lifecycle;
+  }
+}
+
+/** Kafka's default transaction.max.timeout.ms, for a broker that does not say its own. */
+const KAFKA_MAX_TRANSACTION_TIMEOUT_MS = 900000;
+
+/** The brokers' transaction.max.timeout.ms (of the first broker described): how long a live transaction may last. */
+async function brokerMaxTransactionTimeoutMs(kafka: KafkaClient): Promise<number> {
+  const admin = adminOf(kafka, { retry: { retries: 0 } });
+  await admin.connect();
+  try {
+    const { brokers } = await admin.describeCluster();
+    if (brokers.length === 0) return KAFKA_MAX_TRANSACTION_TIMEOUT_MS;
+    const { resources } = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.BROKER, name: String(brokers[0].nodeId), configNames: ['transaction.max.timeout.ms'] }],
+    });
+    const value = Number(resources[0]?.configEntries.find((e) => e.configName === 'transaction.max.timeout.ms')?.configValue);
+    return value > 0 ? value : KAFKA_MAX_TRANSACTION_TIMEOUT_MS;
+  } finally {
+    await admin.disconnect().catch(() => undefined);
   }
 }

@@ -18,9 +18,13 @@ describe('open transactions: whose they are', () => {
     expect(ownerOf(replayTransactionalId('app', 'pay.group'), ids)).toEqual({ kind: 'replay' });
     expect(ownerOf(publisherTransactionalId('app', 'host-1'), ids)).toEqual({ kind: 'publisher', instanceId: 'host-1' });
     expect(ownerOf(legacyTransactionalIds.publisher('app', 'host-1'), ids)).toEqual({ kind: 'publisher', instanceId: 'host-1' });
-    // A topic the group does not consume, another group, another prefix, no id at all.
-    expect(ownerOf(partitionTransactionalId('app', 'pay.group', 'payments.processed', 0), ids)).toEqual({ kind: 'other' });
-    expect(ownerOf(partitionTransactionalId('app', 'other', 'payments.requested', 0), ids)).toEqual({ kind: 'other' });
+    // A unit's id of this prefix, of a topic the group does not consume or of another group: the library's all the same.
+    const processed = partitionTransactionalId('app', 'pay.group', 'payments.processed', 0);
+    expect(ownerOf(processed, ids)).toEqual({ kind: 'library', transactionalId: processed });
+    const otherGroup = partitionTransactionalId('app', 'other', 'payments.requested', 0);
+    expect(ownerOf(otherGroup, ids)).toEqual({ kind: 'library', transactionalId: otherGroup });
+    expect(abortRefusal({ producerId: '1', transactionalId: otherGroup, state: 'Empty' }, ownerOf(otherGroup, ids), { abortsHanging: true, transactionTimeoutMs: 60000 })).toContain("this library's own");
+    // Another prefix, no id at all.
     expect(ownerOf(partitionTransactionalId('billing', 'pay.group', 'payments.requested', 0), ids)).toEqual({ kind: 'other' });
     expect(ownerOf('app.pay%2Egroup.payments.requested.x', ids)).toEqual({ kind: 'other' });
     expect(ownerOf(null, ids)).toEqual({ kind: 'other' });
@@ -67,9 +71,9 @@ describe('open transactions: what is done about them, and whether the console ab
 
 describe('open transactions: the abort request', () => {
   it('take a topic, a partition and a producer id, as text or numbers', () => {
-    expect(transactionTarget({ topic: 't', partition: 0, producerId: '4096' })).toEqual({ topic: 't', partition: 0, producerId: '4096' });
-    expect(transactionTarget({ topic: 't', partition: '2', producerId: 4096 })).toEqual({ topic: 't', partition: 2, producerId: '4096' });
-    expect(transactionTarget({ topic: 't', partition: 1, producerId: '9223372036854775807' }).producerId).toBe('9223372036854775807');
+    expect(transactionTarget({ topic: 't', partition: 0, producerId: '4096', startOffset: '17' })).toEqual({ topic: 't', partition: 0, producerId: '4096', startOffset: '17' });
+    expect(transactionTarget({ topic: 't', partition: '2', producerId: 4096, startOffset: 0 })).toEqual({ topic: 't', partition: 2, producerId: '4096', startOffset: '0' });
+    expect(transactionTarget({ topic: 't', partition: 1, producerId: '9223372036854775807', startOffset: '5' }).producerId).toBe('9223372036854775807');
   });
 
   it('refuse anything else with the field that is wrong', () => {
@@ -81,7 +85,9 @@ describe('open transactions: the abort request', () => {
       }
       return undefined;
     };
-    expect(field({ partition: 0, producerId: '1' })).toBe('topic');
+    expect(field({ partition: 0, producerId: '1', startOffset: '0' })).toBe('topic');
+    expect(field({ topic: 't', partition: 0, producerId: '1' })).toBe('startOffset');
+    expect(field({ topic: 't', partition: 0, producerId: '1', startOffset: '-3' })).toBe('startOffset');
     expect(field({ topic: 't', partition: -1, producerId: '1' })).toBe('partition');
     expect(field({ topic: 't', partition: 1.5, producerId: '1' })).toBe('partition');
     expect(field({ topic: 't', partition: 0, producerId: '9223372036854775808' })).toBe('producerId');

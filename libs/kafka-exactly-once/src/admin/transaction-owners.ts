@@ -10,6 +10,8 @@ export type TransactionOwner =
   | { kind: 'relay'; name: string }
   | { kind: 'replay' }
   | { kind: 'publisher'; instanceId: string }
+  /** The library's id shape under this prefix, of another group (or of this one's topics no longer consumed). */
+  | { kind: 'library'; transactionalId: string }
   | { kind: 'other' };
 
 /** What the library's transactional ids are made of, in this application. */
@@ -50,6 +52,9 @@ export function ownerOf(transactionalId: string | null | undefined, ids: OwnIds)
       if (publisherTransactionalId(prefix, instanceId) === transactionalId || legacyTransactionalIds.publisher(prefix, instanceId) === transactionalId) return { kind: 'publisher', instanceId };
     }
   }
+  // Under this prefix, in the library's shape (a group, a topic, a partition): another group's unit, or this one's of
+  // a topic it no longer consumes. Its recovery belongs to the library there, never to an abort from here.
+  if (transactionalId.startsWith(`${prefix}.`) && /^[^.]+\..+\.[0-9]{1,10}$/.test(transactionalId.slice(prefix.length + 1))) return { kind: 'library', transactionalId };
   return { kind: 'other' };
 }
 
@@ -93,6 +98,8 @@ export function doingOf(open: Pick<OpenTransaction, 'transactionalId' | 'state'>
         return `an operator's replay or release in progress, carried out by the group's consumer: it commits or aborts it${ENDS_AT(facts)}`;
       case 'publisher':
         return `a publishAll of publisher ${owner.instanceId} in progress: it commits or aborts it${ENDS_AT(facts)}`;
+      case 'library':
+        return `a unit of work of this library under the same transactional-id prefix (another group, or a topic this group no longer consumes) in progress: its producer ends it${ENDS_AT(facts)}`;
     }
   }
   if (!open.transactionalId || open.state === undefined) return 'no transaction coordinator names it now: the library does not end it';
@@ -110,6 +117,8 @@ export function doingOf(open: Pick<OpenTransaction, 'transactionalId' | 'state'>
       return 'hanging (its coordinator no longer ends it): the library does not end an operator replay\'s transaction itself';
     case 'publisher':
       return "hanging (its coordinator no longer ends it): the library does not end a publisher's transaction itself";
+    case 'library':
+      return 'hanging: a unit of work of this library under the same transactional-id prefix (another group, or a topic this group no longer consumes); the consumer of that group ends it at its partition\'s next start, after reading what it committed';
   }
 }
 
@@ -129,7 +138,7 @@ export function abortRefusal(open: Pick<OpenTransaction, 'producerId' | 'transac
     return `its coordinator still tracks transaction ${open.transactionalId} (state ${open.state}) and ends it itself: its producer commits or aborts it, or Kafka aborts it when its transaction timeout runs out${facts.timeoutAt ? `, at ${facts.timeoutAt}` : ''}. A marker written now would end it behind its coordinator's back`;
   }
   if (owner.kind !== 'other') {
-    return `it is this library's own (${owner.kind === 'unit' ? `the producer of ${owner.topic}[${owner.partition}]` : owner.kind === 'relay' ? `the outbox relay ${owner.name}` : owner.kind === 'replay' ? "the group's operator replays" : `publisher ${owner.instanceId}`}): ${doingOf(open, owner, facts)}. The console does not abort it: an abort that does not first read what the producer already committed could discard outputs whose inputs are committed`;
+    return `it is this library's own (${owner.kind === 'unit' ? `the producer of ${owner.topic}[${owner.partition}]` : owner.kind === 'relay' ? `the outbox relay ${owner.name}` : owner.kind === 'replay' ? "the group's operator replays" : owner.kind === 'library' ? `another unit of this library (${owner.transactionalId})` : `publisher ${owner.instanceId}`}): ${doingOf(open, owner, facts)}. The console does not abort it: an abort that does not first read what the producer already committed could discard outputs whose inputs are committed`;
   }
   return null;
 }

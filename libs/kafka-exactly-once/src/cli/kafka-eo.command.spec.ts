@@ -89,10 +89,11 @@ describe('kafka-eo command line', () => {
     for (const local of ['http://localhost.:1', 'http://127.0.0.2:1', 'http://[::1]:1']) expect((await run(['overview', '--url', local])).err).not.toMatch(/warning/);
   });
 
-  it('refuses a transactions command without its address, its reason or a valid producer id, before any request', async () => {
+  it('refuses a transactions command without its address, its reason, a valid producer id or its start offset, before any request', async () => {
     expect(await run(['transactions', 'list'])).toMatchObject({ code: 2, err: expect.stringMatching(/--url \(or KAFKA_EO_URL\) is required/) });
-    expect(await run(['transactions', 'abort', 'payments', '0', '4096', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 2, err: expect.stringMatching(/--reason is required/) });
-    expect(await run(['transactions', 'abort', 'payments', '0', 'x', '--reason', 'r', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 2, err: expect.stringMatching(/producerId is required/) });
-    expect(await run(['transactions', 'abort', 'payments', '0', '4096', '--reason', 'r', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 1, err: expect.stringMatching(/no answer from http:\/\/127.0.0.1:1/) });
+    expect(await run(['transactions', 'abort', 'payments', '0', '4096', '12', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 2, err: expect.stringMatching(/--reason is required/) });
+    expect(await run(['transactions', 'abort', 'payments', '0', 'x', '12', '--reason', 'r', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 2, err: expect.stringMatching(/producerId is required/) });
+    expect(await run(['transactions', 'abort', 'payments', '0', '4096', '--reason', 'r', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 2, err: expect.stringMatching(/<start-offset>/) });
+    expect(await run(['transactions', 'abort', 'payments', '0', '4096', '12', '--reason', 'r', '--url', 'http://127.0.0.1:1'])).toMatchObject({ code: 1, err: expect.stringMatching(/no answer from http:\/\/127.0.0.1:1/) });
   });
 });

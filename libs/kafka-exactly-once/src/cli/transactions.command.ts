@@ -7,7 +7,7 @@ import { adminApiAddress } from './overview.command';
 export const TRANSACTIONS_USAGE = `  kafka-eo transactions list --url URL
                                       per input and output partition of the running application's group: last
                                       stable offset, high watermark, the transactions open, whose, what is done
-  kafka-eo transactions abort <topic> <partition> <producer-id> --reason TEXT --url URL [--actor NAME]
+  kafka-eo transactions abort <topic> <partition> <producer-id> <start-offset> --reason TEXT --url URL [--actor NAME]
                                       aborts another application's hanging transaction there (ADMIN_TOKEN); refused
                                       for one its coordinator still tracks, or the library's own`;
 
@@ -46,9 +46,9 @@ export async function runTransactionsCommand(ctx: TransactionsContext): Promise<
     return document;
   }
   if (ctx.verb === 'abort') {
-    if (ctx.args.length !== 3) throw new OperatorRequestError('invalid', 'transactions abort takes <topic> <partition> <producer-id>');
-    const [topic, partition, producerId] = ctx.args;
-    const target = transactionTarget({ topic, partition, producerId });
+    if (ctx.args.length !== 4) throw new OperatorRequestError('invalid', 'transactions abort takes <topic> <partition> <producer-id> <start-offset> (as `transactions list` shows them)');
+    const [topic, partition, producerId, startOffset] = ctx.args;
+    const target = transactionTarget({ topic, partition, producerId, startOffset });
     const reason = ctx.text('reason');
     if (!reason?.trim()) throw new OperatorRequestError('invalid', '--reason is required: it is kept in the audit', 'reason');
     const actor = ctx.text('actor') ?? ctx.env.USER;

@@ -98,8 +98,8 @@ export class ExactlyOnceConsumer {
   private undrain?: () => void;
   /** This member's id in the group, from its last join: a drain before a leave is for this member only when it is its own. */
   private memberId?: string;
-  /** Counts per partition between two reports of the instance (the console's charts). */
-  readonly samples = new PartitionSamples();
+  /** Counts per partition between two reports of the instance (the console's charts); none when reports are off. */
+  readonly samples?: PartitionSamples;
   private readonly routes: Map<string, Route>;
   private consumer?: GroupConsumer;
   private readonly stableOffsets: StableOffsets;
@@ -131,6 +131,7 @@ export class ExactlyOnceConsumer {
     private readonly tracing?: KafkaExactlyOnceTracing,
     private readonly ambient?: AmbientTransactions,
   ) {
+    this.samples = options.operations.reportIntervalMs > 0 ? new PartitionSamples() : undefined;
     this.routes = routesOf(handlers);
     this.stableOffsets = new StableOffsets(kafka);
     this.hanging = new HangingTransactions(logRequestsOf(kafka));
@@ -718,7 +719,7 @@ export class ExactlyOnceConsumer {
         const until = session.delivered?.until;
         if (until !== undefined && session.floor >= until) await this.pastDelivered(session, until);
         const unitMs = performance.now() - unitStarted;
-        this.samples.unit(topic, partition, outcome.count, unitMs);
+        this.samples?.unit(topic, partition, outcome.count, unitMs);
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;
         const summary = `${topic}[${partition}] committed up to ${outcome.lastOffset}: ${handled} handled, ${replayed} replayed from the inbox, ${duplicates} duplicates skipped, ${deadLettered} dead-lettered${retried > 0 ? `, ${retried} moved to a retry topic` : ''}`;
@@ -859,7 +860,7 @@ export class ExactlyOnceConsumer {
   /** A record moved to a retry tier: one debug line (the unit's summary counts them), and the metric. */
   private logRetry(topic: string, partition: number, record: ChunkRecord, handler: HandlerDefinition, tier: number, error: string): void {
     this.metrics?.retryMoved(handler.topic, tier);
-    this.samples.retryMoved(topic, partition);
+    this.samples?.retryMoved(topic, partition);
     this.logger.debug(`retry ${JSON.stringify({ topic, partition, offset: record.offset, messageId: record.id.displayId, tier, to: handler.retryTopics!.topics[tier - 1], error: error.slice(0, 300) })}`);
   }
 
@@ -967,7 +968,7 @@ export class ExactlyOnceConsumer {
   /** One structured warn line per dead letter, and an error line when a key gets parked (an operator must act). */
   private logDeadLetter(topic: string, partition: number, record: ChunkRecord, reason: DeadLetterReason, error: string, parked?: { key: string; parkedNow: boolean }): void {
     this.metrics?.deadLetter(topic, reason, parked?.parkedNow === true);
-    this.samples.deadLetter(topic, partition, parked?.parkedNow === true);
+    this.samples?.deadLetter(topic, partition, parked?.parkedNow === true);
     const line = { topic, partition, offset: record.offset, messageId: record.id.displayId, reason, error: error.slice(0, 300) };
     this.logger.warn(`dead letter ${JSON.stringify(parked ? { ...line, parkedKey: parked.key } : line)}`);
     if (parked?.parkedNow) {

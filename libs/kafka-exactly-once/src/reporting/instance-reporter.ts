@@ -138,10 +138,12 @@ export class InstanceReporter {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.loopDelay.disable();
-    await this.running;
-    await this.sql(`UPDATE ${INSTANCES_TABLE} SET stopped_at = now() WHERE consumer_group = $1 AND instance_id = $2`, [this.config.groupId, this.instanceId]).catch((err: Error) =>
-      this.logger.warn(`the instance's last report (stopped) was not written: ${err.message}`),
-    );
+    // A shutdown waits for this at most STATEMENT_MS in all (a report or a fold in flight, then the last word).
+    const last = (async () => {
+      await this.running;
+      await this.sql(`UPDATE ${INSTANCES_TABLE} SET stopped_at = now() WHERE consumer_group = $1 AND instance_id = $2`, [this.config.groupId, this.instanceId]);
+    })();
+    await withDeadline(last, STATEMENT_MS, 'PostgreSQL').catch((err: Error) => this.logger.warn(`the instance's last report (stopped) was not written: ${err.message}`));
   }
 
   /** One report (and a fold when one is due); never rejects. */

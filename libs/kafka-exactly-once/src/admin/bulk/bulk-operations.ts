@@ -252,6 +252,15 @@ export class BulkOperations {
   }
 
   /** Notes an error of a bulk action's walk (nothing of the item was committed; the walk tries again). */
+  /** Stops a running bulk action as failed (an item that always fails), if this owner still holds it. */
+  async stopFailed(id: string, owner: string, message: string): Promise<void> {
+    await this.sql.query(
+      `UPDATE ${BULK_OPERATIONS_TABLE} SET state = 'failed', finished_at = now(), updated_at = now(), last_error = $3, lease_owner = NULL, lease_until = NULL
+       WHERE id = $1 AND state = 'running' AND lease_owner = $2`,
+      [id, owner, message.slice(0, 2000)],
+    );
+  }
+
   async noteError(id: string, message: string): Promise<void> {
     await this.sql.query(`UPDATE ${BULK_OPERATIONS_TABLE} SET last_error = $2, updated_at = now() WHERE id = $1 AND state = 'running'`, [id, message.slice(0, 2000)]);
   }

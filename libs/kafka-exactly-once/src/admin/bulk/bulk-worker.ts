@@ -10,6 +10,12 @@ const BUSY_TICK_MS = 100;
 const IDLE_TICK_MS = 1_000;
 /** After an error of a walk, that bulk action waits this long before its next try. */
 const BACKOFF_MS = 2_000;
+/**
+ * Failures in a row on one item, with PostgreSQL answering, after which the bulk action stops as failed (its
+ * last error says which item and why): an item that always fails must not hold the action forever. Started again
+ * (the same filter), it goes on with what is left, each item still acted on once.
+ */
+export const BULK_MAX_FAILURES = 10;
 
 /**
  * Walks the running bulk actions of the group, in every process that runs KafkaExactlyOnceAdminModule: takes each
@@ -28,6 +34,8 @@ export class BulkWorker implements OnApplicationBootstrap, OnModuleDestroy {
   private stopping = true;
   private readonly budgets = new Map<string, { tokens: number; at: number }>();
   private readonly notBefore = new Map<string, number>();
+  /** Failures in a row of each operation (noted in PostgreSQL, so not an outage of PostgreSQL itself). */
+  private readonly failures = new Map<string, number>();
   private lastWarning = 0;
   private readonly startedAt = Date.now();
 
@@ -104,14 +112,23 @@ export class BulkWorker implements OnApplicationBootstrap, OnModuleDestroy {
         if (allowed > 0 && operation.kind !== 'outbox-set-aside') allowed = Math.min(allowed, Math.max(10, 2 * rate) - (await bulk.openItems(operation.id)));
         for (let i = 0; i < allowed && !this.stopping; i++) {
           const result = await bulk.step(operation.id, this.owner, BULK_LEASE_MS);
+          this.failures.delete(operation.id);
           if (result === 'walked' || result === 'lost') break;
           budget.tokens -= 1;
         }
       } catch (err) {
         this.notBefore.set(operation.id, Date.now() + BACKOFF_MS);
         const message = (err as Error).message;
-        await bulk.noteError(operation.id, message).catch(() => undefined);
-        this.warn(`bulk action ${operation.id} (${operation.action} of ${operation.kind}): ${message}; nothing of the item was committed, trying again in ${BACKOFF_MS} ms`);
+        const noted = await bulk.noteError(operation.id, message).then(() => true, () => false);
+        const inARow = noted ? (this.failures.get(operation.id) ?? 0) + 1 : 0;
+        this.failures.set(operation.id, inARow);
+        if (inARow >= BULK_MAX_FAILURES) {
+          this.failures.delete(operation.id);
+          await bulk.stopFailed(operation.id, this.owner, `stopped after ${inARow} failures in a row on the item after cursor ${operation.cursor ?? '(the first)'}: ${message}`).catch(() => undefined);
+          this.logger.error(`bulk action ${operation.id} (${operation.action} of ${operation.kind}) stopped as failed: ${inARow} failures in a row on one item (${message}); what it acted on stays done, start it again to go on past it`);
+        } else {
+          this.warn(`bulk action ${operation.id} (${operation.action} of ${operation.kind}): ${message}; nothing of the item was committed, trying again in ${BACKOFF_MS} ms`);
+        }
       }
     }
     // Walking: ticks close together, for the rate; only waiting for the consumer (or nothing): once a second.

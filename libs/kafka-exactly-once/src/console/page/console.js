@@ -93,7 +93,7 @@
       if (child === null || child === undefined || child === false) continue;
       if (Array.isArray(child)) append(node, child);
       else if (child instanceof Node) node.appendChild(child);
-      else node.appendChild(document.createTextNode(shown(child, node.tagName === 'PRE')));
+      else node.appendChild(document.createTextNode(shown(child, node.tagName === 'PRE' || node.localName === 'title')));
     }
   }
 
@@ -1093,6 +1093,7 @@
     if (o.kind === 'relay') return 'this library: the outbox relay ' + o.name;
     if (o.kind === 'replay') return 'this group: operator replays';
     if (o.kind === 'publisher') return 'this library: publisher ' + o.instanceId;
+    if (o.kind === 'library') return 'this library (another group or an earlier configuration): ' + o.transactionalId;
     return 'another application';
   }
 
@@ -1139,11 +1140,11 @@
     var box = el('div');
     var button = el('button', { type: 'button', class: 'small danger', onclick: function () {
       confirmAction('Abort the transaction of producer ' + t.producerId + '?', [
-        'Its coordinator no longer ends it (' + (t.coordinatorState || 'not named') + '): it holds ' + p.topic + '[' + p.partition + '] from offset ' + t.startOffset + ' for good. An abort marker is written (what kafka-transactions.sh abort does) on every partition of this group\'s topics where producer ' + t.producerId + ' has it open, ' + p.topic + '[' + p.partition + '] last.',
-        'Its records in that transaction are then never read by read_committed readers. If ' + cut(t.transactionalId || 'its application', 120) + ' still needs them, it must send them again; on partitions outside this group\'s topics it stays open (end it there with kafka-transactions.sh).',
+        'Its coordinator no longer ends it (' + (t.coordinatorState || 'not named') + '): it holds ' + p.topic + '[' + p.partition + '] from offset ' + t.startOffset + ' for good. An abort marker is written on this partition (what kafka-transactions.sh abort does), if the transaction still starts at that offset and is older than the brokers\' transaction.max.timeout.ms.',
+        'Its records in that transaction are then never read by read_committed readers. If ' + cut(t.transactionalId || 'its application', 120) + ' still needs them, it must send them again; on its other partitions it stays open (abort it there too, each on its own).',
       ], 'Abort it', { reason: 'Why it is aborted', reasonRequired: true, danger: true }).then(function (answer) {
         if (!answer) return;
-        act('transactions/abort', { topic: p.topic, partition: p.partition, producerId: t.producerId, reason: answer.reason }).then(function (r) {
+        act('transactions/abort', { topic: p.topic, partition: p.partition, producerId: t.producerId, startOffset: t.startOffset, reason: answer.reason }).then(function (r) {
           fill(box, operationBox(r.data));
         }, function (err) { fill(box, status('Refused: ' + err.message, 'error')); });
       });

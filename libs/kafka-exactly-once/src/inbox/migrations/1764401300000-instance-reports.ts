@@ -2,7 +2,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
  * What each instance of a group reports for the operator console of any other (docs/console.md, "The whole
- * group"): `kafka_eo_instances`, one row per running process, written again every `console.reportIntervalMs`
+ * group"): `kafka_eo_instances`, one row per running process, written again every `operations.reportIntervalMs`
  * (its partitions, their lag, activity and last error, its memory and event-loop delay, its version), and
  * `kafka_eo_samples`, each partition's counts and gauges over a bucket of time: 10 s buckets for the last hour,
  * folded into 1 min buckets up to 6 h and 5 min buckets up to a day and a bit, then deleted (`span_s` is the
