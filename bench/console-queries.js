@@ -45,6 +45,7 @@ const { DataSource } = require('typeorm');
 const { OperatorStore } = load('admin/operator-store');
 const { MessageStories } = load('admin/message-story');
 const { OperatorOverview } = load('admin/operator-overview');
+const { BulkOperations } = load('admin/bulk/bulk-operations');
 const { pgPoolSql } = load('admin/sql-client');
 const { OutboxOperations } = load('outbox/outbox-operations');
 const { InboxHealthIndicator } = load('health/inbox.health-indicator');
@@ -165,7 +166,8 @@ function explaining(pool) {
       ['overview (counts, outbox, health)', async (sql) => {
         // The health indicators ask through a query runner of their own: here, on the measured statements.
         const runners = { createQueryRunner: () => ({ query: (text, params) => sql.query(text, params || []), release: async () => undefined }) };
-        const lifecycle = { groupId: 'g', getDatabase: () => runners, getDataSource: () => runners, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
+        // An instance that reports: the overview reads the group's instances too.
+        const lifecycle = { groupId: 'g', instanceId: 'bench-instance', getDatabase: () => runners, getDataSource: () => runners, status: () => undefined, startStatus: () => ({ phase: 'starting' }) };
         const inbox = new InboxHealthIndicator(lifecycle);
         const outbox = new OutboxHealthIndicator({ outbox: { unhealthyAgeMs: 60000 } }, lifecycle, { relayStatus: () => undefined });
         const overview = new OperatorOverview({
@@ -191,6 +193,10 @@ function explaining(pool) {
       ['retry tiers', (sql) => new OperatorStore(sql, 'g').listRetrying({})],
       ['parked keys', (sql) => new OperatorStore(sql, 'g').listParkedKeys({})],
       ['a parked key (10,000 records)', (sql) => new OperatorStore(sql, 'g').showParkedKey('payments', 'acct-parked-0')],
+      ["dead letters of a chart's step (10 s)", (sql) => new OperatorStore(sql, 'g').listDeadLetters({ from: new Date(Date.now() - 43200000).toISOString(), to: new Date(Date.now() - 43190000).toISOString() })],
+      ['bulk dry run: dead letters of a topic', (sql) => new BulkOperations(sql, 'g').dryRun('dead-letters', 'replay', { topic: 'payments' })],
+      ['bulk dry run: dead letters by error text', (sql) => new BulkOperations(sql, 'g').dryRun('dead-letters', 'replay', { error: 'refused' })],
+      ['bulk dry run: parked keys of a topic', (sql) => new BulkOperations(sql, 'g').dryRun('parked-keys', 'release', { topic: 'payments' })],
     ];
     const table = [];
     for (const [label, request] of requests) {
