@@ -7,7 +7,8 @@ import { EventContext, IdempotentHandler, KafkaExactlyOnceAdminModule, KafkaExac
 import type { OpenTransactionsDocument, TransactionPartitionView } from 'kafka-exactly-once/admin/open-transactions';
 import { partitionTransactionalId } from 'kafka-exactly-once/transaction/transactional-ids';
 import { runKafkaEo } from 'kafka-exactly-once/cli/kafka-eo.command';
-import { chromiumPath, launchChromium, watchPage } from './support/browser';
+import { chromiumPath, launchChromium, screenshotDirectory, watchPage } from './support/browser';
+import { join } from 'path';
 import { createSuiteDatabase } from './support/database';
 import { kafkaBrokers, testDriver } from './support/environment';
 import { endOn, leaveHangingTransaction } from './support/hanging';
@@ -237,6 +238,7 @@ describe('open transactions in the admin API and the console', () => {
       await page.fill('input[name=actor]', 'jane');
       await page.click('form.signin button[type=submit]');
       await page.waitForSelector('[data-testid=open-transactions] tbody tr');
+      await page.screenshot({ path: join(screenshotDirectory(), 'transactions.png'), fullPage: true });
       const row = page.locator('[data-testid=open-transactions] tbody tr', { hasText: `${prefix}gone-2` });
       expect(await row.count()).toBe(1);
       expect(await page.textContent('[data-testid=transaction-partitions]')).toContain(`${notes}[0]`);
