@@ -5,7 +5,8 @@ import { OperatorRequestError } from '../errors/operator-request.error';
 export const OVERVIEW_USAGE = `  kafka-eo overview --url URL          the console's overview, asked of a running application (its address, with
                                       its global prefix if it has one; ADMIN_READ_ONLY_TOKEN, else ADMIN_TOKEN)`;
 
-interface OverviewContext {
+/** What a command asked of a running application's admin API is given (overview, transactions). */
+export interface OverviewContext {
   args: string[];
   text(name: string): string | undefined;
   env: NodeJS.ProcessEnv;

@@ -2,7 +2,7 @@ import type { OpenTransactionsDocument } from '../admin/open-transactions';
 import type { AuditEntry } from '../admin/operator-store';
 import { transactionTarget } from '../admin/transaction-target';
 import { OperatorRequestError } from '../errors/operator-request.error';
-import { adminApiAddress } from './overview.command';
+import { adminApiAddress, type OverviewContext } from './overview.command';
 
 export const TRANSACTIONS_USAGE = `  kafka-eo transactions list --url URL
                                       per input and output partition of the running application's group: last
@@ -11,15 +11,8 @@ export const TRANSACTIONS_USAGE = `  kafka-eo transactions list --url URL
                                       aborts another application's hanging transaction there (ADMIN_TOKEN); refused
                                       for one its coordinator still tracks, or the library's own`;
 
-interface TransactionsContext {
+interface TransactionsContext extends OverviewContext {
   verb: string | undefined;
-  args: string[];
-  text(name: string): string | undefined;
-  env: NodeJS.ProcessEnv;
-  print(document: unknown, human: () => string): void;
-  table(rows: Array<Record<string, unknown>>, columns: string[]): string;
-  fields(document: Record<string, unknown>): string;
-  warn(text: string): void;
 }
 
 /** The application answered, but not with what was asked: the status and its message. */
