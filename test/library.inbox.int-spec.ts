@@ -74,6 +74,11 @@ describe('library: inbox migrations and retention', () => {
          ('g', 'discard', 't', 'done', now(), now()), ('g', 'replay', 't', 'pending', ${old}, NULL),
          ('other', 'replay', 't', 'done', ${old}, ${old})`,
     );
+    // An abort from the console whose process stopped half-way (running for an hour), and one in progress now.
+    await dataSource.query(
+      `INSERT INTO kafka_eo_audit (consumer_group, action, topic, state, requested_at, result) VALUES
+         ('g', 'abort-transaction', 't', 'running', now() - interval '1 hour', '{"producerId": "7"}'), ('g', 'abort-transaction', 't', 'running', now(), NULL)`,
+    );
     await dataSource.query(
       `INSERT INTO kafka_eo_replays (consumer_group, topic, partition, audit_id, outputs, settled, created_at) VALUES
          ('g', 't', 0, 1, '[]', true, ${old}), ('g', 't', 0, 2, '[]', false, ${old}), ('g', 't', 0, 3, '[]', true, now())`,
@@ -101,7 +106,12 @@ describe('library: inbox migrations and retention', () => {
       { consumer_group: 'g', action: 'discard', state: 'done' },
       { consumer_group: 'g', action: 'replay', state: 'pending' },
       { consumer_group: 'other', action: 'replay', state: 'done' },
+      { consumer_group: 'g', action: 'abort-transaction', state: 'failed' },
+      { consumer_group: 'g', action: 'abort-transaction', state: 'running' },
     ]);
+    const [stale] = await dataSource.query(`SELECT result, finished_at FROM kafka_eo_audit WHERE action = 'abort-transaction' AND state = 'failed'`);
+    expect(stale.result).toMatchObject({ producerId: '7', error: expect.stringContaining('stopped before it said how it ended') });
+    expect(stale.finished_at).not.toBeNull();
     expect((await dataSource.query(`SELECT audit_id::int AS id FROM kafka_eo_replays ORDER BY seq`)).map((r: { id: number }) => r.id)).toEqual([2, 3]);
     expect((await dataSource.query(`SELECT "offset"::int AS o FROM kafka_eo_parked_records ORDER BY seq`)).map((r: { o: number }) => r.o)).toEqual([3, 4]);
   });

@@ -80,6 +80,14 @@ export class InboxRetention {
 
   /** Deletes the group's settled operator rows older than operationsRetentionDays, batch by batch. */
   private async pruneOperations(): Promise<void> {
+    // An abort of a transaction from the console is `running` only while its request lasts (seconds): one still
+    // running after ten minutes lost its process between the audit row and the end, and is said so (failed).
+    await this.sql(
+      `UPDATE ${AUDIT_TABLE} SET state = 'failed', finished_at = now(),
+         result = COALESCE(result, '{}'::jsonb) || jsonb_build_object('error', 'the process that wrote the abort stopped before it said how it ended: the marker may or may not be written; the page of open transactions shows the partition as it is')
+       WHERE consumer_group = $1 AND action = 'abort-transaction' AND state = 'running' AND requested_at < now() - interval '10 minutes'`,
+      [this.groupId],
+    );
     const pruned: string[] = [];
     for (const { table, where } of SETTLED) {
       let total = 0;
