@@ -36,7 +36,7 @@ import { KafkaExactlyOnceTracing } from './tracing/kafka-exactly-once.tracing';
 import { KafkaAuthenticationError } from './errors/kafka-authentication.error';
 import { groupConsumersOf, probeClient } from './client/choose-driver';
 import { platformaticKafka } from './platformatic/load';
-import { adminOf, assertKafkaJsFixesInForce, type ClusterAdmin, ConfigResourceTypes, type KafkaClient, StableOffsets } from './kafkajs';
+import { adminOf, assertKafkaJsFixesInForce, brokerSettings, type ClusterAdmin, ConfigResourceTypes, type KafkaClient, StableOffsets } from './kafkajs';
 import { provisionRetryTopics } from './retry/retry-topics.provisioner';
 import { createTopicsAndWait } from './kafka-topics';
 
@@ -376,19 +376,13 @@ export class KafkaExactlyOnceLifecycle implements OnModuleInit, OnApplicationBoo
    * boot, naming the option, instead of as a retry loop later.
    */
   private async checkBrokerLimits(admin: ClusterAdmin): Promise<void> {
-    const { brokers } = await admin.describeCluster();
-    if (brokers.length === 0) return;
-    const names = ['transaction.max.timeout.ms', 'group.min.session.timeout.ms', 'group.max.session.timeout.ms'];
-    const { resources } = await admin.describeConfigs({
-      includeSynonyms: false,
-      resources: [{ type: ConfigResourceTypes.BROKER, name: String(brokers[0].nodeId), configNames: names }],
-    });
-    const value = (name: string) => Number(resources[0]?.configEntries.find((e) => e.configName === name)?.configValue);
-    const maxTransaction = value('transaction.max.timeout.ms');
+    const settings = await brokerSettings(admin, ['transaction.max.timeout.ms', 'group.min.session.timeout.ms', 'group.max.session.timeout.ms'] as const);
+    if (!settings) return;
+    const maxTransaction = settings['transaction.max.timeout.ms'];
     if (maxTransaction > 0 && this.options.transactionTimeoutMs > maxTransaction) {
       throw new InvalidOptionsError('transactionTimeoutMs', `is ${this.options.transactionTimeoutMs}, over the broker's transaction.max.timeout.ms (${maxTransaction}): lower it, or raise the broker setting`);
     }
-    const [minSession, maxSession] = [value('group.min.session.timeout.ms'), value('group.max.session.timeout.ms')];
+    const [minSession, maxSession] = [settings['group.min.session.timeout.ms'], settings['group.max.session.timeout.ms']];
     const session = this.options.consumer.sessionTimeout;
     if ((minSession > 0 && session < minSession) || (maxSession > 0 && session > maxSession)) {
       throw new InvalidOptionsError('consumer.sessionTimeout', `is ${session}, outside the broker's group.min.session.timeout.ms..group.max.session.timeout.ms (${minSession}..${maxSession})`);

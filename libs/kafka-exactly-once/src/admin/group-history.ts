@@ -91,7 +91,7 @@ export async function readHistory(sql: SqlClient, groupId: string, query: Histor
   }
   const perPartition = query.partition !== undefined || query.topic !== undefined;
   const step = bucketOf('at', '$3::int');
-  const [rows, outbox, [clock]] = await Promise.all([
+  const [rows, outbox] = await Promise.all([
     sql.query(
       `WITH per_partition AS (
          SELECT topic, partition, ${step} AS bucket, sum(records) AS records, sum(units) AS units, sum(dead_letters) AS dead_letters, sum(parks) AS parks,
@@ -111,7 +111,6 @@ export async function readHistory(sql: SqlClient, groupId: string, query: Histor
        GROUP BY bucket ORDER BY bucket`,
       [groupId, seconds, stepS],
     ),
-    sql.query(`SELECT now() AS now`),
   ]);
   const series = new Map<string, HistoryDocument['series'][number]>();
   for (const r of rows) {
@@ -122,7 +121,7 @@ export async function readHistory(sql: SqlClient, groupId: string, query: Histor
     const ms = (v: unknown) => (v === null || v === undefined ? null : Math.round(Number(v) * 10) / 10);
     s.points.push({ at: iso(r.bucket), recordsPerSecond: rate(r.records), commitsPerSecond: rate(r.units), lag: num(r.lag), unitP50Ms: ms(r.p50), unitP99Ms: ms(r.p99), deadLetters: Number(r.dead_letters), parks: Number(r.parks), retryMoves: Number(r.retry_moves) });
   }
-  const to = clock.now instanceof Date ? clock.now : new Date(String(clock.now));
+  const to = present.now instanceof Date ? present.now : new Date(String(present.now));
   return {
     range: query.range,
     stepSeconds: stepS,

@@ -296,32 +296,13 @@ export class OpenTransactions {
 
   /** Names each open transaction (transactional id, coordinator state) with ListTransactions on every broker. */
   private async name(open: OpenTransaction[], unreadable: Record<string, string>): Promise<void> {
-    const { requests } = this.sources;
-    const ids = [...new Set(open.map((t) => t.producerId))];
-    let brokers: number[];
     try {
-      brokers = await withDeadline(requests.brokers(), ASK_MS, 'Kafka');
+      const { coordinators, unanswered } = await this.hanging.name(open, (question) => withDeadline(question, ASK_MS, 'Kafka'));
+      for (const [id, broker] of coordinators) this.coordinators.set(id, broker);
+      for (const [broker, why] of unanswered) unreadable[`broker ${broker}`] = `ListTransactions: ${why}`.slice(0, 500);
     } catch (err) {
       unreadable.listTransactions = `the cluster's brokers were not listed: ${(err as Error).message}`.slice(0, 500);
-      return;
     }
-    await Promise.all(
-      brokers.map(async (broker) => {
-        try {
-          const states = await withDeadline(requests.listTransactions(broker, ids), ASK_MS, 'Kafka');
-          for (const s of states) {
-            for (const t of open.filter((o) => o.producerId === s.producerId)) {
-              // Two brokers naming it differently (coordination moving): its state is not known for sure.
-              const state = t.state === undefined || t.state === s.state ? s.state : `${t.state} or ${s.state}`;
-              Object.assign(t, { transactionalId: s.transactionalId, state });
-              this.coordinators.set(s.transactionalId, broker);
-            }
-          }
-        } catch (err) {
-          unreadable[`broker ${broker}`] = `ListTransactions: ${(err as Error).message}`.slice(0, 500);
-        }
-      }),
-    );
   }
 
   /** The coordinator of each transactional id named last (the broker whose ListTransactions named it). */

@@ -1,6 +1,6 @@
 import { Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { adminOf, ConfigResourceTypes, type KafkaClient, logRequestsOf } from '../kafkajs';
+import { adminOf, brokerSettings, type KafkaClient, logRequestsOf } from '../kafkajs';
 import { InvalidOptionsError } from '../errors/invalid-options.error';
 import { InboxHealthIndicator } from '../health/inbox.health-indicator';
 import { KafkaHealthIndicator } from '../health/kafka.health-indicator';
@@ -153,13 +153,7 @@ async function brokerMaxTransactionTimeoutMs(kafka: KafkaClient): Promise<number
   const admin = adminOf(kafka, { retry: { retries: 0 } });
   await admin.connect();
   try {
-    const { brokers } = await admin.describeCluster();
-    if (brokers.length === 0) return KAFKA_MAX_TRANSACTION_TIMEOUT_MS;
-    const { resources } = await admin.describeConfigs({
-      includeSynonyms: false,
-      resources: [{ type: ConfigResourceTypes.BROKER, name: String(brokers[0].nodeId), configNames: ['transaction.max.timeout.ms'] }],
-    });
-    const value = Number(resources[0]?.configEntries.find((e) => e.configName === 'transaction.max.timeout.ms')?.configValue);
+    const value = (await brokerSettings(admin, ['transaction.max.timeout.ms'] as const))?.['transaction.max.timeout.ms'] ?? NaN;
     return value > 0 ? value : KAFKA_MAX_TRANSACTION_TIMEOUT_MS;
   } finally {
     await admin.disconnect().catch(() => undefined);

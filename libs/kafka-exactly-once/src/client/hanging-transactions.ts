@@ -283,23 +283,37 @@ export class HangingTransactions {
 
   /** Each open transaction with its transactional id and state, from ListTransactions on every broker. */
   private async named(open: OpenTransaction[]): Promise<OpenTransaction[]> {
-    if (open.length === 0) return open;
-    const ids = open.map((t) => t.producerId);
-    for (const broker of await this.requests.brokers()) {
-      try {
-        const states = await this.requests.listTransactions(broker, ids);
-        for (const s of states) {
-          const t = open.find((o) => o.producerId === s.producerId);
-          if (!t) continue;
-          // Two brokers naming it differently (coordination moving between them): its state is not known.
-          const state = t.state === undefined || t.state === s.state ? s.state : `${t.state} or ${s.state}`;
-          Object.assign(t, { transactionalId: s.transactionalId, state });
-        }
-      } catch {
-        // A broker that does not answer: its transactions stay unnamed (the producer id is still told).
-      }
-    }
+    await this.name(open);
     return open;
+  }
+
+  /**
+   * Names each open transaction (transactional id, coordinator state) with ListTransactions on every broker, side by
+   * side (`ask` bounds each question). Returns the broker that named each transactional id (its coordinator) and
+   * the brokers that did not answer, with why: their transactions stay unnamed (the producer id is still told).
+   */
+  async name(open: OpenTransaction[], ask: <T>(question: Promise<T>) => Promise<T> = (q) => q): Promise<{ coordinators: Map<string, number>; unanswered: Map<number, string> }> {
+    const coordinators = new Map<string, number>();
+    const unanswered = new Map<number, string>();
+    if (open.length === 0) return { coordinators, unanswered };
+    const ids = [...new Set(open.map((t) => t.producerId))];
+    await Promise.all(
+      (await ask(this.requests.brokers())).map(async (broker) => {
+        try {
+          for (const s of await ask(this.requests.listTransactions(broker, ids))) {
+            for (const t of open.filter((o) => o.producerId === s.producerId)) {
+              // Two brokers naming it differently (coordination moving between them): its state is not known.
+              const state = t.state === undefined || t.state === s.state ? s.state : `${t.state} or ${s.state}`;
+              Object.assign(t, { transactionalId: s.transactionalId, state });
+              coordinators.set(s.transactionalId, broker);
+            }
+          }
+        } catch (err) {
+          unanswered.set(broker, (err as Error).message);
+        }
+      }),
+    );
+    return { coordinators, unanswered };
   }
 }
 

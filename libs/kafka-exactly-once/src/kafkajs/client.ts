@@ -1,4 +1,4 @@
-import type { Admin, Consumer, ConsumerConfig, Kafka, KafkaConfig, Producer, ProducerConfig, AdminConfig, Logger } from 'kafkajs';
+import { ConfigResourceTypes, type Admin, type Consumer, type ConsumerConfig, type Kafka, type KafkaConfig, type Producer, type ProducerConfig, type AdminConfig, type Logger } from 'kafkajs';
 import { type AdminOptions, driverPartsOf } from '../client/driver-parts';
 import { correctCluster } from './cluster';
 import type { ClusterAdmin } from './index';
@@ -55,4 +55,19 @@ export const isLibraryClient = (kafka: unknown): kafka is KafkaClient => kafka i
  */
 export function adminOf(kafka: KafkaClient, options?: AdminOptions): ClusterAdmin {
   return driverPartsOf(kafka)?.admin(options) ?? kafka.admin(options);
+}
+
+/**
+ * Numeric settings of the cluster's first broker (DescribeConfigs), each NaN when the broker does not say it;
+ * undefined when the cluster describes no broker.
+ */
+export async function brokerSettings<Name extends string>(admin: ClusterAdmin, names: readonly Name[]): Promise<Record<Name, number> | undefined> {
+  const { brokers } = await admin.describeCluster();
+  if (brokers.length === 0) return undefined;
+  const { resources } = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: [{ type: ConfigResourceTypes.BROKER, name: String(brokers[0].nodeId), configNames: [...names] }],
+  });
+  const entries = resources[0]?.configEntries ?? [];
+  return Object.fromEntries(names.map((name) => [name, Number(entries.find((e) => e.configName === name)?.configValue)])) as Record<Name, number>;
 }

@@ -20,7 +20,7 @@ export { logRequestsOf } from './log-requests';
 export { messageDigest, recordDigest, takeCommitted } from './record-digest';
 export { nestLogCreator } from './logger';
 export { createProbeClient, probeRetry } from './probe';
-export { adminOf } from './client';
+export { adminOf, brokerSettings } from './client';
 export { CheckedProducer, CheckedTransaction, fenceTransactionalId, type CheckedProducerOptions } from './producer/checked-producer';
 export type { Placement } from './producer/produce-call';
 export { UNENCODABLE_RECORD } from './producer/produce-encoding';

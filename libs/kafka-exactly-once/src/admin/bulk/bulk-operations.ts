@@ -1,11 +1,10 @@
 import { OperatorRequestError } from '../../errors/operator-request.error';
-import { AUDIT_TABLE, OUTBOX_SET_ASIDE_TABLE } from '../../kafka-exactly-once.constants';
+import { AUDIT_TABLE, BULK_OPERATIONS_TABLE, OUTBOX_SET_ASIDE_TABLE } from '../../kafka-exactly-once.constants';
 import { cappedCount, cappedValue } from '../capped-count';
 import { requireText, type ActorOptions } from '../operator-store';
 import type { SqlClient } from '../sql-client';
 import { bulkSelection, ratePerSecond, selectionDigest, type BulkAction, type BulkFilter, type BulkKind, type BulkSelection } from './bulk-filter';
 import { BULK_TARGETS, type BulkItem } from './bulk-targets';
-import { BULK_OPERATIONS_TABLE } from '../../kafka-exactly-once.constants';
 
 export { BULK_OPERATIONS_TABLE };
 /** How many items a dry run shows. */

@@ -565,7 +565,7 @@
   /** The group's instances from their reports: which reports, which went silent, each one's process. */
   function instancesTable(instances) {
     return table([
-      { title: 'Instance', render: function (i, n) { return el('span', null, el('span', { class: 'mono' }, i.instanceId), i.self ? el('span', { class: 'muted' }, ' (this one)') : null); } },
+      { title: 'Instance', render: function (i) { return el('span', null, el('span', { class: 'mono' }, i.instanceId), i.self ? el('span', { class: 'muted' }, ' (this one)') : null); } },
       { title: 'Report', render: function (i) { return el('span', null, badge(i.status), ' ', i.status === 'stopped' ? 'stopped ' + ago(i.stoppedAt) : 'last ' + duration(i.reportAgeMs) + ' ago'); } },
       { title: 'Consumer', render: function (i) { return el('span', null, badge(i.consumer.state), i.consumer.lastError ? el('span', { class: 'muted' }, ' ' + cut(i.consumer.lastError, 200)) : null); } },
       { title: 'In Kafka\'s group', render: function (i) { return i.inGroup ? 'yes' : el('span', { class: i.status === 'reporting' ? 'bad-text' : 'muted' }, 'no'); } },
