@@ -32,6 +32,8 @@ export interface ConsumerAppConfig {
   stallAfterMs?: number;
   /** REPORT_INTERVAL_MS: how often the instance reports to the console of any instance (operations.reportIntervalMs). */
   reportIntervalMs?: number;
+  /** STEP_LOG: a file for each committed unit's step times (operations.stepLog; the bench's --tail-steps). */
+  stepLog?: string;
   /** ADMIN_TOKEN: when set, the operator REST endpoints (/kafka-eo/...) are mounted and need this bearer token. */
   adminToken?: string;
   /** ADMIN_READ_ONLY_TOKEN: a second token that may only read (every action refused with 403). */
@@ -150,6 +152,7 @@ export function consumerAppConfig(env: NodeJS.ProcessEnv = process.env): Consume
     lockTimeoutMs: env.INBOX_LOCK_TIMEOUT_MS ? integer(env, 'INBOX_LOCK_TIMEOUT_MS', 5000, 10) : undefined,
     stallAfterMs: env.KAFKA_STALL_AFTER_MS ? integer(env, 'KAFKA_STALL_AFTER_MS', 60000, 1000) : undefined,
     reportIntervalMs: env.REPORT_INTERVAL_MS ? integer(env, 'REPORT_INTERVAL_MS', 10000, 0) : undefined,
+    stepLog: env.STEP_LOG || undefined,
     adminToken: env.ADMIN_TOKEN || undefined,
     adminReadOnlyToken: env.ADMIN_READ_ONLY_TOKEN || undefined,
     adminConsole: env.ADMIN_CONSOLE === 'off' ? false : env.ADMIN_CONSOLE || '/kafka-eo',

@@ -85,7 +85,8 @@ const microservice = consumerAppConfig().transport === 'microservice';
           ...(config.transactionTimeoutMs ? { transactionTimeoutMs: config.transactionTimeoutMs } : {}),
           inbox: { idleInTransactionTimeoutMs: config.idleInTransactionTimeoutMs, lockTimeoutMs: config.lockTimeoutMs },
           // REPORT_INTERVAL_MS: how often this instance reports to the console of any instance (0: off).
-          ...(config.reportIntervalMs !== undefined ? { operations: { reportIntervalMs: config.reportIntervalMs } } : {}),
+          // STEP_LOG: each committed unit's step times appended to this file (a diagnostic; bench --tail-steps).
+          operations: { reportIntervalMs: config.reportIntervalMs, stepLog: config.stepLog },
           metrics: {}, // kafka_eo_* on prom-client's registry, served at GET /metrics
           // Started by DemoTopicsInitializer once the demo topics exist (in the background: Kafka may be away).
           autoStart: false,

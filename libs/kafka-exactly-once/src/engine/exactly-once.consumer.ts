@@ -31,6 +31,7 @@ import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
 import type { GroupConsumers } from '../client/drivers';
 import type { FetchedBatch, GroupConsumer } from '../client/group-consumer';
 import { markBusy, registerDrain } from '../client/group-drains';
+import { StepLog, stepClock, type UnitSteps } from './step-log';
 import { type ClusterAdmin, type KafkaClient, logRequestsOf, StableOffsets, UnstableOffsetsError } from '../kafkajs';
 import { COMMITTED_LOOKBACK_MS, COMMITTED_READ_BYTES, type CommittedRecords, forgottenByCoordinator, HangingTransactions, type OpenTransaction } from '../client/hanging-transactions';
 
@@ -100,6 +101,8 @@ export class ExactlyOnceConsumer {
   private memberId?: string;
   /** Counts per partition between two reports of the instance (the console's charts); none when reports are off. */
   readonly samples?: PartitionSamples;
+  /** Each committed unit's step times, when operations.stepLog names a file (a diagnostic of the tail). */
+  private readonly stepLog?: StepLog;
   private readonly routes: Map<string, Route>;
   private consumer?: GroupConsumer;
   private readonly stableOffsets: StableOffsets;
@@ -132,6 +135,7 @@ export class ExactlyOnceConsumer {
     private readonly ambient?: AmbientTransactions,
   ) {
     this.samples = options.operations.reportIntervalMs > 0 ? new PartitionSamples() : undefined;
+    this.stepLog = options.operations.stepLog ? new StepLog(options.operations.stepLog) : undefined;
     this.routes = routesOf(handlers);
     this.stableOffsets = new StableOffsets(kafka);
     this.hanging = new HangingTransactions(logRequestsOf(kafka));
@@ -282,6 +286,7 @@ export class ExactlyOnceConsumer {
     this.sessions.clear();
     await this.stableOffsets.disconnect();
     await this.hanging.disconnect();
+    this.stepLog?.close();
   }
 
   /** Whether `session` is the member's session of its partition (not one revoked since). */
@@ -576,6 +581,7 @@ export class ExactlyOnceConsumer {
   private async onBatch(payload: FetchedBatch): Promise<void> {
     const { topic, partition } = payload.batch;
     if (!this.routes.has(topic)) return;
+    const fetchedAt = this.stepLog ? stepClock() : 0;
     const key = sessionKey(topic, partition);
     const session = this.session(topic, partition);
     await this.orphans.get(key);
@@ -591,7 +597,7 @@ export class ExactlyOnceConsumer {
     session.busyResume = resume;
     markBusy(this.options.groupId, topic, partition, 1);
     this.workers++;
-    const worker = this.handleBatch(payload, session)
+    const worker = this.handleBatch(payload, session, fetchedAt)
       .catch((err) => {
         if (isRebalanceError(err)) this.logger.debug(`${topic}[${partition}]: the group is rebalancing (${(err as Error).message})`);
         else this.logger.error(`${topic}[${partition}]: ${(err as Error)?.stack ?? err}`);
@@ -612,7 +618,7 @@ export class ExactlyOnceConsumer {
   }
 
   /** The work of one fetched batch of a partition, by its worker (see onBatch). */
-  private async handleBatch(payload: FetchedBatch, session: PartitionSession): Promise<void> {
+  private async handleBatch(payload: FetchedBatch, session: PartitionSession, fetchedAt: number): Promise<void> {
     const { batch, heartbeat, isStale } = payload;
     // stop() ends the workers before the member leaves the group, while KafkaJS still runs.
     const isRunning = () => payload.isRunning() && !this.stopRequested;
@@ -686,6 +692,7 @@ export class ExactlyOnceConsumer {
         id: identify(topic, partition, message, this.options.inbox.deduplicationScope, base === undefined ? undefined : { base, origin: retryOrigin(message.headers, base) }),
       }));
       const unitStarted = performance.now();
+      const steps: UnitSteps | undefined = this.stepLog ? { fetched: fetchedAt, started: stepClock() } : undefined;
       const outcome = await this.runUnit(
         session,
         {
@@ -708,6 +715,7 @@ export class ExactlyOnceConsumer {
           tracing: this.tracing,
           ambient: this.ambient,
           delivered: session.delivered,
+          steps,
         },
         chunk,
       );
@@ -719,6 +727,7 @@ export class ExactlyOnceConsumer {
         const until = session.delivered?.until;
         if (until !== undefined && session.floor >= until) await this.pastDelivered(session, until);
         const unitMs = performance.now() - unitStarted;
+        if (steps) this.stepLog!.unit(topic, partition, chunk[0].offset, outcome.lastOffset, outcome.count, steps);
         this.samples?.unit(topic, partition, outcome.count, unitMs);
         this.metrics?.unitCommitted(topic, outcome.stats, { unitMs, ...outcome.timings });
         const { handled, replayed, duplicates, deadLettered, retried } = outcome.stats;

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { stepClock, type UnitSteps } from './step-log';
 import type { KafkaMessage } from '../kafkajs';
 import type { DatabasePort, DatabaseSession } from '../database/database.port';
 import { lentFor, refuseLentTransactions } from '../database/lent-database';
@@ -125,6 +126,8 @@ export interface UnitOfWorkDeps {
   ambient?: AmbientTransactions;
   /** After the library aborted a hanging transaction of the partition's producer: outputs a replay does not send again (read in the unit's transaction). */
   delivered?: DeliveredOutputs;
+  /** When each step ended (operations.stepLog): filled in as the unit goes. */
+  steps?: UnitSteps;
 }
 
 interface HandledRecord {
@@ -275,6 +278,11 @@ export class UnitOfWork {
     );
   }
 
+  /** Notes when a step ended, when the unit's steps are logged. */
+  private step(name: Exclude<keyof UnitSteps, 'fetched' | 'started'>): void {
+    if (this.deps.steps) this.deps.steps[name] = stepClock();
+  }
+
   async run(): Promise<UnitOfWorkOutcome> {
     const { dataSource, inbox, producer, options, faults, topic, partition } = this.deps;
     const group = options.groupId;
@@ -297,6 +305,7 @@ export class UnitOfWork {
         await db.query(unitSessionSettings(options));
         return inbox.claim(db, group, topic, partition, requests);
       });
+      this.step('claimed');
       const claimedHere = (r: ChunkRecord) => claimed.get(keyOf(r.id))?.offset === r.offset;
       // The committed rows of the records not claimed now. A record whose id this claim took under another offset
       // (the same id twice in the chunk) is a duplicate of that one: its row is this unit's own, not looked up.
@@ -411,6 +420,7 @@ export class UnitOfWork {
         }
       }
       const outputs = outputLists.flat();
+      this.step('handled');
       if (count < this.records.length && !lanes) {
         // Cut by the time cap: the records left for the next chunk were not handled.
         released.push(...this.records.slice(count).filter((r) => claimedHere(r) && !done.has(keyOf(r.id))).map((r) => r.id));
@@ -430,11 +440,13 @@ export class UnitOfWork {
         await this.own('recording the outputs of the unit', () => inbox.recordUnitOutputs(db, group, topic, partition, unit, plain[plain.length - 1].offset, plain));
       }
       await this.own('recording the outcomes in the inbox', () => inbox.complete(db, group, completions));
+      this.step('recorded');
 
       this.sm.transitionTo('producing');
       const txn = await producer.begin();
       // Several requests of one transaction when the outputs are larger than one produce request.
       for (const request of toProduceRequests(outputs, options.outputs.maxRequestBytes, (t) => this.deps.topicLimits.get(t))) await txn.send(request);
+      this.step('produced');
 
       this.sm.transitionTo('committing-db');
       const postgresCommitStarted = performance.now();
@@ -444,6 +456,7 @@ export class UnitOfWork {
         throw err instanceof DeadlineExceeded ? new InboxStatementError('the PostgreSQL commit', err) : err;
       });
       const kafkaCommitStarted = performance.now();
+      this.step('pgCommitted');
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
       if (this.moves.length > 0) faults.reach('after-retry-move-db-commit');
@@ -454,6 +467,7 @@ export class UnitOfWork {
       });
       faults.reach('before-kafka-commit');
       await txn.commit();
+      this.step('committed');
       this.sm.transitionTo('committed');
       const timings = { postgresCommitMs: kafkaCommitStarted - postgresCommitStarted, kafkaCommitMs: performance.now() - kafkaCommitStarted };
       for (const d of this.deadLetters) this.deps.onDeadLetter?.(d.record, d.reason, d.error, d.parked);

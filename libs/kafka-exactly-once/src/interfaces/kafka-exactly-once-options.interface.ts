@@ -121,6 +121,13 @@ export interface KafkaExactlyOnceModuleOptions {
      * console then shows its own instance only, and no charts).
      */
     reportIntervalMs?: number;
+    /**
+     * A file to append one JSON line per committed unit of work to: when each of its steps ended (its batch
+     * fetched, the unit begun, the inbox claim, the handlers, the inbox rows, the outputs sent, PostgreSQL's
+     * COMMIT, Kafka's commit). A diagnostic of where a record's time goes (the bench's `--tail-steps`,
+     * docs/benchmarks.md); off by default. Lines are buffered and written once a second.
+     */
+    stepLog?: string;
   };
   /** Start consuming at application bootstrap (default true). */
   autoStart?: boolean;

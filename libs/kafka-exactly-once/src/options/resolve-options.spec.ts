@@ -91,6 +91,8 @@ describe('resolveOptions', () => {
     [{ ...valid, consumer: { sessionTimeout: 500 } }, 'consumer.sessionTimeout'],
     [{ ...valid, consumer: { sessionTimeout: 6000, heartbeatInterval: 6000 } }, 'consumer.heartbeatInterval'],
     [{ ...valid, chunk: { maxRecords: 0 } }, 'chunk.maxRecords'],
+    [{ ...valid, operations: { stepLog: '' } }, 'operations.stepLog'],
+    [{ ...valid, operations: { stepLog: 42 as never } }, 'operations.stepLog'],
     [{ ...valid, chunk: { maxBytes: -1 } }, 'chunk.maxBytes'],
     [{ ...valid, inbox: { idleInTransactionTimeoutMs: 90000 } }, 'inbox.idleInTransactionTimeoutMs'],
     [{ ...valid, retry: { attempts: 1.5 } }, 'retry.attempts'],

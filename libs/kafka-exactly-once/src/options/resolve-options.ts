@@ -35,6 +35,13 @@ function atLeastOne(field: string, value: number | undefined, fallback: number):
   return value;
 }
 
+/** A file path, or undefined when not given. */
+function optionalPath(field: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.trim() === '' || value.includes('\0')) throw new InvalidOptionsError(field, `must be a file path, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 function nonEmpty(field: string, value: unknown, hint: string): string {
   if (typeof value !== 'string' || value.trim() === '') throw new InvalidOptionsError(field, `is required: ${hint}`);
   return value;
@@ -230,6 +237,7 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       pollIntervalMs: positiveInt('operations.pollIntervalMs', options.operations?.pollIntervalMs, 1000, 50),
       retentionDays: positiveNumber('operations.retentionDays', options.operations?.retentionDays, 30),
       reportIntervalMs: options.operations?.reportIntervalMs === 0 ? 0 : boundedInt('operations.reportIntervalMs', options.operations?.reportIntervalMs, 10000, 1000, 60000),
+      stepLog: optionalPath('operations.stepLog', options.operations?.stepLog),
     },
     autoStart: options.autoStart ?? true,
     publisher: options.publisher === undefined ? undefined : resolvePublisher(options.publisher),

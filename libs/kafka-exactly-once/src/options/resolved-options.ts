@@ -54,7 +54,7 @@ export interface ResolvedOptions {
   outputs: { maxRequestBytes: number };
   retry: { attempts: number; initialDelayMs: number; maxDelayMs: number; multiplier: number };
   deadLetter: { topicSuffix: string };
-  operations: { pollIntervalMs: number; retentionDays: number; reportIntervalMs: number };
+  operations: { pollIntervalMs: number; retentionDays: number; reportIntervalMs: number; stepLog?: string };
   autoStart: boolean;
   /** undefined: no metrics */
   metrics?: { registry?: object };
