@@ -4,8 +4,16 @@
  * `npm run bench`: the same preloaded payments through each variant, side by side, in one run on this machine.
  *
  *   npm run bench -- [--count 100000] [--partitions 6] [--variants P,P0,O,A,AT,B,C,D,DT,DP,DD,DK,E,J] [--slow-count 1000]
- *                    [--sweep] [--accounts 200] [--load-concurrency 64] [--cpu-prof]
- *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N]
+ *                    [--rounds 3] [--sweep] [--accounts 200] [--load-concurrency 64] [--cpu-prof]
+ *                    [--latency | --no-latency] [--latency-seconds 20] [--latency-rate N] [--latency-rounds N] [--tail-steps]
+ *                    [--memory-backlog 1000000 | --no-memory-backlog]
+ *
+ * Rounds (--rounds N: 3 from 20,000 records, else 1): the variants compared by the targets (P0, O, A, AT, D, E, J,
+ * and AX, DX, DX4, EX when named) run once in each round, alternating, the order turned by one from round to round
+ * (no variant always first or last); the others (B, C, DJ, DT, DP, DD, DK, F, G, K1, K) once, in the first round.
+ * Every figure is reported as the median of a variant's runs with its spread (min–max, and ± half the range as a
+ * % of the median); results.json keeps each run's figures (`rounds`). A ratio target is the ratio of the two
+ * medians (its spread: the ratio per round); a CPU target the median of the ratio per round.
  *
  * Publishers: P is producer-app's load command (the EventPublisher: idempotent producer, circuit breaker,
  * spool) publishing `--count` payments; P0 is a plain KafkaJS idempotent producer sending the very same records
@@ -45,34 +53,49 @@
  * PostgreSQL and the bench's own polling).
  *
  * Latency (on by default when --count is 20,000 or more, so not in the CI smoke run; --latency / --no-latency
- * override): after each consumer variant's throughput run, a second run of it (one process) on a fresh input
- * topic, group, output topic and database, idle until its group is ready. A read_committed reader of its output
- * joins first; then a plain KafkaJS idempotent producer in the bench publishes the input records at a steady rate
- * (every 10 ms the records due, each stamped with its publish time as CreateTime) for 2 s of warm-up (not
- * counted) and then --latency-seconds. The rate is half the variant's records/s of its throughput run in this
- * bench run (--latency-rate N: N records/s for every variant); D runs a third time at a quarter of it (not with
- * --latency-rate). When more records are needed than the input has,
- * they come round again with a fresh message-id and paymentId. Each output is matched to its input (A: the
- * copied message-id header; D, E: causation-id; B, C, J, whose outputs carry no link: the paymentId in the
- * value); its latency is the moment the reader receives it minus the input's publish time, also split at the
- * output's own CreateTime (when the variant sent it, before its commit). Reported per variant: the rate
- * achieved, outputs matched of published, p50, p99 and max; the targets (p99 of D ≤ 250 ms at half and at a
- * quarter of its peak, of E ≤ 100 ms at half) are reported as met or missed, never asserted. Code: bench/latency.js.
+ * override), after every throughput round: each consumer variant again (one process) on a fresh input topic, group,
+ * output topic and database, idle until its group is ready, at fixed rates: a quarter, a half and three quarters of
+ * D's peak (its median records/s over the rounds), the same rates for every variant so that latency against rate
+ * compares across them (--latency-rate N: N records/s only); B and C once, at half their own peak. --latency-rounds
+ * N (default: --rounds) repeats every rate, the order of the variants turned each time. A reader of the output
+ * (bench/latency-reader.js, read_committed, a process of its own) joins first; then a publisher
+ * (bench/latency-publisher.js, a process of its own, a plain KafkaJS idempotent producer) publishes the input
+ * records at the rate (every 10 ms the records due, each stamped with its publish time as CreateTime) for 2 s of
+ * warm-up (not counted) and then --latency-seconds. When more records are needed than the input has, they come
+ * round again with a fresh message-id and paymentId. The publisher writes each record's match key, publish time,
+ * partition and offset; the reader each output's match key, receive time and CreateTime: the raw samples, in
+ * bench/results/<run>/latency/ (gzipped). The bench merges them after the phase (bench/latency.js): each output
+ * matched to its input (A: the copied message-id header; D, E: causation-id; B, C, J, whose outputs carry no link:
+ * the paymentId in the value); its latency is its receive time minus the input's publish time, also split at the
+ * output's own CreateTime (when the variant sent it, before its commit). Reported per variant and rate: the rate
+ * achieved, outputs matched of published, p50, p99 and max; the targets (p99 of D ≤ 250 ms and of E ≤ 100 ms, at a
+ * quarter and at half of D's peak) are reported as met or missed, never asserted.
  *
- * Spool catch-up (with P, on by default from 20,000 records; --spool-catch-up / --no-spool-catch-up): producer-app's
- * load command again at 80% of P's measured rate for 25 s, and the local broker (started by scripts/kafka, killed
+ * --tail-steps: D and E (and their driver twins) write the library's step log in their latency phases (consumer-app:
+ * STEP_LOG, the bench's E: BENCH_STEP_LOG, both the module's operations.stepLog); each of the slowest 1% of records
+ * (by published → received) is found in its unit of work (input partition, offset within first..last), and the
+ * median and p90 of each step (published → fetched → started → claimed → handled → recorded → produced →
+ * pgCommitted → committed → received) printed beside those of all records.
+ *
+ * Memory (--memory-backlog N: 1,000,000 from 20,000 records, else off; --no-memory-backlog): consumer-app over a
+ * backlog of N records at 12 partitions, its peak RSS (bench/backlog-memory.js, when there). Target: < 300 MB.
+ *
+ * Spool catch-up (with P, on by default from 20,000 records; --spool-catch-up / --no-spool-catch-up), last of all:
+ * producer-app's load command again at 80% of P's measured rate for 25 s, and the local broker (started by scripts/kafka, killed
  * and started by its pid file) away for 5 s after 5 s. Reported: publishes spooled, how soon after Kafka's
  * return every publish went out live again (target: within 30 s) and the spool was empty, and whether every
  * acknowledged event is on the topic once at least, in per-key order of acknowledgement (read committed).
  *
  * --sweep repeats D and E over 1, 6 and 12 partitions and 1, 2 and 3 processes. --cpu-prof writes a V8 CPU
  * profile of every consumer process (bench/results/<run>/profiles; summarise one with bench/profile-summary.js).
- * Results: a table on stdout, and bench/results/<run>/{results.json,summary.md,throughput.svg,latency.svg}.
+ * Results: a table on stdout and every target in one block at its end (target, median, spread, met or missed), and
+ * bench/results/<run>/{results.json,summary.md,throughput.svg,latency.svg,latency-rate.svg,latency/}.
  */
 const { spawn, spawnSync } = require('child_process');
-const { mkdirSync, readFileSync, writeFileSync, existsSync } = require('fs');
-const { join } = require('path');
-const { Kafka, logLevel } = require('kafkajs');
+const { mkdirSync, readFileSync, writeFileSync, existsSync, unlinkSync } = require('fs');
+const { join, relative } = require('path');
+const { gzipSync } = require('zlib');
+const { logLevel } = require('kafkajs');
 const { Client } = require('pg');
 const latency = require('./latency');
 const report = require('./report');
@@ -81,26 +104,32 @@ const ROOT = join(__dirname, '..');
 
 // This script's own Kafka client (P0's producer, the readers, the admin): one the library builds
 // (src/kafkajs/client.ts: its request queue, its read-committed filter), KafkaJS's own before the library is built.
-const LIBRARY_KAFKAJS = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs/index.js');
-const kafkaClient = (config) => (existsSync(LIBRARY_KAFKAJS) ? require(LIBRARY_KAFKAJS).createKafkaClient(config) : new Kafka(config));
+const kafkaClient = latency.kafkaClient;
 const DATABASE_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const LOAD_CLI = join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/cli.js');
 const CONSUMER_MAIN = join(ROOT, 'dist/apps/consumer-app/apps/consumer-app/src/main.js');
 /** The first records of a latency phase are published but not counted: the variant's first units of work start
  * its per-partition producers (the library's InitProducerId runs on a partition's first batch) and warm the JIT. */
 const LATENCY_WARMUP_MS = 2000;
+/** The latency phase's rates, as fractions of D's peak (its median records/s over the throughput rounds). */
+const LATENCY_FRACTIONS = [0.25, 0.5, 0.75];
+/** The variants that run in every round (the others once, in the first round). */
+const ROUND_VARIANTS = ['P0', 'O', 'A', 'AT', 'D', 'E', 'J', 'AX', 'DX', 'DX4', 'EX'];
+/** The backlog of the memory phase's target: consumer-app over 1,000,000 records at 12 partitions. */
+const MEMORY_PARTITIONS = 12;
 const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
 // match: how the latency phase finds an output's input (bench/latency.js); transactional: outputs in Kafka
-// transactions (the latency phase then counts the markers of its output).
+// transactions (the latency phase then counts the markers of its output); stepLog: the library's step log of
+// each committed unit (operations.stepLog) can be asked of it (--tail-steps).
 const VARIANTS = {
   A: { label: 'A. plain KafkaJS copy, at-least-once, no database', script: 'variants/plain-copy.js', database: false, match: 'message-id' },
   AT: { label: "AT. KafkaJS copy in Kafka transactions (a producer per partition, sendOffsets), no database", script: 'variants/transactional-copy.js', database: false, match: 'message-id', transactional: true },
   C: { label: 'C. exactly-once by hand, one Kafka + one PostgreSQL transaction per record', script: 'variants/hand-eos.js', database: true, slow: true, match: 'json-payment', transactional: true },
-  D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true },
+  D: { label: 'D. consumer-app as shipped (batch handler: the ledger rule in set-based SQL)', consumerApp: true, database: true, match: 'causation-id', transactional: true, stepLog: true },
   // DJ: D with JSON in and out; its input is D's records, each value rewritten as the JSON of its Avro record.
-  DX: { label: "DX. D on the platformatic driver (KAFKA_CLIENT=platformatic, the classic group protocol)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' }, ratesOf: 'D' },
-  DX4: { label: "DX4. D on the platformatic driver and Kafka 4's consumer groups (KAFKA_GROUP_PROTOCOL=consumer)", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'consumer' }, ratesOf: 'D' },
+  DX: { label: "DX. D on the platformatic driver (KAFKA_CLIENT=platformatic, the classic group protocol)", consumerApp: true, database: true, match: 'causation-id', transactional: true, stepLog: true, env: { KAFKA_CLIENT: 'platformatic' }, ratesOf: 'D' },
+  DX4: { label: "DX4. D on the platformatic driver and Kafka 4's consumer groups (KAFKA_GROUP_PROTOCOL=consumer)", consumerApp: true, database: true, match: 'causation-id', transactional: true, stepLog: true, env: { KAFKA_CLIENT: 'platformatic', KAFKA_GROUP_PROTOCOL: 'consumer' }, ratesOf: 'D' },
   DJ: { label: "DJ. consumer-app reading and writing JSON (EVENT_FORMAT=json), D's records as JSON", consumerApp: true, database: true, match: 'causation-id', transactional: true, env: { EVENT_FORMAT: 'json' }, json: true, noLatency: true },
   // DT, DP, DD, DK: D's handler (consumer-app's PaymentsLedger, the same statements) on each data layer, in a
   // process of their own (bench/variants/data-layer-ledger.js); DT is TypeORM, the control for the other three.
@@ -108,10 +137,10 @@ const VARIANTS = {
   DP: { label: "DP. D's payments handler on Prisma 7 (prismaDatabase, ctx.db.$queryRawUnsafe)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'prisma' }, dlq: true, noLatency: true, prepare: () => require('./variants/prisma/client').generate() },
   DD: { label: "DD. D's payments handler on Drizzle (drizzleDatabase, ctx.db.execute)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'drizzle' }, dlq: true, noLatency: true },
   DK: { label: "DK. D's payments handler on Kysely (kyselyDatabase, ctx.db.executeQuery)", script: 'variants/data-layer-ledger.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_DATA_LAYER: 'kysely' }, dlq: true, noLatency: true },
-  E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true },
+  E: { label: 'E. the library, trivial handler (ctx.emit of the input)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, stepLog: true },
   // The platformatic driver (docs/drivers.md; Node.js 22.22+ or 24.6+), not in the default set: --variants D,DX,DX4,E,EX.
   AX: { label: 'AX. A on @platformatic/kafka (its own consumer group and producer), at-least-once, no database', script: 'variants/plain-copy-platformatic.mjs', database: false, match: 'message-id', ratesOf: 'A' },
-  EX: { label: "EX. E on the platformatic driver (@platformatic/kafka's consumer group)", script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { KAFKA_CLIENT: 'platformatic' }, ratesOf: 'E' },
+  EX: { label: "EX. E on the platformatic driver (@platformatic/kafka's consumer group)", script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, stepLog: true, env: { KAFKA_CLIENT: 'platformatic' }, ratesOf: 'E' },
   // F: the cost of failing records in handler calls (BENCH_CALLS_FILE) and in throughput, against E.
   F: { label: 'F. the library, trivial handler, 1 record in 100 failing for good (dead-lettered)', script: 'variants/library-copy.js', database: true, match: 'causation-id', transactional: true, env: { BENCH_FAIL_EVERY: '100' }, countsCalls: true },
   // G: F's, each call first sending a statement (a read) in the unit's transaction: failures after statements.
@@ -139,6 +168,10 @@ function args(argv) {
   };
   const count = int('count', 100000);
   if (argv.includes('--latency') && argv.includes('--no-latency')) throw new Error('--latency and --no-latency: choose one');
+  if (argv.includes('--memory-backlog') && argv.includes('--no-memory-backlog')) throw new Error('--memory-backlog and --no-memory-backlog: choose one');
+  // Several rounds and the memory phase from 20,000 records (not in the CI smoke run).
+  const full = count >= 20000;
+  const rounds = int('rounds', full ? 3 : 1);
   const variants = flag('variants', 'P,P0,O,A,AT,B,C,D,DJ,DT,DP,DD,DK,E,F,G,J').split(',').filter(Boolean);
   for (const v of variants) if (!['P', 'P0', 'O', ...Object.keys(VARIANTS)].includes(v)) throw new Error(`unknown variant ${v} (P, P0, O, ${Object.keys(VARIANTS).join(', ')})`);
   return {
@@ -157,6 +190,11 @@ function args(argv) {
     spoolCatchUp: argv.includes('--spool-catch-up') || (!argv.includes('--no-spool-catch-up') && count >= 20000),
     latencySeconds: int('latency-seconds', 20),
     latencyRate: flag('latency-rate') === undefined ? undefined : int('latency-rate', 1),
+    rounds,
+    latencyRounds: int('latency-rounds', rounds),
+    tailSteps: argv.includes('--tail-steps'),
+    // consumer-app over a backlog of this many records at 12 partitions (bench/backlog-memory.js); 0: no memory phase.
+    memoryBacklog: argv.includes('--no-memory-backlog') ? 0 : argv.includes('--memory-backlog') ? int('memory-backlog', 1000000) : full ? 1000000 : 0,
     brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
   };
 }
@@ -373,10 +411,10 @@ class Bench {
    * O: the outbox relay (bench/variants/outbox.js) over `count` events preloaded with Outbox.add, in a process of
    * its own; then its commit-to-visible latency at 1,000 events/s for 10 s.
    */
-  async runOutbox(count) {
-    const prefix = `${this.tag}.o.`;
+  async runOutbox(count, nth = 1) {
+    const prefix = `${this.tag}.o${nth > 1 ? `-${nth}` : ''}.`;
     await this.createTopics([`${prefix}payments.requested`], this.opts.partitions);
-    const databaseUrl = await this.createDatabase(`${this.tag.replace(/[^a-z0-9]/g, '_')}_o`.slice(0, 63));
+    const databaseUrl = await this.createDatabase(`${this.tag.replace(/[^a-z0-9]/g, '_')}_o${nth > 1 ? `_${nth}` : ''}`.slice(0, 63));
     const result = spawnSync(process.execPath, [join(__dirname, 'variants/outbox.js')], {
       encoding: 'utf8',
       env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_PREFIX: prefix, BENCH_COUNT: String(count), BENCH_ACCOUNTS: String(this.opts.accounts), BENCH_LATENCY_RATE: '1000', BENCH_LATENCY_SECONDS: '10' },
@@ -601,18 +639,71 @@ class Bench {
   }
 
   /**
-   * The latency phase of a variant: one process of it on a fresh input topic, group, output topic and database
-   * (the same set-up as its throughput run); a read_committed reader of its output joined first; once its group
-   * is ready, `rate` records/s for a warm-up and then `seconds`, and the wait until every output is seen.
+   * A helper process of the latency phase (bench/latency-publisher.js, bench/latency-reader.js) with its JSON
+   * config; its stdout lines to `onLine`, all its output to logs/<name>.log when it ends.
    */
-  async runLatency(key, records, rate, suffix = '-lat') {
+  spawnHelper(script, config, name, onLine) {
+    const child = spawn(process.execPath, [join(__dirname, script), JSON.stringify(config)], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    let pending = '';
+    child.stdout.on('data', (d) => {
+      output = (output + d).slice(-200000);
+      pending += d;
+      const lines = pending.split('\n');
+      pending = lines.pop();
+      for (const line of lines) onLine?.(line);
+    });
+    child.stderr.on('data', (d) => (output = (output + d).slice(-200000)));
+    child.closed = new Promise((resolve) =>
+      child.on('close', (code) => {
+        writeFileSync(join(this.dir, 'logs', `${name}.log`), output);
+        resolve(code);
+      }),
+    );
+    child.tail = () => output.slice(-2000);
+    return child;
+  }
+
+  /** The input records, once per run, in a file for the latency phase's publishers. */
+  latencyInput(records) {
+    const file = join(this.dir, 'latency', 'input.ndjson');
+    if (!existsSync(file)) latency.writeInput(file, records);
+    return file;
+  }
+
+  /**
+   * The latency phase of a variant at one rate: one process of it on a fresh input topic, group, output topic and
+   * database (the same set-up as its throughput run). A reader of its output (a process of its own, read_committed)
+   * joins first; once the variant's group is ready, a publisher (a process of its own) publishes the first
+   * `records.length` input records (and again) at `rate` records/s for a warm-up and then --latency-seconds; then
+   * the wait until every output is seen. Each writes its file in latency/ (the raw samples, gzipped after the
+   * merge); with --tail-steps, the variant writes the library's step log beside them.
+   */
+  async runLatency(key, records, rate, suffix) {
     const { latencySeconds: seconds } = this.opts;
     const setup = await this.prepareVariant(key, { suffix });
     const { variant, name, input, output, group, database } = setup;
-    const tracker = new latency.Tracker();
-    const reader = await latency.startReader(this.kafka, output, `${setup.prefix}reader`, variant.match, tracker);
+    const dir = join(this.dir, 'latency');
+    const files = { published: join(dir, `${name}.published.tsv`), received: join(dir, `${name}.received.tsv`), steps: join(dir, `${name}.steps.ndjson`) };
+    const stepLog = this.opts.tailSteps && variant.stepLog;
+    // consumer-app reads STEP_LOG, the bench's library variants BENCH_STEP_LOG (both: the module's operations.stepLog).
+    if (stepLog) Object.assign(setup.env, { STEP_LOG: files.steps, BENCH_STEP_LOG: files.steps });
+    const seen = { distinct: 0, lastAt: 0 };
+    let done;
+    const reader = this.spawnHelper('latency-reader.js', { brokers: this.opts.brokers, topic: output, groupId: `${setup.prefix}reader`, match: variant.match, out: files.received }, `${name}-reader`, (line) => {
+      if (line.startsWith('SEEN ')) [seen.distinct, , seen.lastAt] = line.slice(5).split(' ').map(Number);
+      else if (line.startsWith('DONE ')) done = JSON.parse(line.slice(5));
+      else if (line === 'READY') seen.ready = true;
+    });
     let children = [];
+    let publisher;
     try {
+      const joinBy = Date.now() + 65000;
+      while (!seen.ready) {
+        if (reader.exitCode !== null) throw new Error(`${name}: the latency reader exited with ${reader.exitCode}: ${reader.tail()}`);
+        if (Date.now() > joinBy) throw new Error(`${name}: the latency reader did not join in 65 s`);
+        await sleep(50);
+      }
       const spawned = await this.spawnVariant(setup, 1);
       children = spawned.children;
       const deadline = spawned.started + 300000;
@@ -624,44 +715,76 @@ class Bench {
       const ready = Date.now();
       const xactBefore = await this.xactCommit(database);
       const cpuBefore = children.map((c) => processStats(c.pid)?.cpu ?? 0);
-      const benchCpuBefore = process.cpuUsage();
-      const check = () => this.assertRunning(name, children);
-      const published = await latency.publishSteady(this.kafka, input, latency.feed(records, variant.match), { rate, seconds, warmupMs: LATENCY_WARMUP_MS, tracker, check });
-      // Every output seen, or none for 10 s, or the cap.
-      const cap = published.end + Math.max(60000, seconds * 3000);
-      while (tracker.pending.size > 0 && Date.now() < cap && Date.now() - Math.max(tracker.lastMatchAt, published.end) < 10000) {
+      const check = () => {
+        this.assertRunning(name, children);
+        if (reader.exitCode !== null) throw new Error(`${name}: the latency reader exited with ${reader.exitCode}: ${reader.tail()}`);
+      };
+      let published;
+      publisher = this.spawnHelper('latency-publisher.js', { brokers: this.opts.brokers, topic: input, input: this.latencyInput(records), records: records.length, match: variant.match, rate, seconds, warmupMs: LATENCY_WARMUP_MS, out: files.published }, `${name}-publisher`, (line) => {
+        if (line.startsWith('RESULT ')) published = JSON.parse(line.slice(7));
+      });
+      while (publisher.exitCode === null) {
         check();
         await sleep(100);
       }
-      const drainSeconds = (Date.now() - published.end) / 1000;
+      await publisher.closed;
+      if (!published) throw new Error(`${name}: the latency publisher exited with ${publisher.exitCode}: ${publisher.tail()}`);
+      // Every output seen, or none for 10 s, or the cap.
+      const cap = published.end + Math.max(60000, seconds * 3000);
+      while (seen.distinct < published.published && latency.clock() < cap && latency.clock() - Math.max(seen.lastAt, published.end) < 10000) {
+        check();
+        await sleep(100);
+      }
+      const drainSeconds = (latency.clock() - published.end) / 1000;
       const cpuSeconds = sum(children.map((c, i) => (processStats(c.pid)?.cpu ?? cpuBefore[i]) - cpuBefore[i]));
-      const benchCpu = process.cpuUsage(benchCpuBefore);
       const xactAfter = await this.xactCommit(database);
       const offsets = await this.admin.fetchTopicOffsets(output);
       const span = offsets.reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
-      const wall = (Date.now() - published.start) / 1000;
+      reader.kill('SIGTERM');
+      await Promise.race([reader.closed, sleep(15000)]);
+      await this.stopVariant(children); // the step log is complete once the variant has stopped
+      children = [];
+      const merged = latency.merge(files.published, files.received, { measureFrom: published.measureFrom, measuredSeconds: published.measuredSeconds });
+      const steps = stepLog ? latency.tailSteps(files.steps, merged.samples, input) : undefined;
+      for (const file of Object.values(files)) gzipFile(file);
       return {
-        rate,
-        seconds,
-        warmupSeconds: LATENCY_WARMUP_MS / 1000,
-        startupSeconds: (ready - spawned.started) / 1000,
-        drainSeconds,
-        ...latency.summarize(tracker, { measuredSeconds: published.measuredSeconds, measureFrom: tracker.measureFrom }),
-        // Over the whole publishing and drain, warm-up included.
-        cpuSeconds,
-        benchCpuSeconds: (benchCpu.user + benchCpu.system) / 1e6,
-        wallSeconds: wall,
-        pgTransactions: database ? xactAfter - xactBefore : undefined,
-        // Offsets minus records on the output: one marker per transaction per output partition (once all is read).
-        kafkaMarkers: variant.transactional && tracker.pending.size === 0 ? span - tracker.received : undefined,
+        phase: {
+          rate,
+          seconds,
+          warmupSeconds: LATENCY_WARMUP_MS / 1000,
+          startupSeconds: (ready - spawned.started) / 1000,
+          drainSeconds,
+          ...merged.summary,
+          // Over the whole publishing and drain, warm-up included.
+          cpuSeconds,
+          benchCpuSeconds: published.cpuSeconds + (done?.cpuSeconds ?? 0),
+          wallSeconds: (latency.clock() - published.start) / 1000,
+          pgTransactions: database ? xactAfter - xactBefore : undefined,
+          // Offsets minus records on the output: one marker per transaction per output partition (once all is read).
+          kafkaMarkers: variant.transactional && merged.summary.missing === 0 && done ? span - done.outputs : undefined,
+          // The raw samples, relative to the run's directory.
+          files: Object.fromEntries(Object.entries(files).filter(([, f]) => existsSync(`${f}.gz`)).map(([k, f]) => [k, `${relative(this.dir, f)}.gz`])),
+        },
+        steps,
       };
     } finally {
       await this.stopVariant(children);
-      await reader.disconnect().catch(() => undefined);
+      if (publisher && publisher.exitCode === null) publisher.kill('SIGKILL');
+      if (reader.exitCode === null) {
+        reader.kill('SIGTERM');
+        await Promise.race([reader.closed, sleep(15000)]);
+        if (reader.exitCode === null) reader.kill('SIGKILL');
+      }
     }
   }
 }
 
+/** A raw sample file gzipped in place (file.gz), for the plots; nothing when the file was not written. */
+function gzipFile(file) {
+  if (!existsSync(file)) return;
+  writeFileSync(`${file}.gz`, gzipSync(readFileSync(file)));
+  unlinkSync(file);
+}
 
 /** Runs scripts/kafka/kafka.sh (the local broker, by its pid file). */
 function kafkaScript(command) {
@@ -721,15 +844,119 @@ function hashPartition(key, partitions, i) {
   return h % partitions;
 }
 
+/** The list turned by `n` places: each round of the alternation starts one variant further on. */
+function rotate(list, n) {
+  if (list.length === 0) return list;
+  const k = n % list.length;
+  return [...list.slice(k), ...list.slice(0, k)];
+}
+
+/**
+ * The latency phases, after every throughput round: each latency variant at the same fixed rates (a quarter, a
+ * half and three quarters of D's median records/s; --latency-rate N: N only), --latency-rounds times, the order of
+ * the variants turned from rate to rate and round to round; B and C once, at half their own peak. Each variant's
+ * points (one per rate, the figures the medians over the rounds) go to its entry's `latencyRates`, the one at half
+ * D's peak to `latency` as well.
+ */
+async function latencyPhases(bench, opts, results, inputOf) {
+  const peakOf = (k) => results.find((r) => r.variant === k)?.recordsPerSecond;
+  const keys = [...new Set(opts.variants)].filter((k) => VARIANTS[k] && !VARIANTS[k].countsCalls && !VARIANTS[k].noLatency && peakOf(k) !== undefined);
+  const fixed = keys.filter((k) => !VARIANTS[k].slow);
+  const slow = keys.filter((k) => VARIANTS[k].slow);
+  const d = peakOf('D');
+  // Without D: the rates of a driver twin's peak (AX, DX, DX4, EX), else of the variant's own.
+  const baseOf = (k) => (d !== undefined ? { of: 'D', peak: d } : peakOf(VARIANTS[k].ratesOf) !== undefined ? { of: VARIANTS[k].ratesOf, peak: peakOf(VARIANTS[k].ratesOf) } : { of: 'own', peak: peakOf(k) });
+  const pointsOf = (k) =>
+    opts.latencyRate !== undefined
+      ? [{ rate: opts.latencyRate, tag: `r${opts.latencyRate}` }]
+      : LATENCY_FRACTIONS.map((fraction) => ({ fraction, of: baseOf(k).of, rate: Math.max(1, Math.round(baseOf(k).peak * fraction)), tag: String(Math.round(fraction * 100)) }));
+  if (opts.latencyRate !== undefined) log(`latency: every variant at ${opts.latencyRate} records/s (--latency-rate)`);
+  else if (d !== undefined) log(`latency: at ${pointsOf('D').map((p) => p.rate).join(', ')} records/s, a quarter, a half and three quarters of D's peak (${Math.round(d)} records/s, its median), for ${fixed.join(', ')}${slow.length ? `; ${slow.join(', ')} at half their own peak` : ''}`);
+  else log(`latency: D did not run: each variant at a quarter, a half and three quarters of its driver twin's peak or its own`);
+  const slots = new Map();
+  const run = async (key, point, i, round) => {
+    const id = `${key} ${i}`;
+    if (!slots.has(id)) slots.set(id, { key, point, phases: [], steps: [] });
+    const slot = slots.get(id);
+    log(`${key}: latency at ${point.rate} records/s for ${opts.latencySeconds} s (after ${LATENCY_WARMUP_MS / 1000} s of warm-up)${opts.latencyRounds > 1 ? `, round ${round}` : ''}`);
+    const { phase, steps } = await bench.runLatency(key, inputOf(key), point.rate, `-lat${point.tag}-r${round}`);
+    slot.phases.push({ ...phase, round });
+    if (opts.tailSteps && VARIANTS[key].stepLog) slot.steps.push(steps ?? null);
+    log(`${key}: ${report.latencyLine(phase)}`);
+    if (opts.tailSteps && VARIANTS[key].stepLog && !steps) log(`${key}: no step log written (library without operations.stepLog?)`);
+  };
+  for (let round = 1; round <= opts.latencyRounds; round++) {
+    const points = opts.latencyRate !== undefined ? 1 : LATENCY_FRACTIONS.length;
+    for (let i = 0; i < points; i++) for (const key of rotate(fixed, round - 1 + i)) await run(key, pointsOf(key)[i], i, round);
+    if (round === 1) for (const key of slow) await run(key, opts.latencyRate !== undefined ? pointsOf(key)[0] : { fraction: 0.5, of: 'own', rate: Math.max(1, Math.round(peakOf(key) / 2)), tag: '50' }, 0, 1);
+  }
+  // The publishers' copy of the input is not a sample.
+  const inputFile = join(bench.dir, 'latency', 'input.ndjson');
+  if (existsSync(inputFile)) unlinkSync(inputFile);
+  for (const key of keys) {
+    const entry = results.find((r) => r.variant === key);
+    const mine = [...slots.values()].filter((s) => s.key === key);
+    entry.latencyRates = mine.map((s) => ({ ...report.aggregateLatency(s.phases), fraction: s.point.fraction, of: s.point.of, tailSteps: tailStepsOf(s.steps) }));
+    entry.latency = entry.latencyRates.find((p) => p.fraction === 0.5) ?? entry.latencyRates[0];
+  }
+}
+
+/**
+ * The step breakdown of one variant at one rate over its rounds: the slowest 1% of each round's records pooled,
+ * and its sample of all; `slowest` undefined when no round wrote a step log; undefined without --tail-steps.
+ */
+function tailStepsOf(list) {
+  if (list.length === 0) return undefined;
+  const logged = list.filter(Boolean);
+  if (logged.length === 0) return { phases: list.length, logged: 0 };
+  const slowest = logged.flatMap((s) => s.slowest.steps);
+  const all = logged.flatMap((s) => s.all.steps);
+  return {
+    phases: list.length,
+    logged: logged.length,
+    units: sum(logged.map((s) => s.units)),
+    slowest: { records: sum(logged.map((s) => s.slowest.records)), found: slowest.length, steps: latency.stepStats(slowest) },
+    all: { records: sum(logged.map((s) => s.all.records)), sampled: sum(logged.map((s) => s.all.sampled)), found: all.length, steps: latency.stepStats(all) },
+  };
+}
+
+/** consumer-app over a backlog (bench/backlog-memory.js, when there): its peak RSS, for the target. */
+async function memoryPhase(bench, opts) {
+  const file = join(__dirname, 'backlog-memory.js');
+  if (!existsSync(file)) {
+    log('memory: no memory phase: bench/backlog-memory.js is not there');
+    return undefined;
+  }
+  log(`memory: consumer-app over a backlog of ${opts.memoryBacklog} records at ${MEMORY_PARTITIONS} partitions`);
+  let memory;
+  try {
+    // It makes (and drops) its own topics and database, with this server's URL.
+    memory = await require(file).measureBacklogMemory({ brokers: opts.brokers, databaseUrl: DATABASE_URL, records: opts.memoryBacklog, partitions: MEMORY_PARTITIONS, log: (line) => log(`memory: ${line}`), dir: join(bench.dir, 'memory') });
+  } catch (err) {
+    // The other figures of the run are kept: the phase's failure is its result.
+    memory = { records: opts.memoryBacklog, partitions: MEMORY_PARTITIONS, error: String(err?.message ?? err) };
+  }
+  log(report.memoryLine(memory));
+  return memory;
+}
+
 async function main() {
   const opts = args(process.argv.slice(2));
   if (!existsSync(LOAD_CLI) || !existsSync(CONSUMER_MAIN)) throw new Error('build first: npm run build');
   const bench = new Bench(opts);
   await bench.admin.connect();
-  const results = [];
+  /** Each variant's runs, by key, in the order they first ran: one per round for ROUND_VARIANTS, one for the others. */
+  const runs = new Map();
+  const add = (key, result) => {
+    if (!runs.has(key)) runs.set(key, []);
+    runs.get(key).push(result);
+  };
+  const sweep = [];
   const publishers = [];
+  let results = [];
+  let memory;
   try {
-    log(`run ${bench.id}: ${opts.count} payments, ${opts.partitions} partitions, variants ${opts.variants.join(',')}${opts.sweep ? ', sweep' : ''}; results in bench/results/${bench.id}/`);
+    log(`run ${bench.id}: ${opts.count} payments, ${opts.partitions} partitions, variants ${opts.variants.join(',')}${opts.rounds > 1 ? `, ${opts.rounds} rounds` : ''}${opts.sweep ? ', sweep' : ''}; results in bench/results/${bench.id}/`);
     // The input: P publishes it (timed when P is a variant), then it is read once into memory.
     const srcPrefix = `${bench.tag}.src.`;
     const src = `${srcPrefix}payments.requested`;
@@ -737,54 +964,37 @@ async function main() {
     log(`P: producer-app's load command publishes ${opts.count} payments`);
     const p = await bench.publishWithLoadCommand(srcPrefix, opts.count);
     const records = await bench.readAll(src, opts.count);
-    if (opts.variants.includes('P')) publishers.push({ variant: 'P', label: "P. producer-app's load command (EventPublisher)", records: opts.count, recordsPerSecond: opts.count / p.seconds, totalSeconds: p.seconds, startupSeconds: p.startupSeconds });
-    if (opts.variants.includes('P0')) {
-      const p0Topic = `${bench.tag}.p0.payments.requested`;
-      await bench.createTopics([p0Topic], opts.partitions);
-      const p0 = await bench.copyRecords(records, p0Topic);
-      publishers.push({ variant: 'P0', label: 'P0. plain KafkaJS idempotent producer, batches of 500', records: opts.count, recordsPerSecond: opts.count / p0.seconds, totalSeconds: p0.seconds });
+    if (opts.variants.includes('P')) {
+      add('P', { variant: 'P', round: 1, label: "P. producer-app's load command (EventPublisher)", records: opts.count, recordsPerSecond: opts.count / p.seconds, totalSeconds: p.seconds, startupSeconds: p.startupSeconds });
+      log(`P: ${Math.round(opts.count / p.seconds)} records/s`);
     }
-    if (opts.variants.includes('O')) {
-      log(`O: the outbox relay, ${opts.count} events preloaded with Outbox.add, then commit-to-visible latency at 1000 events/s`);
-      publishers.push(await bench.runOutbox(opts.count));
-    }
-    for (const pub of publishers) log(`${pub.variant}: ${Math.round(pub.recordsPerSecond)} records/s`);
-    const live = publishers.find((x) => x.variant === 'P');
-    if (live && opts.spoolCatchUp) {
-      if (brokerPid() === undefined) log('P: spool catch-up skipped: the broker was not started by scripts/kafka, so the bench does not stop it');
-      else {
-        const rate = Math.max(1, Math.round(live.recordsPerSecond * 0.8));
-        log(`P: spool catch-up: the load command at ${rate} publishes/s (80% of P), the broker killed for 5 s after 5 s`);
-        live.spoolCatchUp = await bench.spoolCatchUp(rate);
-        log(`P: ${report.spoolCatchUpLine(live.spoolCatchUp)}`);
-      }
-    }
+    const inputOf = (key) => (VARIANTS[key].json ? asJson(records) : VARIANTS[key].slow ? records.slice(0, opts.slowCount) : records);
 
-    for (const key of opts.variants.filter((v) => VARIANTS[v])) {
-      const input = VARIANTS[key].json ? asJson(records) : VARIANTS[key].slow ? records.slice(0, opts.slowCount) : records;
-      log(`${key}: ${VARIANTS[key].label}, ${input.length} records`);
-      const result = await bench.runConsumer(key, input);
-      results.push(result);
-      log(`${key}: ${Math.round(result.recordsPerSecond)} records/s, start-up ${result.startupSeconds.toFixed(1)} s, CPU ${result.cpuSeconds.toFixed(1)} s, peak RSS ${result.peakRssMb.toFixed(0)} MB`);
-      if (result.handlerCalls) log(report.handlerCallsLines([result])[0]);
-      // F measures what failures cost in calls and throughput; its latency would be E's plus its retries' delays.
-      if (opts.latency && !VARIANTS[key].countsCalls && !VARIANTS[key].noLatency) {
-        // Half the peak this run measured (a backlog), unless --latency-rate says otherwise. A variant on the other
-        // driver (AX, DX, DX4, EX) at the rates of its KafkaJS twin when that ran first: both drivers at the same load.
-        const twin = results.find((r) => r.variant === VARIANTS[key].ratesOf);
-        const peak = twin ? twin.recordsPerSecond : result.recordsPerSecond;
-        if (twin) log(`${key}: latency at the rates of ${twin.variant}'s peak (${Math.round(peak)} records/s), for the drivers side by side`);
-        const rate = opts.latencyRate ?? Math.max(1, Math.round(peak / 2));
-        log(`${key}: latency at ${rate} records/s for ${opts.latencySeconds} s (after ${LATENCY_WARMUP_MS / 1000} s of warm-up)`);
-        result.latency = await bench.runLatency(key, input, rate);
-        result.latency.halfPeak = opts.latencyRate === undefined;
-        log(`${key}: ${report.latencyLine(result)}`);
-        // consumer-app's target holds at a quarter of its peak too (a lighter load has smaller units, not none).
-        if (VARIANTS[key].consumerApp && opts.latencyRate === undefined) {
-          const quarter = Math.max(1, Math.round(peak / 4));
-          log(`${key}: latency at ${quarter} records/s (a quarter of its peak) for ${opts.latencySeconds} s`);
-          result.latencyQuarter = await bench.runLatency(key, input, quarter, '-lat4');
-          log(`${key}: ${report.latencyLine({ ...result, latency: result.latencyQuarter })} (a quarter of its peak)`);
+    // The rounds: the first runs every variant named, in the order named; the others those of ROUND_VARIANTS, turned.
+    const roundKeys = opts.variants.filter((v) => ROUND_VARIANTS.includes(v));
+    let p0Runs = 0;
+    let oRuns = 0;
+    for (let round = 1; round <= opts.rounds; round++) {
+      const order = round === 1 ? opts.variants.filter((v) => v !== 'P') : rotate(roundKeys, round - 1);
+      if (opts.rounds > 1) log(`round ${round} of ${opts.rounds}: ${order.join(', ')}`);
+      for (const key of order) {
+        if (key === 'P0') {
+          p0Runs++;
+          const topic = `${bench.tag}.p0${p0Runs > 1 ? `-${p0Runs}` : ''}.payments.requested`;
+          await bench.createTopics([topic], opts.partitions);
+          const p0 = await bench.copyRecords(records, topic);
+          add('P0', { variant: 'P0', round, label: 'P0. plain KafkaJS idempotent producer, batches of 500', records: opts.count, recordsPerSecond: opts.count / p0.seconds, totalSeconds: p0.seconds });
+          log(`P0: ${Math.round(opts.count / p0.seconds)} records/s`);
+        } else if (key === 'O') {
+          log(`O: the outbox relay, ${opts.count} events preloaded with Outbox.add, then commit-to-visible latency at 1000 events/s`);
+          add('O', { ...(await bench.runOutbox(opts.count, ++oRuns)), round });
+        } else {
+          const input = inputOf(key);
+          log(`${key}: ${VARIANTS[key].label}, ${input.length} records`);
+          const result = { ...(await bench.runConsumer(key, input)), round };
+          add(key, result);
+          log(`${key}: ${Math.round(result.recordsPerSecond)} records/s, start-up ${result.startupSeconds.toFixed(1)} s, CPU ${result.cpuSeconds.toFixed(1)} s, peak RSS ${result.peakRssMb.toFixed(0)} MB`);
+          if (result.handlerCalls) log(report.handlerCallsLines([result])[0]);
         }
       }
     }
@@ -794,10 +1004,30 @@ async function main() {
           for (const processes of [1, 2, 3]) {
             if (processes > partitions) continue;
             const result = await bench.runConsumer(key, records, { partitions, processes, suffix: `-${partitions}p${processes}x` });
-            results.push(result);
+            sweep.push(result);
             log(`${result.variant}: ${Math.round(result.recordsPerSecond)} records/s`);
           }
         }
+      }
+    }
+    // Each variant's figures: the medians over its runs, with their spread.
+    for (const key of ['P', 'P0', 'O']) if (runs.has(key)) publishers.push(report.aggregate(runs.get(key)));
+    results = [...[...runs.keys()].filter((k) => VARIANTS[k]).map((k) => report.aggregate(runs.get(k))), ...sweep.map((r) => report.aggregate([r]))];
+
+    if (opts.latency) {
+      mkdirSync(join(bench.dir, 'latency'), { recursive: true });
+      await latencyPhases(bench, opts, results, inputOf);
+    }
+    if (opts.memoryBacklog > 0) memory = await memoryPhase(bench, opts);
+    // Last: it stops the broker for a few seconds, and nothing measured comes after it.
+    const live = publishers.find((x) => x.variant === 'P');
+    if (live && opts.spoolCatchUp) {
+      if (brokerPid() === undefined) log('P: spool catch-up skipped: the broker was not started by scripts/kafka, so the bench does not stop it');
+      else {
+        const rate = Math.max(1, Math.round(live.recordsPerSecond * 0.8));
+        log(`P: spool catch-up: the load command at ${rate} publishes/s (80% of P), the broker killed for 5 s after 5 s`);
+        live.spoolCatchUp = await bench.spoolCatchUp(rate);
+        log(`P: ${report.spoolCatchUpLine(live.spoolCatchUp)}`);
       }
     }
   } finally {
@@ -809,6 +1039,8 @@ async function main() {
     date: new Date().toISOString(),
     count: opts.count,
     partitions: opts.partitions,
+    rounds: opts.rounds,
+    latencyRounds: opts.latency ? opts.latencyRounds : undefined,
     node: process.version,
     kafka: process.env.KAFKA_VERSION || '4.4.0',
     postgres: (await adminQuery('SHOW server_version'))[0].server_version,
@@ -816,14 +1048,18 @@ async function main() {
     cpuModel: require('os').cpus()[0]?.model,
   };
   const ratios = report.ratios(results, publishers);
-  const latencyTargets = [...report.latencyTargets(results), ...report.quarterLatencyTargets(results), ...report.outboxLatencyTargets(publishers), ...report.spoolCatchUpTargets(publishers)];
-  writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios, latencyTargets }, null, 2));
-  writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, ratios, latencyTargets));
-  writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions`, [...publishers, ...results]));
-  if (results.some((r) => r.latency)) writeFileSync(join(bench.dir, 'latency.svg'), report.latencyChart(`end-to-end latency (read committed), ${opts.partitions} partitions`, results));
-  const latencyText = results.some((r) => r.latency) ? `\n\n${report.latencyTable(results)}` : '';
-  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.formatLines(results), ...report.dataLayerLines(results), ...report.latencyTargetLines(latencyTargets)];
-  process.stdout.write(`\n${report.table(publishers, results)}${latencyText}\n\n${lines.map((l) => `${l}\n`).join('')}${lines.length ? '\n' : ''}bench/results/${bench.id}/summary.md\n`);
+  const targets = report.targets(results, publishers, ratios, memory);
+  writeFileSync(join(bench.dir, 'results.json'), JSON.stringify({ run, publishers, results, ratios, targets, memory }, null, 2));
+  writeFileSync(join(bench.dir, 'summary.md'), report.markdown(run, publishers, results, { ratios, targets, memory }));
+  writeFileSync(join(bench.dir, 'throughput.svg'), report.chart(`throughput, ${opts.count} payments, ${opts.partitions} partitions${opts.rounds > 1 ? `, medians of ${opts.rounds} rounds` : ''}`, [...publishers, ...results]));
+  const withLatency = results.some((r) => r.latency);
+  if (withLatency) {
+    writeFileSync(join(bench.dir, 'latency.svg'), report.latencyChart(`end-to-end latency (read committed) at half D's peak, ${opts.partitions} partitions`, results));
+    writeFileSync(join(bench.dir, 'latency-rate.svg'), report.latencyRateChart(`latency against rate (read committed), ${opts.partitions} partitions`, results));
+  }
+  const lines = [...report.ratioLines(ratios), ...report.handlerCallsLines(results), ...report.formatLines(results), ...report.dataLayerLines(results), ...(memory ? [report.memoryLine(memory)] : []), ...report.tailStepLines(results)];
+  const targetBlock = targets.length ? `targets (each the median over the runs; spread: min–max, ± % of the median):\n${report.targetLines(targets).map((l) => `  ${l}\n`).join('')}\n` : '';
+  process.stdout.write(`\n${report.table(publishers, results)}${withLatency ? `\n\n${report.latencyTable(results)}` : ''}\n\n${lines.map((l) => `${l}\n`).join('')}${lines.length ? '\n' : ''}${targetBlock}bench/results/${bench.id}/summary.md\n`);
 }
 
 main().then(

@@ -1,34 +1,44 @@
 'use strict';
 /**
- * The bench's latency phase, the parts that run in the bench process itself (bench/bench.js sets up and stops the
- * variant): a feed of input records, a steady publisher, and a read_committed reader of the variant's output that
- * matches each output to the input it came from.
+ * The bench's latency phase, the parts shared by its three processes: the bench (bench/bench.js sets up and stops
+ * the variant, then merges), the publisher (bench/latency-publisher.js) and the reader (bench/latency-reader.js).
  *
- * Latency of a record = the moment the bench's reader receives its output − the moment the bench handed the input
- * to its producer (also the input's CreateTime). Both clocks are this process's Date.now(). The output's own
- * CreateTime (set by the variant's producer when it sent the output, before its commit) splits that in two: input
- * published → output produced (fetch, handling, database statements), and output produced → visible to a
- * read_committed consumer (the variant's commits: PostgreSQL COMMIT, TxnOffsetCommit and EndTxn for the
- * transactional ones, then the transaction marker, then the reader's fetch).
+ * The publisher publishes the input at a steady rate and writes, per record, its match key, the moment it handed
+ * the record to its producer (also the input's CreateTime), and the partition and offset the broker gave it. The
+ * reader reads the variant's output read_committed and writes, per output, its match key, the moment it received
+ * it, and the output's own CreateTime (set by the variant's producer when it sent the output, before its commit).
+ * Both are tab-separated text, one record a line, in bench/results/<run>/latency/: the raw samples. After the
+ * phase the bench merges the two (merge): latency of a record = received − published, split at the output's
+ * CreateTime in two: input published → output produced (fetch, handling, database statements), and output
+ * produced → visible to a read_committed consumer (the variant's commits: PostgreSQL COMMIT, TxnOffsetCommit and
+ * EndTxn for the transactional ones, then the transaction marker, then the reader's fetch).
  *
- * Kept lean (the bench shares 2 cores with Kafka, PostgreSQL and the variant): one produce request per 10 ms tick,
- * one Date.now() per fetched batch, a Map from match key to publish time, no per-record logging.
+ * The clock of all three (and of the library's step log, operations.stepLog) is epoch milliseconds with the
+ * fractions of the monotonic clock: performance.timeOrigin + performance.now(), on one machine.
  */
 const { randomUUID } = require('crypto');
-const { readFileSync } = require('fs');
+const { existsSync, readFileSync, writeFileSync } = require('fs');
 const { join } = require('path');
 const avro = require('avsc');
 
-const SCHEMAS = join(__dirname, '../schemas');
+const ROOT = join(__dirname, '..');
+const SCHEMAS = join(ROOT, 'schemas');
 const readType = (file) => avro.Type.forSchema(JSON.parse(readFileSync(join(SCHEMAS, file), 'utf8')));
 const PaymentRequested = readType('payment-requested.v1.avsc');
 const PaymentProcessed = readType('payment-processed.v1.avsc');
 /** C3 01 and the 8-byte fingerprint of single-object encoding. */
 const SINGLE_OBJECT_HEADER = 10;
 
-const TICK_MS = 10;
-/** At most this many records per produce request: a publisher that fell behind catches up in a few ticks. */
-const MAX_PER_SEND = 2000;
+/** The bench's Kafka client: the one the library builds (its request queue, its read-committed filter) once built, KafkaJS's before. */
+const LIBRARY_KAFKAJS = join(ROOT, 'dist/libs/kafka-exactly-once/kafkajs/index.js');
+function kafkaClient(config) {
+  if (existsSync(LIBRARY_KAFKAJS)) return require(LIBRARY_KAFKAJS).createKafkaClient(config);
+  const { Kafka } = require('kafkajs');
+  return new Kafka(config);
+}
+
+/** Epoch milliseconds with fractions: the same clock in every process of the phase and in the library's step log. */
+const clock = () => performance.timeOrigin + performance.now();
 
 const header = (headers, name) => {
   const v = headers?.[name];
@@ -94,124 +104,72 @@ function interleave(records) {
   return placed.sort((a, b) => a.at - b.at).map((p) => p.r);
 }
 
-/** Publish times by match key, and what the reader matched. */
-class Tracker {
-  constructor() {
-    this.pending = new Map();
-    this.measureFrom = Infinity; // records published before this are the warm-up
-    this.published = 0;
-    this.measured = 0;
-    this.received = 0; // every output record the reader got
-    this.unmatched = 0; // outputs whose key is unknown or was matched before (a duplicate output)
-    this.lastMatchAt = 0;
-    this.warmup = { published: 0, matched: 0, maxMs: 0 };
-    this.sentAt = []; // per measured, matched record: publish time, latency, publish → output produced
-    this.latency = [];
-    this.toProduced = [];
-  }
+/** The input records for the publisher's process, one JSON line each (key, value and headers in base64). */
+function writeInput(file, records) {
+  const b64 = (v) => (v === null || v === undefined ? null : Buffer.from(v).toString('base64'));
+  const lines = records.map((r) => JSON.stringify({ p: r.partition, k: b64(r.key), v: b64(r.value), h: Object.fromEntries(Object.entries(r.headers ?? {}).map(([name, value]) => [name, b64(Array.isArray(value) ? value[value.length - 1] : value)])) }));
+  writeFileSync(file, `${lines.join('\n')}\n`);
+}
 
-  sent(key, t) {
-    this.pending.set(key, t);
-    this.published++;
-    if (t >= this.measureFrom) this.measured++;
-    else this.warmup.published++;
-  }
+function readInput(file) {
+  const buf = (v) => (v === null ? null : Buffer.from(v, 'base64'));
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const r = JSON.parse(line);
+      return { partition: r.p, key: buf(r.k), value: buf(r.v), headers: Object.fromEntries(Object.entries(r.h).map(([name, value]) => [name, buf(value)])) };
+    });
+}
 
-  /** One fetched batch of the output, received at `now`. */
-  batch(messages, now, keyOf) {
-    for (const m of messages) {
-      this.received++;
-      let key;
-      try {
-        key = keyOf(m);
-      } catch {
-        key = undefined;
-      }
-      const t = key === undefined ? undefined : this.pending.get(key);
-      if (t === undefined) {
-        this.unmatched++;
-        continue;
-      }
-      this.pending.delete(key);
-      this.lastMatchAt = now;
-      if (t < this.measureFrom) {
-        this.warmup.matched++;
-        this.warmup.maxMs = Math.max(this.warmup.maxMs, now - t);
-        continue;
-      }
-      this.sentAt.push(t);
-      this.latency.push(now - t);
-      this.toProduced.push(Number(m.timestamp) - t);
-    }
-  }
+/** A text file of tab-separated lines, as arrays of fields. */
+function readLines(file) {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split('\t'));
 }
 
 /**
- * A read_committed consumer of `topic` from its start, in a group of its own; resolves once it has joined (so that
- * no output waits for its join). `maxWaitTimeInMs` bounds how late it can see an output if the broker did not
- * answer a waiting fetch as soon as the last stable offset moves; it does (Kafka 4.4, one broker: 20, 100 and
- * 500 ms gave the same "to visible" figures), so 100 ms only caps the cost of an idle reader.
- * BENCH_LATENCY_READER_WAIT_MS overrides it, for such experiments.
+ * The phase's figures from the publisher's and the reader's files. Published lines: match key, published at,
+ * input partition, input offset. Received lines: match key (or "-" when the output named none), received at, the
+ * output's CreateTime. A record published before `measureFrom` is the warm-up; an output whose key was not
+ * published, or was matched before (a duplicate output), is unmatched. Returns the summary and, per measured
+ * matched record, its times (for the step breakdown).
  */
-async function startReader(kafka, topic, groupId, match, tracker, { maxWaitTimeInMs = Number(process.env.BENCH_LATENCY_READER_WAIT_MS || 100) } = {}) {
-  const keyOf = MATCHERS[match].output;
-  const consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs, maxBytesPerPartition: 1 << 20, allowAutoTopicCreation: false });
-  const joined = new Promise((resolve) => consumer.on(consumer.events.GROUP_JOIN, resolve));
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  await consumer.run({
-    autoCommit: false,
-    eachBatch: async ({ batch }) => {
-      if (batch.messages.length > 0) tracker.batch(batch.messages, Date.now(), keyOf);
-    },
-  });
-  await Promise.race([joined, new Promise((_, reject) => setTimeout(() => reject(new Error(`latency reader of ${topic} did not join its group in 60 s`)), 60000).unref())]);
-  return consumer;
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
-
-/**
- * Publishes at `rate` records/s for `warmupMs` + `seconds` with an idempotent producer (acks all, one request at
- * a time, so per-key order holds): every 10 ms, the records due by then in one request, each stamped (CreateTime
- * and the tracker) with the moment it is handed to the producer. A request still in flight at the next tick
- * delays the next one; the records due meanwhile go in it, stamped when sent (the bench's own lag is not counted
- * against the variant, and shows as an achieved rate below the asked one).
- */
-async function publishSteady(kafka, topic, next, { rate, seconds, warmupMs, tracker, check }) {
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
-  try {
-    const start = Date.now();
-    tracker.measureFrom = start + warmupMs;
-    const end = tracker.measureFrom + seconds * 1000;
-    let i = 0;
-    let lastSendAt = start;
-    for (;;) {
-      const now = Date.now();
-      if (now >= end) break;
-      check?.();
-      const due = Math.min(MAX_PER_SEND, Math.floor((rate * (now - start)) / 1000) - i);
-      if (due > 0) {
-        const messages = new Array(due);
-        const t = Date.now();
-        const timestamp = String(t);
-        for (let k = 0; k < due; k++) {
-          const { record, matchKey } = next(i + k);
-          messages[k] = { ...record, timestamp };
-          tracker.sent(matchKey, t);
-        }
-        i += due;
-        lastSendAt = t;
-        await producer.send({ topic, acks: -1, messages });
-      }
-      const after = Date.now() - start;
-      await sleep(Math.ceil((after + 1) / TICK_MS) * TICK_MS - after);
-    }
-    return { start, end: Math.max(end, lastSendAt), measuredSeconds: seconds };
-  } finally {
-    await producer.disconnect().catch(() => undefined);
+function merge(publishedFile, receivedFile, { measureFrom, measuredSeconds }) {
+  const pending = new Map();
+  let measured = 0;
+  const warmup = { published: 0, matched: 0, maxMs: 0 };
+  for (const [key, at, partition, offset] of readLines(publishedFile)) {
+    const t = Number(at);
+    pending.set(key, { t, partition: Number(partition), offset: offset === '' || offset === undefined ? undefined : Number(offset) });
+    if (t >= measureFrom) measured++;
+    else warmup.published++;
   }
+  const samples = [];
+  let received = 0;
+  let unmatched = 0;
+  let lastMatchAt = 0;
+  for (const [key, at, createTime] of readLines(receivedFile)) {
+    received++;
+    const input = pending.get(key);
+    if (input === undefined) {
+      unmatched++;
+      continue;
+    }
+    pending.delete(key);
+    const now = Number(at);
+    lastMatchAt = Math.max(lastMatchAt, now);
+    if (input.t < measureFrom) {
+      warmup.matched++;
+      warmup.maxMs = Math.max(warmup.maxMs, now - input.t);
+      continue;
+    }
+    samples.push({ publishedAt: input.t, receivedAt: now, producedAt: Number(createTime), partition: input.partition, offset: input.offset });
+  }
+  return { summary: summarize(samples, { measured, received, unmatched, warmup, measuredSeconds, measureFrom }), samples, lastMatchAt };
 }
 
 function percentile(sorted, p) {
@@ -219,39 +177,39 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
-/** p50, p99, max (and the mean) of a list of ms. */
+/** p50, p90, p99, max (and the mean) of a list of ms. */
 function stats(values) {
   const sorted = Float64Array.from(values).sort();
   const mean = sorted.length ? sorted.reduce((a, b) => a + b, 0) / sorted.length : undefined;
-  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1] : undefined, mean };
+  return { p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1] : undefined, mean };
 }
 
-/** The tracker's figures: rates, matches, percentiles, their split, and p50/p99 per second of publishing. */
-function summarize(tracker, { measuredSeconds, measureFrom }) {
-  const total = stats(tracker.latency);
-  const produced = stats(tracker.toProduced);
-  const visible = stats(tracker.latency.map((l, k) => l - tracker.toProduced[k]));
+/** Rates, matches, percentiles, their split, and p50/p99 per second of publishing. */
+function summarize(samples, { measured, received, unmatched, warmup, measuredSeconds, measureFrom }) {
+  const latency = samples.map((s) => s.receivedAt - s.publishedAt);
+  const toProduced = samples.map((s) => s.producedAt - s.publishedAt);
+  const total = stats(latency);
   const seconds = new Map();
-  for (let k = 0; k < tracker.sentAt.length; k++) {
-    const s = Math.floor((tracker.sentAt[k] - measureFrom) / 1000);
+  for (let k = 0; k < samples.length; k++) {
+    const s = Math.floor((samples[k].publishedAt - measureFrom) / 1000);
     if (!seconds.has(s)) seconds.set(s, []);
-    seconds.get(s).push(tracker.latency[k]);
+    seconds.get(s).push(latency[k]);
   }
   const timeline = [...seconds.entries()].sort((a, b) => a[0] - b[0]).map(([second, list]) => ({ second, records: list.length, ...pick(stats(list), ['p50', 'p99', 'max']) }));
   return {
-    achievedRate: tracker.measured / measuredSeconds,
-    published: tracker.measured,
-    matched: tracker.latency.length,
-    missing: tracker.measured - tracker.latency.length,
-    unmatchedOutputs: tracker.unmatched,
-    outputsReceived: tracker.received,
+    achievedRate: measured / measuredSeconds,
+    published: measured,
+    matched: samples.length,
+    missing: measured - samples.length,
+    unmatchedOutputs: unmatched,
+    outputsReceived: received,
     p50: total.p50,
     p99: total.p99,
     max: total.max,
     mean: total.mean,
-    toProduced: pick(produced, ['p50', 'p99', 'max']),
-    producedToVisible: pick(visible, ['p50', 'p99', 'max']),
-    warmup: tracker.warmup,
+    toProduced: pick(stats(toProduced), ['p50', 'p99', 'max']),
+    producedToVisible: pick(stats(latency.map((l, k) => l - toProduced[k])), ['p50', 'p99', 'max']),
+    warmup,
     timeline,
   };
 }
@@ -260,4 +218,79 @@ function pick(object, keys) {
   return Object.fromEntries(keys.map((k) => [k, object[k]]));
 }
 
-module.exports = { feed, Tracker, startReader, publishSteady, summarize, MATCHERS };
+// --- the step breakdown of the slowest records (--tail-steps, the library's operations.stepLog) ---
+
+/** A record's way from its publish to its output received, by the times its unit of work logged. */
+const STEPS = [
+  ['published → fetched', (s, u) => u.fetched - s.publishedAt],
+  ['fetched → started', (s, u) => u.started - u.fetched],
+  ['started → claimed', (s, u) => u.claimed - u.started],
+  ['claimed → handled', (s, u) => u.handled - u.claimed],
+  ['handled → recorded', (s, u) => u.recorded - u.handled],
+  ['recorded → produced', (s, u) => u.produced - u.recorded],
+  ['produced → pgCommitted', (s, u) => u.pgCommitted - u.produced],
+  ['pgCommitted → committed', (s, u) => u.committed - u.pgCommitted],
+  ['committed → received', (s, u) => s.receivedAt - u.committed],
+];
+/** At most this many records of "all" kept per phase (every n-th), for the medians over rounds. */
+const ALL_SAMPLE = 20000;
+
+/**
+ * Each measured record's unit of work in the step log (by input partition and offset within first..last, units of
+ * the input topic only), then the step times of the slowest 1% (by published → received) and of every record
+ * (at most ALL_SAMPLE, evenly picked). Undefined when the variant wrote no step log.
+ */
+function tailSteps(stepLogFile, samples, inputTopic) {
+  if (!existsSync(stepLogFile)) return undefined;
+  const units = new Map();
+  for (const line of readFileSync(stepLogFile, 'utf8').split('\n')) {
+    if (!line) continue;
+    let u;
+    try {
+      u = JSON.parse(line);
+    } catch {
+      continue; // a line cut short by the process's end
+    }
+    if (u.topic !== inputTopic && !inputTopic.endsWith(`.${u.topic}`) && !inputTopic.endsWith(u.topic)) continue;
+    if (!units.has(u.partition)) units.set(u.partition, []);
+    units.get(u.partition).push({ ...u, firstOffset: Number(u.first), lastOffset: Number(u.last) });
+  }
+  for (const list of units.values()) list.sort((a, b) => a.firstOffset - b.firstOffset);
+  const unitOf = (s) => {
+    const list = units.get(s.partition);
+    if (!list || s.offset === undefined) return undefined;
+    let lo = 0;
+    let hi = list.length - 1;
+    let found;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (list[mid].firstOffset <= s.offset) [found, lo] = [list[mid], mid + 1];
+      else hi = mid - 1;
+    }
+    return found && s.offset <= found.lastOffset ? found : undefined;
+  };
+  const byLatency = [...samples].sort((a, b) => b.receivedAt - b.publishedAt - (a.receivedAt - a.publishedAt));
+  const slowest = byLatency.slice(0, Math.max(1, Math.ceil(samples.length / 100)));
+  const every = Math.max(1, Math.ceil(samples.length / ALL_SAMPLE));
+  const all = samples.filter((_, i) => i % every === 0);
+  const steps = (list) => {
+    const out = [];
+    for (const s of list) {
+      const u = unitOf(s);
+      if (u) out.push(STEPS.map(([, step]) => step(s, u)));
+    }
+    return out;
+  };
+  return { units: [...units.values()].reduce((n, l) => n + l.length, 0), slowest: { records: slowest.length, steps: steps(slowest) }, all: { records: samples.length, sampled: all.length, steps: steps(all) } };
+}
+
+/** p50 and p90 of each step over step vectors (NaN, a step the unit did not log, left out). */
+function stepStats(vectors) {
+  return STEPS.map(([name], i) => {
+    const values = vectors.map((v) => v[i]).filter((x) => Number.isFinite(x));
+    const s = stats(values);
+    return { step: name, p50: s.p50, p90: s.p90 };
+  });
+}
+
+module.exports = { kafkaClient, clock, feed, MATCHERS, writeInput, readInput, merge, stats, summarize, tailSteps, stepStats, STEPS };

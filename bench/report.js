@@ -1,43 +1,222 @@
 'use strict';
-/** The bench's outputs: terminal tables, Markdown, the targets (ratios, latency) and SVG bar charts. */
+/**
+ * The bench's outputs: terminal tables, Markdown, the targets and SVG charts. A variant that ran in several rounds
+ * is one entry: each figure its median over the rounds, `spread[figure]` its min, max and ± % of the median (half
+ * the range), and `rounds` each round's raw figures.
+ */
 
 const fmt = (v, digits = 0) => (v === undefined || v === null || Number.isNaN(v) ? '-' : Number(v).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 
+// --- rounds: medians and spreads ---
+
+const get = (object, path) => path.split('.').reduce((o, k) => (o === undefined || o === null ? undefined : o[k]), object);
+
+/** Sets a figure at a path, copying the objects on the way (they may be a round's own). */
+function set(object, path, value) {
+  const keys = path.split('.');
+  let o = object;
+  for (const k of keys.slice(0, -1)) {
+    o[k] = { ...(o[k] ?? {}) };
+    o = o[k];
+  }
+  o[keys[keys.length - 1]] = value;
+}
+
+function median(values) {
+  const xs = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (xs.length === 0) return undefined;
+  const mid = Math.floor(xs.length / 2);
+  return xs.length % 2 ? xs[mid] : (xs[mid - 1] + xs[mid]) / 2;
+}
+
+/** Median, min, max of the finite values and the spread as ± % of the median (half the range); undefined if none. */
+function spreadOf(values, center) {
+  const xs = values.filter((v) => Number.isFinite(v));
+  if (xs.length === 0) return undefined;
+  const m = center ?? median(xs);
+  const min = Math.min(...xs);
+  const max = Math.max(...xs);
+  return { n: xs.length, median: m, min, max, pct: m ? ((max - min) / 2 / Math.abs(m)) * 100 : 0 };
+}
+
+/** The figures of a throughput run (consumer variants and publishers) that get a median and a spread. */
+const FIGURES = ['recordsPerSecond', 'startupSeconds', 'totalSeconds', 'cpuSeconds', 'cpuUsPerRecord.variant', 'cpuUsPerRecord.broker', 'cpuUsPerRecord.machine', 'peakRssMb', 'pgTransactions', 'kafkaMarkers', 'outboxLatency.achievedRate', 'outboxLatency.published', 'outboxLatency.matched', 'outboxLatency.p50', 'outboxLatency.p99', 'outboxLatency.max'];
+
+/** The figures of a latency phase that get a median and a spread. */
+const LATENCY_FIGURES = ['rate', 'achievedRate', 'published', 'matched', 'missing', 'unmatchedOutputs', 'outputsReceived', 'p50', 'p99', 'max', 'mean', 'toProduced.p50', 'toProduced.p99', 'toProduced.max', 'producedToVisible.p50', 'producedToVisible.p99', 'producedToVisible.max', 'recordsPerMarker', 'cpuSeconds', 'benchCpuSeconds', 'pgTransactions', 'kafkaMarkers', 'startupSeconds', 'drainSeconds', 'wallSeconds'];
+
+/**
+ * One entry from the runs of a variant (one or more rounds): the first run's other fields (without its samples),
+ * each figure the median of the runs, `spread` per figure, and `rounds`, the runs as measured.
+ */
+function aggregate(runs, figures = FIGURES) {
+  const [first] = runs;
+  const out = { ...first };
+  delete out.samples;
+  delete out.round;
+  delete out.timeline;
+  out.spread = {};
+  for (const path of figures) {
+    if (get(first, path) === undefined && runs.every((r) => get(r, path) === undefined)) continue;
+    const s = spreadOf(runs.map((r) => get(r, path)));
+    set(out, path, s?.median);
+    if (s) out.spread[path] = { min: s.min, max: s.max, pct: s.pct, n: s.n };
+  }
+  out.rounds = runs;
+  return out;
+}
+
+/** A latency point (a variant at one rate) over its rounds; complete when every round matched every output. */
+function aggregateLatency(phases) {
+  const withMarkers = phases.map((p) => ({ ...p, recordsPerMarker: recordsPerMarker(p) }));
+  const out = { ...aggregate(withMarkers, LATENCY_FIGURES), complete: phases.every((p) => p.missing === 0 && p.matched > 0) };
+  // A round's own: its raw samples' files, its warm-up.
+  delete out.files;
+  delete out.warmup;
+  return out;
+}
+
+const runsOf = (entry) => entry.rounds ?? [entry];
+
+/** A figure per round (the median when a variant ran more than once in a round). */
+function perRound(entry, path) {
+  const byRound = new Map();
+  for (const run of runsOf(entry)) {
+    const v = get(run, path);
+    if (!Number.isFinite(v)) continue;
+    const round = run.round ?? 1;
+    if (!byRound.has(round)) byRound.set(round, []);
+    byRound.get(round).push(v);
+  }
+  return new Map([...byRound].map(([round, values]) => [round, median(values)]));
+}
+
+/** a / b per round; a variant that ran once (B, C, DJ...) is set against every round of the other. */
+function perRoundRatios(a, b, path, pathB = path) {
+  const ra = perRound(a, path);
+  const rb = perRound(b, pathB);
+  const only = (m) => (m.size === 1 ? [...m.values()][0] : undefined);
+  const rounds = [...new Set([...ra.keys(), ...rb.keys()])].sort((x, y) => x - y);
+  return rounds.map((r) => (ra.get(r) ?? only(ra)) / (rb.get(r) ?? only(rb))).filter((v) => Number.isFinite(v));
+}
+
+/** "±4%" after a median of several runs; nothing after a single run. */
+function spreadSuffix(s) {
+  return s && s.n > 1 ? ` ±${fmt(s.pct, s.pct < 10 ? 1 : 0)}%` : '';
+}
+
+const cell = (r, path, digits) => `${fmt(get(r, path), digits)}${spreadSuffix(r.spread?.[path])}`;
+const rangeCell = (r, path, digits) => {
+  const s = r.spread?.[path];
+  return s && s.n > 1 ? `${fmt(s.min, digits)}–${fmt(s.max, digits)}` : fmt(get(r, path), digits);
+};
+const severalRounds = (entries) => entries.some((e) => (e.rounds?.length ?? 1) > 1);
+
+// --- the throughput table ---
+
 const COLUMNS = [
   ['variant', (r) => r.variant],
+  ['runs', (r) => String(r.rounds?.length ?? 1)],
   ['records', (r) => fmt(r.records)],
-  ['records/s', (r) => fmt(r.recordsPerSecond)],
-  ['start-up s', (r) => fmt(r.startupSeconds, 1)],
-  ['total s', (r) => fmt(r.totalSeconds, 1)],
-  ['CPU s', (r) => fmt(r.cpuSeconds, 1)],
-  ['CPU µs/rec', (r) => fmt(r.cpuUsPerRecord?.variant)],
-  ['broker µs/rec', (r) => fmt(r.cpuUsPerRecord?.broker)],
-  ['machine µs/rec', (r) => fmt(r.cpuUsPerRecord?.machine)],
-  ['peak RSS MB', (r) => fmt(r.peakRssMb)],
-  ['PG xacts', (r) => fmt(r.pgTransactions)],
-  ['Kafka markers', (r) => fmt(r.kafkaMarkers)],
+  ['records/s', 'recordsPerSecond', 0],
+  ['start-up s', 'startupSeconds', 1],
+  ['total s', 'totalSeconds', 1],
+  ['CPU s', 'cpuSeconds', 1],
+  ['CPU µs/rec', 'cpuUsPerRecord.variant', 0],
+  ['broker µs/rec', 'cpuUsPerRecord.broker', 0],
+  ['machine µs/rec', 'cpuUsPerRecord.machine', 0],
+  ['peak RSS MB', 'peakRssMb', 0],
+  ['PG xacts', 'pgTransactions', 0],
+  ['Kafka markers', 'kafkaMarkers', 0],
 ];
 
-function rows(publishers, results) {
-  return [...publishers, ...results].map((r) => COLUMNS.map(([, get]) => get(r)));
+function columnsFor(entries) {
+  return severalRounds(entries) ? COLUMNS : COLUMNS.filter(([name]) => name !== 'runs');
 }
 
-function table(publishers, results) {
-  const body = rows(publishers, results);
-  const widths = COLUMNS.map(([name], i) => Math.max(name.length, ...body.map((r) => r[i].length)));
+function rows(entries, columns, range = false) {
+  return entries.map((r) => columns.map(([, path, digits]) => (typeof path === 'function' ? path(r) : range ? rangeCell(r, path, digits) : cell(r, path, digits))));
+}
+
+function textTable(columns, body) {
+  const widths = columns.map(([name], i) => Math.max(name.length, ...body.map((r) => r[i].length)));
   const line = (values) => values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
-  return [line(COLUMNS.map(([name]) => name)), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+  return [line(columns.map(([name]) => name)), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
 }
 
-/** The issue's targets as measured ratios (undefined when a variant did not run). */
+function markdownTable(columns, body) {
+  return [`| ${columns.map(([name]) => name).join(' | ')} |`, `|${columns.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`, ...body.map((r) => `| ${r.join(' | ')} |`)];
+}
+
+/** Medians (± the spread) of every variant; with several rounds, a second table of each figure's min–max. */
+function table(publishers, results) {
+  const entries = [...publishers, ...results];
+  const columns = columnsFor(entries);
+  const main = textTable(columns, rows(entries, columns));
+  if (!severalRounds(entries)) return main;
+  return `${main}\n\nmin–max over the runs:\n${textTable(columns, rows(entries, columns, true))}`;
+}
+
+// --- ratios and targets ---
+
+/**
+ * The throughput ratios: each the ratio of the two medians, with the ratio per round beside it (its min–max and
+ * spread); `target` where the issue set one. Undefined when a variant did not run.
+ */
 function ratios(results, publishers) {
-  const rate = (v) => [...results, ...publishers].find((r) => r.variant === v)?.recordsPerSecond;
-  const ratio = (a, b, target) => (rate(a) && rate(b) ? { name: `${a}/${b}`, value: rate(a) / rate(b), target } : undefined);
+  const all = [...results, ...publishers];
+  const entry = (v) => all.find((r) => r.variant === v);
+  const ratio = (a, b, target) => {
+    const [x, y] = [entry(a), entry(b)];
+    if (!x?.recordsPerSecond || !y?.recordsPerSecond) return undefined;
+    const value = x.recordsPerSecond / y.recordsPerSecond;
+    const values = perRoundRatios(x, y, 'recordsPerSecond');
+    const s = spreadOf(values, value);
+    return { name: `${a}/${b}`, value, target, values, min: s?.min, max: s?.max, spreadPct: s?.pct };
+  };
   // K/K1 has no target: what key lanes gain for a handler that waits on a lookup.
   // F/E: what 1% of records failing for good costs in throughput.
   return [ratio('E', 'A', 0.5), ratio('F', 'E'), ratio('G', 'E'), ratio('E', 'AT'), ratio('AT', 'A'), ratio('D', 'J', 1), ratio('D', 'B', 3), ratio('D', 'C', 10), ratio('P', 'P0', 0.5), ratio('O', 'P0', 0.5), ratio('K', 'K1'), ratio('DJ', 'D'), ratio('AX', 'A'), ratio('DX', 'D'), ratio('EX', 'E'), ratio('EX', 'AX', 0.5)].filter(Boolean);
 }
 
+/** The ratios without a target, one line each (the targets are in the targets' block). */
+function ratioLines(list) {
+  return list.filter((r) => r.target === undefined).map((r) => `${r.name} = ${r.value.toFixed(3)}${r.values.length > 1 ? ` (per round ${r.min.toFixed(3)}–${r.max.toFixed(3)}, ±${fmt(r.spreadPct, 1)}%)` : ''}`);
+}
+
+/**
+ * A target: its figure's median (or `center`, the ratio of two medians) and spread over `values` (one per round),
+ * met or missed; `met` undefined when it was not measured as the target says (`comparable: false`).
+ */
+function target(name, kind, op, limit, unit, values, { center, complete = true, comparable = true, note } = {}) {
+  const s = spreadOf(values, center);
+  const m = s?.median;
+  const holds = op === '≥' ? m >= limit : op === '<' ? m < limit : m <= limit;
+  return { name, kind, op, target: limit, unit, median: m, min: s?.min, max: s?.max, spreadPct: s?.pct, runs: s?.n ?? 0, values, complete, met: m === undefined || !comparable ? undefined : complete && holds, note };
+}
+
+/** Throughput: the ratios that have a target. */
+function throughputTargets(list) {
+  return list.filter((r) => r.target !== undefined).map((r) => target(`${r.name} records/s`, 'throughput', '≥', r.target, '', r.values, { center: r.value }));
+}
+
+/** CPU per record: the ratio per round, its median and spread. */
+function cpuTargets(results) {
+  const entry = (v) => results.find((r) => r.variant === v);
+  const out = [];
+  const cpu = (a, b, which, limit) => {
+    const [x, y] = [entry(a), entry(b)];
+    if (get(x, `cpuUsPerRecord.${which}`) === undefined || !get(y, `cpuUsPerRecord.${which}`)) return;
+    const values = perRoundRatios(x, y, `cpuUsPerRecord.${which}`);
+    const note = `${a} ${fmt(get(x, `cpuUsPerRecord.${which}`))} µs, ${b} ${fmt(get(y, `cpuUsPerRecord.${which}`))} µs`;
+    out.push(target(`${a}/${b} ${which === 'variant' ? 'process' : which} CPU µs/record`, 'cpu', '≤', limit, '', values, { note }));
+  };
+  cpu('E', 'AT', 'variant', 1.5);
+  cpu('D', 'J', 'machine', 1);
+  cpu('DJ', 'D', 'variant', 1);
+  for (const [v] of DATA_LAYERS.slice(1)) cpu(v, entry('DT') ? 'DT' : 'D', 'variant', DATA_LAYER_TARGET);
+  return out;
+}
 /** F's handler calls: per failing record (its in-place attempts), and extra calls of records that never failed. */
 function handlerCallsLines(results) {
   return results
@@ -93,30 +272,46 @@ function dataLayerLines(results) {
   return [`${line}; target ≤ ${DATA_LAYER_TARGET} × ${typeorm !== undefined ? 'DT' : 'D'}: ${over.length ? `missed by ${over.join(', ')}` : 'met'}`];
 }
 
-function ratioLines(list) {
-  return list.map((r) => `${r.name} = ${r.value.toFixed(3)}${r.target === undefined ? '' : ` (target ≥ ${r.target}: ${r.value >= r.target ? 'met' : 'missed'})`}`);
-}
 
 // --- latency (bench/latency.js) ---
 
-/** The issue's latency targets: p99 end-to-end (read committed) at half the variant's peak rate. */
+/** The issue's latency targets: p99 end-to-end (read committed) at a quarter and at half of D's peak. */
 const LATENCY_TARGETS = { D: 250, E: 100 };
+const TARGET_FRACTIONS = [0.25, 0.5];
+const FRACTION_NAMES = { 0.25: 'a quarter', 0.5: 'half', 0.75: 'three quarters' };
+const FRACTION_SHORT = { 0.25: '¼', 0.5: '½', 0.75: '¾' };
 
 const ms = (v) => fmt(v);
+
+/** Where a latency point was measured, short: "1,900 (¼ D)", "21 (½ own)", "1,000"; `of` names whose peak. */
+function rateLabel(p) {
+  if (p.fraction === undefined) return fmt(p.rate);
+  return `${fmt(p.rate)} (${FRACTION_SHORT[p.fraction] ?? p.fraction} ${p.of})`;
+}
+
+/** The same, in words. */
+function rateWords(p) {
+  if (p.fraction === undefined) return `${fmt(p.rate)} records/s (--latency-rate)`;
+  return `${FRACTION_NAMES[p.fraction] ?? `${p.fraction} ×`} of ${p.of === 'own' ? 'its own' : `${p.of}'s`} peak (${fmt(p.rate)} records/s)`;
+}
+
+const pair = (p, a, b) => `${cell(p, a, 0)} / ${cell(p, b, 0)}`;
 const LATENCY_COLUMNS = [
-  ['variant', (r) => r.variant],
-  ['rate asked/s', (r) => fmt(r.latency.rate)],
-  ['achieved/s', (r) => fmt(r.latency.achievedRate)],
-  ['matched', (r) => `${fmt(r.latency.matched)} / ${fmt(r.latency.published)}`],
-  ['p50 ms', (r) => ms(r.latency.p50)],
-  ['p99 ms', (r) => ms(r.latency.p99)],
-  ['max ms', (r) => ms(r.latency.max)],
-  ['to produced p50/p99', (r) => `${ms(r.latency.toProduced.p50)} / ${ms(r.latency.toProduced.p99)}`],
-  ['to visible p50/p99', (r) => `${ms(r.latency.producedToVisible.p50)} / ${ms(r.latency.producedToVisible.p99)}`],
-  ['records/marker', (r) => fmt(recordsPerMarker(r.latency), 1)],
-  ['CPU s', (r) => fmt(r.latency.cpuSeconds, 1)],
-  ['bench CPU s', (r) => fmt(r.latency.benchCpuSeconds, 1)],
+  ['variant', (p) => p.variant],
+  ['runs', (p) => String(p.rounds?.length ?? 1)],
+  ['rate asked/s', (p) => rateLabel(p)],
+  ['achieved/s', 'achievedRate', 0],
+  ['matched', (p) => `${fmt(sumOf(p, 'matched'))} / ${fmt(sumOf(p, 'published'))}`],
+  ['p50 ms', 'p50', 0],
+  ['p99 ms', 'p99', 0],
+  ['max ms', 'max', 0],
+  ['to produced p50/p99', (p) => pair(p, 'toProduced.p50', 'toProduced.p99')],
+  ['to visible p50/p99', (p) => pair(p, 'producedToVisible.p50', 'producedToVisible.p99')],
+  ['records/marker', 'recordsPerMarker', 1],
+  ['CPU s', 'cpuSeconds', 1],
+  ['pub+reader CPU s', 'benchCpuSeconds', 1],
 ];
+const sumOf = (p, key) => (p.rounds ?? [p]).reduce((n, r) => n + (r[key] ?? 0), 0);
 
 /**
  * Output records per transaction marker in the latency phase: a transaction writes one marker on each output
@@ -127,53 +322,48 @@ function recordsPerMarker(l) {
   return l.kafkaMarkers ? l.outputsReceived / l.kafkaMarkers : undefined;
 }
 
-function latencyRows(results) {
-  return results.filter((r) => r.latency).map((r) => LATENCY_COLUMNS.map(([, get]) => get(r)));
+/** Every latency point of every variant, in the order of the variants, then of the rates. */
+function latencyPoints(results) {
+  return results.flatMap((r) => (r.latencyRates ?? []).map((p) => ({ ...p, variant: r.variant })));
 }
 
 function latencyTable(results) {
-  const body = latencyRows(results);
-  const widths = LATENCY_COLUMNS.map(([name], i) => Math.max(name.length, ...body.map((r) => r[i].length)));
-  const line = (values) => values.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
-  return [line(LATENCY_COLUMNS.map(([name]) => name)), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+  const points = latencyPoints(results);
+  const columns = severalRounds(points) ? LATENCY_COLUMNS : LATENCY_COLUMNS.filter(([name]) => name !== 'runs');
+  const main = textTable(columns, rows(points, columns));
+  if (!severalRounds(points)) return main;
+  return `${main}\n\nmin–max over the runs:\n${textTable(columns, rows(points, columns, true))}`;
 }
 
 /** One line for the log as a phase ends. */
-function latencyLine(r) {
-  const l = r.latency;
+function latencyLine(l) {
   return `latency p50 ${ms(l.p50)} ms, p99 ${ms(l.p99)} ms, max ${ms(l.max)} ms at ${fmt(l.achievedRate)} records/s (asked ${fmt(l.rate)}); ${fmt(l.matched)} of ${fmt(l.published)} outputs matched`;
 }
 
-/** Each latency target of a variant that had a latency phase: met when every output came and p99 ≤ the target. */
-function latencyTargets(results) {
-  return Object.entries(LATENCY_TARGETS)
-    .map(([variant, target]) => {
-      const l = results.find((r) => r.variant === variant)?.latency;
-      if (!l) return undefined;
-      const complete = l.missing === 0 && l.matched > 0;
-      // And no worse than the JVM expert's pipeline (J), when J had a latency phase in the same run.
-      const j = results.find((r) => r.variant === 'J')?.latency?.p99;
-      return { variant, target, jP99: j, p50: l.p50, p99: l.p99, rate: l.achievedRate, halfPeak: l.halfPeak, complete, met: complete && l.p99 <= target && (j === undefined || l.p99 <= j) };
-    })
-    .filter(Boolean);
+/**
+ * D's and E's p99 at a quarter and at half of D's peak (or at --latency-rate), each the median of its rounds, met
+ * when every round matched every output and the median is within the target; J's p99 at the same rate beside it.
+ * And the outbox relay's, from a writer's COMMIT to the event visible read-committed, at 1,000 events/s.
+ */
+function latencyTargets(results, publishers) {
+  const out = [];
+  const j = results.find((r) => r.variant === 'J');
+  for (const [variant, limit] of Object.entries(LATENCY_TARGETS)) {
+    for (const p of results.find((r) => r.variant === variant)?.latencyRates ?? []) {
+      if (p.fraction !== undefined && !TARGET_FRACTIONS.includes(p.fraction)) continue;
+      const jp = j?.latencyRates?.find((q) => q.rate === p.rate)?.p99;
+      const note = [`p50 ${ms(p.p50)} ms`, jp === undefined ? undefined : `J's p99 ${ms(jp)} ms`, p.complete ? undefined : 'outputs missing'].filter(Boolean).join(', ');
+      out.push(target(`${variant} p99 at ${rateWords(p)}`, 'latency', '≤', limit, ' ms', p.rounds.map((r) => r.p99), { complete: p.complete, note }));
+    }
+  }
+  const o = publishers.find((p) => p.variant === 'O');
+  if (o?.outboxLatency) {
+    const runs = runsOf(o).map((r) => r.outboxLatency);
+    const complete = runs.every((l) => l.matched === l.published && l.matched > 0);
+    out.push(target('O p99 from COMMIT to visible at 1,000 events/s', 'latency', '≤', 100, ' ms', runs.map((l) => l.p99), { complete, note: [`p50 ${ms(o.outboxLatency.p50)} ms at ${fmt(o.outboxLatency.achievedRate)} events/s`, complete ? undefined : 'events missing'].filter(Boolean).join(', ') }));
+  }
+  return out;
 }
-
-/** consumer-app's target at a quarter of its peak (D's second latency phase). */
-function quarterLatencyTargets(results) {
-  const l = results.find((r) => r.variant === 'D')?.latencyQuarter;
-  if (!l) return [];
-  const complete = l.missing === 0 && l.matched > 0;
-  return [{ variant: 'D', target: LATENCY_TARGETS.D, p50: l.p50, p99: l.p99, rate: l.achievedRate, quarterPeak: true, complete, met: complete && l.p99 <= LATENCY_TARGETS.D }];
-}
-
-/** Variant O's target: p99 from a writer's COMMIT to the event visible read-committed, at 1,000 events/s. */
-function outboxLatencyTargets(publishers) {
-  const l = publishers.find((p) => p.variant === 'O')?.outboxLatency;
-  if (!l) return [];
-  const complete = l.matched === l.published && l.matched > 0;
-  return [{ variant: 'O', target: 100, p50: l.p50, p99: l.p99, rate: l.achievedRate, halfPeak: undefined, fixedRate: true, complete, met: complete && l.p99 <= 100 }];
-}
-
 /** The spool's catch-up after an outage, in one line. */
 function spoolCatchUpLine(c) {
   const s = (v) => (v === undefined ? '-' : `${v.toFixed(1)} s`);
@@ -188,59 +378,119 @@ function spoolCatchUpTargets(publishers) {
   return [{ variant: 'P', spool: true, target: 30, live, complete: c.missing === 0 && c.orderViolations === 0, met: live <= 30 && c.missing === 0 && c.orderViolations === 0, line: spoolCatchUpLine(c) }];
 }
 
-function latencyTargetLines(list) {
-  return list.map((t) => {
-    if (t.spool) return `P ${t.line} (target: live again within ${t.target} s, nothing lost, in order: ${t.met ? 'met' : 'missed'})`;
-    const where = `${fmt(t.rate)} records/s${t.fixedRate ? ' (commit to visible)' : t.quarterPeak ? ', a quarter of its peak' : t.halfPeak ? ', half its peak' : ', --latency-rate (not half its peak)'}`;
-    const why = t.complete ? '' : ', outputs missing';
-    const j = t.jP99 === undefined ? '' : ` and ≤ J's ${ms(t.jP99)} ms`;
-    return `${t.variant} latency p99 = ${ms(t.p99)} ms, p50 ${ms(t.p50)} ms at ${where} (target p99 ≤ ${t.target} ms${j}: ${t.met ? 'met' : 'missed'}${why})`;
-  });
+
+/** consumer-app over a backlog (bench/backlog-memory.js): peak RSS under 300 MB over 1,000,000 records at 12 partitions. */
+const MEMORY_TARGET = { mb: 300, records: 1000000, partitions: 12 };
+
+function memoryLine(m) {
+  if (m.error) return `memory over a backlog: failed: ${m.error}`;
+  return `memory over a backlog: consumer-app over ${fmt(m.records)} records at ${m.partitions} partitions, peak RSS ${fmt(m.peakRssMb)} MB, ${fmt(m.recordsPerSecond)} records/s, ${fmt(m.seconds, 1)} s`;
 }
 
-function latencyMarkdown(results, targets) {
-  const body = latencyRows(results);
-  if (body.length === 0) return [];
-  const l = results.find((r) => r.latency).latency;
+function memoryTargets(memory) {
+  if (!memory || memory.error) return memory?.error ? [target(`consumer-app peak RSS over a ${fmt(MEMORY_TARGET.records)}-record backlog at ${MEMORY_TARGET.partitions} partitions`, 'memory', '<', MEMORY_TARGET.mb, ' MB', [], { note: `failed: ${memory.error}` })] : [];
+  const comparable = memory.records >= MEMORY_TARGET.records && memory.partitions === MEMORY_TARGET.partitions;
+  return [target(`consumer-app peak RSS over a ${fmt(MEMORY_TARGET.records)}-record backlog at ${MEMORY_TARGET.partitions} partitions`, 'memory', '<', MEMORY_TARGET.mb, ' MB', [memory.peakRssMb], { comparable, note: `${fmt(memory.records)} records at ${memory.partitions} partitions, ${fmt(memory.recordsPerSecond)} records/s${comparable ? '' : ': not the target\'s backlog'}` })];
+}
+
+function spoolTargets(publishers) {
+  return spoolCatchUpTargets(publishers).map((t) => target("P's spool: every publish live again after Kafka's return (nothing lost, per-key order)", 'spool', '≤', t.target, ' s', [t.live], { complete: t.complete, note: t.complete ? undefined : 'records missing or out of order' }));
+}
+
+/** Every target of the run, for the block at the end of the output and `targets` in results.json. */
+function targets(results, publishers, list, memory) {
+  return [...throughputTargets(list), ...cpuTargets(results), ...latencyTargets(results, publishers), ...spoolTargets(publishers), ...memoryTargets(memory)];
+}
+
+function targetFigure(t, v) {
+  if (v === undefined) return '-';
+  return t.unit === '' ? v.toFixed(2) : `${fmt(v, t.unit === ' s' ? 1 : 0)}${t.unit}`;
+}
+
+const verdict = (t) => (t.met === true ? 'met' : t.met === false ? 'missed' : 'not measured');
+const spreadText = (t) => (t.runs > 1 ? `${targetFigure(t, t.min)}–${targetFigure(t, t.max)} (±${fmt(t.spreadPct, t.spreadPct < 10 ? 1 : 0)}%) over ${t.runs} runs` : t.runs === 1 ? 'one run' : '-');
+
+/** The targets' block: target, median, spread, met or missed. */
+function targetLines(list) {
+  return list.map((t) => `${t.name} ${t.op} ${t.target}${t.unit}: ${t.runs > 1 ? `median ${targetFigure(t, t.median)}, spread ${spreadText(t)}` : `${targetFigure(t, t.median)}, ${spreadText(t)}`}: ${verdict(t)}${t.note ? ` (${t.note})` : ''}`);
+}
+
+function targetMarkdown(list) {
+  if (list.length === 0) return [];
+  return ['## Targets', '', 'Each the median over the runs (a ratio of records/s: the ratio of the two medians; of CPU: the median of the ratio per round); spread: min–max and ± % of the median.', '', '| target | median | spread | |', '|---|---:|---|---|', ...list.map((t) => `| ${t.name} ${t.op} ${t.target}${t.unit} | ${targetFigure(t, t.median)} | ${spreadText(t)} | ${verdict(t)}${t.note ? ` (${t.note})` : ''} |`), ''];
+}
+
+// --- the steps of the slowest records (--tail-steps) ---
+
+/** Per variant and rate with a step breakdown: the slowest 1% of its records against all, p50 / p90 of each step. */
+function tailStepBlocks(results) {
+  return latencyPoints(results)
+    .filter((p) => p.tailSteps)
+    .map((p) => {
+      const t = p.tailSteps;
+      const title = `tail steps of ${p.variant} at ${rateWords(p)}, ${t.phases} phase${t.phases === 1 ? '' : 's'}`;
+      if (!t.slowest) return { title, missing: true, text: `${title}: no step log written (library without operations.stepLog?)` };
+      const heading = `${title}: the slowest 1% by published → received (${fmt(t.slowest.records)} records, ${fmt(t.slowest.found)} found in ${fmt(t.units)} logged units) against all (${fmt(t.all.records)} records; of a sample of ${fmt(t.all.sampled)}, ${fmt(t.all.found)} found)`;
+      const body = t.slowest.steps.map((s, i) => [s.step, `${fmt(s.p50, 1)} / ${fmt(s.p90, 1)}`, `${fmt(t.all.steps[i].p50, 1)} / ${fmt(t.all.steps[i].p90, 1)}`]);
+      return { title, heading, columns: [['step'], ['slowest 1% p50 / p90 ms'], ['all p50 / p90 ms']], body };
+    });
+}
+
+function tailStepLines(results) {
+  return tailStepBlocks(results).flatMap((b) => (b.missing ? [b.text] : [b.heading, ...textTable(b.columns, b.body).split('\n').map((l) => `  ${l}`)]));
+}
+
+function tailStepMarkdown(results) {
+  const blocks = tailStepBlocks(results);
+  if (blocks.length === 0) return [];
+  return ['## Steps of the slowest 1% (--tail-steps)', '', "Each slow record's unit of work in the library's step log (operations.stepLog), found by its input partition and offset; p50 / p90 of each step, ms.", '', ...blocks.flatMap((b, i) => (b.missing ? [`- ${b.text}`, ...(blocks[i + 1]?.missing ? [] : [''])] : [`${b.heading}:`, '', ...markdownTable(b.columns, b.body), '']))];
+}
+
+// --- Markdown ---
+
+function latencyMarkdown(results) {
+  const points = latencyPoints(results);
+  if (points.length === 0) return [];
+  const l = points[0].rounds?.[0] ?? points[0];
+  const columns = severalRounds(points) ? LATENCY_COLUMNS : LATENCY_COLUMNS.filter(([name]) => name !== 'runs');
   return [
     `## Latency`,
     '',
-    `Each variant again, one process, on fresh topics and database; inputs published at a steady rate (half its records/s above unless --latency-rate) for ${l.warmupSeconds} s of warm-up (not counted) and ${l.seconds} s; latency = output received by a read_committed reader − input published. "to produced": input published → the output's own CreateTime (the variant sent it); "to visible": that → received (the variant's commits, the transaction marker, the reader's fetch). records/marker: outputs per transaction marker, i.e. made visible on an output partition by one commit. CPU s: the variant's processes and the bench process itself (publisher and reader) over the phase.`,
+    `Each variant again, one process, on fresh topics and database, at fixed rates (a quarter, a half and three quarters of D's median records/s above, the same for every variant; B and C at half their own; or --latency-rate); inputs published by a process of their own at a steady rate for ${l.warmupSeconds} s of warm-up (not counted) and ${l.seconds} s; latency = output received by a read_committed reader (a process of its own) − input published. "to produced": input published → the output's own CreateTime (the variant sent it); "to visible": that → received (the variant's commits, the transaction marker, the reader's fetch). records/marker: outputs per transaction marker, i.e. made visible on an output partition by one commit. CPU s: the variant's process; pub+reader: the publisher's and the reader's processes. Raw samples: latency/ beside this file.`,
     '',
-    `| ${LATENCY_COLUMNS.map(([name]) => name).join(' | ')} |`,
-    `|${LATENCY_COLUMNS.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`,
-    ...body.map((r) => `| ${r.join(' | ')} |`),
+    ...markdownTable(columns, rows(points, columns)),
     '',
-    ...(targets.length
-      ? ['| target | measured | |', '|---|---|---|', ...targets.filter((t) => !t.spool).map((t) => `| p99 of ${t.variant} ≤ ${t.target} ms${t.jP99 === undefined ? '' : ` and ≤ J's ${ms(t.jP99)} ms`} ${t.fixedRate ? ', commit to visible at 1,000 records/s' : t.quarterPeak ? ' at a quarter of its peak' : ' at half its peak'} | p99 ${ms(t.p99)} ms, p50 ${ms(t.p50)} ms at ${fmt(t.rate)} records/s${t.halfPeak || t.fixedRate || t.quarterPeak ? '' : ' (--latency-rate)'}${t.complete ? '' : ', outputs missing'} | ${t.met ? 'met' : 'missed'} |`), '']
-      : []),
+    ...(severalRounds(points) ? ['min–max over the runs:', '', ...markdownTable(columns, rows(points, columns, true)), ''] : []),
   ];
 }
 
-function markdown(run, publishers, results, list, targets = []) {
-  const body = rows(publishers, results);
-  const labels = [...publishers, ...results].map((r) => `- **${r.variant}**: ${r.label.replace(/^\w+\. /, '')}`);
+function markdown(run, publishers, results, { ratios: list = [], targets: all = [], memory } = {}) {
+  const entries = [...publishers, ...results];
+  const columns = columnsFor(entries);
+  const labels = entries.map((r) => `- **${r.variant}**: ${r.label.replace(/^\w+\. /, '')}`);
   return [
     `# Bench run ${run.id}`,
     '',
-    `${run.date}: ${run.count} payments, ${run.partitions} partitions; Node ${run.node}, Kafka ${run.kafka} (one broker), PostgreSQL ${run.postgres}; ${run.cpus} CPUs (${run.cpuModel}).`,
+    `${run.date}: ${run.count} payments, ${run.partitions} partitions, ${run.rounds} round${run.rounds === 1 ? '' : 's'}; Node ${run.node}, Kafka ${run.kafka} (one broker), PostgreSQL ${run.postgres}; ${run.cpus} CPUs (${run.cpuModel}).`,
     '',
-    `| ${COLUMNS.map(([name]) => name).join(' | ')} |`,
-    `|${COLUMNS.map((_, i) => (i === 0 ? '---' : '---:')).join('|')}|`,
-    ...body.map((r) => `| ${r.join(' | ')} |`),
+    ...(severalRounds(entries) ? [`Each figure the median of the variant's runs, ± half their range as a % of it (min–max in the second table).`, ''] : []),
+    ...markdownTable(columns, rows(entries, columns)),
     '',
+    ...(severalRounds(entries) ? ['min–max over the runs:', '', ...markdownTable(columns, rows(entries, columns, true)), ''] : []),
     ...labels,
     '',
     ...ratioLines(list).map((l) => `- ${l}`),
     ...handlerCallsLines(results).map((l) => `- ${l}`),
     ...formatLines(results).map((l) => `- ${l}`),
     ...dataLayerLines(results).map((l) => `- ${l}`),
+    ...(memory ? [`- ${memoryLine(memory)}`] : []),
     '',
-    ...latencyMarkdown(results, targets),
-    ...targets.filter((t) => t.spool).flatMap((t) => ['## Spool catch-up', '', `${t.line}: target (live again within ${t.target} s of Kafka's return, nothing lost, per-key order) ${t.met ? 'met' : 'missed'}.`, '']),
+    ...latencyMarkdown(results),
+    ...tailStepMarkdown(results),
+    ...spoolCatchUpTargets(publishers).flatMap((t) => ['## Spool catch-up', '', `${t.line}: target (live again within ${t.target} s of Kafka's return, nothing lost, per-key order) ${t.met ? 'met' : 'missed'}.`, '']),
+    ...targetMarkdown(all),
   ].join('\n');
 }
-
 function escape(s) {
   return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
@@ -271,7 +521,7 @@ function chart(title, entries) {
   return parts.join('\n');
 }
 
-/** Per variant with a latency phase: a bar to p99, p50 marked on it, the target (if any) as a red tick. */
+/** Per variant with a latency phase at half the peak: a bar to p99, p50 marked on it, the target (if any) as a red tick. */
 function latencyChart(title, results) {
   const entries = results.filter((r) => r.latency && r.latency.p99 !== undefined);
   const width = 760;
@@ -301,4 +551,84 @@ function latencyChart(title, results) {
   return parts.join('\n');
 }
 
-module.exports = { table, markdown, ratios, ratioLines, handlerCallsLines, chart, latencyTable, latencyLine, latencyTargets, quarterLatencyTargets, outboxLatencyTargets, spoolCatchUpTargets, spoolCatchUpLine, latencyTargetLines, latencyChart, formatLines, dataLayerLines };
+/** A variant's colour in the line chart: the bench's blues for the library, greys for plain KafkaJS, the rest apart. */
+const LINE_COLOURS = { A: '#7a7a7a', AT: '#b0b0b0', AX: '#4d4d4d', D: '#1f5fbf', DX: '#6f98d8', DX4: '#0b2f6b', E: '#2a9d4b', EX: '#86c99a', J: '#d9822b', B: '#8e44ad', C: '#c0392b', K1: '#16a085', K: '#7f8c00' };
+const EXTRA_COLOURS = ['#e377c2', '#17becf', '#bcbd22', '#8c564b'];
+
+/** Round numbers for an axis from 0 to `max` or just past it. */
+function ticks(max) {
+  const step0 = max / 5;
+  const mag = 10 ** Math.floor(Math.log10(step0 || 1));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= step0) ?? mag * 10;
+  const out = [0];
+  while (out[out.length - 1] < max) out.push(out.length * step);
+  return out;
+}
+
+/**
+ * Latency against rate: p99 (solid) and p50 (dashed) of each variant at the rates it was measured at (the achieved
+ * rate, medians over the rounds); the latency targets as thin red lines.
+ */
+function latencyRateChart(title, results) {
+  const series = results
+    .map((r, i) => ({ variant: r.variant, colour: LINE_COLOURS[r.variant] ?? EXTRA_COLOURS[i % EXTRA_COLOURS.length], points: (r.latencyRates ?? []).filter((p) => p.p99 !== undefined).map((p) => ({ x: p.achievedRate ?? p.rate, p50: p.p50, p99: p.p99 })).sort((a, b) => a.x - b.x) }))
+    .filter((s) => s.points.length > 0);
+  const width = 900;
+  const height = 560;
+  const pad = { left: 70, right: 150, top: 40, bottom: 50 };
+  const targetsShown = Object.entries(LATENCY_TARGETS).filter(([v]) => series.some((s) => s.variant === v));
+  const xTicks = ticks(Math.max(1, ...series.flatMap((s) => s.points.map((p) => p.x))) * 1.05);
+  const yTicks = ticks(Math.max(1, ...series.flatMap((s) => s.points.map((p) => p.p99)), ...targetsShown.map(([, t]) => t)) * 1.05);
+  const [xMax, yMax] = [xTicks[xTicks.length - 1], yTicks[yTicks.length - 1]];
+  const x = (v) => pad.left + (v / xMax) * (width - pad.left - pad.right);
+  const y = (v) => height - pad.bottom - (v / yMax) * (height - pad.top - pad.bottom);
+  const path = (points, key) => points.map((p, i) => `${i === 0 ? 'M' : 'L'}${x(p.x).toFixed(1)},${y(p[key]).toFixed(1)}`).join(' ');
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
+    `<text x="${pad.left}" y="22" font-size="13">${escape(title)}: p99 (solid) and p50 (dashed), ms, against records/s</text>`,
+    ...xTicks.map((v) => `<line x1="${x(v).toFixed(1)}" x2="${x(v).toFixed(1)}" y1="${pad.top}" y2="${height - pad.bottom}" stroke="#eee"/><text x="${x(v).toFixed(1)}" y="${height - pad.bottom + 16}" text-anchor="middle">${fmt(v)}</text>`),
+    ...yTicks.map((v) => `<line x1="${pad.left}" x2="${width - pad.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#eee"/><text x="${pad.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${fmt(v)}</text>`),
+    `<line x1="${pad.left}" x2="${pad.left}" y1="${pad.top}" y2="${height - pad.bottom}" stroke="#333"/>`,
+    `<line x1="${pad.left}" x2="${width - pad.right}" y1="${height - pad.bottom}" y2="${height - pad.bottom}" stroke="#333"/>`,
+    `<text x="${((pad.left + width - pad.right) / 2).toFixed(0)}" y="${height - 12}" text-anchor="middle">records/s (achieved)</text>`,
+    `<text x="16" y="${((pad.top + height - pad.bottom) / 2).toFixed(0)}" text-anchor="middle" transform="rotate(-90 16 ${((pad.top + height - pad.bottom) / 2).toFixed(0)})">latency, ms</text>`,
+    ...targetsShown.map(([v, t]) => `<line x1="${pad.left}" x2="${width - pad.right}" y1="${y(t).toFixed(1)}" y2="${y(t).toFixed(1)}" stroke="#d00" stroke-width="1"/><text x="${pad.left + 6}" y="${(y(t) - 4).toFixed(1)}" fill="#d00">target of ${escape(v)}: p99 ≤ ${t} ms</text>`),
+    ...series.flatMap((s) => [
+      `<path d="${path(s.points, 'p99')}" fill="none" stroke="${s.colour}" stroke-width="2"/>`,
+      `<path d="${path(s.points, 'p50')}" fill="none" stroke="${s.colour}" stroke-width="1.5" stroke-dasharray="5,4"/>`,
+      ...s.points.map((p) => `<circle cx="${x(p.x).toFixed(1)}" cy="${y(p.p99).toFixed(1)}" r="3" fill="${s.colour}"/><circle cx="${x(p.x).toFixed(1)}" cy="${y(p.p50).toFixed(1)}" r="2.5" fill="white" stroke="${s.colour}"/>`),
+    ]),
+    ...series.map((s, i) => {
+      const ly = pad.top + 10 + i * 20;
+      const lx = width - pad.right + 16;
+      return `<line x1="${lx}" x2="${lx + 22}" y1="${ly}" y2="${ly}" stroke="${s.colour}" stroke-width="2"/><line x1="${lx + 26}" x2="${lx + 48}" y1="${ly}" y2="${ly}" stroke="${s.colour}" stroke-width="1.5" stroke-dasharray="5,4"/><text x="${lx + 54}" y="${ly + 4}">${escape(s.variant)}</text>`;
+    }),
+    '</svg>',
+  ];
+  return parts.join('\n');
+}
+
+module.exports = {
+  aggregate,
+  aggregateLatency,
+  median,
+  spreadOf,
+  table,
+  markdown,
+  ratios,
+  ratioLines,
+  targets,
+  targetLines,
+  handlerCallsLines,
+  formatLines,
+  dataLayerLines,
+  chart,
+  latencyTable,
+  latencyLine,
+  latencyChart,
+  latencyRateChart,
+  tailStepLines,
+  memoryLine,
+  spoolCatchUpLine,
+};

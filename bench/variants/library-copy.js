@@ -11,6 +11,8 @@
  * in this process (a rolled-back call counts too), and written to BENCH_CALLS_FILE when the process stops.
  * Variant G: F's with BENCH_STATEMENT=1, where every call first sends a statement in the unit's transaction (a
  * read), so that a failure comes after the handler's statements.
+ *
+ * BENCH_STEP_LOG (the bench's --tail-steps): the module's operations.stepLog, each committed unit's step times.
  */
 require('reflect-metadata');
 const { join } = require('path');
@@ -62,6 +64,8 @@ async function main() {
             schemas: { directory: join(__dirname, '../../schemas') },
             topicPrefix: env.prefix,
             topics: { [outputName]: { schema: 'com.example.PaymentRequested' } },
+            // The bench's --tail-steps: each committed unit's step times to this file.
+            ...(process.env.BENCH_STEP_LOG ? { operations: { stepLog: process.env.BENCH_STEP_LOG } } : {}),
             // For experiments only (the bench runs E with the defaults): BENCH_E_OPTIONS='{"chunk":{"maxRecords":500}}'
             ...JSON.parse(process.env.BENCH_E_OPTIONS || '{}'),
           }),
