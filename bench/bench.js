@@ -664,18 +664,11 @@ class Bench {
     return child;
   }
 
-  /** The input records, once per run, in a file for the latency phase's publishers. */
-  latencyInput(records) {
-    const file = join(this.dir, 'latency', 'input.ndjson');
-    if (!existsSync(file)) latency.writeInput(file, records);
-    return file;
-  }
-
   /**
    * The latency phase of a variant at one rate: one process of it on a fresh input topic, group, output topic and
    * database (the same set-up as its throughput run). A reader of its output (a process of its own, read_committed)
    * joins first; once the variant's group is ready, a publisher (a process of its own) publishes the first
-   * `records.length` input records (and again) at `rate` records/s for a warm-up and then --latency-seconds; then
+   * `records.length` input records (of the run's input, in the file `latencyInput`; and again) at `rate` records/s for a warm-up and then --latency-seconds; then
    * the wait until every output is seen. Each writes its file in latency/ (the raw samples, gzipped after the
    * merge); with --tail-steps, the variant writes the library's step log beside them.
    */
@@ -720,7 +713,7 @@ class Bench {
         if (reader.exitCode !== null) throw new Error(`${name}: the latency reader exited with ${reader.exitCode}: ${reader.tail()}`);
       };
       let published;
-      publisher = this.spawnHelper('latency-publisher.js', { brokers: this.opts.brokers, topic: input, input: this.latencyInput(records), records: records.length, match: variant.match, rate, seconds, warmupMs: LATENCY_WARMUP_MS, out: files.published }, `${name}-publisher`, (line) => {
+      publisher = this.spawnHelper('latency-publisher.js', { brokers: this.opts.brokers, topic: input, input: this.latencyInput, records: records.length, match: variant.match, rate, seconds, warmupMs: LATENCY_WARMUP_MS, out: files.published }, `${name}-publisher`, (line) => {
         if (line.startsWith('RESULT ')) published = JSON.parse(line.slice(7));
       });
       while (publisher.exitCode === null) {
@@ -891,8 +884,7 @@ async function latencyPhases(bench, opts, results, inputOf) {
     if (round === 1) for (const key of slow) await run(key, opts.latencyRate !== undefined ? pointsOf(key)[0] : { fraction: 0.5, of: 'own', rate: Math.max(1, Math.round(peakOf(key) / 2)), tag: '50' }, 0, 1);
   }
   // The publishers' copy of the input is not a sample.
-  const inputFile = join(bench.dir, 'latency', 'input.ndjson');
-  if (existsSync(inputFile)) unlinkSync(inputFile);
+  unlinkSync(bench.latencyInput);
   for (const key of keys) {
     const entry = results.find((r) => r.variant === key);
     const mine = [...slots.values()].filter((s) => s.key === key);
@@ -1016,6 +1008,9 @@ async function main() {
 
     if (opts.latency) {
       mkdirSync(join(bench.dir, 'latency'), { recursive: true });
+      // The whole input, for the publishers' processes (a variant of `--slow-count` records publishes the first ones).
+      bench.latencyInput = join(bench.dir, 'latency', 'input.ndjson');
+      latency.writeInput(bench.latencyInput, records);
       await latencyPhases(bench, opts, results, inputOf);
     }
     if (opts.memoryBacklog > 0) memory = await memoryPhase(bench, opts);

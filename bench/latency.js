@@ -220,7 +220,11 @@ function pick(object, keys) {
 
 // --- the step breakdown of the slowest records (--tail-steps, the library's operations.stepLog) ---
 
-/** A record's way from its publish to its output received, by the times its unit of work logged. */
+/**
+ * A record's way from its publish to its output received, by the times its unit of work logged. committed →
+ * received can be below zero: the broker makes the transaction visible as it writes the markers, before its
+ * answer to EndTxn reaches the variant's process.
+ */
 const STEPS = [
   ['published → fetched', (s, u) => u.fetched - s.publishedAt],
   ['fetched → started', (s, u) => u.started - u.fetched],

@@ -495,14 +495,19 @@ function escape(s) {
   return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
-/** Horizontal bars, one per variant, records/s on a linear scale. */
+/** Horizontal bars, one per variant, records/s on a linear scale (the median), a whisker from min to max over the rounds. */
 function chart(title, entries) {
   const width = 760;
   const bar = 22;
   const pad = { left: 110, right: 90, top: 34, bottom: 16 };
   const height = pad.top + pad.bottom + entries.length * (bar + 8);
-  const max = Math.max(1, ...entries.map((e) => e.recordsPerSecond ?? 0));
+  const max = Math.max(1, ...entries.map((e) => Math.max(e.recordsPerSecond ?? 0, e.spread?.recordsPerSecond?.max ?? 0)));
   const w = (v) => ((v ?? 0) / max) * (width - pad.left - pad.right);
+  const whisker = (s, y) => {
+    if (!s || s.n < 2) return '';
+    const [x1, x2, mid] = [pad.left + w(s.min), pad.left + w(s.max), y + bar / 2];
+    return `<path d="M${x1.toFixed(1)},${mid} H${x2.toFixed(1)} M${x1.toFixed(1)},${mid - 5} V${mid + 5} M${x2.toFixed(1)},${mid - 5} V${mid + 5}" stroke="#222" stroke-width="1.2" fill="none"/>`;
+  };
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${width}" height="${height}" fill="white"/>`,
@@ -513,7 +518,8 @@ function chart(title, entries) {
       return [
         `<text x="${pad.left - 8}" y="${y + bar / 2 + 4}" text-anchor="end">${escape(e.variant)}</text>`,
         `<rect x="${pad.left}" y="${y}" width="${w(e.recordsPerSecond).toFixed(1)}" height="${bar}" fill="${color}"/>`,
-        `<text x="${pad.left + w(e.recordsPerSecond) + 6}" y="${y + bar / 2 + 4}">${fmt(e.recordsPerSecond)}</text>`,
+        whisker(e.spread?.recordsPerSecond, y),
+        `<text x="${pad.left + Math.max(w(e.recordsPerSecond), w(e.spread?.recordsPerSecond?.max)) + 6}" y="${y + bar / 2 + 4}">${fmt(e.recordsPerSecond)}${spreadSuffix(e.spread?.recordsPerSecond)}</text>`,
       ].join('');
     }),
     '</svg>',
