@@ -1,4 +1,5 @@
 import type { KafkaMessage } from 'kafkajs';
+import type { FetchBudget } from './fetch-budget';
 
 /**
  * What the engine asks of a driver's consumer group (docs/drivers.md): one consumer per group, whose fetched batches
@@ -13,6 +14,11 @@ export interface GroupConsumerConfig {
   heartbeatInterval: number;
   rebalanceTimeout: number;
   maxBytesPerPartition: number;
+  /**
+   * The bytes held across partitions (consumer.maxBytesInFlight): each Fetch asks for at most what it grants (its
+   * fetch-wide limit), and none is sent while it grants nothing (the fetch waits for room).
+   */
+  fetchBudget?: FetchBudget;
   maxWaitTimeInMs: number;
   /** Always false: the library reads committed records only. */
   readUncommitted: false;

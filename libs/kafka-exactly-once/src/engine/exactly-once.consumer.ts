@@ -30,6 +30,7 @@ import { withDeadline } from './deadline';
 import { dueAt, retryOrigin, Route, routesOf } from '../retry/retry-tiers';
 import type { GroupConsumers } from '../client/drivers';
 import type { FetchedBatch, GroupConsumer } from '../client/group-consumer';
+import { batchBytes, FetchBudget, recordBytes, type SizedRecord } from '../client/fetch-budget';
 import { markBusy, registerDrain } from '../client/group-drains';
 import { StepLog, stepClock, type UnitSteps } from './step-log';
 import { type ClusterAdmin, type KafkaClient, logRequestsOf, StableOffsets, UnstableOffsetsError } from '../kafkajs';
@@ -51,6 +52,8 @@ export interface ConsumerStatus {
   partitions: PartitionHealth[];
   /** Each retry tier of this member's partitions: records waiting on it, and when the next one is due. */
   retryTiers: RetryTierStatus[];
+  /** Bytes of fetched records held across the partitions (`consumer.maxBytesInFlight`): now, the most so far, the bound. */
+  bytesInFlight?: { held: number; peak: number; limit: number };
 }
 
 /** A retry tier as this member sees it (its assigned partitions of the tier's topic). */
@@ -112,7 +115,9 @@ export class ExactlyOnceConsumer {
   /** Set by stop(): no more recoveries after a crash. */
   private stopRequested = false;
   private recovery?: NodeJS.Timeout;
-  private status: Omit<ConsumerStatus, 'partitions' | 'retryTiers'>;
+  private status: Omit<ConsumerStatus, 'partitions' | 'retryTiers' | 'bytesInFlight'>;
+  /** The bytes of the batches handed over and not done yet, across partitions (consumer.maxBytesInFlight). */
+  private readonly fetchBudget: FetchBudget;
   private markJoined!: () => void;
   /**
    * Resolves at the first assignment (the group joined). KafkaJS's `run()` resolves also when the join failed
@@ -140,12 +145,14 @@ export class ExactlyOnceConsumer {
     this.stableOffsets = new StableOffsets(kafka);
     this.hanging = new HangingTransactions(logRequestsOf(kafka));
     this.status = { state: 'idle', groupId: options.groupId, assignment: {} };
+    this.fetchBudget = new FetchBudget(options.consumer.maxBytesInFlight);
   }
 
   getStatus(stallAfterMs = this.options.consumer.stallAfterMs): ConsumerStatus {
     const now = Date.now();
     const partitions = [...this.sessions.values()].map((s) => s.progress.snapshot(stallAfterMs, now));
-    return { ...this.status, memberId: this.memberId ?? null, assignment: { ...this.status.assignment }, partitions, retryTiers: this.retryTiers(partitions) };
+    const bytesInFlight = { held: this.fetchBudget.held, peak: this.fetchBudget.peakHeld, limit: this.fetchBudget.limit };
+    return { ...this.status, memberId: this.memberId ?? null, assignment: { ...this.status.assignment }, partitions, retryTiers: this.retryTiers(partitions), bytesInFlight };
   }
 
   private retryTiers(partitions: PartitionHealth[]): RetryTierStatus[] {
@@ -176,11 +183,14 @@ export class ExactlyOnceConsumer {
       heartbeatInterval: c.heartbeatInterval,
       rebalanceTimeout: c.rebalanceTimeout,
       maxBytesPerPartition: c.maxBytesPerPartition,
+      fetchBudget: this.fetchBudget,
       maxWaitTimeInMs: c.maxWaitTimeInMs,
       readUncommitted: false,
       allowAutoTopicCreation: false,
     });
     this.consumer = consumer;
+    // No fetch of an earlier consumer is in flight any more; its batches still held stay counted until done.
+    this.fetchBudget.clearReservations();
     this.draining = false;
     this.undrain?.();
     this.memberId = undefined;
@@ -577,8 +587,24 @@ export class ExactlyOnceConsumer {
    * from its resolved position. A partition runs one worker at a time: a batch for a partition whose worker of an
    * earlier generation still runs (kept across a rebalance) waits for it, as do batches beyond
    * `partitionsConsumedConcurrently` workers.
+   *
+   * A batch's bytes count against `consumer.maxBytesInFlight` from the moment it is handed over (waiting included)
+   * until its worker ends, or at once when it is not handled: the drivers fetch no more than the bound leaves.
    */
   private async onBatch(payload: FetchedBatch): Promise<void> {
+    const bytes = batchBytes(payload.batch.messages);
+    this.fetchBudget.hold(bytes);
+    let started: { worker: Promise<void> } | undefined;
+    try {
+      started = await this.startWorker(payload);
+    } finally {
+      if (started) void started.worker.finally(() => this.fetchBudget.release(bytes));
+      else this.fetchBudget.release(bytes);
+    }
+  }
+
+  /** Hands a fetched batch to its partition's worker (see onBatch); the worker, or undefined when none was started. */
+  private async startWorker(payload: FetchedBatch): Promise<{ worker: Promise<void> } | undefined> {
     const { topic, partition } = payload.batch;
     if (!this.routes.has(topic)) return;
     const fetchedAt = this.stepLog ? stepClock() : 0;
@@ -615,6 +641,7 @@ export class ExactlyOnceConsumer {
         if (!backingOff && !this.stopRequested && this.isCurrent(session)) resume();
       });
     session.worker = worker;
+    return { worker };
   }
 
   /** The work of one fetched batch of a partition, by its worker (see onBatch). */
@@ -1023,17 +1050,7 @@ export function belowFloor(messages: ReadonlyArray<{ offset: string }>, floor: b
   return skipped === 0 ? { skipped } : { skipped, resolveTo: (floor - 1n).toString() };
 }
 
-type ChunkSizedRecord = { key?: Buffer | null; value: Buffer | null; headers?: Record<string, Buffer | string | Array<Buffer | string> | undefined> };
-
-/** Bytes of a record's key, value and headers (names and values), as the unit of work holds and records them. */
-function recordBytes(record: ChunkSizedRecord): number {
-  let bytes = (record.key?.length ?? 0) + (record.value?.length ?? 0);
-  for (const [name, value] of Object.entries(record.headers ?? {})) {
-    bytes += name.length;
-    for (const v of Array.isArray(value) ? value : [value]) bytes += v?.length ?? 0;
-  }
-  return bytes;
-}
+type ChunkSizedRecord = SizedRecord;
 
 /** How many records from `start` make the next chunk: at most `maxRecords`, and `maxBytes` of keys, values and headers (at least one record). */
 export function chunkLength(records: ReadonlyArray<ChunkSizedRecord>, start: number, limits: { maxRecords: number; maxBytes: number }): number {

@@ -329,6 +329,14 @@ export interface ConsumerOptions {
    * too when records are larger than about 1 KB, so that a unit of work can fill `chunk.maxRecords`.
    */
   maxBytesPerPartition?: number;
+  /**
+   * Bytes of records the consumer holds across all its partitions at once (keys, values and headers): fetched and
+   * decoded, waiting for their partition's worker, and in units of work. When they reach it, fetching waits (the
+   * partitions are fetched again as units of work end): no record is skipped or dropped. Default 1048576 (1 MiB),
+   * at least `maxBytesPerPartition`. Held can pass it by one record batch (Kafka answers a fetch with one batch at
+   * least). This, not the partitions' count, sets what the consumer's records cost in memory: docs/configuration.md.
+   */
+  maxBytesInFlight?: number;
   maxWaitTimeInMs?: number;
   /**
    * A partition whose fetched records have waited this long without a commit is stalled: KafkaHealthIndicator

@@ -1,3 +1,4 @@
+import type { FetchBudget } from '../client/fetch-budget';
 import { isBusy, runDrains } from '../client/group-drains';
 
 const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
@@ -14,6 +15,8 @@ type TopicPartitions = Array<{ topic: string; partitions: number[] }>;
 interface ConsumerGroupInternals {
   groupId: string;
   maxWaitTime: number;
+  /** The fetch-wide limit of its Fetch requests. */
+  maxBytes: number;
   [MAX_WAIT]?: number;
   seekOffset: Map<string, unknown>;
   subscriptionState: { assigned(): TopicPartitions; active(): TopicPartitions };
@@ -54,9 +57,20 @@ const KafkaJsConsumerGroup = require('kafkajs/src/consumer/consumerGroup') as ne
  * holds a fetch at most BUSY_FETCH_WAIT_MS. An idle consumer, or one whose partitions are paused for a backoff or
  * a retry tier's due time, keeps the long poll.
  *
+ * With a fetch budget (consumer.maxBytesInFlight, client/fetch-budget.ts), each fetch asks for at most the bytes it
+ * grants (KafkaJS's fetch-wide `maxBytes`), and while it grants none, waits for a release or `maxWaitTime` and
+ * returns nothing, as when every partition is paused.
+ *
  * The application's own KafkaJS consumers run KafkaJS's ConsumerGroup, unchanged.
  */
 export class CorrectedConsumerGroup extends KafkaJsConsumerGroup {
+  private readonly fetchBudget?: FetchBudget;
+
+  constructor(options: { fetchBudget?: FetchBudget }) {
+    super(options);
+    this.fetchBudget = options.fetchBudget;
+  }
+
   override async joinAndSync(): Promise<void> {
     await runDrains(this.groupId);
     return super.joinAndSync();
@@ -78,8 +92,19 @@ export class CorrectedConsumerGroup extends KafkaJsConsumerGroup {
       state = { busy: false, allPaused: false };
     }
     this.maxWaitTime = state.busy ? Math.min(BUSY_FETCH_WAIT_MS, maxWait) : maxWait;
+    const seek = this.seekOffset.size > 0;
+    if (this.fetchBudget && (seek || !state.allPaused)) {
+      const room = this.fetchBudget.grant(nodeId);
+      if (room === 0) {
+        // A seek pending waits too: the next fetch with room carries it out.
+        await this.fetchBudget.waitForRoom(maxWait);
+        return [];
+      }
+      // NOTE: read by KafkaJS when it sends the request; fetches to several brokers share it, as maxWaitTime above.
+      this.maxBytes = room;
+    }
     // A seek is carried out by the fetch.
-    if (this.seekOffset.size > 0 || !state.allPaused) return super.fetch(nodeId);
+    if (seek || !state.allPaused) return super.fetch(nodeId);
     const waiters = (this[WAITERS] ??= new Set());
     await new Promise<void>((resolve) => {
       const done = () => {

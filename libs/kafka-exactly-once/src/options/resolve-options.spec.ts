@@ -32,6 +32,7 @@ describe('resolveOptions', () => {
       rebalanceTimeout: 60000,
       partitionsConsumedConcurrently: 64,
       maxBytesPerPartition: 524288,
+      maxBytesInFlight: 1048576,
       maxWaitTimeInMs: 500,
       stallAfterMs: 60000,
       maxRetryDelayMs: 10000,
@@ -101,6 +102,9 @@ describe('resolveOptions', () => {
     [{ ...valid, deadLetter: { topicSuffix: '' } }, 'deadLetter.topicSuffix'],
     // Timeouts that must nest.
     [{ ...valid, consumer: { sessionTimeout: 45000, rebalanceTimeout: 30000 } }, 'consumer.rebalanceTimeout'],
+    [{ ...valid, consumer: { maxBytesInFlight: 0 } }, 'consumer.maxBytesInFlight'],
+    [{ ...valid, consumer: { maxBytesInFlight: 262144 } }, 'consumer.maxBytesInFlight'],
+    [{ ...valid, consumer: { maxBytesPerPartition: 2097152, maxBytesInFlight: 1048576 } }, 'consumer.maxBytesInFlight'],
     [{ ...valid, inbox: { lockTimeoutMs: 30000 } }, 'inbox.lockTimeoutMs'],
     [{ ...valid, consumer: { stallAfterMs: 5000 } }, 'consumer.stallAfterMs'],
     [{ ...valid, consumer: { stallAfterMs: 20000, maxRetryDelayMs: 30000 } }, 'consumer.stallAfterMs'],
@@ -109,6 +113,12 @@ describe('resolveOptions', () => {
     [{ ...valid, outputs: { maxRequestBytes: 10 } }, 'outputs.maxRequestBytes'],
   ])('names the bad field (%#)', (options, field) => {
     expect(fieldOf(options)).toBe(field);
+  });
+
+  it('bounds the bytes in flight at 1 MiB, or at one partition\'s fetch when that is larger, and says how to fix a bound below it', () => {
+    expect(resolveOptions({ ...valid, consumer: { maxBytesPerPartition: 2097152 } }).consumer.maxBytesInFlight).toBe(2097152);
+    expect(resolveOptions({ ...valid, consumer: { maxBytesInFlight: 4194304 } }).consumer.maxBytesInFlight).toBe(4194304);
+    expect(() => resolveOptions({ ...valid, consumer: { maxBytesInFlight: 65536 } })).toThrow(/"consumer.maxBytesInFlight" must be at least consumer.maxBytesPerPartition \(524288\).*raise it, or lower maxBytesPerPartition/);
   });
 
   it('waits 30 s for a schema id the registry does not know by default, and takes a plain JSON topic among framed ones', () => {

@@ -158,6 +158,11 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
   if (rebalanceTimeout < sessionTimeout) {
     throw new InvalidOptionsError('consumer.rebalanceTimeout', `must be at least consumer.sessionTimeout (${sessionTimeout}): members need that long to rejoin`);
   }
+  const maxBytesPerPartition = positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 512 * 1024);
+  const maxBytesInFlight = positiveInt('consumer.maxBytesInFlight', consumer.maxBytesInFlight, Math.max(1024 * 1024, maxBytesPerPartition));
+  if (maxBytesInFlight < maxBytesPerPartition) {
+    throw new InvalidOptionsError('consumer.maxBytesInFlight', `must be at least consumer.maxBytesPerPartition (${maxBytesPerPartition}): it bounds the bytes held across all partitions, so one partition's fetch must fit in it; raise it, or lower maxBytesPerPartition`);
+  }
   const stallAfterMs = positiveInt('consumer.stallAfterMs', consumer.stallAfterMs, 60000, 1000);
   const maxRetryDelayMs = positiveInt('consumer.maxRetryDelayMs', consumer.maxRetryDelayMs, Math.min(10000, Math.floor(stallAfterMs / 2)), 100);
   if (stallAfterMs <= Math.max(maxRetryDelayMs, lockTimeoutMs)) {
@@ -203,7 +208,8 @@ export function resolveOptions(options: KafkaExactlyOnceModuleOptions): Resolved
       heartbeatInterval,
       rebalanceTimeout,
       partitionsConsumedConcurrently: positiveInt('consumer.partitionsConsumedConcurrently', consumer.partitionsConsumedConcurrently, 64),
-      maxBytesPerPartition: positiveInt('consumer.maxBytesPerPartition', consumer.maxBytesPerPartition, 512 * 1024),
+      maxBytesPerPartition,
+      maxBytesInFlight,
       maxWaitTimeInMs: positiveInt('consumer.maxWaitTimeInMs', consumer.maxWaitTimeInMs, 500),
       stallAfterMs,
       maxRetryDelayMs,

@@ -32,6 +32,7 @@ export interface ResolvedOptions {
     rebalanceTimeout: number;
     partitionsConsumedConcurrently: number;
     maxBytesPerPartition: number;
+    maxBytesInFlight: number;
     maxWaitTimeInMs: number;
     stallAfterMs: number;
     maxRetryDelayMs: number;

@@ -303,7 +303,18 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
       await this.sleep(Math.min(this.config.maxWaitTimeInMs, 500));
       return;
     }
-    await Promise.all([...byLeader].map(([node, states]) => this.fetchFrom(node, states, metadata, generation)));
+    // The bytes held across partitions (consumer.maxBytesInFlight): what is left is shared among this round's Fetch
+    // requests; none is sent while nothing is left. The round before handed over all it fetched (handOver).
+    let maxBytes: number | undefined;
+    if (this.config.fetchBudget) {
+      const room = this.config.fetchBudget.grant(this);
+      if (room === 0) {
+        await this.config.fetchBudget.waitForRoom(this.config.maxWaitTimeInMs);
+        return;
+      }
+      maxBytes = Math.max(1, Math.floor(room / byLeader.size));
+    }
+    await Promise.all([...byLeader].map(([node, states]) => this.fetchFrom(node, states, metadata, generation, maxBytes)));
   }
 
   /** The committed offsets of the assigned partitions without a position (the earliest, or the latest, where none). */
@@ -327,7 +338,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
     }
   }
 
-  private async fetchFrom(node: number, states: PartitionState[], metadata: PlatformaticKafka.ClusterMetadata, generation: number): Promise<void> {
+  private async fetchFrom(node: number, states: PartitionState[], metadata: PlatformaticKafka.ClusterMetadata, generation: number, maxBytes?: number): Promise<void> {
     const { FetchIsolationLevels } = platformaticKafka();
     const byTopic = groupBy(states, (s) => s.topic);
     const busy = states.some((s) => isBusy(this.config.groupId, s.topic, s.partition)) || [...this.assigned.values()].some((s) => this.isPaused(s) && isBusy(this.config.groupId, s.topic, s.partition));
@@ -340,6 +351,7 @@ export class PlatformaticGroupConsumer implements GroupConsumer {
         node,
         maxWaitTime: busy ? Math.min(BUSY_FETCH_WAIT_MS, this.config.maxWaitTimeInMs) : this.config.maxWaitTimeInMs,
         minBytes: 1,
+        ...(maxBytes === undefined ? {} : { maxBytes }),
         isolationLevel: FetchIsolationLevels.READ_COMMITTED,
         topics: [...byTopic].map(([topic, list]) => ({
           topicId: metadata.topics.get(topic)!.id,

@@ -167,6 +167,8 @@ module.exports = ({ createConsumer, correctCluster }) =>
     maxBytesPerPartition,
     minBytes,
     maxBytes,
+    // kafka-exactly-once: the bytes held across partitions, for the consumer's group (vendor/consumer.cjs).
+    fetchBudget,
     maxWaitTimeInMs,
     retry = { retries: 5 },
     allowAutoTopicCreation,
@@ -199,6 +201,7 @@ module.exports = ({ createConsumer, correctCluster }) =>
       maxBytesPerPartition,
       minBytes,
       maxBytes,
+      fetchBudget,
       maxWaitTimeInMs,
       isolationLevel,
       instrumentationEmitter,

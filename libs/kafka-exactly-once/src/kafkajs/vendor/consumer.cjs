@@ -68,6 +68,8 @@ module.exports = ConsumerGroup => ({
   maxBytesPerPartition = 1048576, // 1MB
   minBytes = 1,
   maxBytes = 10485760, // 10MB
+  // kafka-exactly-once: the bytes held across partitions (client/fetch-budget.ts), for CorrectedConsumerGroup.
+  fetchBudget,
   maxWaitTimeInMs = 5000,
   isolationLevel = ISOLATION_LEVEL.READ_COMMITTED,
   rackId = '',
@@ -227,6 +229,7 @@ module.exports = ConsumerGroup => ({
         maxBytesPerPartition,
         minBytes,
         maxBytes,
+        fetchBudget,
         maxWaitTimeInMs,
         instrumentationEmitter,
         isolationLevel,
