@@ -6,6 +6,12 @@
  * latency phase: a writer commits one event per transaction at BENCH_LATENCY_RATE/s for BENCH_LATENCY_SECONDS
  * while the relay runs, and a read-committed reader measures each event from its writer's COMMIT to its
  * arrival. Prints one line `RESULT <json>`.
+ *
+ * KAFKA_CLIENT=platformatic: the relay's producer, checkpoint reads and admin on @platformatic/kafka (Node.js 22
+ * or later), as `kafka-eo outbox relay` runs them; the latency reader is KafkaJS's consumer on either driver.
+ * BENCH_OUTBOX_STEPS=1: RESULT's `steps` says where each event's time went, step by step (p50, p90, p99 in ms):
+ * commit to the relay's pick-up, the statement that gave out its batch, waiting for the batch before it, its
+ * transaction's records (AddPartitionsToTxn, Produce), its commit (EndTxn), then to the reader (markers, fetch).
  */
 require('reflect-metadata');
 const { join } = require('path');
@@ -18,6 +24,7 @@ const { KafkaExactlyOnceModule, Outbox } = require('../../dist/libs/kafka-exactl
 const { OutboxRelay } = require('../../dist/libs/kafka-exactly-once/outbox/outbox-relay');
 const { createKafkaClient } = require('../../dist/libs/kafka-exactly-once/kafkajs');
 const { resolveOutbox } = require('../../dist/libs/kafka-exactly-once/options/resolve-options');
+const { eventSteps, stepPercentiles } = require('../../dist/libs/kafka-exactly-once/outbox/relay-steps');
 
 const env = {
   brokers: (process.env.KAFKA_BROKERS || '127.0.0.1:9092').split(','),
@@ -27,6 +34,8 @@ const env = {
   accounts: Number(process.env.BENCH_ACCOUNTS || 200),
   rate: Number(process.env.BENCH_LATENCY_RATE || 1000),
   seconds: Number(process.env.BENCH_LATENCY_SECONDS || 10),
+  driver: process.env.KAFKA_CLIENT || 'kafkajs',
+  steps: process.env.BENCH_OUTBOX_STEPS === '1',
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const ROOT = join(__dirname, '..', '..');
@@ -40,6 +49,7 @@ async function main() {
   const checkpointTopic = `${env.prefix}outbox-checkpoints`;
   const config = {
     kafka: { clientId: 'bench-outbox', brokers: env.brokers },
+    driver: env.driver,
     transactionalIdPrefix: `${env.prefix}bench`,
     schemas: { directory: join(ROOT, 'schemas') },
     topicPrefix: env.prefix,
@@ -71,11 +81,17 @@ async function main() {
   const preloadSeconds = (Date.now() - preloadStarted) / 1000;
 
   const kafka = createKafkaClient({ clientId: 'bench-outbox-reader', brokers: env.brokers, logLevel: logLevel.NOTHING });
+  if (env.driver === 'platformatic') {
+    const { useDriverParts } = require('../../dist/libs/kafka-exactly-once/client/driver-parts');
+    const { platformaticParts } = require('../../dist/libs/kafka-exactly-once/platformatic/driver-parts');
+    useDriverParts(kafka, platformaticParts({ clientId: 'bench-outbox-relay', brokers: env.brokers }));
+  }
   const pool = dataSource.driver.master;
   // The module's defaults (BENCH_OUTBOX_BATCH and BENCH_OUTBOX_BATCH_BYTES for experiments).
   const batch = (name) => (process.env[name] ? Number(process.env[name]) : undefined);
   const relayConfig = { ...resolveOutbox({ name: 'bench', checkpointTopic, batchMaxRecords: batch('BENCH_OUTBOX_BATCH'), batchMaxBytes: batch('BENCH_OUTBOX_BATCH_BYTES') }, `${env.prefix}bench`), transactionalIdPrefix: `${env.prefix}bench`, transactionTimeoutMs: 60000 };
-  const relay = new OutboxRelay(kafka, pool, relayConfig);
+  const batchTimes = [];
+  const relay = new OutboxRelay(kafka, pool, relayConfig, undefined, env.steps ? (times) => batchTimes.push(times) : undefined);
   relay.start();
   // Timed from the moment the relay is active (lock held, earlier relay fenced, checkpoint read), as P0 is from
   // its connected producer's first send.
@@ -97,6 +113,7 @@ async function main() {
   const seen = new Set();
   const probeSeen = new Set();
   const latencies = [];
+  const arrivedAt = new Map();
   const consumer = kafka.consumer({ groupId: `${env.prefix}latency-reader`, maxWaitTimeInMs: 20, readUncommitted: false });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: false });
@@ -106,11 +123,7 @@ async function main() {
     eachMessage: async ({ message }) => {
       const id = message.headers['message-id']?.toString();
       probeSeen.add(id);
-      const at = committedAt.get(id);
-      if (at !== undefined && !seen.has(id)) {
-        seen.add(id);
-        latencies.push(Date.now() - at);
-      }
+      if (!arrivedAt.has(id)) arrivedAt.set(id, Date.now());
     },
   });
   while (!assigned) await sleep(50);
@@ -142,7 +155,15 @@ async function main() {
   }
   await Promise.all(inFlight);
   const achievedRate = written / ((Date.now() - latencyStarted) / 1000);
-  for (const deadline = Date.now() + 30000; latencies.length < written && Date.now() < deadline; ) await sleep(100);
+  // Each event from its writer's COMMIT answered to its arrival (an event can arrive before its writer's process
+  // has taken that answer from the event loop: 0 then).
+  const arrivals = () => [...committedAt.keys()].filter((id) => arrivedAt.has(id)).length;
+  for (const deadline = Date.now() + 30000; arrivals() < written && Date.now() < deadline; ) await sleep(100);
+  for (const [id, at] of committedAt) {
+    if (!arrivedAt.has(id)) continue;
+    seen.add(id);
+    latencies.push(Math.max(0, arrivedAt.get(id) - at));
+  }
   await consumer.disconnect();
   await relay.stop();
   await app.close();
@@ -153,9 +174,28 @@ async function main() {
     relaySeconds,
     recordsPerSecond: env.count / relaySeconds,
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
+    ...(env.steps ? { steps: stepBreakdown(batchTimes, committedAt, arrivedAt), driver: env.driver } : {}),
     latency: { rate: env.rate, achievedRate, published: written, matched: latencies.length, missing: [...order].filter(([id]) => !seen.has(id)).map(([, i]) => i).slice(0, 20), p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? null },
   };
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
+}
+
+/** Where the latency phase's events' time went (BENCH_OUTBOX_STEPS=1), and its batches. */
+function stepBreakdown(batchTimes, committedAt, arrivedAt) {
+  const batchOf = new Map();
+  for (const times of batchTimes) for (const id of times.messageIds) batchOf.set(id, times);
+  const events = [];
+  let batches = new Set();
+  for (const [id, at] of committedAt) {
+    const times = batchOf.get(id);
+    if (!times || !arrivedAt.has(id)) continue;
+    const steps = eventSteps(times, at, arrivedAt.get(id));
+    if (!steps) continue;
+    events.push(steps);
+    batches.add(times);
+  }
+  batches = [...batches];
+  return { events: events.length, batches: batches.length, eventsPerBatch: batches.length ? events.length / batches.length : 0, ...stepPercentiles(events) };
 }
 
 main().then(

@@ -14,6 +14,7 @@ import { transactionalRetry } from '../transaction/partition-producer';
 import { outboxTransactionalId } from '../transaction/transactional-ids';
 import { OutboxCheckpoints } from './outbox-checkpoints';
 import { OUTBOX_COLUMNS, outboxMessage, type OutboxRow } from './outbox-event';
+import type { RelayBatchTimes } from './relay-steps';
 
 
 /**
@@ -43,6 +44,14 @@ export const MARK_STATEMENT = `WITH picked AS (
 /** Rows in position order (positions are the text of non-negative integers: shorter is smaller). */
 function inPositionOrder<T extends { position: string }>(rows: T[]): T[] {
   return rows.sort((a, b) => a.position.length - b.position.length || (a.position < b.position ? -1 : a.position > b.position ? 1 : 0));
+}
+
+/** A batch given out: its number, its rows in position order, and when the statement that gave it out ran. */
+interface GivenBatch {
+  batch: bigint;
+  rows: OutboxRow[];
+  markedFrom: number;
+  markedAt: number;
 }
 
 /** A standby relay asks for the lock this often. */
@@ -123,6 +132,8 @@ export class OutboxRelay {
     private readonly pool: PgPool,
     private readonly config: OutboxRelayConfig,
     private readonly metrics?: KafkaExactlyOnceMetrics,
+    /** Told when each batch's steps ran, once it committed (a breakdown of the relay's latency: bench/variants/outbox.js). */
+    private readonly observe?: (times: RelayBatchTimes) => void,
   ) {
     this.checkpoints = new OutboxCheckpoints(
       kafka,
@@ -263,42 +274,52 @@ export class OutboxRelay {
       await cleanUpTo(upTo);
       await this.count();
     };
-    const giveOut = (upTo: bigint) => tidy(upTo).then(() => this.mark());
     // Batches given out and not in Kafka (a crash left them) go first, as they are. Only this session marks
     // batches from now on (every statement of the relay runs on the connection that holds the lock).
     let pending = await this.lowestPending(relayed);
     // The next batch, given out in PostgreSQL while Kafka takes the current one (a crash leaves it given out and
     // not in Kafka: it goes first when the relay starts again, as it is).
-    let next: Promise<[bigint, OutboxRow[]] | undefined> | undefined;
+    let next: Promise<GivenBatch | undefined> | undefined;
     try {
       while (this.running) {
         if (this.clientError) throw this.clientError;
-        let batch: bigint;
-        let rows: OutboxRow[];
+        let given: Omit<GivenBatch, 'markedFrom' | 'markedAt'> & Partial<GivenBatch>;
         if (pending !== undefined) {
           await tidy(relayed);
-          batch = pending;
-          rows = inPositionOrder(await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1`, [batch.toString()]));
-          pending = await this.lowestPending(batch);
+          given = { batch: pending, rows: inPositionOrder(await this.sql<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM ${OUTBOX_TABLE} WHERE batch = $1`, [pending.toString()])) };
+          pending = await this.lowestPending(pending);
         } else {
-          const given = next;
+          const early = next;
           next = undefined;
-          const marked = await (given ?? giveOut(relayed));
+          const marked = await (early ?? tidy(relayed).then(() => this.mark()));
           if (marked === undefined) {
             await cleanUpTo(relayed);
             await this.idle(this.config.pollIntervalMs);
             continue;
           }
-          [batch, rows] = marked;
+          given = marked;
         }
-        const sending = this.send(key, batch, rows);
-        // While Kafka takes this batch: the rows of batches already in Kafka go, and the next batch is given out
-        // (not while a refused event is looked for: those batches are of one event, given out one at a time).
-        if (pending === undefined && this.isolateUntil === undefined && this.running) {
-          next = giveOut(relayed);
+        const { batch, rows } = given;
+        // While Kafka takes this batch: the rows of batches already in Kafka go at once, and the next batch is given
+        // out once this one's records are in, while its commit (EndTxn) is on its way: an event committed meanwhile
+        // goes in the next transaction, not in the one after it (given out as this one began, the next batch would
+        // leave out every event committed during this transaction). Not while a refused event is looked for: those
+        // batches are of one event, given out one at a time.
+        const giveNext = pending === undefined && this.isolateUntil === undefined && this.running;
+        const tidied = giveNext ? tidy(relayed) : undefined;
+        tidied?.catch(() => undefined); // awaited below
+        const sending = this.send(key, given, () => {
+          if (!tidied || !this.running) return;
+          next = tidied.then(() => this.mark());
           next.catch(() => undefined); // awaited below, or before the session ends
+        });
+        let refusal: { topic: string; reason: string } | undefined;
+        try {
+          refusal = await sending;
+        } finally {
+          // Never a statement left running on the connection: the clean-up, when no batch was given out after it.
+          if (!next) await tidied;
         }
-        const refusal = await sending;
         if (refusal) {
           // Kafka refused an event for good: once the next batch (if any) is given out, every batch not in Kafka
           // is given back, and the relay starts again from its checkpoint.
@@ -384,7 +405,7 @@ export class OutboxRelay {
    * a key's events reach Kafka in order. Returns the batch and its rows in position order, or undefined when
    * nothing waits (no number is taken then).
    */
-  private async mark(): Promise<[bigint, OutboxRow[]] | undefined> {
+  private async mark(): Promise<GivenBatch | undefined> {
     this.notified = false;
     let limit = this.config.batchMaxRecords;
     if (this.isolateUntil !== undefined) {
@@ -392,20 +413,24 @@ export class OutboxRelay {
       if (first.position !== null && BigInt(first.position) <= this.isolateUntil) limit = 1;
       else this.isolateUntil = undefined;
     }
+    const markedFrom = Date.now();
     const rows = await this.sql<OutboxRow & { batch_number: string }>(MARK_STATEMENT, [limit, this.config.batchMaxBytes]);
     if (rows.length === 0) return undefined;
-    return [BigInt(rows[0].batch_number), inPositionOrder(rows)];
+    return { batch: BigInt(rows[0].batch_number), rows: inPositionOrder(rows), markedFrom, markedAt: Date.now() };
   }
 
   /**
-   * Sends a batch and its checkpoint in one Kafka transaction. Undefined: committed. Otherwise Kafka refused an
-   * event of the returned topic for good; the caller sets it aside (or splits the batch to find it) and the relay
-   * starts again from its checkpoint.
+   * Sends a batch and its checkpoint in one Kafka transaction; `beforeCommit` is called once its records are in
+   * Kafka, as its commit is sent. Undefined: committed. Otherwise Kafka refused an event of the returned topic for
+   * good; the caller sets it aside (or splits the batch to find it) and the relay starts again from its checkpoint.
    * Anything else throws, and the relay starts again from its checkpoint too (a commit whose answer was lost may
    * have happened: the checkpoint says).
    */
-  private async send(key: string, batch: bigint, rows: OutboxRow[]): Promise<{ topic: string; reason: string } | undefined> {
+  private async send(key: string, given: Omit<GivenBatch, 'markedFrom' | 'markedAt'> & Partial<GivenBatch>, beforeCommit: () => void): Promise<{ topic: string; reason: string } | undefined> {
+    const { batch, rows } = given;
     const producer = this.producer as CheckedProducer;
+    const sendFrom = Date.now();
+    let sentAt = sendFrom;
     const byTopic = new Map<string, Message[]>();
     for (const row of rows) {
       const messages = byTopic.get(row.aggregatetype) ?? [];
@@ -415,8 +440,11 @@ export class OutboxRelay {
     const transaction = await withDeadline(producer.transaction(), this.config.sendTimeoutMs, 'Kafka');
     try {
       await withDeadline(transaction.send([...[...byTopic].map(([topic, messages]) => ({ topic, messages })), this.checkpoints.record(key, batch, rows.length)]), this.config.sendTimeoutMs, 'Kafka');
+      sentAt = Date.now();
       this.faults.reach('outbox-before-kafka-commit');
-      await withDeadline(transaction.commit(), this.config.sendTimeoutMs, 'Kafka');
+      const committing = withDeadline(transaction.commit(), this.config.sendTimeoutMs, 'Kafka');
+      beforeCommit();
+      await committing;
     } catch (err) {
       // Aborted by the next epoch (InitProducerId), never under this one: a Produce given up at its deadline may
       // still land, and an abort marker before it would leave it in a transaction of its own.
@@ -429,6 +457,7 @@ export class OutboxRelay {
     }
     for (const [topic, messages] of byTopic) this.metrics?.outboxRelayed(topic, messages.length);
     this.current.relayed += rows.length;
+    this.observe?.({ batch, messageIds: rows.map((r) => r.id), markedFrom: given.markedFrom, markedAt: given.markedAt, sendFrom, sentAt, committedAt: Date.now() });
     return undefined;
   }
 
