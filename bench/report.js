@@ -186,13 +186,13 @@ function ratioLines(list) {
 
 /**
  * A target: its figure's median (or `center`, the ratio of two medians) and spread over `values` (one per round),
- * met or missed; `met` undefined when it was not measured as the target says (`comparable: false`).
+ * met or missed; `met` null when it was not measured, or not as the target says (`comparable: false`).
  */
 function target(name, kind, op, limit, unit, values, { center, complete = true, comparable = true, note } = {}) {
   const s = spreadOf(values, center);
   const m = s?.median;
   const holds = op === '≥' ? m >= limit : op === '<' ? m < limit : m <= limit;
-  return { name, kind, op, target: limit, unit, median: m, min: s?.min, max: s?.max, spreadPct: s?.pct, runs: s?.n ?? 0, values, complete, met: m === undefined || !comparable ? undefined : complete && holds, note };
+  return { name, kind, op, target: limit, unit, median: m, min: s?.min, max: s?.max, spreadPct: s?.pct, runs: s?.n ?? 0, values, complete, met: m === undefined || !comparable ? null : complete && holds, note };
 }
 
 /** Throughput: the ratios that have a target. */
@@ -407,7 +407,7 @@ function targetFigure(t, v) {
   return t.unit === '' ? v.toFixed(2) : `${fmt(v, t.unit === ' s' ? 1 : 0)}${t.unit}`;
 }
 
-const verdict = (t) => (t.met === true ? 'met' : t.met === false ? 'missed' : 'not measured');
+const verdict = (t) => (t.met === true ? 'met' : t.met === false ? 'missed' : t.runs > 0 ? 'not comparable' : 'not measured');
 const spreadText = (t) => (t.runs > 1 ? `${targetFigure(t, t.min)}–${targetFigure(t, t.max)} (±${fmt(t.spreadPct, t.spreadPct < 10 ? 1 : 0)}%) over ${t.runs} runs` : t.runs === 1 ? 'one run' : '-');
 
 /** The targets' block: target, median, spread, met or missed. */
