@@ -18,6 +18,8 @@ const { MessageHeaderReader } = require('../dist/libs/kafka-exactly-once/engine/
 const { invokeHandler } = require('../dist/libs/kafka-exactly-once/engine/handler-invocation');
 const { HandlerPipeline } = require('../dist/libs/kafka-exactly-once/handler-pipeline');
 const { KafkaExactlyOnceTracing } = require('../dist/libs/kafka-exactly-once/tracing/kafka-exactly-once.tracing');
+const { typeormDatabase } = require('../dist/libs/kafka-exactly-once/database/typeorm.database');
+const { DataSource } = require('typeorm');
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => (argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : def);
@@ -41,7 +43,9 @@ class CopyHandler {
 }
 const call = new HandlerPipeline({}).create({ instance: new CopyHandler(), methodName: 'onPayment' });
 const handler = { name: 'CopyHandler.onPayment', topic: 'payments', schema, retry: { attempts: 3, initialDelayMs: 10, multiplier: 2, maxDelayMs: 100 }, invoke: async (event, ctx) => { await call(event, ctx); } };
-const deps = { handler, registry, options, topicLimits: new Map([['out', 1048588]]), heartbeat: async () => undefined, logger: new Logger('bench'), tracing: new KafkaExactlyOnceTracing() };
+// The default data layer (TypeORM) over a DataSource never connected: what a call is lent is built, no statement is sent.
+const database = typeormDatabase(new DataSource({ type: 'postgres' }));
+const deps = { database, handler, registry, options, topicLimits: new Map([['out', 1048588]]), heartbeat: async () => undefined, logger: new Logger('bench'), tracing: new KafkaExactlyOnceTracing() };
 
 const now = Date.now();
 const messages = Array.from({ length: count }, (_, i) => ({
@@ -51,7 +55,7 @@ const messages = Array.from({ length: count }, (_, i) => ({
   value: encodeSingleObject(schema, { paymentId: `p-${i}`, accountId: `acct-${i % 200}`, amountCents: 1000 + i, requestedAt: new Date(now).toISOString() }),
   headers: { 'message-id': Buffer.from(`0193a1b2-c3d4-7e5f-8a9b-${String(i).padStart(12, '0')}`), 'event-type': Buffer.from('com.example.PaymentRequested') },
 }));
-const runner = { manager: {} };
+const runner = { manager: {}, isReleased: false, transactionDepth: 1 };
 
 async function unit() {
   let emitted = 0;

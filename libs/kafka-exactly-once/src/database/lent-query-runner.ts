@@ -30,13 +30,16 @@ const ENDS_UNIT = "a handler cannot end its unit of work's transaction: the libr
  * A JavaScript Proxy, so that TypeORM's own methods run with `this` being the view (their statements are checked
  * too) while every field they read or write is the runner's (the transaction depth stays one).
  */
-export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
-  let closed = false;
-  const call: HandlerCall = { live: true };
-  const depthAtOpen = (runner as unknown as { transactionDepth?: number }).transactionDepth;
+export function lentQueryRunner(
+  runner: QueryRunner,
+  /** The handler call it is lent to: over already when the view is built after the call (a closed view). */
+  call: HandlerCall = { live: true },
+  /** The runner's transaction depth when the call began. */
+  depthAtOpen: number | undefined = (runner as unknown as { transactionDepth?: number }).transactionDepth,
+): LentQueryRunner {
   // The EntityManager built over the view sets itself as the view's manager: kept here, not on the unit's runner.
   let manager: unknown;
-  const refused = (): UnitConnectionError | undefined => (closed ? new UnitConnectionError(CALL_IS_OVER) : undefined);
+  const refused = (): UnitConnectionError | undefined => (call.live ? undefined : new UnitConnectionError(CALL_IS_OVER));
   const checked = (text: unknown): UnitConnectionError | undefined => {
     const late = refused();
     if (late) return late;
@@ -87,7 +90,7 @@ export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
       if (property === 'manager') return manager;
       // Once the call is over, TypeORM's own checks would refuse with "already released" when the unit has ended by
       // then, or let the statement through when it has not: our refusal, with its reason, comes first either way.
-      if (property === 'isReleased' && closed) return false;
+      if (property === 'isReleased' && !call.live) return false;
       if (typeof property === 'string' && Object.prototype.hasOwnProperty.call(guarded, property)) return guarded[property];
       return Reflect.get(target, property, receiver);
     },
@@ -103,7 +106,6 @@ export function lentQueryRunner(runner: QueryRunner): LentQueryRunner {
     runner: view,
     call,
     close: async (failed: boolean) => {
-      closed = true;
       call.live = false;
       const depth = (runner as unknown as { transactionDepth?: number }).transactionDepth;
       if (depthAtOpen === undefined || depth === undefined || depth <= depthAtOpen) return;

@@ -1,7 +1,7 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import type { DatabasePort, DatabaseSession, LentDatabase, PgPoolLike } from './database.port';
-import { runInCall } from './handler-calls';
-import { lentQueryRunner } from './lent-query-runner';
+import { type HandlerCall, runInCall } from './handler-calls';
+import { type LentQueryRunner, lentQueryRunner } from './lent-query-runner';
 
 /** The DataSource of a TypeORM EntityManager or QueryRunner (`dataSource` from TypeORM 1, `connection` before). */
 export function typeormDataSourceOf(x: unknown): unknown {
@@ -37,11 +37,27 @@ export function typeormDatabase(dataSource: DataSource): TypeOrmDatabasePort {
     lend(session: DatabaseSession): LentDatabase {
       const runner = session as unknown as QueryRunner;
       return {
-        // Each call its own EntityManager, over a view of the unit's runner that refuses statements once the call is over.
+        // Each call its own EntityManager, over a view of the unit's runner that refuses statements once the call is
+        // over. Built when the call first reads ctx.manager (or ctx.db): a handler that writes nothing pays nothing.
         open() {
-          const lent = lentQueryRunner(runner);
-          const manager = dataSource.createEntityManager(lent.runner);
-          return { db: manager, manager, run: (fn) => runInCall(lent.call, fn), close: lent.close };
+          const call: HandlerCall = { live: true };
+          const depthAtOpen = (runner as unknown as { transactionDepth?: number }).transactionDepth;
+          let lent: LentQueryRunner | undefined;
+          let manager: EntityManager | undefined;
+          const lentManager = (): EntityManager => (manager ??= dataSource.createEntityManager((lent = lentQueryRunner(runner, call, depthAtOpen)).runner));
+          return {
+            get db() {
+              return lentManager();
+            },
+            get manager() {
+              return lentManager();
+            },
+            run: (fn) => runInCall(call, fn),
+            close: (failed: boolean) => {
+              call.live = false;
+              return lent ? lent.close(failed) : Promise.resolve();
+            },
+          };
         },
         end: () => undefined,
       };

@@ -153,10 +153,12 @@ async function attempts(
   if (!savepoints) {
     const emitted: OutputRecord[] = [];
     const waiting: WaitingEmits = [];
-    await optimistically(async () => {
+    try {
       await lent(deps, runner, where, (db) => handler.invoke(event, eventContext(deps, db, record, 1, emitted, traceHeaders, waiting)));
-      await Promise.all(waiting);
-    }, record.info.offset);
+      if (waiting.length > 0) await Promise.all(waiting);
+    } catch (err) {
+      throw optimisticFailure(err, record.info.offset);
+    }
     return { ok: true, attempts: 1, outputs: emitted };
   }
   let first = 1;
@@ -245,21 +247,33 @@ async function optimistically(call: () => Promise<void>, offset?: string): Promi
   try {
     await call();
   } catch (err) {
-    if (err instanceof HandlerTimeoutError) throw err;
-    if (isConnectionFault(err)) throw raisedByHandler(err);
-    throw new OptimisticInvocationFailed(err, offset);
+    throw optimisticFailure(err, offset);
   }
 }
 
+/** What a handler call without a savepoint that failed with `err` throws (see optimistically). */
+function optimisticFailure(err: unknown, offset?: string): unknown {
+  if (err instanceof HandlerTimeoutError) return err;
+  if (isConnectionFault(err)) return raisedByHandler(err);
+  return new OptimisticInvocationFailed(err, offset);
+}
+
 /** The handler's call, or HandlerTimeoutError once it has run `consumer.handlerTimeoutMs` (the call itself runs on). */
-async function withinHandlerTimeout(deps: InvocationDeps, where: () => string, call: Promise<unknown>): Promise<void> {
+function withinHandlerTimeout(deps: InvocationDeps, where: () => string, call: Promise<unknown>): Promise<void> {
   const ms = deps.options.consumer.handlerTimeoutMs;
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([call, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new HandlerTimeoutError(deps.handler.name, where(), ms)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new HandlerTimeoutError(deps.handler.name, where(), ms)), ms);
+    call.then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** TypeORM's EntityManager of the unit (`ctx.manager`): other data layers have `ctx.db` only. */
@@ -272,7 +286,9 @@ function managerOf(deps: InvocationDeps, db: { manager?: unknown }): any {
 
 function batchContext(deps: InvocationDeps, db: LentCall): BatchContext {
   return {
-    db: db.db as any,
+    get db() {
+      return db.db as any;
+    },
     get manager() {
       return managerOf(deps, db);
     },
@@ -301,7 +317,10 @@ function eventContext(deps: InvocationDeps, db: LentCall, record: InvocationReco
   const { options, registry, topicLimits } = deps;
   let key: string | undefined;
   return {
-    db: db.db as any,
+    // Read when the handler does: a data layer may build what it lends at the first use (TypeORM's EntityManager).
+    get db() {
+      return db.db as any;
+    },
     get manager() {
       return managerOf(deps, db);
     },
