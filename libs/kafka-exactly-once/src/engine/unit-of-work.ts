@@ -23,7 +23,7 @@ import type { PartitionProducer } from '../transaction/partition-producer';
 import { commitChecked, isBusy, pgClientOf, queryWithin, refuseLateStatements, releaseClean, wrapQuery } from './clean-release';
 import { failedInAbortedTransaction, isConnectionFault, isFencedError, isOutputTooLarge, isValidationRefusal } from './error-classification';
 import type { FaultInjector } from './fault-injector';
-import { BatchedInvocation, Invocation, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
+import { BatchedInvocation, Invocation, type InvocationDeps, invokeBatchHandler, invokeHandler, OptimisticInvocationFailed, whileHeartbeating } from './handler-invocation';
 import type { KafkaExactlyOnceMetrics } from '../metrics/kafka-exactly-once.metrics';
 import type { KafkaExactlyOnceTracing } from '../tracing/kafka-exactly-once.tracing';
 import { KeyLanes } from './key-lanes';
@@ -449,10 +449,19 @@ export class UnitOfWork {
       this.step('produced');
 
       this.sm.transitionTo('committing-db');
+      const lastOffset = this.records[count - 1].offset;
+      // The consumer offset goes into the Kafka transaction while PostgreSQL commits: like the outputs, it takes
+      // effect only with the transaction's commit, which comes after PostgreSQL's (an abort discards it with them).
+      const offsetSent = txn.sendOffsets({
+        consumerGroupId: group,
+        topics: [{ topic, partitions: [{ partition, offset: (BigInt(lastOffset) + 1n).toString() }] }],
+      });
+      offsetSent.catch(() => undefined); // awaited below, or settled before the unit aborts the transaction
       const postgresCommitStarted = performance.now();
       // A COMMIT that fails (a deferred constraint) is the record's to answer for, as any statement of a handler's
       // transaction; one that gets no answer is the server's (and its outcome unknown: the inbox tells).
-      await withDeadline(commitChecked(runner, this.logger), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch((err) => {
+      await withDeadline(commitChecked(runner, this.logger), options.inbox.statementTimeoutMs + 1000, 'PostgreSQL (COMMIT)').catch(async (err) => {
+        await offsetSent.catch(() => undefined);
         throw err instanceof DeadlineExceeded ? new InboxStatementError('the PostgreSQL commit', err) : err;
       });
       const kafkaCommitStarted = performance.now();
@@ -460,11 +469,7 @@ export class UnitOfWork {
       this.sm.transitionTo('committing-kafka');
       faults.reach('after-db-commit');
       if (this.moves.length > 0) faults.reach('after-retry-move-db-commit');
-      const lastOffset = this.records[count - 1].offset;
-      await txn.sendOffsets({
-        consumerGroupId: group,
-        topics: [{ topic, partitions: [{ partition, offset: (BigInt(lastOffset) + 1n).toString() }] }],
-      });
+      await offsetSent;
       faults.reach('before-kafka-commit');
       await txn.commit();
       this.step('committed');
@@ -777,6 +782,7 @@ export class UnitOfWork {
   }
 
   private async timed<T>(call: () => Promise<T>): Promise<T> {
+    if (!this.deps.metrics) return call();
     const started = performance.now();
     try {
       return await call();
@@ -859,10 +865,14 @@ export class UnitOfWork {
     return claim.lastError ?? describeFailure(new Error('unit of work failed with this record alone'), 'handler-failed');
   }
 
-  private invocationDeps() {
+  /** What each handler call of the unit needs besides its record: one object for the unit's calls. */
+  private invocationDeps(): InvocationDeps {
+    if (this.invocation) return this.invocation;
     const { dataSource: database, handler, registry, options, topicLimits, heartbeat, tracing, ambient } = this.deps;
-    return { database, handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing, ambient };
+    return (this.invocation = { database, handler, registry, options, topicLimits, heartbeat, logger: this.logger, tracing, ambient });
   }
+
+  private invocation: InvocationDeps | undefined;
 
   private recordInfo(record: ChunkRecord): RecordInfo {
     const info = {
