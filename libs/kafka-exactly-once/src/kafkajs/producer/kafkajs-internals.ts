@@ -182,17 +182,10 @@ export function murmur2(key: Buffer | string): number {
     k = Math.imul(k, m);
     h = Math.imul(h, m) ^ k;
   }
-  switch (length & 3) {
-    case 3:
-      h ^= data[whole + 2] << 16;
-    // falls through
-    case 2:
-      h ^= data[whole + 1] << 8;
-    // falls through
-    case 1:
-      h ^= data[whole];
-      h = Math.imul(h, m);
-  }
+  const rest = length & 3;
+  if (rest === 3) h ^= data[whole + 2] << 16;
+  if (rest >= 2) h ^= data[whole + 1] << 8;
+  if (rest >= 1) h = Math.imul(h ^ data[whole], m);
   h ^= h >>> 13;
   h = Math.imul(h, m);
   h ^= h >>> 15;
