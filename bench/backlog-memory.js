@@ -42,17 +42,8 @@ function paymentCodec() {
   return { encode: (payment) => Buffer.concat([header, type.toBuffer(payment)]), eventType: type.name };
 }
 
-/** A seeded generator (mulberry32): the same backlog for the same arguments, as the load command's --seed. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded generator (the load command's mulberry32): the same backlog for the same arguments, as its --seed. */
+const prng = (seed) => require(join(ROOT, 'dist/apps/producer-app/apps/producer-app/src/load/prng.js')).prng(seed);
 
 /** Publishes `records` payments on `topic`: an account's payments on one partition (account n on n mod partitions), in order. */
 async function publishBacklog(kafka, topic, records, partitions) {
