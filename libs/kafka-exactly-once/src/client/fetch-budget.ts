@@ -4,9 +4,14 @@ export type SizedRecord = { key?: Buffer | null; value: Buffer | null; headers?:
 /** Bytes of a record's key, value and headers (names and values), as the unit of work holds and records them. */
 export function recordBytes(record: SizedRecord): number {
   let bytes = (record.key?.length ?? 0) + (record.value?.length ?? 0);
-  for (const [name, value] of Object.entries(record.headers ?? {})) {
+  const headers = record.headers;
+  if (!headers) return bytes;
+  // Once per fetched record: no array or entry pair made for it.
+  for (const name of Object.keys(headers)) {
     bytes += name.length;
-    for (const v of Array.isArray(value) ? value : [value]) bytes += v?.length ?? 0;
+    const value = headers[name];
+    if (Array.isArray(value)) for (const v of value) bytes += v?.length ?? 0;
+    else bytes += value?.length ?? 0;
   }
   return bytes;
 }
@@ -80,14 +85,19 @@ export class FetchBudget {
 
   /** Resolves at the next release, or after `ms`. */
   waitForRoom(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.waiters.add(done);
-    });
+    return wokenOrAfter(this.waiters, ms);
   }
+}
+
+/** Resolves when a function of `waiters` is called (each wakes all of them), or after `ms`. */
+export function wokenOrAfter(waiters: Set<() => void>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      waiters.delete(done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    waiters.add(done);
+  });
 }

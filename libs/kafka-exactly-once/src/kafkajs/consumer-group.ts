@@ -1,4 +1,4 @@
-import type { FetchBudget } from '../client/fetch-budget';
+import { type FetchBudget, wokenOrAfter } from '../client/fetch-budget';
 import { isBusy, runDrains } from '../client/group-drains';
 
 const WAITERS = Symbol('kafka-exactly-once:resume-waiters');
@@ -105,16 +105,7 @@ export class CorrectedConsumerGroup extends KafkaJsConsumerGroup {
     }
     // A seek is carried out by the fetch.
     if (seek || !state.allPaused) return super.fetch(nodeId);
-    const waiters = (this[WAITERS] ??= new Set());
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, maxWait);
-      waiters.add(done);
-    });
+    await wokenOrAfter((this[WAITERS] ??= new Set()), maxWait);
     return [];
   }
 
